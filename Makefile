@@ -1,0 +1,39 @@
+# One command per job. Everything installs into a local virtual environment.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test unit lint format bench integration clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: install  ## run the demo agent on the embedded default (traces to chainlat-traces.jsonl)
+	$(BIN)/chainlat demo
+
+lint: install  ## ruff (lint + format check) and the strict type check
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format src tests examples benchmarks
+	$(BIN)/ruff check --fix src tests examples benchmarks
+
+unit: install  ## the test suite without the Jaeger / Collector integration tests
+	$(BIN)/pytest -m "not integration"
+
+test: lint  ## lint, type check, the whole test suite
+	$(BIN)/pytest
+
+bench: install  ## benchmarks; results go to BENCHMARKS.md
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,74 @@
+"""chainlat: the latency of multi-step AI workflows, traced, rolled up and budgeted.
+
+Example::
+
+    import chainlat
+    chainlat.configure("support-bot")
+    with chainlat.workflow("answer") as run:
+        with chainlat.data_stage("retrieve-docs"):
+            docs = search(question)
+        with chainlat.inference("gpt-4o", provider="openai") as call:
+            reply = ask(question, docs)
+    print(run.rollup)
+"""
+
+from __future__ import annotations
+
+from chainlat._config import configure, shutdown
+from chainlat._errors import (
+    BudgetFileError,
+    ChainlatError,
+    ConfigError,
+    InputError,
+    LatencyBudgetExceeded,
+    LatencyBudgetWarning,
+    TraceSourceError,
+)
+from chainlat._processor import ChainlatSpanProcessor
+from chainlat._rollup import Rollup
+from chainlat._spans import (
+    DataStage,
+    Inference,
+    InferenceHandle,
+    StepHandle,
+    Tool,
+    Workflow,
+    WorkflowHandle,
+    bind_context,
+    current_step,
+    current_workflow,
+    data_stage,
+    inference,
+    tool,
+    workflow,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetFileError",
+    "ChainlatError",
+    "ChainlatSpanProcessor",
+    "ConfigError",
+    "DataStage",
+    "Inference",
+    "InferenceHandle",
+    "InputError",
+    "LatencyBudgetExceeded",
+    "LatencyBudgetWarning",
+    "Rollup",
+    "StepHandle",
+    "Tool",
+    "TraceSourceError",
+    "Workflow",
+    "WorkflowHandle",
+    "bind_context",
+    "configure",
+    "current_step",
+    "current_workflow",
+    "data_stage",
+    "inference",
+    "shutdown",
+    "tool",
+    "workflow",
+]

@@ -1,0 +1,114 @@
+"""Every attribute key, span-name rule and metric name chainlat writes or reads.
+
+``gen_ai.*`` keys follow the OpenTelemetry GenAI semantic conventions
+(semantic-conventions-genai, development status, as published in November 2026
+on top of the general conventions v1.42.0). ``chainlat.*`` keys are our own.
+Times in ``*_ms`` attributes are milliseconds (floats); the semconv keys keep
+their own units (seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+StepKind = Literal["inference", "data", "tool"]
+"""The three kinds of step a chain spends its time in; the rest is overhead."""
+
+STEP_KINDS: Final[tuple[StepKind, ...]] = ("inference", "data", "tool")
+
+TRACER_NAME: Final = "chainlat"
+"""One fixed instrumentation scope for every span chainlat starts."""
+
+# --- GenAI semantic conventions -------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+"""Seconds from the request to the first streamed chunk."""
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+ERROR_TYPE: Final = "error.type"
+DB_SYSTEM: Final = "db.system"
+DB_SYSTEM_NAME: Final = "db.system.name"
+
+OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_RETRIEVAL: Final = "retrieval"
+INFERENCE_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+"""``gen_ai.operation.name`` values that count as inference in the rollup."""
+
+# --- chainlat step attributes ---------------------------------------------------
+STEP_KIND: Final = "chainlat.step.kind"
+"""``inference``, ``data`` or ``tool``; ``workflow`` on a workflow span."""
+STEP_INDEX: Final = "chainlat.step.index"
+"""0-based start order of a step within its workflow."""
+WORKFLOW_NAME: Final = "chainlat.workflow.name"
+"""Name of the workflow a step belongs to."""
+CACHE_HIT: Final = "chainlat.cache.hit"
+FIRST_TOKEN_EVENT: Final = "chainlat.first_token"
+"""Span event at the instant the first content token arrived."""
+LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
+VARIANT: Final = "chainlat.variant"
+
+WORKFLOW_KIND_VALUE: Final = "workflow"
+
+# --- the rollup, on the workflow span ---------------------------------------------
+CHAIN_TOTAL_MS: Final = "chainlat.chain.total_ms"
+CHAIN_INFERENCE_MS: Final = "chainlat.chain.inference_ms"
+CHAIN_DATA_MS: Final = "chainlat.chain.data_ms"
+CHAIN_TOOL_MS: Final = "chainlat.chain.tool_ms"
+CHAIN_OVERHEAD_MS: Final = "chainlat.chain.overhead_ms"
+CHAIN_INFERENCE_SUM_MS: Final = "chainlat.chain.inference_sum_ms"
+CHAIN_DATA_SUM_MS: Final = "chainlat.chain.data_sum_ms"
+CHAIN_TOOL_SUM_MS: Final = "chainlat.chain.tool_sum_ms"
+CHAIN_PARALLELISM: Final = "chainlat.chain.parallelism"
+CHAIN_STEP_COUNT: Final = "chainlat.chain.step_count"
+CHAIN_INFERENCE_COUNT: Final = "chainlat.chain.inference_count"
+CHAIN_DATA_COUNT: Final = "chainlat.chain.data_count"
+CHAIN_TOOL_COUNT: Final = "chainlat.chain.tool_count"
+CHAIN_CACHE_HITS: Final = "chainlat.chain.cache_hits"
+CHAIN_INPUT_TOKENS: Final = "chainlat.chain.input_tokens"
+CHAIN_OUTPUT_TOKENS: Final = "chainlat.chain.output_tokens"
+CHAIN_CRITICAL_PATH: Final = "chainlat.chain.critical_path"
+
+# --- metrics ----------------------------------------------------------------------
+METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_WORKFLOW_DURATION: Final = "gen_ai.workflow.duration"
+METRIC_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
+
+# Bucket boundaries the conventions recommend for each histogram.
+DURATION_BUCKETS_S: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+TOKEN_BUCKETS: Final = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
+WORKFLOW_BUCKETS_S: Final = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+
+
+def workflow_span_name(name: str) -> str:
+    """``invoke_workflow {name}``."""
+    return f"{OP_INVOKE_WORKFLOW} {name}"
+
+
+def inference_span_name(operation: str, model: str) -> str:
+    """``{operation} {model}``, for example ``chat gpt-4o``."""
+    return f"{operation} {model}"
+
+
+def data_span_name(name: str) -> str:
+    """``data {name}``."""
+    return f"data {name}"
+
+
+def tool_span_name(name: str) -> str:
+    """``execute_tool {name}``."""
+    return f"{OP_EXECUTE_TOOL} {name}"

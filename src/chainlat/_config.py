@@ -1,0 +1,268 @@
+"""configure() and shutdown(): providers, exporters, environment variables, the embedded default."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+
+from chainlat._errors import ConfigError, internal_errors, logger
+from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._processor import ChainlatSpanProcessor, Clock, processor_for, register
+
+ExporterName = Literal["file", "otlp", "console", "none"]
+
+DEFAULT_TRACES_FILE = "chainlat-traces.jsonl"
+_PROTOCOLS = ("http/protobuf", "grpc")
+
+
+@dataclass
+class _Installed:
+    provider: TracerProvider
+    owned: bool
+    processors: list[SpanProcessor] = field(default_factory=list)
+    meter_provider: MeterProvider | None = None
+
+
+_lock = threading.Lock()
+_installed: _Installed | None = None
+_owned_provider: TracerProvider | None = None
+"""The provider configure() created; the global one can be set once per process, so it is reused."""
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _otlp_endpoint() -> str | None:
+    return _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or _env("OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def _choose_exporter(exporter: ExporterName | SpanExporter | None) -> ExporterName | SpanExporter:
+    if exporter is not None:
+        return exporter
+    named = _env("OTEL_TRACES_EXPORTER")
+    if named is not None:
+        first = named.split(",")[0].strip().lower()
+        if first not in ("otlp", "console", "none", "file"):
+            raise ConfigError(
+                f"OTEL_TRACES_EXPORTER={named!r}: expected otlp, console, none or file"
+            )
+        return first  # type: ignore[return-value]
+    return "otlp" if _otlp_endpoint() else "file"
+
+
+def _protocol() -> str:
+    protocol = (
+        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or _env("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if protocol not in _PROTOCOLS:
+        raise ConfigError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: expected one of {', '.join(_PROTOCOLS)}"
+        )
+    return protocol
+
+
+def _otlp_span_exporter() -> SpanExporter:
+    # The exporters read OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout,
+    # compression) themselves, each with the per-signal override.
+    if _protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter()
+
+
+def _otlp_metric_reader() -> MetricReader:
+    if _protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return PeriodicExportingMetricReader(OTLPMetricExporter())
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return PeriodicExportingMetricReader(HttpMetricExporter())
+
+
+def configure(
+    service_name: str | None = None,
+    *,
+    exporter: ExporterName | SpanExporter | None = None,
+    traces_file: str | os.PathLike[str] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    resource_attributes: Mapping[str, str] | None = None,
+    metric_readers: list[MetricReader] | None = None,
+    batch: bool = True,
+    set_global: bool = True,
+    clock: Clock | None = None,
+) -> TracerProvider:
+    """Set up tracing for an application and return its TracerProvider.
+
+    With no OTLP endpoint configured (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), traces are appended to
+    ``chainlat-traces.jsonl`` (or ``traces_file`` / ``CHAINLAT_TRACES_FILE``) in
+    the OTLP/JSON lines format of the Collector's file exporter.
+
+    Args:
+        service_name: ``service.name``; default ``OTEL_SERVICE_NAME``, then the SDK's.
+        exporter: ``"file"``, ``"otlp"``, ``"console"``, ``"none"`` or any SpanExporter;
+            default ``OTEL_TRACES_EXPORTER``, else otlp when an endpoint is set, else file.
+        traces_file: Where the file exporter appends.
+        tracer_provider: An existing SDK provider to add chainlat's processors to,
+            instead of creating one (it is then neither replaced nor shut down by chainlat).
+        resource_attributes: Extra resource attributes (``OTEL_RESOURCE_ATTRIBUTES`` is read too).
+        metric_readers: Readers for the GenAI metrics; default an OTLP reader when the
+            exporter is otlp, none otherwise.
+        batch: Export through a BatchSpanProcessor (default) or a SimpleSpanProcessor.
+        set_global: Make the providers the global ones (only for providers chainlat creates).
+        clock: Nanosecond clock for chainlat's own spans (tests inject one).
+
+    Example::
+
+        import chainlat
+        chainlat.configure("support-bot")
+        with chainlat.workflow("answer"): ...
+    """
+    global _installed, _owned_provider
+    with _lock:
+        chosen = _choose_exporter(exporter)
+        span_exporter = _make_exporter(chosen, traces_file)
+        if metric_readers is None:
+            metric_readers = [_otlp_metric_reader()] if chosen == "otlp" else []
+
+        if _installed is not None:
+            _shutdown_installed(_installed)
+            _installed = None
+        owned = tracer_provider is None
+        if tracer_provider is None:
+            if _owned_provider is None or not set_global:
+                tracer_provider = TracerProvider(resource=_resource(service_name, resource_attributes))
+            else:
+                tracer_provider = _owned_provider
+            if set_global:
+                _owned_provider = tracer_provider
+        meter_provider = (
+            MeterProvider(
+                metric_readers=metric_readers,
+                resource=_resource(service_name, resource_attributes),
+            )
+            if metric_readers
+            else None
+        )
+
+        chainlat_processor = processor_for(tracer_provider, install=False)
+        if chainlat_processor is None:
+            chainlat_processor = ChainlatSpanProcessor()
+            tracer_provider.add_span_processor(chainlat_processor)
+            register(tracer_provider, chainlat_processor)
+        if clock is not None:
+            chainlat_processor.clock = clock
+        chainlat_processor.use_meter_provider(meter_provider)
+
+        installed = _Installed(tracer_provider, owned, meter_provider=meter_provider)
+        if span_exporter is not None:
+            export: SpanProcessor = (
+                BatchSpanProcessor(span_exporter) if batch else SimpleSpanProcessor(span_exporter)
+            )
+            tracer_provider.add_span_processor(export)
+            installed.processors.append(export)
+        if set_global and owned:
+            _set_global(tracer_provider, meter_provider)
+        _installed = installed
+        return tracer_provider
+
+
+def _make_exporter(
+    chosen: ExporterName | SpanExporter, traces_file: str | os.PathLike[str] | None
+) -> SpanExporter | None:
+    if isinstance(chosen, SpanExporter):
+        return chosen
+    if chosen == "none":
+        return None
+    if chosen == "console":
+        return ConsoleSpanExporter()
+    if chosen == "otlp":
+        return _otlp_span_exporter()
+    if chosen == "file":
+        path = traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE
+        return JsonLinesSpanExporter(path)
+    raise ConfigError(f"exporter={chosen!r}: expected file, otlp, console, none or a SpanExporter")
+
+
+def _resource(service_name: str | None, extra: Mapping[str, str] | None) -> Resource:
+    attributes: dict[str, str] = dict(extra or {})
+    if service_name is not None:
+        attributes["service.name"] = service_name
+    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, and
+    # lets explicit attributes win over them.
+    return Resource.create(attributes)
+
+
+def _set_global(provider: TracerProvider, meter_provider: MeterProvider | None) -> None:
+    current = trace.get_tracer_provider()
+    if current is not provider:
+        if isinstance(current, TracerProvider):
+            logger.warning(
+                "chainlat: a global TracerProvider is already set; pass it as "
+                "configure(tracer_provider=...) to add chainlat to it"
+            )
+        else:
+            trace.set_tracer_provider(provider)
+    if meter_provider is not None and not isinstance(
+        metrics.get_meter_provider(), MeterProvider
+    ):
+        metrics.set_meter_provider(meter_provider)
+
+
+def _shutdown_installed(installed: _Installed) -> bool:
+    # The provider itself stays up: it may be the global one, which cannot be
+    # replaced, and a later configure() adds fresh exporters to it.
+    ok = True
+    for processor in installed.processors:
+        with internal_errors("shutting down an exporter"):
+            ok = processor.force_flush() and ok
+            processor.shutdown()
+    installed.processors.clear()
+    if installed.meter_provider is not None:
+        with internal_errors("shutting down metrics"):
+            installed.meter_provider.shutdown()
+    return ok
+
+
+def shutdown() -> bool:
+    """Flush and close what configure() set up; True when everything was flushed.
+
+    Example::
+
+        chainlat.configure()
+        run_the_app()
+        chainlat.shutdown()
+    """
+    global _installed
+    with _lock:
+        if _installed is None:
+            return True
+        installed, _installed = _installed, None
+        return _shutdown_installed(installed)

@@ -1,0 +1,457 @@
+"""workflow, inference, data_stage and tool: each one object that is a context manager and a decorator.
+
+Every step is one OpenTelemetry span. The object returned by ``chainlat.inference(...)``
+works as ``with``, ``async with``, ``@decorator`` on a function and on an
+``async def``; a decorated coroutine function gets a fresh span per call that
+covers the whole awaited body (a plain ContextDecorator would end it when the
+coroutine object is created).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from chainlat import _attributes as attr
+from chainlat._errors import internal_errors
+from chainlat._processor import ChainlatSpanProcessor, processor_for
+from chainlat._rollup import Rollup, SpanRecord, compute_rollup
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+H = TypeVar("H", bound="StepHandle")
+
+_current: contextvars.ContextVar[StepHandle | None] = contextvars.ContextVar(
+    "chainlat_current_step", default=None
+)
+
+_tracers: dict[int, tuple[object, trace.Tracer]] = {}
+
+
+def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
+    # get_tracer builds a new Tracer object on every call; keep one per provider.
+    key = id(provider)
+    cached = _tracers.get(key)
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    tracer = provider.get_tracer(attr.TRACER_NAME)
+    _tracers[key] = (provider, tracer)
+    return tracer
+
+
+def _error_type(exc: BaseException) -> str:
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+class StepHandle:
+    """The live handle of one step; what ``with chainlat.tool(...) as step`` gives."""
+
+    kind: str = ""
+
+    def __init__(
+        self,
+        name: str,
+        span: trace.Span,
+        processor: ChainlatSpanProcessor | None,
+        start_ns: int,
+    ) -> None:
+        self.name = name
+        """The span name."""
+        self.span = span
+        """The underlying OpenTelemetry span."""
+        self.start_ns = start_ns
+        self.end_ns: int | None = None
+        self._processor = processor
+        self._token: object = None
+        self._step_token: contextvars.Token[StepHandle | None] | None = None
+        self._parent_step: StepHandle | None = None
+
+    @property
+    def duration_ms(self) -> float | None:
+        """Duration once the step has ended, else None."""
+        return None if self.end_ns is None else (self.end_ns - self.start_ns) / 1e6
+
+    def _now(self) -> int:
+        return self._processor.clock() if self._processor is not None else _default_clock()
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Set an attribute on the step's span."""
+        with internal_errors("setting an attribute"):
+            self.span.set_attribute(key, value)
+
+    def cache_hit(self) -> None:
+        """Mark that the result came from a cache (``chainlat.cache.hit=true``)."""
+        self.set_attribute(attr.CACHE_HIT, True)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        with internal_errors("ending a span"):
+            end_ns = self._now()
+            self.end_ns = end_ns
+            # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
+            # task cancellation end the span without marking it failed.
+            if isinstance(exc, Exception):
+                self.span.record_exception(exc, timestamp=end_ns, escaped=True)
+                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                self.span.set_attribute(attr.ERROR_TYPE, _error_type(exc))
+            self._before_end(end_ns, exc)
+            self.span.end(end_time=end_ns)
+        self._after_end(exc)
+
+    def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
+        """Hook for workflows: runs before the span ends."""
+
+    def _after_end(self, exc: BaseException | None) -> None:
+        """Hook for workflows: runs after the span ended, outside the error guard."""
+
+
+def _default_clock() -> int:
+    import time
+
+    return time.time_ns()
+
+
+class InferenceHandle(StepHandle):
+    """A model call in progress: record usage, the first token, cache hits."""
+
+    kind = "inference"
+
+    def record_usage(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+    ) -> None:
+        """Record token usage (``gen_ai.usage.*``)."""
+        if input_tokens is not None:
+            self.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, int(input_tokens))
+        if output_tokens is not None:
+            self.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, int(output_tokens))
+        if cache_read_tokens is not None:
+            self.set_attribute(attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, int(cache_read_tokens))
+
+    def first_token(self) -> None:
+        """Mark now as the arrival of the first content token.
+
+        Sets ``gen_ai.response.time_to_first_chunk`` (seconds), ``chainlat.latency.ttft_ms``
+        and a ``chainlat.first_token`` span event at this instant. Only the first call counts.
+        """
+        with internal_errors("marking the first token"):
+            if self._first_token_ns is not None:
+                return
+            now = self._now()
+            self._first_token_ns = now
+            elapsed = now - self.start_ns
+            self.span.set_attribute(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, elapsed / 1e9)
+            self.span.set_attribute(attr.LATENCY_TTFT_MS, elapsed / 1e6)
+            self.span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=now)
+
+    def response_model(self, name: str) -> None:
+        """Record the model that actually answered (``gen_ai.response.model``)."""
+        self.set_attribute(attr.GEN_AI_RESPONSE_MODEL, name)
+
+    _first_token_ns: int | None = None
+
+
+class WorkflowHandle(StepHandle):
+    """A workflow in progress; ``rollup`` is filled when it ends."""
+
+    kind = "workflow"
+
+    rollup: Rollup | None = None
+    """Chain latency of this run; None until the workflow ends (or without an SDK provider)."""
+
+    def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
+        processor = self._processor
+        context = self.span.get_span_context()
+        if processor is None or not self.span.is_recording():
+            return
+        root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
+        rollup = compute_rollup(root, list(processor.records_of(context.span_id)))
+        self.rollup = rollup
+        self.span.set_attributes(rollup.to_attributes())
+        for hook in _workflow_end_hooks:
+            hook(self)
+
+    def _after_end(self, exc: BaseException | None) -> None:
+        for hook in _workflow_after_hooks:
+            hook(self, exc)
+
+
+_workflow_end_hooks: list[Callable[[WorkflowHandle], None]] = []
+"""Called with the rollup set, before the workflow span ends (budgets use it)."""
+_workflow_after_hooks: list[Callable[[WorkflowHandle, BaseException | None], None]] = []
+"""Called after the workflow span ended, outside the error guard: may raise into user code."""
+
+
+class _Step(Generic[H]):
+    """One step spec: a context manager (sync and async) and a decorator (sync and async)."""
+
+    def __init__(
+        self,
+        handle_type: type[H],
+        name: str,
+        span_kind: SpanKind,
+        attributes: Mapping[str, AttributeValue],
+        tracer_provider: trace.TracerProvider | None,
+    ) -> None:
+        self._handle_type = handle_type
+        self._name = name
+        self._span_kind = span_kind
+        self._attributes = dict(attributes)
+        self._provider = tracer_provider
+        self._active: list[H] = []
+
+    def _open(self) -> H:
+        provider = self._provider or trace.get_tracer_provider()
+        processor = processor_for(provider)
+        start_ns = processor.clock() if processor is not None else _default_clock()
+        try:
+            span = _tracer(provider).start_span(
+                self._name,
+                kind=self._span_kind,
+                attributes=self._attributes,
+                start_time=start_ns,
+            )
+        except Exception:  # pragma: no cover - a broken SDK must not break the app
+            with internal_errors("starting a span"):
+                raise
+            span = trace.INVALID_SPAN
+        handle = self._handle_type(self._name, span, processor, start_ns)
+        with internal_errors("activating a span"):
+            handle._token = otel_context.attach(trace.set_span_in_context(span))
+        handle._parent_step = _current.get()
+        handle._step_token = _current.set(handle)
+        return handle
+
+    @staticmethod
+    def _close(handle: H, exc: BaseException | None) -> None:
+        if handle._step_token is not None:
+            with internal_errors("restoring the current step"):
+                _current.reset(handle._step_token)
+        if handle._token is not None:
+            with internal_errors("restoring the context"):
+                otel_context.detach(handle._token)  # type: ignore[arg-type]
+        handle._finish(exc)
+
+    # -- context manager ------------------------------------------------------------
+    def __enter__(self) -> H:
+        handle = self._open()
+        self._active.append(handle)
+        return handle
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close(self._active.pop(), exc)
+
+    async def __aenter__(self) -> H:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator ------------------------------------------------------------------
+    @overload
+    def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]: ...
+    @overload
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]: ...
+    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                handle = self._open()
+                try:
+                    result = await func(*args, **kwargs)
+                except BaseException as exc:
+                    self._close(handle, exc)
+                    raise
+                self._close(handle, None)
+                return result
+
+            return run_async
+
+        @functools.wraps(func)
+        def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+            handle = self._open()
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                self._close(handle, exc)
+                raise
+            self._close(handle, None)
+            return result
+
+        return run
+
+
+class Workflow(_Step[WorkflowHandle]):
+    """Returned by :func:`chainlat.workflow`."""
+
+
+class Inference(_Step[InferenceHandle]):
+    """Returned by :func:`chainlat.inference`."""
+
+
+class DataStage(_Step[StepHandle]):
+    """Returned by :func:`chainlat.data_stage`."""
+
+
+class Tool(_Step[StepHandle]):
+    """Returned by :func:`chainlat.tool`."""
+
+
+def workflow(
+    name: str,
+    *,
+    variant: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Workflow:
+    """Trace one run of a workflow; its handle's ``rollup`` says where the time went.
+
+    Example::
+
+        with chainlat.workflow("support-chat") as run:
+            answer = respond(question)
+        print(run.rollup.total_ms, run.rollup.inference_ms)
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = attr.OP_INVOKE_WORKFLOW
+    attributes[attr.GEN_AI_WORKFLOW_NAME] = name
+    attributes[attr.STEP_KIND] = attr.WORKFLOW_KIND_VALUE
+    if variant is not None:
+        attributes[attr.VARIANT] = variant
+    return Workflow(
+        WorkflowHandle,
+        attr.workflow_span_name(name),
+        SpanKind.INTERNAL,
+        attributes,
+        tracer_provider,
+    )
+
+
+def inference(
+    model: str,
+    *,
+    provider: str | None = None,
+    operation: str = "chat",
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Inference:
+    """Trace one model call: everything from sending the request to the complete response.
+
+    Example::
+
+        with chainlat.inference("gpt-4o", provider="openai") as call:
+            reply = client.chat.completions.create(model="gpt-4o", messages=messages)
+            call.record_usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = operation
+    attributes[attr.GEN_AI_REQUEST_MODEL] = model
+    attributes[attr.STEP_KIND] = "inference"
+    if provider is not None:
+        attributes[attr.GEN_AI_PROVIDER_NAME] = provider
+    return Inference(
+        InferenceHandle,
+        attr.inference_span_name(operation, model),
+        SpanKind.CLIENT,
+        attributes,
+        tracer_provider,
+    )
+
+
+def data_stage(
+    name: str,
+    *,
+    source: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> DataStage:
+    """Trace a data-latency stage (retrieval, feature fetch, ETL, loading), kept apart from inference.
+
+    Example::
+
+        with chainlat.data_stage("retrieve-docs", source="faq-index"):
+            docs = index.search(question, k=5)
+    """
+    attributes[attr.STEP_KIND] = "data"
+    if source is not None:
+        attributes[attr.GEN_AI_DATA_SOURCE_ID] = source
+    return DataStage(
+        StepHandle, attr.data_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
+    )
+
+
+def tool(
+    name: str,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Tool:
+    """Trace one tool call.
+
+    Example::
+
+        @chainlat.tool("get-weather")
+        def get_weather(city: str) -> str: ...
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = attr.OP_EXECUTE_TOOL
+    attributes[attr.GEN_AI_TOOL_NAME] = name
+    attributes[attr.STEP_KIND] = "tool"
+    return Tool(
+        StepHandle, attr.tool_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
+    )
+
+
+def current_step() -> StepHandle | None:
+    """The innermost chainlat step or workflow open in this context, or None."""
+    return _current.get()
+
+
+def current_workflow() -> WorkflowHandle | None:
+    """The innermost workflow open in this context, or None."""
+    step = _current.get()
+    while step is not None and not isinstance(step, WorkflowHandle):
+        step = step._parent_step
+    return step
+
+
+def bind_context(func: Callable[P, R]) -> Callable[P, R]:
+    """Carry the current workflow and step into another thread.
+
+    Threads do not inherit context variables, so a step started in a
+    ``ThreadPoolExecutor`` would otherwise belong to no workflow.
+
+    Example::
+
+        with chainlat.workflow("fan-out"):
+            results = list(pool.map(chainlat.bind_context(fetch), urls))
+    """
+    captured = contextvars.copy_context()
+
+    @functools.wraps(func)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        # A Context can be entered by one thread at a time: run in a fresh copy.
+        return captured.copy().run(func, *args, **kwargs)
+
+    return run
