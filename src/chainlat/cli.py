@@ -1,0 +1,81 @@
+"""The ``chainlat`` command: thin subcommands over the library's modules.
+
+Exit codes: 0 ok, 1 a latency budget was broken (or a regression found),
+2 bad input, an unreachable source or nothing to judge. User errors print one
+line on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from chainlat._errors import ChainlatError, InputError
+
+EXIT_OK = 0
+EXIT_BUDGET = 1
+EXIT_INPUT = 2
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse's own usage errors are bad input too: one line, exit 2.
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from chainlat import demo
+
+    return demo.main(args.rest)
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from chainlat import sim
+
+    return sim.main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``chainlat`` command."""
+    parser = _Parser(prog="chainlat", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="run the demo agent against the local model simulator")
+    demo.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    demo.set_defaults(func=_demo)
+
+    sim = sub.add_parser("sim", help="start the OpenAI-compatible latency simulator")
+    sim.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    sim.set_defaults(func=_sim)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``chainlat`` command; returns the exit code.
+
+    Example::
+
+        from chainlat.cli import main
+        code = main(["check", "chainlat-traces.jsonl", "--budgets", "chainlat.toml"])
+    """
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    func: Command = args.func
+    try:
+        return func(args)
+    except InputError as exc:
+        print(f"chainlat: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ChainlatError as exc:
+        print(f"chainlat: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
