@@ -1,0 +1,3 @@
+"""pytest plugin for latency budgets (inert unless used)."""
+
+from __future__ import annotations
