@@ -40,7 +40,9 @@ DB_SYSTEM_NAME: Final = "db.system.name"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_RETRIEVAL: Final = "retrieval"
-INFERENCE_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+INFERENCE_OPERATIONS: Final = frozenset(
+    {"chat", "text_completion", "generate_content", "embeddings"}
+)
 """``gen_ai.operation.name`` values that count as inference in the rollup."""
 
 # --- chainlat step attributes ---------------------------------------------------

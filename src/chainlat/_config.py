@@ -158,7 +158,9 @@ def configure(
         owned = tracer_provider is None
         if tracer_provider is None:
             if _owned_provider is None or not set_global:
-                tracer_provider = TracerProvider(resource=_resource(service_name, resource_attributes))
+                tracer_provider = TracerProvider(
+                    resource=_resource(service_name, resource_attributes)
+                )
             else:
                 tracer_provider = _owned_provider
             if set_global:
@@ -230,9 +232,7 @@ def _set_global(provider: TracerProvider, meter_provider: MeterProvider | None) 
             )
         else:
             trace.set_tracer_provider(provider)
-    if meter_provider is not None and not isinstance(
-        metrics.get_meter_provider(), MeterProvider
-    ):
+    if meter_provider is not None and not isinstance(metrics.get_meter_provider(), MeterProvider):
         metrics.set_meter_provider(meter_provider)
 
 

@@ -44,7 +44,7 @@ class InputError(ChainlatError):
 
 
 class BudgetFileError(InputError):
-    """A budget file is malformed: the message names the file, the key path and what was expected."""
+    """A budget file is malformed: the message names the file, key path and what was expected."""
 
 
 class TraceSourceError(InputError):

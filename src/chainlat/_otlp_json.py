@@ -82,6 +82,7 @@ def _put(target: Json, key: str, value: object) -> None:
 def encode_span(span: ReadableSpan) -> Json:
     """One span as an OTLP/JSON ``Span``."""
     context = span.get_span_context()
+    assert context is not None  # finished SDK spans always have one
     out: Json = {
         "traceId": f"{context.trace_id:032x}",
         "spanId": f"{context.span_id:016x}",
@@ -143,7 +144,9 @@ def _resource(resource: Resource) -> Json:
 
 def encode_request(spans: Sequence[ReadableSpan]) -> Json:
     """Spans grouped by resource and scope as one OTLP/JSON ``ExportTraceServiceRequest``."""
-    grouped: dict[int, tuple[Resource, dict[object, tuple[InstrumentationScope | None, list[Json]]]]]
+    grouped: dict[
+        int, tuple[Resource, dict[object, tuple[InstrumentationScope | None, list[Json]]]]
+    ]
     grouped = {}
     for span in spans:
         resource = span.resource

@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
@@ -143,9 +143,9 @@ class ChainlatSpanProcessor(SpanProcessor):
                 return
             entry = self._owner.pop(context.span_id, None)
             attributes = span.attributes or {}
-            if self._metrics is not None and span.instrumentation_scope is not None:
-                if span.instrumentation_scope.name == attr.TRACER_NAME:
-                    self._record_metrics(span, attributes)
+            scope = span.instrumentation_scope
+            if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
+                self._record_metrics(span, attributes)
             if entry is None:
                 return
             state = entry[0]
@@ -179,10 +179,9 @@ class ChainlatSpanProcessor(SpanProcessor):
         """How many workflows are being tracked; for leak checks."""
         return len(self._states)
 
-    def _record_metrics(self, span: ReadableSpan, attributes: object) -> None:
+    def _record_metrics(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
         assert self._metrics is not None
-        assert isinstance(attributes, dict) or hasattr(attributes, "get")
-        get = attributes.get  # type: ignore[attr-defined]
+        get = attributes.get
         kind = get(attr.STEP_KIND)
         if span.end_time is None or span.start_time is None:
             return

@@ -134,7 +134,7 @@ class Rollup:
                 cache_hits=_as_int(attributes.get(attr.CHAIN_CACHE_HITS, 0)),
                 input_tokens=_as_int(attributes.get(attr.CHAIN_INPUT_TOKENS, 0)),
                 output_tokens=_as_int(attributes.get(attr.CHAIN_OUTPUT_TOKENS, 0)),
-                critical_path=tuple(str(p) for p in path)  # type: ignore[attr-defined]
+                critical_path=tuple(str(p) for p in path)
                 if isinstance(path, (list, tuple))
                 else (),
             )
@@ -158,7 +158,7 @@ def classify(attributes: Mapping[str, object]) -> SpanKindLabel | None:
     """The step kind of a span from its attributes, chainlat's own or another instrumentation's."""
     own = attributes.get(attr.STEP_KIND)
     if own in ("inference", "data", "tool", "workflow"):
-        return own  # type: ignore[return-value]
+        return own
     operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
     if operation in attr.INFERENCE_OPERATIONS:
         return "inference"
@@ -294,9 +294,7 @@ def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
     stack: list[tuple[_Node, int, list[_Node], int]] = []
 
     def push(node: _Node) -> None:
-        kids = sorted(
-            (k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start)
-        )
+        kids = sorted((k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start))
         stack.append((node, node.end, kids, len(kids) - 1))
 
     push(top)

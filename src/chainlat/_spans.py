@@ -1,4 +1,4 @@
-"""workflow, inference, data_stage and tool: each one object that is a context manager and a decorator.
+"""workflow, inference, data_stage and tool: each one object, context manager and decorator.
 
 Every step is one OpenTelemetry span. The object returned by ``chainlat.inference(...)``
 works as ``with``, ``async with``, ``@decorator`` on a function and on an
@@ -52,7 +52,9 @@ def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
 
 def _error_type(exc: BaseException) -> str:
     cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
 
 
 class StepHandle:
@@ -217,17 +219,14 @@ class _Step(Generic[H]):
         provider = self._provider or trace.get_tracer_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else _default_clock()
-        try:
+        span: trace.Span = trace.INVALID_SPAN
+        with internal_errors("starting a span"):
             span = _tracer(provider).start_span(
                 self._name,
                 kind=self._span_kind,
                 attributes=self._attributes,
                 start_time=start_ns,
             )
-        except Exception:  # pragma: no cover - a broken SDK must not break the app
-            with internal_errors("starting a span"):
-                raise
-            span = trace.INVALID_SPAN
         handle = self._handle_type(self._name, span, processor, start_ns)
         with internal_errors("activating a span"):
             handle._token = otel_context.attach(trace.set_span_in_context(span))
@@ -387,7 +386,7 @@ def data_stage(
     tracer_provider: trace.TracerProvider | None = None,
     **attributes: AttributeValue,
 ) -> DataStage:
-    """Trace a data-latency stage (retrieval, feature fetch, ETL, loading), kept apart from inference.
+    """Trace a data-latency stage (retrieval, feature fetch, ETL, loading), apart from inference.
 
     Example::
 

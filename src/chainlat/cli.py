@@ -27,15 +27,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from chainlat import demo
+    from chainlat import demo  # type: ignore[attr-defined]
 
-    return demo.main(args.rest)
+    code: int = demo.main(args.rest)
+    return code
 
 
 def _sim(args: argparse.Namespace) -> int:
     from chainlat import sim
 
-    return sim.main(args.rest)
+    code: int = sim.main(args.rest)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

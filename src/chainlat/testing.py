@@ -19,9 +19,10 @@ from types import TracebackType
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import IdGenerator, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from chainlat import _attributes as attr
 from chainlat._processor import ChainlatSpanProcessor, register
@@ -82,9 +83,7 @@ class Capture:
 
     def workflows(self) -> list[ReadableSpan]:
         """The finished workflow spans."""
-        return [
-            s for s in self.spans() if (s.attributes or {}).get(attr.STEP_KIND) == "workflow"
-        ]
+        return [s for s in self.spans() if (s.attributes or {}).get(attr.STEP_KIND) == "workflow"]
 
     def rollups(self) -> list[Rollup]:
         """The rollups read back from the finished workflow spans."""
