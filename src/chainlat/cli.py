@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from chainlat import demo  # type: ignore[attr-defined]
+    from chainlat import demo
 
     code: int = demo.main(args.rest)
     return code
@@ -38,6 +38,9 @@ def _sim(args: argparse.Namespace) -> int:
 
     code: int = sim.main(args.rest)
     return code
+
+
+_PASSTHROUGH: dict[str, Command] = {"demo": _demo, "sim": _sim}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,8 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from chainlat.cli import main
         code = main(["check", "chainlat-traces.jsonl", "--budgets", "chainlat.toml"])
     """
+    arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if arguments and arguments[0] in _PASSTHROUGH:
+        # These subcommands parse their own options.
+        args = argparse.Namespace(func=_PASSTHROUGH[arguments[0]], rest=arguments[1:])
+    else:
+        args = parser.parse_args(arguments)
     func: Command = args.func
     try:
         return func(args)
