@@ -422,3 +422,27 @@ def test_real_clock_durations_cover_known_sleeps(live: Capture) -> None:
     assert run.rollup is not None
     assert 30.0 <= run.rollup.tool_ms < 80.0
     assert run.rollup.total_ms >= run.rollup.tool_ms
+
+
+def test_internal_errors_are_logged_once_and_never_reach_user_code(
+    cap: Capture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import chainlat._errors
+    import chainlat._spans
+
+    def broken(*args: object, **kwargs: object) -> chainlat.Rollup:
+        raise RuntimeError("rollup bug")
+
+    monkeypatch.setattr(chainlat._errors, "RAISE_INTERNAL_ERRORS", False)
+    monkeypatch.setattr(chainlat._errors, "_reported", set())
+    monkeypatch.setattr(chainlat._spans, "compute_rollup", broken)
+    results = []
+    for _ in range(3):
+        with chainlat.workflow("w", tracer_provider=cap.provider) as run:
+            results.append("body ran")
+        assert run.rollup is None
+    assert results == ["body ran"] * 3
+    assert len(cap.workflows()) == 3  # the spans still ended and were exported
+    logged = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(logged) == 1
+    assert "rollup bug" in caplog.text

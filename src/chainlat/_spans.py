@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
@@ -86,7 +87,7 @@ class StepHandle:
         return None if self.end_ns is None else (self.end_ns - self.start_ns) / 1e6
 
     def _now(self) -> int:
-        return self._processor.clock() if self._processor is not None else _default_clock()
+        return self._processor.clock() if self._processor is not None else time.time_ns()
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Set an attribute on the step's span."""
@@ -98,16 +99,19 @@ class StepHandle:
         self.set_attribute(attr.CACHE_HIT, True)
 
     def _finish(self, exc: BaseException | None) -> None:
-        with internal_errors("ending a span"):
-            end_ns = self._now()
-            self.end_ns = end_ns
+        end_ns = self._now()
+        self.end_ns = end_ns
+        with internal_errors("recording an exception"):
             # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
             # task cancellation end the span without marking it failed.
             if isinstance(exc, Exception):
                 self.span.record_exception(exc, timestamp=end_ns, escaped=True)
                 self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
                 self.span.set_attribute(attr.ERROR_TYPE, _error_type(exc))
+        with internal_errors("computing the rollup"):
             self._before_end(end_ns, exc)
+        # A failure above must not leave the span open: it would never be exported.
+        with internal_errors("ending a span"):
             self.span.end(end_time=end_ns)
         self._after_end(exc)
 
@@ -116,12 +120,6 @@ class StepHandle:
 
     def _after_end(self, exc: BaseException | None) -> None:
         """Hook for workflows: runs after the span ended, outside the error guard."""
-
-
-def _default_clock() -> int:
-    import time
-
-    return time.time_ns()
 
 
 class InferenceHandle(StepHandle):
@@ -218,7 +216,7 @@ class _Step(Generic[H]):
     def _open(self) -> H:
         provider = self._provider or trace.get_tracer_provider()
         processor = processor_for(provider)
-        start_ns = processor.clock() if processor is not None else _default_clock()
+        start_ns = processor.clock() if processor is not None else time.time_ns()
         span: trace.Span = trace.INVALID_SPAN
         with internal_errors("starting a span"):
             span = _tracer(provider).start_span(
