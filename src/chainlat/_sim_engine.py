@@ -39,7 +39,7 @@ from chainlat._sim_http import Headers, Request, Responder
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-    from chainlat.sim import ModelProfile
+    from chainlat._sim_profiles import ModelProfile
 
 FAULT_STATUSES = (429, 500, 503)
 """Statuses ``x-sim-status`` may ask for."""
