@@ -39,6 +39,7 @@ from chainlat._spans import (
     current_workflow,
     data_stage,
     inference,
+    record_outcome,
     tool,
     workflow,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "current_workflow",
     "data_stage",
     "inference",
+    "record_outcome",
     "shutdown",
     "tool",
     "workflow",

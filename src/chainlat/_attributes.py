@@ -57,6 +57,13 @@ FIRST_TOKEN_EVENT: Final = "chainlat.first_token"
 """Span event at the instant the first content token arrived."""
 LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
 VARIANT: Final = "chainlat.variant"
+"""Configuration label of a workflow run (``small-planner``), for comparing runs."""
+OUTCOME_SUCCESS: Final = "chainlat.outcome.success"
+"""``true`` when the run did its job (``run.record_outcome(success=True)``)."""
+OUTCOME_SCORE: Final = "chainlat.outcome.score"
+"""A quality score of the run, higher is better (a rubric, a grader, a user rating)."""
+OUTCOME_SPAN_NAME: Final = "record_outcome"
+"""Name of the span ``chainlat.record_outcome(trace_id=...)`` adds to a finished trace."""
 
 WORKFLOW_KIND_VALUE: Final = "workflow"
 
