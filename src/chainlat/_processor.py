@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -62,6 +62,12 @@ class _Metrics:
             attr.METRIC_TIME_TO_FIRST_CHUNK,
             unit="s",
             description="Time to receive the first chunk in a streaming operation.",
+            explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
+        )
+        self.time_per_output_chunk: Histogram = meter.create_histogram(
+            attr.METRIC_TIME_PER_OUTPUT_CHUNK,
+            unit="s",
+            description="Time per output chunk after the first, in a streaming operation.",
             explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
         )
         self.workflow_duration: Histogram = meter.create_histogram(
@@ -178,6 +184,21 @@ class ChainlatSpanProcessor(SpanProcessor):
     def open_workflows(self) -> int:
         """How many workflows are being tracked; for leak checks."""
         return len(self._states)
+
+    def record_output_chunks(self, span: ReadableSpan, gaps_s: Iterable[float]) -> None:
+        """Record ``gen_ai.client.operation.time_per_output_chunk`` for an ended streamed call.
+
+        One sample per output chunk after the first: the seconds since the previous one.
+        Chunk times are not span attributes, so the caller (the httpx transports) passes them.
+        """
+        if self._metrics is None:
+            return
+        with internal_errors("recording chunk metrics"):
+            get = (span.attributes or {}).get
+            labels = {k: get(k) for k in _METRIC_KEYS if k != attr.ERROR_TYPE}
+            labels = {k: v for k, v in labels.items() if v is not None}
+            for seconds in gaps_s:
+                self._metrics.time_per_output_chunk.record(seconds, labels)
 
     def _record_metrics(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
         assert self._metrics is not None

@@ -99,8 +99,8 @@ class StepHandle:
         """Mark that the result came from a cache (``chainlat.cache.hit=true``)."""
         self.set_attribute(attr.CACHE_HIT, True)
 
-    def _finish(self, exc: BaseException | None) -> None:
-        end_ns = self._now()
+    def _finish(self, exc: BaseException | None, end_ns: int | None = None) -> None:
+        end_ns = self._now() if end_ns is None else end_ns
         self.end_ns = end_ns
         with internal_errors("recording an exception"):
             # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
@@ -142,8 +142,8 @@ class InferenceHandle(StepHandle):
         if cache_read_tokens is not None:
             self.set_attribute(attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, int(cache_read_tokens))
 
-    def first_token(self) -> None:
-        """Mark now as the arrival of the first content token.
+    def first_token(self, *, at_ns: int | None = None) -> None:
+        """Mark now (or ``at_ns``, read from the same clock) as the first content token.
 
         Sets ``gen_ai.response.time_to_first_chunk`` (seconds), ``chainlat.latency.ttft_ms``
         and a ``chainlat.first_token`` span event at this instant. Only the first call counts.
@@ -151,7 +151,7 @@ class InferenceHandle(StepHandle):
         with internal_errors("marking the first token"):
             if self._first_token_ns is not None:
                 return
-            now = self._now()
+            now = self._now() if at_ns is None else at_ns
             self._first_token_ns = now
             elapsed = now - self.start_ns
             self.span.set_attribute(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, elapsed / 1e9)
@@ -235,6 +235,22 @@ class _Step(Generic[H]):
         self._attributes = dict(attributes)
         self._provider = tracer_provider
         self._active: list[H] = []
+
+    def _start_detached(self) -> H:
+        """Start the span without making it current, for a step that outlives the call starting it.
+
+        The HTTP transports use it: their span ends when the response body has been read,
+        maybe in another thread or task, with ``handle._finish(exc, end_ns=...)``.
+        """
+        provider = self._provider or trace.get_tracer_provider()
+        processor = processor_for(provider)
+        start_ns = processor.clock() if processor is not None else time.time_ns()
+        span: trace.Span = trace.INVALID_SPAN
+        with internal_errors("starting a span"):
+            span = _tracer(provider).start_span(
+                self._name, kind=self._span_kind, attributes=self._attributes, start_time=start_ns
+            )
+        return self._handle_type(self._name, span, processor, start_ns)
 
     def _open(self) -> H:
         provider = self._provider or trace.get_tracer_provider()
