@@ -140,6 +140,19 @@ STREAM_CHUNKS: Final = "chainlat.stream.chunks"
 CONTENT_TRUNCATED: Final = "chainlat.content.truncated"
 """``true`` when captured content was cut to the configured length."""
 
+# --- latency budgets, on the workflow span ------------------------------------------
+BUDGET_OK: Final = "chainlat.budget.ok"
+"""``true`` when the run kept every per-run limit of its workflow's budget."""
+BUDGET_TOTAL_MS: Final = "chainlat.budget.total_ms"
+"""The per-run ``total`` limit, when the budget sets one."""
+BUDGET_EXCEEDED_EVENT: Final = "chainlat.budget.exceeded"
+"""Span event, one per broken limit, at the workflow's end."""
+BUDGET_TARGET: Final = "chainlat.budget.target"
+"""Which limit broke, as its key path inside the workflow's budget (``total``,
+``steps."chat gpt-4o".ttft``)."""
+BUDGET_LIMIT_MS: Final = "chainlat.budget.limit_ms"
+BUDGET_ACTUAL_MS: Final = "chainlat.budget.actual_ms"
+
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"

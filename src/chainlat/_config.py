@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -23,6 +24,10 @@ from opentelemetry.sdk.trace.export import (
 from chainlat._errors import ConfigError, internal_errors, logger
 from chainlat._otlp_json import JsonLinesSpanExporter
 from chainlat._processor import ChainlatSpanProcessor, Clock, processor_for, register
+
+if TYPE_CHECKING:
+    from chainlat._budget_runtime import OnExceed
+    from chainlat.budgets import Budgets
 
 ExporterName = Literal["file", "otlp", "console", "none"]
 
@@ -117,6 +122,8 @@ def configure(
     batch: bool = True,
     set_global: bool = True,
     clock: Clock | None = None,
+    budgets: str | os.PathLike[str] | Budgets | None = None,
+    on_exceed: OnExceed = "record",
 ) -> TracerProvider:
     """Set up tracing for an application and return its TracerProvider.
 
@@ -138,6 +145,13 @@ def configure(
         batch: Export through a BatchSpanProcessor (default) or a SimpleSpanProcessor.
         set_global: Make the providers the global ones (only for providers chainlat creates).
         clock: Nanosecond clock for chainlat's own spans (tests inject one).
+        budgets: Latency budgets to check every workflow run against when it ends: a
+            budget file's path or a loaded ``chainlat.budgets.Budgets``. None (default)
+            checks nothing; no file is looked for unless named, so an application's
+            behaviour never depends on the directory it was started in.
+        on_exceed: ``"record"`` (span attributes and events only), ``"warn"``
+            (a ``LatencyBudgetWarning``), ``"raise"`` (``LatencyBudgetExceeded`` when the
+            workflow block exits, after its span ended) or a callable given that exception.
 
     Example::
 
@@ -146,6 +160,7 @@ def configure(
         with chainlat.workflow("answer"): ...
     """
     global _installed, _owned_provider
+    loaded_budgets = _load_budgets(budgets, on_exceed)
     with _lock:
         chosen = _choose_exporter(exporter)
         span_exporter = _make_exporter(chosen, traces_file)
@@ -193,7 +208,29 @@ def configure(
         if set_global and owned:
             _set_global(tracer_provider, meter_provider)
         _installed = installed
+        _install_budgets(loaded_budgets, on_exceed)
         return tracer_provider
+
+
+def _load_budgets(
+    budgets: str | os.PathLike[str] | Budgets | None, on_exceed: OnExceed
+) -> Budgets | None:
+    # Budgets import pydantic: only when asked for, so that `import chainlat` stays cheap.
+    if budgets is None:
+        if on_exceed != "record":
+            raise ConfigError(f"on_exceed={on_exceed!r} needs budgets=")
+        return None
+    from chainlat.budgets import Budgets, load_budgets
+
+    return budgets if isinstance(budgets, Budgets) else load_budgets(budgets)
+
+
+def _install_budgets(budgets: Budgets | None, on_exceed: OnExceed) -> None:
+    runtime = sys.modules.get("chainlat._budget_runtime")
+    if budgets is not None:
+        from chainlat import _budget_runtime as runtime
+    if runtime is not None:
+        runtime.install(budgets, on_exceed)
 
 
 def _make_exporter(
@@ -265,4 +302,5 @@ def shutdown() -> bool:
         if _installed is None:
             return True
         installed, _installed = _installed, None
+        _install_budgets(None, "record")
         return _shutdown_installed(installed)

@@ -240,6 +240,10 @@ def to_record(span: ReadableSpan) -> SpanRecord | None:
     attributes = span.attributes or {}
     input_tokens = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
     output_tokens = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+    ttft_ms = attributes.get(attr.LATENCY_TTFT_MS)
+    if ttft_ms is None:  # other instrumentations set only the semconv key, in seconds
+        ttft_s = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+        ttft_ms = ttft_s * 1000 if isinstance(ttft_s, (int, float)) else None
     return SpanRecord(
         span_id=context.span_id,
         parent_id=span.parent.span_id if span.parent is not None else None,
@@ -250,6 +254,7 @@ def to_record(span: ReadableSpan) -> SpanRecord | None:
         cache_hit=attributes.get(attr.CACHE_HIT) is True,
         input_tokens=input_tokens if isinstance(input_tokens, int) else None,
         output_tokens=output_tokens if isinstance(output_tokens, int) else None,
+        ttft_ms=float(ttft_ms) if isinstance(ttft_ms, (int, float)) else None,
     )
 
 

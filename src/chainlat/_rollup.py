@@ -43,6 +43,8 @@ class SpanRecord:
     cache_hit: bool = False
     input_tokens: int | None = None
     output_tokens: int | None = None
+    ttft_ms: float | None = None
+    """Time to first token of a model call; not used by the rollup, kept for budgets."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,176 @@
+"""Which HTTP requests are model calls: routes, the request view matchers see, providers by host.
+
+Pure and stdlib-only; the transports in ``chainlat.httpx`` build a `RequestInfo` from an
+httpx (or httpx2) request and ask each matcher in turn. A `Route` is itself a matcher.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+Format = Literal[
+    "openai_chat",
+    "openai_completions",
+    "openai_embeddings",
+    "openai_responses",
+    "anthropic_messages",
+    "ollama_chat",
+    "ollama_generate",
+    "opaque",
+]
+"""How request and response bodies are read; ``opaque`` reads only ``model`` from the request."""
+
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+"""Request and response bodies above this size are not parsed (the call is still traced)."""
+
+_NOT_LOADED: Final = object()
+
+
+class RequestInfo:
+    """What a matcher sees of one outgoing request; credentials and headers are left out.
+
+    Attributes:
+        method: ``POST``, ``GET``, ...
+        scheme: ``https`` or ``http``.
+        host: The host name, lower case.
+        port: The port, the scheme's default when the URL has none.
+        path: The URL path, without the query string.
+    """
+
+    __slots__ = ("_body", "_load", "host", "method", "path", "port", "scheme")
+
+    def __init__(
+        self,
+        method: str,
+        scheme: str,
+        host: str,
+        port: int,
+        path: str,
+        load_body: Callable[[], bytes | None],
+    ) -> None:
+        self.method = method
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self._load = load_body
+        self._body: object = _NOT_LOADED
+
+    @property
+    def body(self) -> Any:
+        """The request body decoded as JSON; None when absent, streamed, too large or not JSON."""
+        if self._body is _NOT_LOADED:
+            self._body = _decode_json(self._load())
+        return self._body
+
+    def __repr__(self) -> str:
+        return f"RequestInfo({self.method} {self.scheme}://{self.host}:{self.port}{self.path})"
+
+
+def _decode_json(raw: bytes | None) -> Any:
+    if not raw or len(raw) > MAX_BODY_BYTES:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Route:
+    """A kind of model call, recognised by the URL path (and optionally host and body keys).
+
+    A route is a matcher: calling it with a `RequestInfo` returns the route when the
+    request is a ``method`` request whose path ends with ``path`` (whole segments), on
+    ``host`` when one is given, with a JSON object body holding every key in ``requires``.
+
+    Example::
+
+        chainlat.instrument_httpx(matchers=[
+            Route("/llm/v2/chat", operation="chat", provider="acme", format="openai_chat"),
+        ])
+
+    Attributes:
+        path: Path suffix such as ``/chat/completions``; a proxy prefix before it still matches.
+        operation: ``gen_ai.operation.name``: ``chat``, ``text_completion``, ``embeddings``, ...
+        provider: ``gen_ai.provider.name``; None guesses it from the host (``openai`` when unknown).
+        format: How request and response bodies are read.
+        host: Match only this host (case-insensitive); None matches any.
+        requires: Keys the JSON body must hold, so that look-alike routes are not traced.
+        method: The HTTP method.
+    """
+
+    path: str
+    operation: str = "chat"
+    provider: str | None = None
+    format: Format = "openai_chat"
+    host: str | None = None
+    requires: tuple[str, ...] = ()
+    method: str = "POST"
+
+    def __call__(self, request: RequestInfo) -> Route | None:
+        if request.method != self.method or not request.path.endswith(self.path):
+            return None
+        if self.host is not None and request.host != self.host.lower():
+            return None
+        if self.requires:
+            body = request.body
+            if not isinstance(body, dict) or any(key not in body for key in self.requires):
+                return None
+        return self
+
+
+Matcher = Callable[[RequestInfo], "Route | None"]
+"""Anything that says whether a request is a model call: a `Route`, or a function of your own."""
+
+DEFAULT_ROUTES: Final[tuple[Route, ...]] = (
+    Route("/chat/completions", "chat", format="openai_chat", requires=("messages",)),
+    Route("/completions", "text_completion", format="openai_completions", requires=("prompt",)),
+    Route("/embeddings", "embeddings", format="openai_embeddings", requires=("input",)),
+    Route("/responses", "chat", format="openai_responses", requires=("model",)),
+    Route("/v1/messages", "chat", "anthropic", format="anthropic_messages", requires=("messages",)),
+    Route("/api/chat", "chat", "ollama", format="ollama_chat", requires=("messages",)),
+    Route(
+        "/api/generate", "text_completion", "ollama", format="ollama_generate", requires=("prompt",)
+    ),
+)
+"""OpenAI-compatible, Anthropic and Ollama routes, tried after the user's matchers."""
+
+_PROVIDERS_BY_HOST: Final[Mapping[str, str]] = {
+    "api.openai.com": "openai",
+    "api.anthropic.com": "anthropic",
+    "api.groq.com": "groq",
+    "api.deepseek.com": "deepseek",
+    "api.mistral.ai": "mistral_ai",
+    "api.x.ai": "x_ai",
+    "api.perplexity.ai": "perplexity",
+    "api.moonshot.ai": "moonshot_ai",
+    "generativelanguage.googleapis.com": "gcp.gemini",
+}
+_PROVIDERS_BY_SUFFIX: Final = ((".openai.azure.com", "azure.ai.openai"),)
+
+
+def provider_for(route: Route, host: str) -> str:
+    """``gen_ai.provider.name``: the route's own, else from the host, else the format's family."""
+    if route.provider is not None:
+        return route.provider
+    known = _PROVIDERS_BY_HOST.get(host)
+    if known is not None:
+        return known
+    for suffix, name in _PROVIDERS_BY_SUFFIX:
+        if host.endswith(suffix):
+            return name
+    family = route.format.split("_", 1)[0]
+    return family if family in ("openai", "anthropic", "ollama") else "openai"
+
+
+def match(matchers: Sequence[Matcher], request: RequestInfo) -> Route | None:
+    """The first route a matcher returns for ``request``, or None."""
+    for matcher in matchers:
+        found = matcher(request)
+        if found is not None:
+            return found
+    return None

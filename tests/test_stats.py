@@ -1,0 +1,68 @@
+"""Nearest-rank percentiles and the per-workflow aggregation."""
+
+from __future__ import annotations
+
+import pytest
+
+from chainlat._rollup import Rollup
+from chainlat._runs import StepTiming, WorkflowRun
+from chainlat._stats import Samples, aggregate, percentile
+
+
+def test_nearest_rank_picks_an_observed_value() -> None:
+    values = [float(v) for v in range(1, 21)]  # 1..20
+    assert percentile(values, 50) == 10.0
+    assert percentile(values, 95) == 19.0  # rank ceil(0.95 * 20) = 19, not 20
+    assert percentile(values, 90) == 18.0
+    assert percentile(values, 99) == 20.0
+    assert percentile(values, 100) == 20.0
+
+
+def test_high_percentiles_of_few_values_are_the_maximum() -> None:
+    assert percentile([1.0, 2.0, 3.0], 99) == 3.0
+    assert percentile([5.0], 50) == 5.0
+
+
+def test_percentile_arithmetic_is_exact_for_decimal_percentiles() -> None:
+    values = [float(v) for v in range(1, 1001)]
+    assert percentile(values, 99.9) == 999.0
+
+
+@pytest.mark.parametrize("q", [0, -1, 100.5])
+def test_percentile_outside_range_is_refused(q: float) -> None:
+    with pytest.raises(ValueError, match="out of"):
+        percentile([1.0], q)
+
+
+def test_samples_can_leave_cache_hits_out() -> None:
+    samples = Samples()
+    for value, cached in [(10.0, True), (100.0, False), (200.0, False), (1.0, True)]:
+        samples.add(value, cached=cached)
+    assert samples.percentile(50) == 10.0
+    assert samples.percentile(50, exclude_cached=True) == 100.0
+    assert samples.count(exclude_cached=True) == 2
+    summary = samples.summary()
+    assert (summary.count, summary.max) == (4, 200.0)
+    assert summary.mean == pytest.approx(77.75)
+
+
+def _run(total: float, *steps: tuple[str, float]) -> WorkflowRun:
+    rollup = Rollup(total, inference_ms=total / 2, data_ms=0.0, tool_ms=0.0, overhead_ms=total / 2)
+    timings = tuple(
+        StepTiming(name, "inference", 0, int(ms * 1e6), ttft_ms=ms / 4) for name, ms in steps
+    )
+    return WorkflowRun("chat", rollup, timings, 0, int(total * 1e6))
+
+
+def test_aggregate_groups_by_workflow_quantity_and_step() -> None:
+    stats = aggregate(
+        [_run(100.0, ("chat a", 40.0)), _run(300.0, ("chat a", 80.0), ("chat b", 5.0))]
+    )
+    chat = stats.workflows["chat"]
+    assert chat.runs == 2
+    assert chat.quantities["total"].sorted() == [100.0, 300.0]
+    assert chat.quantities["inference"].sorted() == [50.0, 150.0]
+    assert chat.steps["chat a"].duration.sorted() == [40.0, 80.0]
+    assert chat.steps["chat a"].ttft.sorted() == [10.0, 20.0]
+    assert list(chat.steps) == ["chat a", "chat b"]
+    assert chat.slowest is not None and chat.slowest.total_ms == 300.0
