@@ -1,0 +1,911 @@
+"""Reading traces into workflow runs, streaming.
+
+Sources:
+
+- **OTLP/JSON lines**: one ``ExportTraceServiceRequest`` per line, as chainlat's
+  file exporter and a Collector's ``file`` exporter write them; gzip-compressed
+  files are recognised by their first bytes, whatever their name.
+- **Jaeger JSON**: a trace downloaded from Jaeger's UI or ``/api/traces``
+  (``{"data": [trace, ...]}``); also a saved ``api/v3`` response
+  (``{"result": {"resourceSpans": ...}}``). A file holding one pretty-printed JSON
+  document (rather than one per line) is read whole.
+- **Jaeger's HTTP API** (:class:`JaegerSource`): ``/api/v3/traces`` (OTLP/JSON),
+  falling back to ``/api/traces`` on a Jaeger without api/v3.
+
+Each workflow span becomes a :class:`~chainlat.WorkflowRun`; its rollup is read
+from the ``chainlat.chain.*`` attributes when present and rebuilt from the
+spans otherwise (traces written by another instrumentation).
+
+**When is a trace complete?** Spans of one trace arrive spread over many lines
+(each exporter batch is a line), children before their parent since they end
+first. The reader keeps the spans of each *open* trace and judges a trace once
+
+1. a *local root* of it has been read (a span without a parent, or whose parent
+   is remote: OTLP ``flags`` bit 0x200) and ``settle_lines`` further lines have
+   passed (default 8), which leaves room for children that ended after the root
+   and were exported in a later batch; or
+2. no span of it arrived in the last ``idle_lines`` lines (default 1000), for
+   traces whose root is in another file; or
+3. the input ends.
+
+A span that arrives for a trace already judged is counted in
+``ReadCounters.late_spans`` and otherwise ignored; raise ``settle_lines`` when
+that happens. Memory therefore grows with the spans of the traces open at once
+(bounded by about ``settle_lines`` lines' worth for chainlat's own files), not
+with the size of the file; the statistics then keep one float per sample.
+
+Example::
+
+    from chainlat.traces import read_runs
+    for run in read_runs(["chainlat-traces.jsonl"]):
+        print(run.workflow, run.rollup.total_ms)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import datetime as dt
+import gzip
+import json
+import os
+import re
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
+
+from chainlat import _attributes as attr
+from chainlat._errors import InputError, TraceSourceError
+from chainlat._rollup import Rollup, SpanRecord, classify
+from chainlat._runs import WorkflowRun, build_run
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "FileSource",
+    "JaegerSource",
+    "ReadCounters",
+    "TraceSource",
+    "open_source",
+    "parse_lookback",
+    "read_runs",
+]
+
+try:  # orjson is several times faster on big files; the standard library is the fallback
+    import orjson
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+DEFAULT_SETTLE_LINES: Final = 8
+DEFAULT_IDLE_LINES: Final = 1000
+_PROGRESS_MIN_BYTES: Final = 4 * 1024 * 1024
+_REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
+_KEEP_LATE_IDS: Final = 100_000
+_WORKFLOW_PREFIX: Final = attr.workflow_span_name("")
+_NEEDED: Final = frozenset(
+    {
+        attr.STEP_KIND,
+        attr.GEN_AI_OPERATION_NAME,
+        attr.GEN_AI_WORKFLOW_NAME,
+        attr.DB_SYSTEM,
+        attr.DB_SYSTEM_NAME,
+        attr.CACHE_HIT,
+        attr.GEN_AI_USAGE_INPUT_TOKENS,
+        attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+        attr.LATENCY_TTFT_MS,
+        attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        "otel.status_code",
+        "error",
+    }
+)
+_CHAIN_PREFIX: Final = "chainlat.chain."
+
+
+@dataclass
+class ReadCounters:
+    """What a read saw; filled in while the runs are iterated."""
+
+    lines: int = 0
+    spans: int = 0
+    traces: int = 0
+    workflows: int = 0
+    late_spans: int = 0
+    """Spans that arrived after their trace was judged (see ``settle_lines``)."""
+    peak_open_traces: int = 0
+    peak_open_spans: int = 0
+    """The most spans held at once: what memory grows with."""
+
+
+class TraceSource(Protocol):
+    """Anything runs can be read from, any number of times."""
+
+    name: str
+
+    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
+        """The workflow runs of the source, in the order they completed."""
+        ...
+
+
+# --- span parsing ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Span:
+    record: SpanRecord
+    trace_id: str
+    local_root: bool
+    error: bool = False
+    workflow: str | None = None
+    """``gen_ai.workflow.name`` for workflow spans."""
+    chain: dict[str, object] | None = None
+    """The ``chainlat.chain.*`` attributes of a workflow span."""
+    origin: str = ""
+
+
+_names: dict[str, str] = {}
+
+
+def _intern(name: str) -> str:
+    # Span names are few and repeat millions of times: keep one copy of each.
+    found = _names.get(name)
+    if found is None:
+        if len(_names) > 100_000:
+            _names.clear()
+        found = _names[name] = name
+    return found
+
+
+class _BadSpan(Exception):
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+
+
+def _hex_id(value: object, n_bytes: int, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _BadSpan(where, f"expected a hex id, got {value!r}")
+    if len(value) == 2 * n_bytes or (n_bytes == 16 and len(value) == 16):
+        try:
+            int(value, 16)
+        except ValueError:
+            raise _BadSpan(where, f"expected a hex id, got {value!r}") from None
+        return value.lower().rjust(2 * n_bytes, "0")
+    try:  # protobuf's JSON mapping proper encodes bytes as base64
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != n_bytes:
+        raise _BadSpan(where, f"expected {2 * n_bytes} hex digits, got {value!r}")
+    return raw.hex()
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, bool):
+        raise _BadSpan(where, f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _BadSpan(where, f"expected an integer, got {value!r}")
+
+
+def _any_value(value: object) -> object:
+    if not isinstance(value, dict) or not value:
+        return None
+    ((kind, inner),) = list(value.items())[:1]
+    if kind == "stringValue" or kind == "boolValue":
+        return inner
+    if kind == "intValue":
+        try:
+            return int(inner)
+        except (TypeError, ValueError):
+            return None
+    if kind == "doubleValue":
+        try:
+            return float(inner)
+        except (TypeError, ValueError):
+            return None
+    if kind == "arrayValue" and isinstance(inner, dict):
+        return [_any_value(v) for v in inner.get("values") or ()]
+    return inner
+
+
+def _otlp_attributes(items: object) -> dict[str, object]:
+    found: dict[str, object] = {}
+    if isinstance(items, list):
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            key = item.get("key")
+            if isinstance(key, str) and (key in _NEEDED or key.startswith(_CHAIN_PREFIX)):
+                found[key] = _any_value(item.get("value"))
+    return found
+
+
+def _ttft_from(attributes: Mapping[str, object]) -> float | None:
+    ms = attributes.get(attr.LATENCY_TTFT_MS)
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+        return float(ms)
+    seconds = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds) * 1000
+    return None
+
+
+def _make_span(
+    *,
+    trace_id: str,
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: dict[str, object],
+    error: bool,
+    local_root: bool,
+    first_token_ns: int | None,
+    origin: str,
+) -> _Span:
+    kind = classify(attributes)
+    ttft = _ttft_from(attributes)
+    if ttft is None and first_token_ns is not None:
+        ttft = (first_token_ns - start_ns) / 1e6
+    tokens_in = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
+    tokens_out = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+    record = SpanRecord(
+        span_id=span_id,
+        parent_id=parent_id,
+        name=_intern(name),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        kind=kind,
+        cache_hit=attributes.get(attr.CACHE_HIT) is True,
+        input_tokens=tokens_in if isinstance(tokens_in, int) else None,
+        output_tokens=tokens_out if isinstance(tokens_out, int) else None,
+        ttft_ms=ttft,
+    )
+    span = _Span(record, trace_id, local_root, error)
+    if kind == "workflow":
+        workflow = attributes.get(attr.GEN_AI_WORKFLOW_NAME)
+        if not isinstance(workflow, str):
+            workflow = name[len(_WORKFLOW_PREFIX) :] if name.startswith(_WORKFLOW_PREFIX) else name
+        span.workflow = workflow
+        span.chain = {k: v for k, v in attributes.items() if k.startswith(_CHAIN_PREFIX)}
+        span.origin = origin
+    return span
+
+
+def _otlp_span(raw: object, where: str, origin: str) -> _Span:
+    if not isinstance(raw, dict):
+        raise _BadSpan(where, "expected a span object")
+    trace_id = _hex_id(raw.get("traceId"), 16, f"{where}.traceId")
+    span_id = int(_hex_id(raw.get("spanId"), 8, f"{where}.spanId"), 16)
+    parent = raw.get("parentSpanId")
+    parent_id = int(_hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
+    start_ns = _int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    end_ns = _int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+    attributes = _otlp_attributes(raw.get("attributes"))
+    status = raw.get("status")
+    code = status.get("code") if isinstance(status, dict) else None
+    first_token_ns = None
+    for event in raw.get("events") or ():
+        if isinstance(event, dict) and event.get("name") == attr.FIRST_TOKEN_EVENT:
+            first_token_ns = _int(event.get("timeUnixNano", 0), f"{where}.events")
+            break
+    flags = raw.get("flags", 0)
+    remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    name = raw.get("name", "")
+    return _make_span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        name=name if isinstance(name, str) else str(name),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        attributes=attributes,
+        error=code in (2, "STATUS_CODE_ERROR"),
+        local_root=parent_id is None or remote,
+        first_token_ns=first_token_ns,
+        origin=origin,
+    )
+
+
+def _otlp_spans(doc: Mapping[str, Any], origin: str) -> Iterator[_Span]:
+    resource_spans = doc.get("resourceSpans")
+    if not isinstance(resource_spans, list):
+        raise _BadSpan("resourceSpans", "expected a list")
+    for i, resource in enumerate(resource_spans):
+        scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
+        if scopes is None and isinstance(resource, dict):
+            scopes = resource.get("instrumentationLibrarySpans")  # before OTLP 0.15
+        for j, scope in enumerate(scopes or ()):
+            spans = scope.get("spans") if isinstance(scope, dict) else None
+            for k, raw in enumerate(spans or ()):
+                yield _otlp_span(raw, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", origin)
+
+
+def _jaeger_tags(tags: object) -> dict[str, object]:
+    found: dict[str, object] = {}
+    if isinstance(tags, list):
+        for tag in tags:
+            if not isinstance(tag, dict):
+                continue
+            key = tag.get("key")
+            if isinstance(key, str) and (key in _NEEDED or key.startswith(_CHAIN_PREFIX)):
+                value = tag.get("value")
+                kind = tag.get("type")
+                if kind == "int64" and isinstance(value, (str, int)):
+                    value = int(value)
+                elif kind == "float64" and isinstance(value, (str, int, float)):
+                    value = float(value)
+                elif kind == "bool" and isinstance(value, str):
+                    value = value == "true"
+                found[key] = value
+    return found
+
+
+def _jaeger_trace(trace: Mapping[str, Any], where: str, origin: str) -> list[_Span]:
+    spans = trace.get("spans")
+    if not isinstance(spans, list):
+        raise _BadSpan(f"{where}.spans", "expected a list of spans")
+    found = []
+    for k, raw in enumerate(spans):
+        at = f"{where}.spans[{k}]"
+        if not isinstance(raw, dict):
+            raise _BadSpan(at, "expected a span object")
+        trace_id = _hex_id(raw.get("traceID", trace.get("traceID")), 16, f"{at}.traceID")
+        span_id = int(_hex_id(raw.get("spanID"), 8, f"{at}.spanID"), 16)
+        parent_id = None
+        references = raw.get("references") or []
+        refs = [r for r in references if isinstance(r, dict)]
+        refs.sort(key=lambda r: r.get("refType") != "CHILD_OF")
+        if refs:
+            parent_id = int(_hex_id(refs[0].get("spanID"), 8, f"{at}.references"), 16)
+        elif raw.get("parentSpanID"):
+            parent_id = int(_hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
+        start_us = _int(raw.get("startTime", 0), f"{at}.startTime")
+        duration_us = _int(raw.get("duration", 0), f"{at}.duration")
+        attributes = _jaeger_tags(raw.get("tags"))
+        error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
+        first_token_ns = None
+        for log in raw.get("logs") or ():
+            fields = log.get("fields") if isinstance(log, dict) else None
+            if any(
+                isinstance(f, dict)
+                and f.get("key") == "event"
+                and f.get("value") == attr.FIRST_TOKEN_EVENT
+                for f in fields or ()
+            ):
+                first_token_ns = _int(log.get("timestamp", 0), f"{at}.logs") * 1000
+                break
+        name = raw.get("operationName", "")
+        found.append(
+            _make_span(
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_id=parent_id,
+                name=name if isinstance(name, str) else str(name),
+                start_ns=start_us * 1000,
+                end_ns=(start_us + duration_us) * 1000,
+                attributes=attributes,
+                error=error,
+                local_root=parent_id is None,
+                first_token_ns=first_token_ns,
+                origin=origin,
+            )
+        )
+    return found
+
+
+# --- assembling traces into runs ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: list[_Span] = field(default_factory=list)
+    last_line: int = 0
+    root_line: int | None = None
+
+
+class _Assembler:
+    """Holds open traces; hands out the runs of each trace once it is judged complete."""
+
+    def __init__(self, counters: ReadCounters, settle_lines: int, idle_lines: int) -> None:
+        self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
+        self._rooted: collections.deque[tuple[int, str]] = collections.deque()
+        self._judged: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._counters = counters
+        self._settle = max(settle_lines, 0)
+        self._idle = max(idle_lines, 1)
+        self._held = 0
+
+    def add(self, span: _Span, line: int) -> None:
+        counters = self._counters
+        counters.spans += 1
+        trace_id = span.trace_id
+        trace = self._open.get(trace_id)
+        if trace is None:
+            if trace_id in self._judged:
+                counters.late_spans += 1
+                return
+            trace = self._open[trace_id] = _Trace()
+            counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
+        else:
+            self._open.move_to_end(trace_id)
+        trace.spans.append(span)
+        trace.last_line = line
+        self._held += 1
+        counters.peak_open_spans = max(counters.peak_open_spans, self._held)
+        if span.local_root and trace.root_line is None:
+            trace.root_line = line
+            self._rooted.append((line, trace_id))
+
+    def complete(self, line: int) -> Iterator[WorkflowRun]:
+        """Runs of the traces complete once ``line`` has been read."""
+        while self._rooted and self._rooted[0][0] + self._settle <= line:
+            _, trace_id = self._rooted.popleft()
+            yield from self._flush(trace_id)
+        while self._open:
+            trace_id, trace = next(iter(self._open.items()))
+            if trace.last_line + self._idle > line:
+                break
+            yield from self._flush(trace_id)
+
+    def add_whole(self, spans: Sequence[_Span]) -> Iterator[WorkflowRun]:
+        """Runs of traces given whole (Jaeger), grouped by trace id."""
+        by_trace: dict[str, list[_Span]] = {}
+        for span in spans:
+            self._counters.spans += 1
+            by_trace.setdefault(span.trace_id, []).append(span)
+        for trace_spans in by_trace.values():
+            self._counters.traces += 1
+            yield from self._runs(trace_spans)
+
+    def drain(self) -> Iterator[WorkflowRun]:
+        """Runs of every trace still open, at the end of the input."""
+        self._rooted.clear()
+        while self._open:
+            yield from self._flush(next(iter(self._open)))
+
+    def _flush(self, trace_id: str) -> Iterator[WorkflowRun]:
+        trace = self._open.pop(trace_id, None)
+        if trace is None:
+            return
+        self._held -= len(trace.spans)
+        self._judged[trace_id] = None
+        if len(self._judged) > _KEEP_LATE_IDS:
+            self._judged.popitem(last=False)
+        self._counters.traces += 1
+        yield from self._runs(trace.spans)
+
+    def _runs(self, spans: list[_Span]) -> Iterator[WorkflowRun]:
+        workflows = [s for s in spans if s.workflow is not None]
+        if not workflows:
+            return
+        records = [s.record for s in spans]
+        for span in sorted(workflows, key=lambda s: s.record.start_ns):
+            assert span.workflow is not None
+            self._counters.workflows += 1
+            rollup = Rollup.from_attributes(span.chain) if span.chain else None
+            yield build_run(
+                span.workflow,
+                span.record,
+                records,
+                rollup=rollup,
+                trace_id=span.trace_id,
+                error=span.error,
+                origin=span.origin,
+            )
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A progress bar over bytes on a terminal; nothing otherwise."""
+
+    def __init__(self, label: str, total: int, enabled: bool) -> None:
+        self._bar: Any = None
+        if enabled and total >= _PROGRESS_MIN_BYTES:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+            self._task = self._bar.add_task(label, total=total)
+            self._bar.start()
+
+    def update(self, position: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=position)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+class FileSource:
+    """A trace file: OTLP/JSON lines (plain or gzip), a Jaeger JSON download, or one
+    OTLP/JSON document.
+
+    Example::
+
+        source = FileSource("chainlat-traces.jsonl")
+        runs = list(source.runs())
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        settle_lines: int = DEFAULT_SETTLE_LINES,
+        idle_lines: int = DEFAULT_IDLE_LINES,
+        progress: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.name = str(path)
+        self.settle_lines = settle_lines
+        self.idle_lines = idle_lines
+        self.progress = progress
+
+    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
+        """The runs in the file, each as soon as its trace is complete."""
+        counters = counters if counters is not None else ReadCounters()
+        try:
+            raw = open(self.path, "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            raise TraceSourceError(f"{self.name}: no such file") from None
+        except IsADirectoryError:
+            raise TraceSourceError(f"{self.name}: is a directory, not a trace file") from None
+        except OSError as exc:
+            raise TraceSourceError(f"{self.name}: cannot read: {exc.strerror or exc}") from None
+        with raw:
+            size = os.fstat(raw.fileno()).st_size
+            compressed = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            stream: Iterable[bytes] = gzip.GzipFile(fileobj=raw) if compressed else raw
+            progress = _Progress(self.path.name, size, self.progress and sys.stderr.isatty())
+            try:
+                yield from self._read(stream, raw, progress, counters, compressed)
+            finally:
+                progress.close()
+
+    def _read(
+        self,
+        stream: Iterable[bytes],
+        raw: IO[bytes],
+        progress: _Progress,
+        counters: ReadCounters,
+        compressed: bool,
+    ) -> Iterator[WorkflowRun]:
+        assembler = _Assembler(counters, self.settle_lines, self.idle_lines)
+        line_no = 0
+        seen_content = False
+        lines = iter(stream)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                break
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+                raise TraceSourceError(
+                    f"{self.name}:{line_no + 1}: truncated or corrupt gzip data "
+                    f"({' '.join(str(exc).split()) or type(exc).__name__})"
+                ) from None
+            line_no += 1
+            counters.lines += 1
+            if not line.strip():
+                yield from assembler.complete(line_no)
+                continue
+            try:
+                doc = _loads(line)
+            except ValueError as exc:
+                if not line.endswith(b"\n"):
+                    raise TraceSourceError(
+                        f"{self.name}:{line_no}: truncated: the file ends in the middle of a "
+                        "record (was it still being written?)"
+                    ) from None
+                if not seen_content and line.lstrip()[:1] in (b"{", b"["):
+                    # Perhaps one pretty-printed document rather than JSON lines.
+                    yield from self._read_document(assembler, compressed)
+                    return
+                raise TraceSourceError(
+                    f"{self.name}:{line_no}: not valid JSON ({_json_problem(exc)})"
+                ) from None
+            seen_content = True
+            origin = f"{self.name}:{line_no}"
+            try:
+                yield from self._document(doc, assembler, line_no, origin)
+            except _BadSpan as exc:
+                raise TraceSourceError(f"{self.name}:{line_no}: {exc}") from None
+            yield from assembler.complete(line_no)
+            if line_no % 64 == 0:
+                progress.update(raw.tell())
+        if not seen_content:
+            raise TraceSourceError(f"{self.name}: empty file: no spans to read")
+        yield from assembler.drain()
+
+    def _read_document(self, assembler: _Assembler, compressed: bool) -> Iterator[WorkflowRun]:
+        with open(self.path, "rb") as raw:
+            data = gzip.GzipFile(fileobj=raw).read() if compressed else raw.read()
+        try:
+            doc = json.loads(data)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(data.rstrip()):
+                raise TraceSourceError(
+                    f"{self.name}:{exc.lineno}: truncated: the document ends early"
+                ) from None
+            raise TraceSourceError(
+                f"{self.name}:{exc.lineno}: not valid JSON ({_json_problem(exc)})"
+            ) from None
+        except ValueError as exc:
+            raise TraceSourceError(f"{self.name}: not valid JSON ({exc})") from None
+        documents = doc if isinstance(doc, list) else [doc]
+        try:
+            for doc in documents:
+                yield from self._document(doc, assembler, 1, f"{self.name}:1")
+        except _BadSpan as exc:
+            raise TraceSourceError(f"{self.name}: {exc}") from None
+        yield from assembler.drain()
+
+    def _document(
+        self, doc: object, assembler: _Assembler, line: int, origin: str
+    ) -> Iterator[WorkflowRun]:
+        if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
+            doc = doc["result"]  # a saved api/v3 response
+        if isinstance(doc, dict) and "resourceSpans" in doc:
+            for span in _otlp_spans(doc, origin):
+                assembler.add(span, line)
+            return
+        traces = _jaeger_traces(doc)
+        if traces is None:
+            keys = ", ".join(sorted(doc)[:5]) if isinstance(doc, dict) else type(doc).__name__
+            raise _BadSpan(
+                "expected an OTLP/JSON request (resourceSpans) or a Jaeger trace "
+                "(data, traceID/spans)",
+                f"got {keys or 'an empty object'}",
+            )
+        for index, trace in enumerate(traces):
+            yield from assembler.add_whole(_jaeger_trace(trace, f"data[{index}]", origin))
+
+
+def _jaeger_traces(doc: object) -> list[Mapping[str, Any]] | None:
+    if isinstance(doc, dict) and "data" in doc:
+        data = doc["data"]
+        if data is None:
+            return []
+        if isinstance(data, list) and all(isinstance(t, dict) for t in data):
+            return data
+        return None
+    if isinstance(doc, dict) and "spans" in doc and ("traceID" in doc or "processes" in doc):
+        return [doc]
+    return None
+
+
+def _json_problem(exc: ValueError) -> str:
+    message = getattr(exc, "msg", None) or str(exc)
+    column = getattr(exc, "colno", None)
+    message = re.sub(r":? line \d+ column \d+ \(char \d+\)$", "", message)
+    return f"{message} at column {column}" if column is not None else message
+
+
+# --- Jaeger's HTTP API -----------------------------------------------------------------------
+
+_LOOKBACK_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
+_LOOKBACK_UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_lookback(text: str) -> dt.timedelta:
+    """``"30m"``, ``"1h"``, ``"2d"`` as a timedelta."""
+    match = _LOOKBACK_RE.match(text)
+    if match is None:
+        raise InputError(f"--lookback {text!r}: expected a duration like 30m, 1h or 2d")
+    return dt.timedelta(seconds=float(match.group(1)) * _LOOKBACK_UNIT_S[match.group(2)])
+
+
+class JaegerSource:
+    """Traces of one service from Jaeger's HTTP query API.
+
+    Asks ``/api/v3/traces`` (OTLP/JSON) and falls back to ``/api/traces`` when the
+    Jaeger has no api/v3. The answer is fetched once and kept, so the source can be
+    read again.
+
+    Example::
+
+        source = JaegerSource("http://localhost:16686", "support-bot", lookback="1h", limit=500)
+        runs = list(source.runs())
+    """
+
+    def __init__(
+        self,
+        url: str,
+        service: str,
+        *,
+        lookback: str | dt.timedelta = "1h",
+        limit: int = 100,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.service = service
+        self.name = f"{self.url} (service {service})"
+        self.lookback = parse_lookback(lookback) if isinstance(lookback, str) else lookback
+        if limit < 1:
+            raise InputError(f"--limit {limit}: expected a positive number of traces")
+        self.limit = limit
+        self.timeout_s = timeout_s
+        self._transport = transport
+        self._spans: list[_Span] | None = None
+        self.api: str | None = None
+        """``v3`` or ``v1``: which API answered."""
+
+    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
+        """The runs of the traces Jaeger returned."""
+        counters = counters if counters is not None else ReadCounters()
+        if self._spans is None:
+            self._spans = self._fetch()
+        assembler = _Assembler(counters, 0, 1)
+        yield from assembler.add_whole(self._spans)
+
+    def _fetch(self) -> list[_Span]:
+        import httpx
+
+        end = dt.datetime.now(dt.timezone.utc)
+        start = end - self.lookback
+        try:
+            with httpx.Client(timeout=self.timeout_s, transport=self._transport) as client:
+                v3 = client.get(
+                    f"{self.url}/api/v3/traces",
+                    params={
+                        "query.service_name": self.service,
+                        "query.start_time_min": _rfc3339(start),
+                        "query.start_time_max": _rfc3339(end),
+                        "query.num_traces": str(self.limit),
+                        "query.search_depth": str(self.limit),
+                    },
+                )
+                body = _json_body(v3)
+                if v3.status_code == 200 and isinstance(body, dict):
+                    self.api = "v3"
+                    return self._otlp(body.get("result", body))
+                if v3.status_code == 404 and _is_gateway_error(body):
+                    self.api = "v3"
+                    return []  # api/v3 answers 404 "No traces found"
+                if v3.status_code not in (404, 405, 501) and v3.status_code >= 400:
+                    raise TraceSourceError(f"{self.name}: {_http_problem(v3, body)}")
+                v1 = client.get(
+                    f"{self.url}/api/traces",
+                    params={
+                        "service": self.service,
+                        "start": str(int(start.timestamp() * 1e6)),
+                        "end": str(int(end.timestamp() * 1e6)),
+                        "lookback": _lookback_text(self.lookback),
+                        "limit": str(self.limit),
+                    },
+                )
+                body = _json_body(v1)
+                self.api = "v1"
+                if v1.status_code == 404:
+                    return []  # a service Jaeger has never seen
+                if v1.status_code != 200 or not isinstance(body, dict):
+                    raise TraceSourceError(f"{self.name}: {_http_problem(v1, body)}")
+                traces = _jaeger_traces(body)
+                if traces is None:
+                    raise TraceSourceError(f"{self.name}: /api/traces: unexpected answer")
+                spans: list[_Span] = []
+                for index, trace in enumerate(traces):
+                    spans.extend(_jaeger_trace(trace, f"data[{index}]", self.url))
+                return spans
+        except httpx.HTTPError as exc:
+            raise TraceSourceError(f"{self.name}: cannot reach Jaeger: {exc}") from None
+        except _BadSpan as exc:
+            raise TraceSourceError(f"{self.name}: {exc}") from None
+
+    def _otlp(self, doc: object) -> list[_Span]:
+        if not isinstance(doc, dict):
+            raise TraceSourceError(f"{self.name}: /api/v3/traces: unexpected answer")
+        if "resourceSpans" not in doc:
+            return []
+        return list(_otlp_spans(doc, self.url))
+
+
+def _rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _lookback_text(delta: dt.timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{max(seconds // 60, 1)}m"
+
+
+def _json_body(response: httpx.Response) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _is_gateway_error(body: object) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)
+
+
+def _http_problem(response: httpx.Response, body: object) -> str:
+    detail = ""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            detail = str(error.get("message", ""))
+        elif isinstance(body.get("errors"), list) and body["errors"]:
+            detail = str(body["errors"][0])
+    if not detail:
+        detail = " ".join(response.text.split())[:200]
+    return (
+        f"{response.request.url.path}: HTTP {response.status_code}{': ' + detail if detail else ''}"
+    )
+
+
+# --- entry points ---------------------------------------------------------------------------------
+
+
+def open_source(
+    spec: str | os.PathLike[str] | TraceSource,
+    *,
+    settle_lines: int = DEFAULT_SETTLE_LINES,
+    idle_lines: int = DEFAULT_IDLE_LINES,
+    progress: bool = False,
+) -> TraceSource:
+    """A source from a file path (or a source, returned as is)."""
+    if isinstance(spec, (str, os.PathLike)):
+        return FileSource(spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress)
+    return spec
+
+
+def read_runs(
+    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    *,
+    settle_lines: int = DEFAULT_SETTLE_LINES,
+    idle_lines: int = DEFAULT_IDLE_LINES,
+    progress: bool = False,
+    counters: ReadCounters | None = None,
+) -> Iterator[WorkflowRun]:
+    """The workflow runs of every source, streamed.
+
+    Args:
+        sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
+        settle_lines: Lines to wait after a trace's root before judging it complete.
+        idle_lines: Lines after which a trace without a root is judged anyway.
+        progress: Show a progress bar on a terminal for files over 4 MiB.
+        counters: Filled in with what was read.
+
+    Raises:
+        TraceSourceError: a file is missing, empty, truncated or has a corrupt line;
+            Jaeger cannot be reached. The message names the file and line.
+    """
+    counters = counters if counters is not None else ReadCounters()
+    for spec in sources:
+        source = open_source(
+            spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress
+        )
+        yield from source.runs(counters)

@@ -1,0 +1,306 @@
+"""Reading runs from chainlat's own files, a Collector's, Jaeger JSON and Jaeger's HTTP API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+import chainlat
+from chainlat.traces import FileSource, JaegerSource, ReadCounters, parse_lookback, read_runs
+from tracegen import DATA_DIR, ChatRun, write_runs
+
+RUNS = [
+    ChatRun(retrieve_ms=100, ttft_ms=80, chat_ms=300, glue_ms=10),
+    ChatRun(retrieve_ms=50, ttft_ms=40, chat_ms=200, tool_ms=30, glue_ms=5, cached=True),
+    ChatRun(retrieve_ms=70, ttft_ms=60, chat_ms=250, glue_ms=20, fail=True),
+]
+
+
+@pytest.mark.parametrize(
+    "batch", [None, 3, 512], ids=["span-per-line", "batches-of-3", "one-batch"]
+)
+def test_chainlat_files_give_exact_runs(tmp_path: Path, batch: int | None) -> None:
+    path = write_runs(tmp_path / "t.jsonl", RUNS, batch=batch)
+    runs = list(read_runs([path]))
+    assert [r.total_ms for r in runs] == [410.0, 285.0, 340.0]
+    first, second, third = runs
+    assert (first.rollup.data_ms, first.rollup.inference_ms, first.rollup.overhead_ms) == (
+        100.0,
+        300.0,
+        10.0,
+    )
+    assert [(s.name, s.kind, s.duration_ms, s.ttft_ms) for s in first.steps] == [
+        ("data retrieve-docs", "data", 100.0, None),
+        ("chat gpt-4o", "inference", 300.0, 80.0),
+    ]
+    assert second.rollup.tool_ms == 30.0
+    assert second.steps[1].cache_hit and second.rollup.cache_hits == 1
+    assert third.error and not first.error
+    assert all(r.workflow == "support-chat" and len(r.trace_id) == 32 for r in runs)
+
+
+def test_gzip_files_are_recognised_by_their_content(tmp_path: Path) -> None:
+    path = write_runs(tmp_path / "traces.data", RUNS, compress=True)
+    assert path.read_bytes()[:2] == b"\x1f\x8b"
+    assert [r.total_ms for r in read_runs([path])] == [410.0, 285.0, 340.0]
+
+
+def test_rollup_is_rebuilt_when_the_attributes_are_missing(tmp_path: Path) -> None:
+    """The hand-written Collector file comes from another instrumentation: no chainlat.chain.*"""
+    runs = list(read_runs([DATA_DIR / "collector-traces.jsonl"]))
+    assert [r.trace_id for r in runs] == [
+        "5b8efff798038103d269b633813fc60c",
+        "0af7651916cd43dd8448eb211c80319c",
+    ]
+    first, second = runs
+    # inside an HTTP server span; the HTTP client span under the model call is transparent
+    assert (first.total_ms, first.rollup.data_ms, first.rollup.inference_ms) == (
+        500.0,
+        120.0,
+        330.0,
+    )
+    assert first.rollup.overhead_ms == 50.0
+    assert [(s.name, s.kind, s.ttft_ms) for s in first.steps] == [
+        ("SELECT docs", "data", None),
+        ("chat gpt-4o", "inference", 100.0),
+    ]
+    assert first.rollup.input_tokens == 812
+    assert (second.total_ms, second.rollup.inference_ms, second.error) == (300.0, 200.0, True)
+
+
+def test_jaeger_json_download(tmp_path: Path) -> None:
+    runs = list(read_runs([DATA_DIR / "jaeger-traces.json"]))
+    assert [(r.total_ms, r.rollup.data_ms, r.rollup.inference_ms) for r in runs] == [
+        (400.0, 100.0, 280.0),  # rebuilt from the spans
+        (900.0, 250.0, 600.0),  # read from the chainlat.chain.* tags
+    ]
+    assert runs[0].steps[1].ttft_ms == 60.0  # from the chainlat.first_token log
+    assert runs[1].steps[1].ttft_ms == 150.5
+
+
+def test_memory_holds_open_traces_not_the_file(tmp_path: Path) -> None:
+    """Spans are dropped once their trace is judged: the peak does not grow with the file."""
+    path = write_runs(tmp_path / "t.jsonl", [ChatRun()] * 200, batch=None)
+    counters = ReadCounters()
+    runs = sum(1 for _ in read_runs([path], counters=counters))
+    assert (runs, counters.spans, counters.workflows, counters.late_spans) == (200, 600, 200, 0)
+    # one span per line; a trace is judged DEFAULT_SETTLE_LINES lines after its root
+    assert counters.peak_open_spans <= 3 + 8
+    assert counters.peak_open_traces <= 4
+
+
+def test_late_spans_are_counted_when_the_settle_window_is_too_short(tmp_path: Path) -> None:
+    path = tmp_path / "late.jsonl"
+    lines = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
+    # the root first, its children three lines later
+    path.write_text("\n".join([lines[1], "", "", lines[0]]) + "\n")
+    counters = ReadCounters()
+    runs = list(read_runs([path], settle_lines=1, counters=counters))
+    assert counters.late_spans == 3
+    assert runs[0].steps == ()
+    counters = ReadCounters()
+    runs = list(read_runs([path], settle_lines=8, counters=counters))
+    assert counters.late_spans == 0 and len(runs[0].steps) == 2
+
+
+def test_pretty_printed_otlp_document(tmp_path: Path) -> None:
+    line = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()[2]
+    path = tmp_path / "v3-answer.json"
+    path.write_text(json.dumps({"result": json.loads(line)}, indent=2))
+    (run,) = read_runs([path])
+    assert run.total_ms == 300.0
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(chainlat.TraceSourceError) as caught:
+        list(read_runs([path]))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
+    good = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([good[0], '{"resourceSpans": [}', good[1]]) + "\n")
+    assert _error(path).startswith(f"{path}:2: not valid JSON (")
+
+
+def test_truncated_file_is_named_as_such(tmp_path: Path) -> None:
+    text = (DATA_DIR / "collector-traces.jsonl").read_text()
+    path = tmp_path / "t.jsonl"
+    path.write_text(text[: len(text) - 40])
+    assert _error(path) == (
+        f"{path}:3: truncated: the file ends in the middle of a record "
+        "(was it still being written?)"
+    )
+
+
+def test_truncated_gzip_is_named_as_such(tmp_path: Path) -> None:
+    data = gzip.compress((DATA_DIR / "collector-traces.jsonl").read_bytes())
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    assert "truncated or corrupt gzip data" in _error(path)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n\n")
+    assert _error(path) == f"{path}: empty file: no spans to read"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert _error(tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: no such file"
+
+
+def test_json_that_is_not_a_trace(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"hello": 1}\n')
+    assert _error(path).startswith(f"{path}:1: expected an OTLP/JSON request")
+
+
+def test_bad_span_id_names_its_key_path(tmp_path: Path) -> None:
+    line = json.loads((DATA_DIR / "collector-traces.jsonl").read_text().splitlines()[2])
+    line["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"] = "xyz"
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    assert _error(path) == (
+        f"{path}:1: resourceSpans[0].scopeSpans[0].spans[1].spanId: "
+        "expected 16 hex digits, got 'xyz'"
+    )
+
+
+# --- Jaeger's HTTP API --------------------------------------------------------------------
+
+
+class FakeJaeger(ThreadingHTTPServer):
+    """Answers like Jaeger's query service: api/v3 (OTLP JSON) and/or the v1 /api/traces."""
+
+    def __init__(self, *, v3: bool) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.v3 = v3
+        self.requests: list[tuple[str, dict[str, list[str]]]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeJaeger
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: object | str) -> None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        query = parse_qs(url.query)
+        self.server.requests.append((url.path, query))
+        service = (query.get("query.service_name") or query.get("service") or [""])[0]
+        if url.path == "/api/v3/traces" and self.server.v3:
+            if service != "support-api":
+                self._send(404, {"error": {"httpCode": 404, "message": "No traces found"}})
+                return
+            lines = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
+            merged = {
+                "resourceSpans": [rs for ln in lines for rs in json.loads(ln)["resourceSpans"]]
+            }
+            self._send(200, {"result": merged})
+        elif url.path == "/api/traces":
+            if service != "support-bot":
+                self._send(404, {"data": None, "errors": [{"code": 404, "msg": "not found"}]})
+                return
+            self._send(200, json.loads((DATA_DIR / "jaeger-traces.json").read_text()))
+        else:
+            self._send(404, "404 page not found\n")
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[FakeJaeger] = []
+
+    def start(*, v3: bool) -> FakeJaeger:
+        server = FakeJaeger(v3=v3)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_jaeger_api_v3(serve: Any) -> None:
+    jaeger: FakeJaeger = serve(v3=True)
+    source = JaegerSource(jaeger.url, "support-api", lookback="2h", limit=20)
+    runs = list(source.runs())
+    assert [r.total_ms for r in runs] == [500.0, 300.0]
+    assert source.api == "v3"
+    path, query = jaeger.requests[0]
+    assert path == "/api/v3/traces"
+    assert query["query.service_name"] == ["support-api"]
+    assert query["query.num_traces"] == ["20"]
+    assert query["query.start_time_min"][0].endswith("Z")
+    assert len(jaeger.requests) == 1
+    assert [r.total_ms for r in source.runs()] == [500.0, 300.0]  # read again, not fetched again
+    assert len(jaeger.requests) == 1
+
+
+def test_jaeger_v3_without_traces_is_an_empty_answer(serve: Any) -> None:
+    jaeger: FakeJaeger = serve(v3=True)
+    assert list(JaegerSource(jaeger.url, "quiet").runs()) == []
+    assert [p for p, _ in jaeger.requests] == ["/api/v3/traces"]
+
+
+def test_jaeger_falls_back_to_the_v1_api(serve: Any) -> None:
+    jaeger: FakeJaeger = serve(v3=False)
+    source = JaegerSource(jaeger.url, "support-bot", lookback="30m", limit=5)
+    assert [r.total_ms for r in source.runs()] == [400.0, 900.0]
+    assert source.api == "v1"
+    path, query = jaeger.requests[1]
+    assert (path, query["service"], query["limit"], query["lookback"]) == (
+        "/api/traces",
+        ["support-bot"],
+        ["5"],
+        ["30m"],
+    )
+
+
+def test_unreachable_jaeger_is_one_clear_line() -> None:
+    source = JaegerSource("http://127.0.0.1:9", "x", timeout_s=2)
+    with pytest.raises(
+        chainlat.TraceSourceError, match=r"^http://127\.0\.0\.1:9 \(service x\): cannot reach"
+    ):
+        list(source.runs())
+
+
+def test_lookback_parsing() -> None:
+    assert parse_lookback("90m").total_seconds() == 5400
+    assert parse_lookback("2d").total_seconds() == 172800
+    with pytest.raises(chainlat.InputError, match="--lookback 'soon'"):
+        parse_lookback("soon")
+
+
+def test_file_source_can_be_read_twice(tmp_path: Path) -> None:
+    source = FileSource(write_runs(tmp_path / "t.jsonl", RUNS))
+    assert len(list(source.runs())) == len(list(source.runs())) == 3
