@@ -48,8 +48,9 @@ from chainlat.sim import (
 EARLY_MS = 2.0
 """The server may look early by this much: clock reads on both sides of a socket."""
 LATE_MS = 40.0
-"""The fastest of `RUNS` measurements may be this much late (noisy 2-core machine)."""
-RUNS = 3
+"""The fastest of a few measurements may be this much late (noisy 2-core machine)."""
+MIN_RUNS = 3
+MAX_RUNS = 8
 
 NETWORK_MS = 40.0
 PROFILE = ModelProfile(
@@ -93,9 +94,36 @@ def _timing(header: str) -> dict[str, float]:
     return result
 
 
-def _assert_close(measured_ms: list[float], expected_ms: float, what: str) -> None:
-    assert min(measured_ms) >= expected_ms - EARLY_MS, f"{what} early: {measured_ms}"
-    assert min(measured_ms) <= expected_ms + LATE_MS, f"{what} late: {measured_ms}"
+class _Timings:
+    """Client-side latency samples, checked against the injected latencies.
+
+    Every sample must be at most `EARLY_MS` early and the fastest of each metric at most
+    `LATE_MS` late. `runs` measures `MIN_RUNS` times, then again (up to `MAX_RUNS`) only
+    while a metric's fastest sample is still late, so that a burst of load on a shared
+    machine costs a retry rather than a failure.
+    """
+
+    def __init__(self, **expected_ms: float) -> None:
+        self.expected_ms = expected_ms
+        self.samples: dict[str, list[float]] = {name: [] for name in expected_ms}
+
+    def runs(self) -> Iterator[int]:
+        for run in range(MAX_RUNS):
+            if run >= MIN_RUNS and all(
+                min(samples) <= self.expected_ms[name] + LATE_MS
+                for name, samples in self.samples.items()
+            ):
+                return
+            yield run
+
+    def add(self, name: str, measured_ms: float) -> None:
+        self.samples[name].append(measured_ms)
+
+    def check(self) -> None:
+        for name, samples in self.samples.items():
+            expected = self.expected_ms[name]
+            assert min(samples) >= expected - EARLY_MS, f"{name} early: {samples} vs {expected}"
+            assert min(samples) <= expected + LATE_MS, f"{name} late: {samples} vs {expected}"
 
 
 def _ms_since(start: float) -> float:
@@ -113,12 +141,12 @@ def _wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 
 def test_chat_completion_takes_network_plus_prefill_plus_decode(client: openai.OpenAI) -> None:
-    totals = []
-    for _ in range(RUNS):
+    timings = _Timings(total=EXPECTED_TOTAL_MS)
+    for _ in timings.runs():
         start = time.perf_counter()
         reply = client.chat.completions.create(model="sim-test", messages=MESSAGES)
-        totals.append(_ms_since(start))
-    _assert_close(totals, EXPECTED_TOTAL_MS, "total")
+        timings.add("total", _ms_since(start))
+    timings.check()
     assert reply.choices[0].finish_reason == "stop"
     assert reply.usage is not None
     assert reply.usage.completion_tokens == 20
@@ -132,8 +160,8 @@ def test_chat_completion_takes_network_plus_prefill_plus_decode(client: openai.O
 def test_stream_first_token_after_prefill_then_one_chunk_per_token(
     client: openai.OpenAI,
 ) -> None:
-    ttfts, totals = [], []
-    for _ in range(RUNS):
+    timings = _Timings(ttft=EXPECTED_TTFT_MS, total=EXPECTED_TOTAL_MS)
+    for _ in timings.runs():
         start = time.perf_counter()
         stream = client.chat.completions.create(
             model="sim-test",
@@ -144,11 +172,10 @@ def test_stream_first_token_after_prefill_then_one_chunk_per_token(
         chunks: list[openai.types.chat.ChatCompletionChunk] = []
         for chunk in stream:
             if not chunks:
-                ttfts.append(_ms_since(start))
+                timings.add("ttft", _ms_since(start))
             chunks.append(chunk)
-        totals.append(_ms_since(start))
-    _assert_close(ttfts, EXPECTED_TTFT_MS, "ttft")
-    _assert_close(totals, EXPECTED_TOTAL_MS, "total")
+        timings.add("total", _ms_since(start))
+    timings.check()
     content = [c for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(content) == 20
     assert content[0].choices[0].delta.role == "assistant"
@@ -161,14 +188,14 @@ def test_stream_first_token_after_prefill_then_one_chunk_per_token(
 
 
 def test_max_tokens_caps_output_and_shortens_decode(client: openai.OpenAI) -> None:
-    totals = []
-    for _ in range(RUNS):
+    timings = _Timings(total=EXPECTED_TTFT_MS + 4 * 15.0)
+    for _ in timings.runs():
         start = time.perf_counter()
         reply = client.chat.completions.create(
             model="sim-test", messages=MESSAGES, max_completion_tokens=5
         )
-        totals.append(_ms_since(start))
-    _assert_close(totals, EXPECTED_TTFT_MS + 4 * 15.0, "total")
+        timings.add("total", _ms_since(start))
+    timings.check()
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage is not None
     assert reply.usage.completion_tokens == 5
@@ -182,12 +209,12 @@ def test_prefill_grows_with_input_tokens() -> None:
         openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0) as c,
     ):
         c.models.list()
-        totals = []
-        for _ in range(RUNS):
+        timings = _Timings(total=150.0)
+        for _ in timings.runs():
             start = time.perf_counter()
             c.chat.completions.create(model="p", messages=[{"role": "user", "content": prompt}])
-            totals.append(_ms_since(start))
-    _assert_close(totals, 150.0, "prefill")
+            timings.add("total", _ms_since(start))
+    timings.check()
 
 
 @pytest.mark.anyio
@@ -196,15 +223,16 @@ async def test_async_client_non_stream_and_stream(sim: SimServer) -> None:
         base_url=sim.base_url + "/v1", api_key="sk-test", max_retries=0
     ) as c:
         await c.models.list()
-        totals, ttfts = [], []
-        for _ in range(RUNS):
+        totals = _Timings(total=EXPECTED_TOTAL_MS)
+        for _ in totals.runs():
             start = time.perf_counter()
             reply = await c.chat.completions.create(model="sim-test", messages=MESSAGES)
-            totals.append(_ms_since(start))
+            totals.add("total", _ms_since(start))
+        totals.check()
         assert reply.usage is not None
         assert reply.usage.completion_tokens == 20
-        _assert_close(totals, EXPECTED_TOTAL_MS, "async total")
-        for _ in range(RUNS):
+        ttfts = _Timings(ttft=EXPECTED_TTFT_MS)
+        for _ in ttfts.runs():
             start = time.perf_counter()
             stream = await c.chat.completions.create(
                 model="sim-test", messages=MESSAGES, stream=True
@@ -213,10 +241,10 @@ async def test_async_client_non_stream_and_stream(sim: SimServer) -> None:
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     if not pieces:
-                        ttfts.append(_ms_since(start))
+                        ttfts.add("ttft", _ms_since(start))
                     pieces.append(chunk.choices[0].delta.content)
+        ttfts.check()
         assert "".join(pieces) == reply.choices[0].message.content
-        _assert_close(ttfts, EXPECTED_TTFT_MS, "async ttft")
 
 
 @pytest.mark.anyio
@@ -258,7 +286,9 @@ def test_non_stream_headers_report_queue_prefill_decode(client: openai.OpenAI) -
     assert set(timing) == {"queue", "prefill", "decode"}
     assert timing["queue"] < 1.0
     assert timing["prefill"] >= 120.0 - EARLY_MS
-    assert timing["decode"] >= 285.0 - EARLY_MS
+    # Decode deadlines count from the planned first token, so a late prefill shortens
+    # decode by as much: only the sum is bound to the plan.
+    assert timing["prefill"] + timing["decode"] >= 405.0 - EARLY_MS
     processing_ms = int(raw.headers["openai-processing-ms"])
     assert processing_ms >= round(sum(timing.values())) - 1
     assert processing_ms <= sum(timing.values()) + LATE_MS
@@ -317,19 +347,18 @@ def test_anthropic_messages_create_and_stream(sim: SimServer) -> None:
         assert message.stop_reason == "end_turn"
         assert message.usage.output_tokens == 20
         assert message.usage.input_tokens == 4
-        ttfts, totals = [], []
-        for _ in range(RUNS):
+        timings = _Timings(ttft=EXPECTED_TTFT_MS, total=EXPECTED_TOTAL_MS)
+        for _ in timings.runs():
             start = time.perf_counter()
             with a.messages.stream(model="sim-test", max_tokens=100, messages=MESSAGES) as s:
                 texts: list[str] = []
                 for text in s.text_stream:
                     if not texts:
-                        ttfts.append(_ms_since(start))
+                        timings.add("ttft", _ms_since(start))
                     texts.append(text)
                 final = s.get_final_message()
-            totals.append(_ms_since(start))
-        _assert_close(ttfts, EXPECTED_TTFT_MS, "anthropic ttft")
-        _assert_close(totals, EXPECTED_TOTAL_MS, "anthropic total")
+            timings.add("total", _ms_since(start))
+        timings.check()
         assert len(texts) == 20
         assert "".join(texts) == final.content[0].text == message.content[0].text  # type: ignore[union-attr]
         assert final.usage.output_tokens == 20
@@ -469,8 +498,8 @@ def test_x_sim_cut_after_drops_the_stream_after_n_chunks(
 
 
 def test_x_sim_delay_ms_stalls_before_the_headers(client: openai.OpenAI) -> None:
-    ttfts = []
-    for _ in range(RUNS):
+    timings = _Timings(headers=NETWORK_MS + 100.0)
+    for _ in timings.runs():
         start = time.perf_counter()
         with client.chat.completions.with_streaming_response.create(
             model="sim-test",
@@ -478,10 +507,10 @@ def test_x_sim_delay_ms_stalls_before_the_headers(client: openai.OpenAI) -> None
             stream=True,
             extra_headers={"x-sim-delay-ms": "100"},
         ) as response:
-            ttfts.append(_ms_since(start))
+            timings.add("headers", _ms_since(start))
             timing = _timing(response.headers["server-timing"])
             response.read()
-    _assert_close(ttfts, NETWORK_MS + 100.0, "headers")
+    timings.check()
     assert timing["stall"] >= 100.0 - EARLY_MS
     assert int(response.headers["openai-processing-ms"]) >= 100
 
@@ -549,7 +578,7 @@ def test_server_spans_join_the_client_trace_with_phase_children() -> None:
     assert prefill.end_time == decode.start_time
     assert decode.end_time <= server.end_time
     assert (prefill.end_time - prefill.start_time) / 1e6 >= 120.0 - 0.1
-    assert (decode.end_time - decode.start_time) / 1e6 >= 285.0 - 0.1
+    assert (decode.end_time - prefill.start_time) / 1e6 >= 120.0 + 285.0 - 0.1
     # The simulated network transit lies between the client's start and the server's.
     (client_finished,) = client_spans.get_finished_spans()
     assert client_finished.start_time is not None
@@ -621,25 +650,27 @@ def test_otlp_endpoint_exports_with_service_name_chainlat_sim() -> None:
 def test_stop_returns_promptly_with_streams_open() -> None:
     endless = ModelProfile("endless", ttft_base_ms=1, decode_ms_per_token=10, output_tokens=100_000)
     server = SimServer([endless]).start()
+    streaming = [threading.Event() for _ in range(3)]
     failures: list[BaseException] = []
 
-    def consume() -> None:
+    def consume(started: threading.Event) -> None:
         with openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0) as c:
             try:
                 for _ in c.chat.completions.create(model="endless", messages=MESSAGES, stream=True):
-                    pass
+                    started.set()
             except openai.APIConnectionError as exc:
                 failures.append(exc)
 
-    readers = [threading.Thread(target=consume) for _ in range(3)]
+    readers = [threading.Thread(target=consume, args=(event,)) for event in streaming]
     for reader in readers:
         reader.start()
-    time.sleep(0.3)
+    for event in streaming:
+        assert event.wait(10)
     start = time.perf_counter()
     server.stop()
     stop_ms = _ms_since(start)
     for reader in readers:
-        reader.join(5)
+        reader.join(10)
     assert stop_ms < 2000, stop_ms
     assert len(failures) == 3  # each open stream was cut, none completed
     with pytest.raises(RuntimeError):

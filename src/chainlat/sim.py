@@ -21,6 +21,12 @@ Timeline of one request (all deadlines measured with ``time.perf_counter_ns``):
        first token (time to first token).
     4. decode: ``decode_ms_per_token`` for each output token after the first.
 
+    Token deadlines count from the slot, so a first token that is late (a busy machine)
+    shortens the decode phase by as much and the last token stays on time; the error
+    is typically a fraction of a millisecond, a few when the process is busy (a client
+    in the same process as the server thread competes with it for the GIL: run
+    ``chainlat sim`` in its own process for the tightest timing).
+
     A non-streaming response is sent when decode ends. A stream sends its headers when a
     slot is acquired, the first content chunk when prefill ends, then one chunk per token
     at the decode pace, each flushed at once.
@@ -91,7 +97,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
@@ -180,6 +186,7 @@ class SimServer:
         self._engine: Engine | None = None
         self._port: int | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._transports: set[asyncio.Transport] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested: asyncio.Event | None = None
@@ -322,11 +329,11 @@ class SimServer:
             tracer=self._make_tracer(),
         )
         try:
-            self._server = await asyncio.start_server(
-                self._on_connection,
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(
+                lambda: _TrackedProtocol(self._on_connection, self._transports),
                 self._host,
                 self._requested_port,
-                limit=MAX_HEAD_BYTES,
                 backlog=1024,
             )
         except BaseException:
@@ -339,6 +346,11 @@ class SimServer:
         if server is None:
             return
         server.close()
+        # Abort every accepted connection, including any whose handler task has not
+        # started yet: cancelling tasks alone would leave those sockets open, and their
+        # clients waiting, until garbage collection.
+        for transport in list(self._transports):
+            transport.abort()
         connections = list(self._connections)
         for task in connections:
             task.cancel()
@@ -354,7 +366,7 @@ class SimServer:
     ) -> None:
         engine = self._engine
         task = asyncio.current_task()
-        if engine is None or task is None:
+        if engine is None or task is None or self._server is None:
             writer.transport.abort()
             return
         self._connections.add(task)
@@ -390,6 +402,30 @@ class SimServer:
         if provider is not None:
             # Flushing exports over HTTP; off the loop so it cannot stall other servers.
             await asyncio.to_thread(provider.shutdown)
+
+
+class _TrackedProtocol(asyncio.StreamReaderProtocol):
+    """`asyncio.start_server`'s protocol, plus a registry of live transports."""
+
+    def __init__(
+        self,
+        on_connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        registry: set[asyncio.Transport],
+    ) -> None:
+        super().__init__(asyncio.StreamReader(limit=MAX_HEAD_BYTES), on_connection)
+        self._registry = registry
+        self._tracked: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if isinstance(transport, asyncio.Transport):
+            self._tracked = transport
+            self._registry.add(transport)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._tracked is not None:
+            self._registry.discard(self._tracked)
+        super().connection_lost(exc)
 
 
 def _traces_url(endpoint: str) -> str:
