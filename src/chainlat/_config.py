@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -14,14 +16,17 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from chainlat._errors import ConfigError, internal_errors, logger
+from chainlat._export import (
+    DEFAULT_EXPORT_TIMEOUT_S,
+    BoundedBatchSpanProcessor,
+    CountingSimpleSpanProcessor,
+    export_processor,
+    shutdown_timeout_s,
+    start_in_thread,
+)
 from chainlat._otlp_json import JsonLinesSpanExporter
 from chainlat._processor import ChainlatSpanProcessor, Clock, processor_for, register
 
@@ -47,6 +52,17 @@ _lock = threading.Lock()
 _installed: _Installed | None = None
 _owned_provider: TracerProvider | None = None
 """The provider configure() created; the global one can be set once per process, so it is reused."""
+_exit_handler_registered = False
+
+
+def _reinit_lock_in_child() -> None:
+    # A fork while another thread held the lock would leave the child unable to shut down.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_in_child)
 
 
 def _env(name: str) -> str | None:
@@ -85,30 +101,41 @@ def _protocol() -> str:
     return protocol
 
 
+def _export_timeout_s(signal: str) -> float | None:
+    # The SDK's default is 10 s per export request, retries included; chainlat's is
+    # shorter, so that a hanging collector holds the export thread less long. The
+    # standard variables (seconds, as the Python exporters read them) still win.
+    if _env(f"OTEL_EXPORTER_OTLP_{signal}_TIMEOUT") or _env("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        return None
+    return DEFAULT_EXPORT_TIMEOUT_S
+
+
 def _otlp_span_exporter() -> SpanExporter:
     # The exporters read OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout,
     # compression) themselves, each with the per-signal override.
+    timeout = _export_timeout_s("TRACES")
     if _protocol() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(timeout=timeout)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    return HttpSpanExporter()
+    return HttpSpanExporter(timeout=timeout)
 
 
 def _otlp_metric_reader() -> MetricReader:
+    timeout = _export_timeout_s("METRICS")
     if _protocol() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return PeriodicExportingMetricReader(OTLPMetricExporter())
+        return PeriodicExportingMetricReader(OTLPMetricExporter(timeout=timeout))
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return PeriodicExportingMetricReader(HttpMetricExporter())
+    return PeriodicExportingMetricReader(HttpMetricExporter(timeout=timeout))
 
 
 def configure(
@@ -143,6 +170,8 @@ def configure(
         metric_readers: Readers for the GenAI metrics; default an OTLP reader when the
             exporter is otlp, none otherwise.
         batch: Export through a BatchSpanProcessor (default) or a SimpleSpanProcessor.
+            Either way, spans that cannot be exported are counted and logged, never
+            raised, and the exporter is rebuilt in a forked child (see docs/operating.md).
         set_global: Make the providers the global ones (only for providers chainlat creates).
         clock: Nanosecond clock for chainlat's own spans (tests inject one).
         budgets: Latency budgets to check every workflow run against when it ends: a
@@ -200,11 +229,16 @@ def configure(
 
         installed = _Installed(tracer_provider, owned, meter_provider=meter_provider)
         if span_exporter is not None:
-            export: SpanProcessor = (
-                BatchSpanProcessor(span_exporter) if batch else SimpleSpanProcessor(span_exporter)
+            export = export_processor(
+                span_exporter,
+                target=_describe(span_exporter),
+                batch=batch,
+                factory=_exporter_factory(chosen, traces_file),
+                meter_provider=meter_provider,
             )
             tracer_provider.add_span_processor(export)
             installed.processors.append(export)
+        _register_exit_handler()
         if set_global and owned:
             _set_global(tracer_provider, meter_provider)
         _installed = installed
@@ -231,6 +265,29 @@ def _install_budgets(budgets: Budgets | None, on_exceed: OnExceed) -> None:
         from chainlat import _budget_runtime as runtime
     if runtime is not None:
         runtime.install(budgets, on_exceed)
+
+
+def _describe(exporter: SpanExporter) -> str:
+    """How log lines name where spans go."""
+    if isinstance(exporter, JsonLinesSpanExporter):
+        return exporter.path
+    endpoint = getattr(exporter, "_endpoint", None)  # the OTLP exporters keep their URL here
+    return str(endpoint) if endpoint else type(exporter).__name__
+
+
+def _exporter_factory(
+    chosen: ExporterName | SpanExporter, traces_file: str | os.PathLike[str] | None
+) -> Callable[[], SpanExporter] | None:
+    """Builds the same exporter again in a forked child; None for an exporter given as is."""
+    if isinstance(chosen, SpanExporter):
+        return None
+
+    def build() -> SpanExporter:
+        exporter = _make_exporter(chosen, traces_file)
+        assert exporter is not None
+        return exporter
+
+    return build
 
 
 def _make_exporter(
@@ -273,23 +330,54 @@ def _set_global(provider: TracerProvider, meter_provider: MeterProvider | None) 
         metrics.set_meter_provider(meter_provider)
 
 
-def _shutdown_installed(installed: _Installed) -> bool:
+def _shutdown_installed(installed: _Installed, timeout_s: float | None = None) -> bool:
     # The provider itself stays up: it may be the global one, which cannot be
     # replaced, and a later configure() adds fresh exporters to it.
+    bound_s = shutdown_timeout_s() if timeout_s is None else max(timeout_s, 0.0)
+    deadline = time.monotonic() + bound_s
+    metrics_done = None
+    meter_provider = installed.meter_provider
+    if meter_provider is not None:
+        # In parallel with the spans and within the same bound: its last export may hang too.
+        metrics_done = start_in_thread(
+            lambda: meter_provider.shutdown(timeout_millis=bound_s * 1000), "metrics-shutdown"
+        )
     ok = True
     for processor in installed.processors:
         with internal_errors("shutting down an exporter"):
-            ok = processor.force_flush() and ok
-            processor.shutdown()
+            if isinstance(processor, (BoundedBatchSpanProcessor, CountingSimpleSpanProcessor)):
+                ok = processor.shutdown_by(deadline) and ok
+            else:
+                ok = processor.force_flush() and ok
+                processor.shutdown()
     installed.processors.clear()
-    if installed.meter_provider is not None:
-        with internal_errors("shutting down metrics"):
-            installed.meter_provider.shutdown()
+    if metrics_done is not None:
+        metrics_done.wait(max(deadline - time.monotonic(), 0.0))
     return ok
 
 
-def shutdown() -> bool:
-    """Flush and close what configure() set up; True when everything was flushed.
+def _register_exit_handler() -> None:
+    # Registered after the SDK providers' own handlers, so it runs before them (atexit
+    # is last in, first out): the last spans are flushed within chainlat's bound, and
+    # what cannot be sent is reported, when the application exits without shutdown().
+    global _exit_handler_registered
+    if not _exit_handler_registered:
+        _exit_handler_registered = True
+        atexit.register(_shutdown_at_exit)
+
+
+def _shutdown_at_exit() -> None:
+    with internal_errors("shutting down at exit"):
+        shutdown()
+
+
+def shutdown(*, timeout_ms: float | None = None) -> bool:
+    """Flush and close what configure() set up; True when every span was exported.
+
+    Returns within ``timeout_ms`` (default ``OTEL_BSP_EXPORT_TIMEOUT``, else 5000 ms)
+    even when the collector hangs; spans it could not export are counted and logged
+    in one line. It also runs when the interpreter exits, if the application did not
+    call it.
 
     Example::
 
@@ -303,4 +391,4 @@ def shutdown() -> bool:
             return True
         installed, _installed = _installed, None
         _install_budgets(None, "record")
-        return _shutdown_installed(installed)
+        return _shutdown_installed(installed, None if timeout_ms is None else timeout_ms / 1000)
