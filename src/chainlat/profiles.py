@@ -26,8 +26,10 @@ Fitting (:func:`fit_profiles`), per model, over the model calls of the runs
   cannot be told apart from prefill: ``decode_ms_per_token`` is then left out
   (None) and ``ttft_base_ms`` holds the whole service time at that length; the
   profile says so in ``note``.
-* A negative slope (more tokens, less time: noise over a narrow range) is set to
-  0 and the line refitted.
+* A slope that is negative, or within three standard errors of 0, is set to 0 (the
+  line flat at the mean): over a narrow range of input tokens the noise decides
+  the slope, and extrapolating a noisy slope to other prompt sizes does more
+  harm than assuming none. The profile's ``note`` says so, with the range.
 * **Residual**: each call's service time divided by the profile's prediction
   for its own tokens; ``residual_sigma`` is the standard deviation of its
   logarithm (0.1 is about +/-10 %).
@@ -79,14 +81,8 @@ __all__ = [
     "save_profiles",
 ]
 
-_ENV_KEYS: Final = (
-    "chainlat.latency.queue_ms",
-    "chainlat.latency.connect_ms",
-    "chainlat.latency.network_ms",
-)
+_ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
 """Parts of a model call's duration that do not depend on the model."""
-_QUEUE_KEY: Final = "chainlat.latency.queue_ms"
-_NETWORK_KEY: Final = "chainlat.latency.network_ms"
 _NS_PER_MS: Final = 1_000_000
 
 
@@ -196,7 +192,8 @@ def _ttft_of(span: TracedSpan) -> float | None:
     if ttft is None:
         seconds = _number(span.attributes, attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
         ttft = seconds * 1000 if seconds is not None else None
-    return ttft
+    # The trace readers also take it from the chainlat.first_token event.
+    return ttft if ttft is not None else span.record.ttft_ms
 
 
 def calls_of(run: RunTree) -> list[ModelCall]:
@@ -268,8 +265,8 @@ def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> Mode
         output_tokens=max(tokens_out) if tokens_out else None,
         ttft_ms=ttft,
         env_ms=env,
-        queue_ms=parts.get(_QUEUE_KEY),
-        network_ms=parts.get(_NETWORK_KEY),
+        queue_ms=parts.get(attr.LATENCY_QUEUE_MS),
+        network_ms=parts.get(attr.LATENCY_NETWORK_MS),
         cache_hit=any(s.record.cache_hit for s in group),
         error=any(s.error or attr.ERROR_TYPE in s.attributes for s in group),
     )
@@ -278,16 +275,31 @@ def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> Mode
 # -- fitting -----------------------------------------------------------------------------
 
 
-def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares intercept and slope; slope 0 without spread in x or when negative."""
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, bool]:
+    """Least-squares intercept and slope, and whether the slope was kept.
+
+    The slope is set to 0 (the line flat at the mean) without spread in x, when it
+    is negative, or when it is within three standard errors of 0: over a narrow
+    range of input tokens the noise decides the slope, and extrapolating a noisy
+    slope to other prompt sizes is worse than assuming none.
+    """
+    n = len(xs)
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
     sxx = math.fsum((x - mean_x) ** 2 for x in xs)
     if sxx <= 0:
-        return mean_y, 0.0
+        return mean_y, 0.0, False
     slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
+    base = mean_y - slope * mean_x
     if slope < 0:
-        return mean_y, 0.0
-    return mean_y - slope * mean_x, slope
+        return mean_y, 0.0, False
+    if n > 2:
+        sse = math.fsum((y - base - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+        if slope < 3 * math.sqrt(sse / (n - 2) / sxx):
+            return mean_y, 0.0, False
+    if base < 0:  # no negative time at zero tokens: the line through the origin instead
+        slope = math.fsum(x * y for x, y in zip(xs, ys, strict=True)) / math.fsum(x * x for x in xs)
+        return 0.0, slope, True
+    return base, slope, True
 
 
 def _plane(
@@ -332,13 +344,15 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
     decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in usable]
     service = [c.service_ms for c in usable]
     streamed = [c for c in usable if c.ttft_ms is not None]
-    note = ""
     decode_ms: float | None
+    notes: list[str] = []
     if streamed:
-        base, per_input = _line(
-            [float(c.input_tokens or 0) for c in streamed],
-            [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed],
+        x_ttft = [float(c.input_tokens or 0) for c in streamed]
+        base, per_input, kept = _line(
+            x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed]
         )
+        if not kept and len(set(x_ttft)) > 1:
+            notes.append(_flat_note(x_ttft))
         pairs = [
             (float((c.output_tokens or 0) - 1), c.duration_ms - (c.ttft_ms or 0.0))
             for c in streamed
@@ -347,20 +361,22 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
         sxx = math.fsum(k * k for k, _ in pairs)
         decode_ms = max(math.fsum(k * g for k, g in pairs) / sxx, 0.0) if sxx > 0 else None
         if decode_ms is None:
-            note = "no streamed call produced more than one token: decode time not fitted"
+            notes.append("no streamed call produced more than one token: decode time not fitted")
     else:
         plane = _plane(ins, decodes, service) if len(set(decodes)) > 1 else None
         if plane is not None:
             base, per_input, decode_ms = plane
         elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
-            base, decode_ms = _line(decodes, service)
+            base, decode_ms, _ = _line(decodes, service)
             per_input = 0.0
         else:
-            base, per_input = _line(ins, service)
+            base, per_input, kept = _line(ins, service)
+            if not kept and len(set(ins)) > 1:
+                notes.append(_flat_note(ins))
             decode_ms = None
             lengths = sorted({int(d) + 1 for d in decodes})
             shown = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
-            note = (
+            notes.append(
                 "no first-token times and output length not separable "
                 f"(output tokens {shown}): ttft_base_ms includes the decode time"
             )
@@ -389,8 +405,15 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
             "ttft_calls": len(streamed),
             "input_tokens_range": (int(min(ins)), int(max(ins))),
             "output_tokens_range": (int(min(decodes)) + 1, int(max(decodes)) + 1),
-            "note": note,
+            "note": "; ".join(notes),
         }
+    )
+
+
+def _flat_note(xs: Sequence[float]) -> str:
+    return (
+        f"input tokens {min(xs):.0f}-{max(xs):.0f}: too narrow a range to fit a slope "
+        "above the noise; taken as flat"
     )
 
 

@@ -1,0 +1,301 @@
+"""What-if: exact re-estimates of hand-built runs, the dependency rule, and bad specs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+import chainlat
+from chainlat._rollup import SpanRecord, compute_rollup
+from chainlat._runtree import RunTree, TracedSpan
+from chainlat.profiles import LatencyProfile
+from chainlat.whatif import (
+    SpecError,
+    StepOverride,
+    parse_change,
+    rebuild_timeline,
+    whatif,
+)
+
+MS = 1_000_000
+T0 = 1_700_000_000_000_000_000
+
+# service = base + per_input * in + decode * (out - 1); at 100 in, 11 out:
+BIG = LatencyProfile(ttft_base_ms=50, ttft_per_input_token_ms=0.5, decode_ms_per_token=10)  # 200
+SMALL = LatencyProfile(ttft_base_ms=20, ttft_per_input_token_ms=0.1, decode_ms_per_token=2)  # 50
+SLOW = LatencyProfile(ttft_base_ms=0, ttft_per_input_token_ms=0, decode_ms_per_token=40)  # 400
+SAME = LatencyProfile(ttft_base_ms=0, ttft_per_input_token_ms=3, decode_ms_per_token=0)  # 300
+PROFILES = {"big": BIG, "small": SMALL, "slow": SLOW, "same": SAME}
+
+Step = tuple[int, int, str, float, float, Mapping[str, object]]
+"""span id, parent id, name, start ms, end ms, attributes."""
+
+
+def call(
+    model: str, tokens_in: int = 100, tokens_out: int = 11, **extra: object
+) -> dict[str, object]:
+    return {
+        "chainlat.step.kind": "inference",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": model,
+        "gen_ai.usage.input_tokens": tokens_in,
+        "gen_ai.usage.output_tokens": tokens_out,
+        **extra,
+    }
+
+
+TOOL = {"chainlat.step.kind": "tool"}
+DATA = {"chainlat.step.kind": "data"}
+
+
+def run_of(end_ms: float, *steps: Step, trace: str = "t1", variant: str | None = None) -> RunTree:
+    """A workflow (span 1, from 0 to ``end_ms``) with the given descendants."""
+    root_attributes: dict[str, object] = {
+        "chainlat.step.kind": "workflow",
+        "gen_ai.workflow.name": "w",
+    }
+    root = TracedSpan(
+        SpanRecord(1, None, "invoke_workflow w", T0, T0 + round(end_ms * MS), "workflow"),
+        root_attributes,
+    )
+    spans = []
+    for span_id, parent, name, start, end, attributes in steps:
+        kind = attributes.get("chainlat.step.kind")
+        assert kind in ("inference", "data", "tool", "workflow", None)
+        tokens_in = attributes.get("gen_ai.usage.input_tokens")
+        tokens_out = attributes.get("gen_ai.usage.output_tokens")
+        record = SpanRecord(
+            span_id,
+            parent,
+            name,
+            T0 + round(start * MS),
+            T0 + round(end * MS),
+            kind,
+            cache_hit=attributes.get("chainlat.cache.hit") is True,
+            input_tokens=tokens_in if isinstance(tokens_in, int) else None,
+            output_tokens=tokens_out if isinstance(tokens_out, int) else None,
+        )
+        spans.append(TracedSpan(record, attributes))
+    return RunTree("w", root, tuple(spans), trace_id=trace, variant=variant)
+
+
+def sequential(chat_ms: float = 200, **chat_extra: object) -> RunTree:
+    """data 10 ms, chat big, tool 5 ms, with 1 ms of glue around each."""
+    chat_end = 12 + chat_ms
+    return run_of(
+        chat_end + 7,
+        (2, 1, "data retrieve", 1, 11, DATA),
+        (3, 1, "chat big", 12, chat_end, {**call("big"), **chat_extra}),
+        (4, 1, "execute_tool lookup", chat_end + 1, chat_end + 6, TOOL),
+    )
+
+
+def parallel() -> RunTree:
+    """chat big (200 ms) beside a 300 ms tool; then a 50 ms tool after both."""
+    return run_of(
+        353,
+        (2, 1, "chat big", 1, 201, call("big")),
+        (3, 1, "execute_tool search", 1, 301, TOOL),
+        (4, 1, "execute_tool merge", 302, 352, TOOL),
+    )
+
+
+def totals(runs: list[RunTree], **changes: object) -> tuple[float, float]:
+    result = whatif(runs, profiles=PROFILES, **changes)  # type: ignore[arg-type]
+    [estimate] = result.runs
+    return estimate.before.total_ms, estimate.after.total_ms
+
+
+def test_swap_on_a_sequential_chain_shortens_it_by_the_difference() -> None:
+    assert totals([sequential()], swap={"chat big": "small"}) == (219, 69)
+
+
+def test_swap_off_the_critical_path_changes_nothing_until_it_is_the_longest_branch() -> None:
+    assert totals([parallel()], swap={"chat big": "small"}) == (353, 353)
+    assert totals([parallel()], swap={"chat big": "same"}) == (353, 353)  # a tie: 300 ms
+    assert totals([parallel()], swap={"chat big": "slow"}) == (353, 453)
+
+
+def test_the_critical_path_follows_the_new_longest_branch() -> None:
+    result = whatif([parallel()], profiles=PROFILES, swap=["chat big=slow"])
+    [estimate] = result.runs
+    assert estimate.before.critical_path == ("execute_tool search", "execute_tool merge")
+    assert estimate.after.critical_path == ("chat slow", "execute_tool merge")
+    assert estimate.after.inference_ms == 400
+
+
+def test_each_call_keeps_its_own_residual() -> None:
+    # 220 ms observed where the big profile predicts 200: 10 % slow, so 55 ms on small.
+    assert totals([sequential(220)], swap={"chat big": "small"}) == (239, 74)
+
+
+def test_queue_and_network_are_kept_as_recorded() -> None:
+    run = sequential(
+        230, **{"chainlat.latency.queue_ms": 20.0, "chainlat.latency.network_ms": 10.0}
+    )
+    assert totals([run], swap={"chat big": "small"}) == (249, 99)  # 30 + 50
+
+
+def test_prompt_scale_re_estimates_with_fewer_input_tokens() -> None:
+    # big at 50 input tokens: 50 + 25 + 100 = 175
+    assert totals([sequential()], prompt_scale={"chat big": 0.5}) == (219, 194)
+
+
+def test_swap_and_prompt_scale_combine() -> None:
+    # small at 50 input tokens: 20 + 5 + 20 = 45
+    assert totals([sequential()], swap=["chat big=small"], prompt_scale=["chat big=0.5"]) == (
+        219,
+        64,
+    )
+
+
+def test_dropping_a_step_removes_its_time_and_keeps_the_glue() -> None:
+    assert totals([sequential()], drop=["data retrieve"]) == (219, 209)
+    result = whatif([sequential()], profiles=PROFILES, drop=["data retrieve"])
+    assert [r.name for r in result.runs[0].after_spans] == ["chat big", "execute_tool lookup"]
+
+
+def test_a_full_cache_hit_rate_costs_the_profiles_cache_hit_time() -> None:
+    profiles = {"big": BIG.model_copy(update={"cache_hit_ms": 2.0})}
+    result = whatif([sequential()], profiles=profiles, cache_hit_rate={"chat big": 1.0})
+    [estimate] = result.runs
+    assert estimate.after.total_ms == 21
+    assert estimate.after.cache_hits == 1
+    assert totals([sequential()], cache_hit_rate={"chat big": 0.0}) == (219, 219)
+
+
+def test_cache_hit_draws_are_deterministic_and_near_the_rate() -> None:
+    runs = [sequential() for _ in range(400)]
+    runs = [RunTree(r.workflow, r.root, r.spans, trace_id=f"{i:032x}") for i, r in enumerate(runs)]
+    first = whatif(runs, profiles=PROFILES, cache_hit_rate=["chat big=0.3"], seed=4)
+    again = whatif(runs, profiles=PROFILES, cache_hit_rate=["chat big=0.3"], seed=4)
+    hits = [e.after.cache_hits for e in first.runs]
+    assert hits == [e.after.cache_hits for e in again.runs]
+    assert 0.24 < sum(hits) / len(hits) < 0.36
+    assert any("no cache_hit_ms" in note for note in first.notes)
+
+
+def test_a_tool_cache_hit_costs_the_median_of_its_recorded_hits() -> None:
+    hit = {**TOOL, "chainlat.cache.hit": True}
+    runs = [
+        run_of(50, (2, 1, "execute_tool t", 0, 40, TOOL), trace="a"),
+        run_of(50, (2, 1, "execute_tool t", 0, 4, hit), trace="b"),
+    ]
+    result = whatif(runs, profiles=PROFILES, cache_hit_rate={"execute_tool t": 1.0})
+    assert [e.after.total_ms for e in result.runs] == [14, 50]
+
+
+def test_percentiles_and_shares_before_and_after() -> None:
+    runs = [sequential(200 + i) for i in range(20)]
+    runs = [RunTree(r.workflow, r.root, r.spans, trace_id=f"{i}") for i, r in enumerate(runs)]
+    result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
+    [effect] = result.workflows
+    assert effect.runs == 20
+    assert (effect.before.p50, effect.before.p95, effect.before.p99) == (228, 237, 238)
+    # Residuals 1.00 .. 1.095 carried over to 50 ms: 50 + i * 0.25
+    assert effect.after.p50 == pytest.approx(69 + 9 * 0.25)
+    assert effect.after.p99 == pytest.approx(69 + 19 * 0.25)
+    chat = next(s for s in effect.steps if s.step == "chat big")
+    assert chat.after_name == "chat small"
+    assert (chat.critical_before, chat.critical_after) == (1.0, 1.0)
+    assert effect.share_after["inference"] < effect.share_before["inference"]
+    assert sum(effect.share_after.values()) == pytest.approx(1)
+
+
+def test_sequence_inside_one_branch_moves_up_when_its_first_step_shrinks() -> None:
+    # Branch one: chat big 1-201, then tool a 202-252. Branch two: tool b 1-301.
+    run = run_of(
+        302,
+        (2, 1, "chat big", 1, 201, call("big")),
+        (3, 1, "execute_tool b", 1, 301, TOOL),
+        (4, 1, "execute_tool a", 202, 252, TOOL),
+    )
+    result = whatif([run], profiles=PROFILES, swap={"chat big": "small"})
+    after = {r.name: (r.start_ns - T0) / MS for r in result.runs[0].after_spans}
+    assert after == {"chat small": 1, "execute_tool b": 1, "execute_tool a": 52}
+    assert result.runs[0].after.total_ms == 302
+
+
+def test_rebuild_stretches_the_children_of_a_changed_step() -> None:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100 * MS, "workflow")
+    spans = [
+        SpanRecord(2, 1, "chat big", 10 * MS, 90 * MS, "inference"),
+        SpanRecord(3, 2, "POST /v1/chat", 20 * MS, 80 * MS, None),
+        SpanRecord(4, 1, "execute_tool after", 90 * MS, 95 * MS, "tool"),
+    ]
+    new_root, new_spans = rebuild_timeline(root, spans, {2: StepOverride(40 * MS, name="chat x")})
+    by_id = {r.span_id: (r.name, r.start_ns // MS, r.end_ns // MS) for r in new_spans}
+    assert by_id == {
+        2: ("chat x", 10, 50),
+        3: ("POST /v1/chat", 15, 45),
+        4: ("execute_tool after", 50, 55),
+    }
+    assert new_root.end_ns == 60 * MS
+    assert compute_rollup(new_root, new_spans).total_ms == 60
+
+
+def test_rebuild_with_nothing_changed_is_the_identity() -> None:
+    run = parallel()
+    new_root, new_spans = rebuild_timeline(run.root.record, run.records, {})
+    assert new_root == run.root.record
+    assert sorted(new_spans, key=lambda r: r.span_id) == sorted(
+        run.records, key=lambda r: r.span_id
+    )
+
+
+def test_a_nested_workflow_is_re_timed_inside() -> None:
+    nested = {"chainlat.step.kind": "workflow", "gen_ai.workflow.name": "inner"}
+    run = run_of(
+        215,
+        (2, 1, "invoke_workflow inner", 1, 213, nested),
+        (3, 2, "chat big", 2, 202, call("big")),
+        (4, 2, "execute_tool t", 203, 212, TOOL),
+    )
+    assert totals([run], swap={"chat big": "small"}) == (215, 65)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"swap": ["chat gpt-4o=gpt-4o-mini"]}, 'no step named "chat gpt-4o"'),
+        ({"swap": ["chat big=nope"]}, "no latency profile for model 'nope'"),
+        ({"swap": ["chat big"]}, "expected STEP=VALUE"),
+        ({"swap": ["execute_tool lookup=small"]}, "is a tool step"),
+        ({"prompt_scale": ["chat big=0"]}, "the scale must be above 0, got 0"),
+        ({"prompt_scale": ["chat big=-1"]}, "the scale must be above 0"),
+        ({"prompt_scale": ["chat big=half"]}, "'half' is not a number"),
+        ({"cache_hit_rate": ["chat big=1.5"]}, "the rate must be between 0 and 1"),
+        ({"drop": [" "]}, "expected a step name"),
+        ({"drop": ["data nope"]}, 'no step named "data nope"'),
+        ({}, "nothing to change"),
+        ({"swap": ["chat big=small"], "drop": ["chat big"]}, "also dropped"),
+    ],
+)
+def test_bad_specs_raise_a_one_line_spec_error(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        whatif([sequential()], profiles=PROFILES, **kwargs)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert isinstance(caught.value, chainlat.InputError)
+
+
+def test_selecting_no_run_is_an_input_error() -> None:
+    with pytest.raises(chainlat.InputError, match="no workflow run of variant 'x'"):
+        whatif([sequential()], profiles=PROFILES, swap=["chat big=small"], variant="x")
+
+
+def test_parse_change_round_trips_its_spec() -> None:
+    assert parse_change("swap", "chat a=b").spec == '--swap "chat a=b"'
+    assert parse_change("cache_hit_rate", "chat a = 0.25").spec == '--cache-hit-rate "chat a=0.25"'
+    assert parse_change("drop", "data rerank").spec == '--drop "data rerank"'
+
+
+def test_budget_verdicts_before_and_after() -> None:
+    from chainlat.budgets import parse_budgets
+
+    budgets = parse_budgets({"workflows": {"w": {"total": "100ms"}}})
+    result = whatif([sequential()], profiles=PROFILES, swap=["chat big=small"], budgets=budgets)
+    assert result.budget_before is not None and result.budget_after is not None
+    assert not result.budget_before.ok
+    assert result.budget_after.ok
