@@ -1,0 +1,146 @@
+"""compare: grouping by variant, Wilson intervals, the Pareto front, outcomes files, the chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import chainlat
+from chainlat._rollup import SpanRecord
+from chainlat._runtree import RunTree, TracedSpan
+from chainlat.compare import (
+    Outcome,
+    compare,
+    html_page,
+    load_outcomes,
+    tradeoff_figure,
+    wilson_interval,
+)
+
+MS = 1_000_000
+
+
+def run(
+    index: int, variant: str | None, total_ms: float, success: bool | None, score: float = 0.5
+) -> RunTree:
+    start = index * 10_000 * MS
+    root = TracedSpan(
+        SpanRecord(1, None, "invoke_workflow w", start, start + round(total_ms * MS), "workflow")
+    )
+    step = TracedSpan(
+        SpanRecord(2, 1, "chat m", start, start + round(total_ms * 0.8 * MS), "inference")
+    )
+    return RunTree(
+        "w",
+        root,
+        (step,),
+        trace_id=f"{index:032x}",
+        variant=variant,
+        success=success,
+        score=score if success is not None else None,
+    )
+
+
+def batch(
+    variant: str | None, totals: list[float], successes: int, start: int = 0
+) -> list[RunTree]:
+    return [run(start + i, variant, total, i < successes) for i, total in enumerate(totals)]
+
+
+def test_wilson_interval_matches_published_values() -> None:
+    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert wilson_interval(50, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    with pytest.raises(ValueError, match="at least one trial"):
+        wilson_interval(0, 0)
+
+
+def test_variants_get_percentiles_split_and_success_rate() -> None:
+    runs = batch("large", [100.0 + i for i in range(20)], 18) + batch(
+        "small", [40.0 + i for i in range(20)], 15, start=20
+    )
+    comparison = compare(runs)
+    large, small = comparison.variants
+    assert (large.variant, large.runs) == ("large", 20)
+    assert (large.total.p50, large.total.p95, large.total.p99) == (109, 118, 119)
+    assert large.success is not None and small.success is not None
+    assert (large.success.successes, large.success.trials) == (18, 20)
+    assert large.success.rate == 0.9
+    assert (large.success.low, large.success.high) == pytest.approx(wilson_interval(18, 20))
+    assert large.share["inference"] == pytest.approx(0.8)
+    assert large.share["overhead"] == pytest.approx(0.2)
+    assert large.split_p50["inference"] == pytest.approx(109 * 0.8)
+    assert large.score_mean == 0.5
+    # The small planner is faster, the large more successful: both on the front.
+    assert large.pareto and small.pareto
+
+
+def test_a_dominated_variant_is_off_the_front() -> None:
+    runs = (
+        batch("a", [100.0] * 10, 9)
+        + batch("b", [200.0] * 10, 8, start=10)  # slower and less successful than a
+        + batch("c", [50.0] * 10, 5, start=20)
+        + [run(30 + i, None, 10.0, None) for i in range(5)]
+    )
+    by_name = {v.variant: v for v in compare(runs).variants}
+    assert (by_name["a"].pareto, by_name["b"].pareto, by_name["c"].pareto) == (True, False, True)
+    assert by_name["(none)"].success is None
+    assert not by_name["(none)"].pareto
+
+
+def test_an_outcomes_file_overrides_the_traces(tmp_path: Path) -> None:
+    runs = batch("v", [10.0, 20.0, 30.0], 0)
+    file = tmp_path / "outcomes.jsonl"
+    file.write_text(
+        json.dumps({"trace_id": f"{0:032x}", "success": True, "score": 1})
+        + "\n\n"
+        + json.dumps({"trace_id": f"{1:032X}", "success": True})
+        + "\n"
+    )
+    assert load_outcomes(file)[f"{1:032x}"] == Outcome(True, None)
+    [v] = compare(runs, outcomes=file).variants
+    assert v.success is not None and (v.success.successes, v.success.trials) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{nope", "outcomes.jsonl:1: not valid JSON"),
+        ('{"trace_id": "abc", "success": true}', "trace_id: expected 32 hex digits"),
+        ('{"trace_id": "' + "0" * 32 + '", "success": "yes"}', "success: expected true or false"),
+        ('{"trace_id": "' + "0" * 32 + '", "score": "high"}', "score: expected a number"),
+        ('{"trace_id": "' + "0" * 32 + '"}', "expected success, score or both"),
+        ('{"trace_id": "' + "0" * 32 + '", "ok": true}', "ok: unknown key"),
+        ("[1]", "expected an object"),
+    ],
+)
+def test_a_bad_outcomes_line_names_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    file = tmp_path / "outcomes.jsonl"
+    file.write_text(line + "\n")
+    with pytest.raises(chainlat.InputError) as caught:
+        load_outcomes(file)
+    assert message in str(caught.value)
+    assert str(caught.value).startswith(str(file))
+
+
+def test_no_run_is_an_input_error() -> None:
+    with pytest.raises(chainlat.InputError, match="no workflow run of workflow 'x'"):
+        compare(batch("v", [1.0], 1), workflow="x")
+
+
+def test_the_chart_marks_the_front_and_skips_variants_without_outcomes() -> None:
+    runs = batch("a", [100.0] * 4, 3) + batch("b", [50.0] * 4, 2, start=4)
+    runs += [run(9, "c", 10.0, None)]
+    figure = tradeoff_figure(compare(runs))
+    points, front = figure.data
+    assert list(points.text) == ["a", "b"]
+    assert list(points.marker.symbol) == ["star", "star"]
+    assert list(front.x) == [50.0, 100.0]
+    assert list(front.y) == [50.0, 75.0]
+    page = html_page(compare(runs), sources="t.jsonl")
+    assert page.startswith("<!DOCTYPE html>")
+    assert 'id="chart-tradeoff"' in page
+    assert "https://cdn" not in page.split("<script", 1)[0]  # plotly.js is inlined, not fetched
