@@ -1,0 +1,488 @@
+"""``make bench``: run chainlat's benchmarks and write the results to BENCHMARKS.md.
+
+Usage::
+
+    python benchmarks/run.py                 # everything, full size (tens of minutes)
+    python benchmarks/run.py --quick         # smaller sizes, to try the harness
+    python benchmarks/run.py --only overhead,memory
+
+Each benchmark runs in its own processes; raw results go to ``benchmarks/out/``
+(pyperf JSON for the timing benchmarks: ``python -m pyperf show`` reads them).
+Ratios are always against a baseline measured in the same run. The hand-written
+notes between the ``notes`` markers of BENCHMARKS.md are kept from one run to
+the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+RESULTS = ROOT / "BENCHMARKS.md"
+NOTES_START = "<!-- notes: kept by benchmarks/run.py -->"
+NOTES_END = "<!-- /notes -->"
+BENCHMARKS = ("overhead", "httpx", "check", "memory")
+
+TARGET_STEP_RATIO = 1.25
+TARGET_WORKFLOW_RATIO = 1.3
+TARGET_CALL_ADDED_US = 150.0
+TARGET_CHUNK_ADDED_US = 20.0
+TARGET_CHECK_RATIO = 2.5
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str] = field(default_factory=list)
+    verdicts: list[tuple[str, bool | None, str]] = field(default_factory=list)
+    """(target, met / missed / pending, measured)."""
+    measured: str = ""
+    """When, at which commit, under which load: each section may come from another run."""
+
+    def save(self, name: str) -> None:
+        (OUT / f"section-{name}.json").write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, name: str) -> Section | None:
+        path = OUT / f"section-{name}.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        data["verdicts"] = [tuple(v) for v in data["verdicts"]]
+        return cls(**data)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _run(args: Sequence[str], *, timeout_s: float | None = None) -> None:
+    print("+", " ".join(args), flush=True)
+    subprocess.run(list(args), check=True, cwd=ROOT, timeout=timeout_s)
+
+
+def _pyperf(script: str, output: Path, extra: Sequence[str], quick: bool) -> None:
+    output.unlink(missing_ok=True)
+    processes = "3" if quick else "6"
+    sizes = ["--processes", processes, "--values", "3"]
+    _run([sys.executable, str(HERE / script), "--quiet", "--warmups", "1", *sizes, *extra,
+          "-o", str(output)])  # fmt: skip
+
+
+def _values_by_name(path: Path) -> dict[str, list[float]]:
+    import pyperf
+
+    suite = pyperf.BenchmarkSuite.load(str(path))
+    return {bench.get_name(): list(bench.get_values()) for bench in suite.get_benchmarks()}
+
+
+def _rounds(values: dict[str, list[float]], variant: str) -> list[list[float]]:
+    found = sorted(
+        (int(name.rsplit("#", 1)[1]), v)
+        for name, v in values.items()
+        if name.rsplit("#", 1)[0] == variant
+    )
+    return [v for _, v in found]
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f}"
+
+
+def _spread(samples: Sequence[float]) -> str:
+    """Median, and the interquartile range, in µs."""
+    if len(samples) < 4:
+        return f"{_us(statistics.median(samples))} µs"
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    return f"{_us(statistics.median(samples))} µs (IQR {_us(q1)}–{_us(q3)})"
+
+
+def _round_ratios(chainlat: list[list[float]], base: list[list[float]]) -> list[float]:
+    return [
+        statistics.median(c) / statistics.median(b) for c, b in zip(chainlat, base, strict=True)
+    ]
+
+
+def _ratio(chainlat: list[list[float]], base: list[list[float]]) -> float:
+    ratios = _round_ratios(chainlat, base)
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def _ratio_range(chainlat: list[list[float]], base: list[list[float]]) -> str:
+    ratios = _round_ratios(chainlat, base)
+    if not ratios:
+        return "n/a"
+    return f"{statistics.median(ratios):.2f} (rounds: {min(ratios):.2f}–{max(ratios):.2f})"
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "met", False: "**missed**", None: "pending"}[met]
+
+
+# -- 1. step overhead -----------------------------------------------------------------------
+
+
+def overhead(quick: bool, rounds: int) -> Section:
+    output = OUT / "overhead.json"
+    _pyperf("bench_overhead.py", output, ["--rounds", str(rounds)], quick)
+    values = _values_by_name(output)
+    variants = ("step-otel", "step-bare", "step-chainlat", "workflow-bare", "workflow-chainlat")
+    per_round = {v: _rounds(values, v) for v in variants}
+    pooled = {v: [x for r in per_round[v] for x in r] for v in variants}
+
+    step_ratio = _ratio(per_round["step-chainlat"], per_round["step-bare"])
+    wf_ratio = _ratio(per_round["workflow-chainlat"], per_round["workflow-bare"])
+    section = Section("1. Step overhead")
+    section.lines += [
+        f"`benchmarks/bench_overhead.py`, pyperf, {rounds} interleaved rounds; in each round "
+        "every variant runs in its own worker processes (pyperf calibrates the loop count, "
+        "one warm-up, three values per process). Pipeline: a TracerProvider with chainlat's "
+        "processor and configure()'s batch processor over an exporter that drops every "
+        "batch; no meter provider. Medians over all values, IQR in brackets; the ratio is "
+        "the median of the per-round ratios (range over rounds in brackets).",
+        "",
+        "| variant | per call |",
+        "|---|---|",
+        f"| bare SDK span, plain OpenTelemetry pipeline (no chainlat) | {_spread(pooled['step-otel'])} |",  # noqa: E501
+        f"| bare SDK span, through chainlat's pipeline (**baseline**) | {_spread(pooled['step-bare'])} |",  # noqa: E501
+        f'| `with chainlat.inference("gpt-4o")` | {_spread(pooled["step-chainlat"])} |',
+        f"| 11 bare spans: a root and ten children (**baseline**) | {_spread(pooled['workflow-bare'])} |",  # noqa: E501
+        f"| `chainlat.workflow` with ten steps, rollup included | {_spread(pooled['workflow-chainlat'])} |",  # noqa: E501
+        "",
+        f"- step: chainlat / bare = {_ratio_range(per_round['step-chainlat'], per_round['step-bare'])}",  # noqa: E501
+        f"  ({_us(statistics.median(pooled['step-chainlat']) - statistics.median(pooled['step-bare']))} µs added per step)",  # noqa: E501
+        f"- ten-step workflow: chainlat / 11 bare spans = {_ratio_range(per_round['workflow-chainlat'], per_round['workflow-bare'])}",  # noqa: E501
+        f"  ({_us(statistics.median(pooled['workflow-chainlat']) - statistics.median(pooled['workflow-bare']))} µs added per workflow)",  # noqa: E501
+        f"- chainlat's processor on a bare span: {_ratio_range(per_round['step-bare'], per_round['step-otel'])}"  # noqa: E501
+        " × a plain OpenTelemetry pipeline",
+    ]
+    section.verdicts += [
+        (f"step ratio ≤ {TARGET_STEP_RATIO}", step_ratio <= TARGET_STEP_RATIO, f"{step_ratio:.2f}"),
+        (
+            f"ten-step workflow ratio ≤ {TARGET_WORKFLOW_RATIO}",
+            wf_ratio <= TARGET_WORKFLOW_RATIO,
+            f"{wf_ratio:.2f}",
+        ),
+    ]
+    return section
+
+
+# -- 2. instrumented model call ---------------------------------------------------------------
+
+
+def _has_httpx_instrumentation() -> bool:
+    if importlib.util.find_spec("chainlat.httpx") is None:
+        return False
+    return hasattr(importlib.import_module("chainlat.httpx"), "instrument_httpx")
+
+
+def httpx_calls(quick: bool, rounds: int) -> Section:
+    section = Section("2. Instrumented model call")
+    if not _has_httpx_instrumentation():
+        section.lines.append("**Pending**: `chainlat.httpx` is not in this tree yet.")
+        section.verdicts += [
+            (f"added per call < {TARGET_CALL_ADDED_US:g} µs", None, "pending"),
+            (f"added per streamed chunk < {TARGET_CHUNK_ADDED_US:g} µs", None, "pending"),
+        ]
+        return section
+    output = OUT / "httpx.json"
+    _pyperf("bench_httpx.py", output, ["--rounds", str(rounds)], quick)
+    values = _values_by_name(output)
+    meta = json.loads((OUT / "httpx-meta.json").read_text())
+    chunks = int(meta["chunks"])
+    variants = ("call-plain", "call-chainlat", "stream-plain", "stream-chainlat")
+    per_round = {v: _rounds(values, v) for v in variants}
+    pooled = {v: [x for r in per_round[v] for x in r] for v in variants}
+
+    def added(a: str, b: str) -> list[float]:
+        return [
+            statistics.median(x) - statistics.median(y)
+            for x, y in zip(per_round[a], per_round[b], strict=True)
+        ]
+
+    call_added = added("call-chainlat", "call-plain")
+    stream_added = added("stream-chainlat", "stream-plain")
+    per_call_us = statistics.median(call_added) * 1e6
+    # The fixed cost of a call is paid by a stream too; what is left is per chunk.
+    per_chunk_us = (statistics.median(stream_added) - statistics.median(call_added)) * 1e6 / chunks
+    section.lines += [
+        "`benchmarks/bench_httpx.py`, pyperf, "
+        f"{rounds} interleaved rounds. An `httpx.Client` against `chainlat.sim` on 127.0.0.1 "
+        "with every latency set to zero, plain and through `chainlat.instrument_httpx` "
+        "(chainlat's pipeline with the dropping exporter). Non-streaming: one chat "
+        f"completion; streaming: one streamed chat completion of {chunks} content chunks, "
+        "read to the end.",
+        "",
+        "| variant | per call |",
+        "|---|---|",
+        f"| non-streaming, plain | {_spread(pooled['call-plain'])} |",
+        f"| non-streaming, instrumented | {_spread(pooled['call-chainlat'])} |",
+        f"| streaming, plain | {_spread(pooled['stream-plain'])} |",
+        f"| streaming, instrumented | {_spread(pooled['stream-chainlat'])} |",
+        "",
+        f"- added per call: {per_call_us:.1f} µs (rounds: "
+        f"{min(call_added) * 1e6:.1f}–{max(call_added) * 1e6:.1f})",
+        f"- added per streamed chunk: {per_chunk_us:.2f} µs "
+        "((added per stream − added per call) / chunks)",
+    ]
+    section.verdicts += [
+        (f"added per call < {TARGET_CALL_ADDED_US:g} µs", per_call_us < TARGET_CALL_ADDED_US,
+         f"{per_call_us:.1f} µs"),
+        (f"added per streamed chunk < {TARGET_CHUNK_ADDED_US:g} µs",
+         per_chunk_us < TARGET_CHUNK_ADDED_US, f"{per_chunk_us:.2f} µs"),
+    ]  # fmt: skip
+    return section
+
+
+# -- 3. analyzer throughput ------------------------------------------------------------------
+
+
+def _has_check_command() -> bool:
+    try:
+        from chainlat.cli import build_parser
+    except ImportError:
+        return False
+    parser = build_parser()
+    # argparse has no public accessor for its subcommands.
+    return any("check" in (getattr(a, "choices", None) or {}) for a in parser._actions)
+
+
+def check(quick: bool, rounds: int) -> Section:
+    section = Section("3. Analyzer throughput")
+    if not _has_check_command():
+        section.lines.append("**Pending**: `chainlat check` is not in this tree yet.")
+        section.verdicts += [
+            (f"check ≤ {TARGET_CHECK_RATIO}× the orjson parse floor", None, "pending"),
+            ("peak memory at 1M spans < 10× the peak at 100k", None, "pending"),
+        ]
+        return section
+    output = OUT / "check.json"
+    sizes = ["--small", "10000", "--large", "100000"] if quick else []
+    _run([sys.executable, str(HERE / "bench_check.py"), "--rounds", str(rounds), *sizes,
+          "-o", str(output)])  # fmt: skip
+    data = json.loads(output.read_text())
+    large, small = data["large"], data["small"]
+    ratio = statistics.median(large["check_s"]) / statistics.median(large["parse_s"])
+    memory_ratio = large["check_peak_rss"] / small["check_peak_rss"]
+    section.lines += [
+        "`benchmarks/bench_check.py`: a generated OTLP JSON lines file "
+        f"({large['spans']:,} spans, {large['workflows']:,} workflows, "
+        f"{large['bytes'] / 1e6:.0f} MB, one request per workflow), `chainlat check FILE "
+        "--budgets FILE` in a fresh process against the floor of reading the file line by "
+        f"line and parsing every line with orjson ({data['orjson']}), also in a fresh "
+        f"process; {rounds} alternating rounds, medians (range over rounds). Peak memory "
+        "is the peak RSS of the `chainlat check` process.",
+        "",
+        "| input | orjson floor | `chainlat check` | ratio | peak RSS of check |",
+        "|---|---|---|---|---|",
+    ]
+    for run in (small, large):
+        r = statistics.median(run["check_s"]) / statistics.median(run["parse_s"])
+        section.lines.append(
+            f"| {run['spans']:,} spans | {statistics.median(run['parse_s']):.2f} s "
+            f"({min(run['parse_s']):.2f}–{max(run['parse_s']):.2f}) | "
+            f"{statistics.median(run['check_s']):.2f} s "
+            f"({min(run['check_s']):.2f}–{max(run['check_s']):.2f}) | {r:.2f} | "
+            f"{run['check_peak_rss'] / 2**20:.0f} MiB |"
+        )
+    section.lines += [
+        "",
+        f"- peak memory, {large['spans']:,} spans / {small['spans']:,} spans: "
+        f"{memory_ratio:.2f}× for {large['spans'] / small['spans']:.0f}× the spans",
+    ]
+    section.verdicts += [
+        (f"check ≤ {TARGET_CHECK_RATIO}× the orjson parse floor", ratio <= TARGET_CHECK_RATIO,
+         f"{ratio:.2f}×"),
+        ("peak memory at 10× the spans < 10× the peak", memory_ratio < 10,
+         f"{memory_ratio:.2f}×"),
+    ]  # fmt: skip
+    return section
+
+
+# -- 4. memory under load --------------------------------------------------------------------
+
+
+def memory(quick: bool, workflows: int | None) -> Section:
+    output = OUT / "memory.json"
+    count = workflows or (20_000 if quick else 1_000_000)
+    _run([sys.executable, str(HERE / "bench_memory.py"), "--workflows", str(count),
+          "--steps", "5", "-o", str(output)])  # fmt: skip
+    data = json.loads(output.read_text())
+    mib = 2**20
+    samples = data["samples"]
+    early = next((s for s in samples if s["workflows"] >= count / 10), samples[-1])
+    section = Section("4. Memory under load")
+    section.lines += [
+        f"`benchmarks/bench_memory.py`: {data['workflows']:,} workflows of {data['steps']} "
+        f"steps ({data['spans']:,} spans) through `chainlat.configure(exporter=...)` with an "
+        f"exporter that drops every batch, in {data['seconds']:.0f} s "
+        f"({data['seconds'] / data['workflows'] * 1e6:.0f} µs per workflow). RSS sampled "
+        f"every {samples[1]['workflows']:,} workflows.",
+        "",
+        "| | RSS |",
+        "|---|---|",
+        f"| before the first workflow | {data['baseline_rss'] / mib:.1f} MiB |",
+        f"| after {early['workflows']:,} workflows | {early['rss'] / mib:.1f} MiB |",
+        f"| after {data['workflows']:,} workflows (final) | {data['final_rss'] / mib:.1f} MiB |",
+        f"| peak | {data['peak_rss'] / mib:.1f} MiB |",
+        "",
+        f"- growth over the second half of the run: {data['slope_bytes_per_workflow']:.2f} "
+        "bytes per workflow",
+        f"- workflows still tracked by the processor at the end: {data['open_workflows_at_end']}",
+        f"- spans that reached the exporter: {data['exported_spans']:,} of {data['spans']:,}",
+        "",
+        "RSS curve (workflows → MiB): "
+        + ", ".join(f"{s['workflows'] // 1000:,}k → {s['rss'] / mib:.1f}" for s in samples),
+    ]
+    # No leak: what the second half adds is noise, far from a record per workflow (~100 B).
+    no_growth = data["slope_bytes_per_workflow"] < 1.0 and data["open_workflows_at_end"] == 0
+    section.verdicts.append(
+        (
+            "no growth with the number of workflows (< 1 byte per workflow, 0 open at the end)",
+            no_growth,
+            f"{data['slope_bytes_per_workflow']:.2f} B/workflow, "
+            f"{data['open_workflows_at_end']} open",
+        )
+    )
+    return section
+
+
+# -- the results file -----------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _versions() -> str:
+    from importlib.metadata import version
+
+    names = ("opentelemetry-api", "opentelemetry-sdk", "pyperf", "orjson", "httpx")
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {version(name)}")
+        except Exception:
+            continue
+    return ", ".join(found)
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
+            text=True,
+        )  # fmt: skip
+        return out.stdout.strip() + (" (src/ has uncommitted changes)" if dirty.stdout else "")
+    except OSError:
+        return "unknown"
+
+
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def _kept_notes() -> str:
+    if RESULTS.exists():
+        text = RESULTS.read_text()
+        if NOTES_START in text and NOTES_END in text:
+            return text.split(NOTES_START, 1)[1].split(NOTES_END, 1)[0].strip("\n")
+    return "(Notes on the figures: why a target is met or missed, what was changed.)"
+
+
+def write_results(sections: list[Section]) -> None:
+    lines = [
+        "# Benchmarks",
+        "",
+        "What chainlat costs, measured with `make bench` (`benchmarks/run.py`). Every ratio",
+        "is against a baseline measured in the same run. This file is written by the",
+        "harness; the notes section is kept between runs.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {_cpu_model()}, `nproc` = {os.cpu_count()}",
+        f"- Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.system()} {platform.release()}",
+        f"- {_versions()}",
+        "- the machine is shared: other processes ran during the measurements (see the "
+        "load average under each section), which is why the variants are interleaved and "
+        "the spread is reported.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+    ]
+    for section in sections:
+        for target, met, measured in section.verdicts:
+            lines.append(f"| {section.title}: {target} | {measured} | {_verdict(met)} |")
+    for section in sections:
+        lines += ["", f"## {section.title}", "", section.measured, "", *section.lines]
+    lines += ["", "## Notes", "", NOTES_START, _kept_notes(), NOTES_END, ""]
+    RESULTS.write_text("\n".join(lines))
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run chainlat's benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
+    parser.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
+    parser.add_argument("--workflows", type=int, default=None, help="memory benchmark size")
+    args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = set(chosen) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    rounds = args.rounds or (2 if args.quick else 5)
+    OUT.mkdir(exist_ok=True)
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = " ".join(["python benchmarks/run.py", *given])
+    for name in chosen:
+        date, commit, load = time.strftime("%Y-%m-%d %H:%M %Z"), _git_commit(), _load()
+        if name == "overhead":
+            section = overhead(args.quick, rounds)
+        elif name == "httpx":
+            section = httpx_calls(args.quick, rounds)
+        elif name == "check":
+            section = check(args.quick, rounds)
+        else:
+            section = memory(args.quick, args.workflows)
+        section.measured = (
+            f"*Measured {date} at commit {commit} with `{command}`; load average "
+            f"(1/5/15 min) {load} before, {_load()} after.*"
+        )
+        section.save(name)
+    # Sections not run this time keep their last results, each with its own date and commit.
+    sections = [s for s in (Section.load(name) for name in BENCHMARKS) if s is not None]
+    write_results(sections)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
