@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from chainlat import _cli_budgets
 from chainlat._errors import ChainlatError, InputError
 
 EXIT_OK = 0
@@ -55,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="start the OpenAI-compatible latency simulator")
     sim.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     sim.set_defaults(func=_sim)
+
+    _cli_budgets.add_commands(sub)  # check, report, diff, budgets
 
     return parser
 
