@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from chainlat import _cli_budgets
+from chainlat import _cli_budgets, _cli_tradeoff
 from chainlat._errors import ChainlatError, InputError
 
 EXIT_OK = 0
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_sim)
 
     _cli_budgets.add_commands(sub)  # check, report, diff, budgets
-
+    _cli_tradeoff.add_commands(sub)  # profile, whatif, compare
     return parser
 
 

@@ -1,0 +1,176 @@
+"""chainlat profile / whatif / compare through main([...]), and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chainlat
+from chainlat._otlp_json import encode_request
+from chainlat.cli import main
+from chainlat.profiles import load_profiles
+from chainlat.testing import Capture
+
+PROFILES = """
+[models.big]
+ttft_base_ms = 50
+ttft_per_input_token_ms = 0.5
+decode_ms_per_token = 10
+
+[models.small]
+ttft_base_ms = 20
+ttft_per_input_token_ms = 0.1
+decode_ms_per_token = 2
+"""
+
+
+@pytest.fixture
+def traces(cap: Capture, tmp_path: Path) -> Path:
+    """Three runs per variant: chat (big: 200 ms, small: 50 ms) then a 5 ms tool, 1 ms glue."""
+    p, clock = cap.provider, cap.clock
+    for variant, model, chat_ms in (("large", "big", 200), ("small", "small", 50)):
+        for i in range(3):
+            with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run:
+                clock.advance(1)
+                with chainlat.inference(model, tracer_provider=p) as call:
+                    clock.advance(chat_ms)
+                    call.record_usage(100, 11)
+                clock.advance(1)
+                with chainlat.tool("lookup", tracer_provider=p):
+                    clock.advance(5)
+                clock.advance(1)
+            run.record_outcome(success=variant == "large" or i == 0, score=0.5)
+    file = tmp_path / "traces.jsonl"
+    file.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    (tmp_path / "profiles.toml").write_text(PROFILES)
+    return file
+
+
+def test_profile_prints_and_writes_the_fitted_profiles(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = traces.parent / "fitted.json"
+    assert main(["profile", str(traces), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "big" in printed and "small" in printed
+    assert f"profiles written to {out}" in printed
+    fitted = load_profiles(out)
+    assert fitted["big"].ttft_base_ms == 200  # output length constant: decode folded in
+    assert fitted["big"].decode_ms_per_token is None
+
+
+def test_whatif_swaps_the_model_and_reports_before_and_after(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profiles = str(traces.parent / "profiles.toml")
+    args = ["whatif", str(traces), "--variant", "large", "--profiles", profiles]
+    assert main([*args, "--swap", "chat big=small", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    [workflow] = report["workflows"]
+    assert (workflow["workflow"], workflow["variant"], workflow["runs"]) == ("agent", "large", 3)
+    assert workflow["before"]["p50"] == 208
+    assert workflow["after"]["p50"] == 58
+    assert report["changes"] == ['--swap "chat big=small"']
+    assert main([*args, "--swap", "chat big=small", "--drop", "execute_tool lookup"]) == 0
+    text = capsys.readouterr().out
+    assert "what-if over 3 runs" in text
+    assert "(dropped)" in text
+
+
+def test_whatif_exits_1_when_the_estimate_breaks_the_budget(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = traces.parent / "chainlat.toml"
+    budgets.write_text('[workflows.agent]\ntotal = "100ms"\n')
+    profiles = str(traces.parent / "profiles.toml")
+    base = ["whatif", str(traces), "--profiles", profiles, "--budgets", str(budgets)]
+    assert main([*base, "--variant", "large", "--swap", "chat big=small"]) == 0
+    assert "budget, estimated runs: within budget" in capsys.readouterr().out
+    assert main([*base, "--variant", "small", "--swap", "chat small=big"]) == 1
+    assert "budget, estimated runs: 1 limit(s) broken" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--swap", "chat gpt-4o=gpt-4o-mini"], 'no step named "chat gpt-4o"'),
+        (["--swap", "chat big=gpt-9"], "no latency profile for model 'gpt-9'"),
+        (["--prompt-scale", "chat big=0"], "the scale must be above 0, got 0"),
+        (["--prompt-scale", "chat big=-2"], "the scale must be above 0, got -2"),
+        (["--swap", "chat big"], 'expected STEP=VALUE, like "chat gpt-4o=gpt-4o-mini"'),
+        (["--cache-hit-rate", "chat big=2"], "the rate must be between 0 and 1"),
+        ([], "nothing to change"),
+        (["--swap", "chat big=small", "--profiles", "nope.toml"], "nope.toml: no such profile"),
+        (["--swap", "chat big=small", "--budgets", "nope.toml"], "nope.toml"),
+    ],
+)
+def test_bad_whatif_input_exits_2_with_one_line(
+    traces: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["whatif", str(traces), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_a_missing_or_corrupt_trace_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["profile", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"resourceSpans": []}\n{oops\n')
+    assert main(["compare", str(bad)]) == 2
+    assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
+
+
+def test_compare_prints_variants_and_writes_the_chart(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = traces.parent / "compare.html"
+    assert main(["compare", str(traces), "--html", str(html), "--format", "json"]) == 0
+    variants = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
+    assert variants["large"]["success"]["successes"] == 3
+    assert variants["small"]["success"]["successes"] == 1
+    assert variants["large"]["p50"] == 208 and variants["small"]["p50"] == 58
+    assert variants["large"]["pareto"] and variants["small"]["pareto"]
+    assert 'id="chart-tradeoff"' in html.read_text()
+
+
+def test_compare_takes_an_outcomes_file(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from chainlat._runtree import read_run_trees
+
+    smalls = [r.trace_id for r in read_run_trees([traces]) if r.variant == "small"]
+    outcomes = traces.parent / "outcomes.jsonl"
+    outcomes.write_text(
+        "".join(json.dumps({"trace_id": t, "success": True}) + "\n" for t in smalls)
+    )
+    assert main(["compare", str(traces), "--outcomes", str(outcomes), "--format", "json"]) == 0
+    variants = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
+    assert variants["small"]["success"]["successes"] == 3
+    assert not variants["large"]["pareto"]  # now slower and no more successful
+
+
+def test_whatif_as_a_real_subprocess(traces: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chainlat.cli", "whatif", str(traces), "--swap", "chat big"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith('chainlat: --swap "chat big": expected STEP=VALUE')
+    assert "Traceback" not in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "chainlat.cli", "compare", str(traces)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "agent: variants" in done.stdout
