@@ -4,7 +4,8 @@ Each request runs the workflow ``support-agent``: a data stage that searches a
 SQLite full-text index of the shipped FAQ, a planning call to ``sim-large``, a
 tool call that looks the order up in SQLite, and an answer streamed from
 ``sim-small``. The models are served by :mod:`chainlat.sim` on 127.0.0.1 and
-called through the real ``openai`` SDK. The batch runs twice: as built, and
+called through the real ``openai`` SDK, traced automatically by
+:func:`chainlat.instrument_httpx`. The batch runs twice: as built, and
 with the small model swapped into the planning step, so the trade-off shows.
 
 Traces go to ``chainlat-traces.jsonl`` (the embedded default), or over OTLP
@@ -106,42 +107,36 @@ async def answer(
         async with chainlat.data_stage("retrieve-docs", source="faq-fts5"):
             docs = search(store.db, question)
         context = "\n".join(docs)
-        async with chainlat.inference(planner, provider="openai") as call:
-            plan = await client.chat.completions.create(
-                model=planner,
-                messages=[
-                    {"role": "system", "content": "Plan the answer; name the tools to call."},
-                    {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
-                ],
-                max_tokens=48,
-            )
-            if plan.usage is not None:
-                call.record_usage(plan.usage.prompt_tokens, plan.usage.completion_tokens)
-            call.response_model(plan.model)
+        # Model calls are traced by chainlat.instrument_httpx(): each becomes a
+        # `chat {model}` inference span with usage, TTFT and the latency breakdown.
+        plan = await client.chat.completions.create(
+            model=planner,
+            messages=[
+                {"role": "system", "content": "Plan the answer; name the tools to call."},
+                {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
+            ],
+            max_tokens=48,
+        )
         async with chainlat.tool("order-status"):
             status = lookup_order(store.db, question)
             # The order system is a remote API in production; its latency is
             # simulated here (20-45 ms), the lookup itself is a real query.
             await asyncio.sleep(rng.uniform(0.020, 0.045))
-        async with chainlat.inference(SMALL, provider="openai") as call:
-            stream = await client.chat.completions.create(
-                model=SMALL,
-                messages=[
-                    {"role": "system", "content": "Answer briefly from the plan and the facts."},
-                    {
-                        "role": "user",
-                        "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
-                    },
-                ],
-                max_tokens=40,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            async for chunk in stream:
-                if chunk.choices and chunk.choices[0].delta.content:
-                    call.first_token()
-                if chunk.usage is not None:
-                    call.record_usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        stream = await client.chat.completions.create(
+            model=SMALL,
+            messages=[
+                {"role": "system", "content": "Answer briefly from the plan and the facts."},
+                {
+                    "role": "user",
+                    "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
+                },
+            ],
+            max_tokens=40,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for _chunk in stream:
+            pass  # a real app would forward each chunk to the user here
     if run.rollup is None:
         return None
     return Run(variant, run.span.get_span_context().trace_id, run.rollup)
@@ -182,7 +177,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[int(rank) - 1]
 
 
-def waterfall(console: Console, spans: list[ReadableSpan], width: int = 40) -> None:
+def waterfall(console: Console, spans: list[ReadableSpan], width: int = 28) -> None:
     """One bar per step, positioned on the workflow's timeline and coloured by kind."""
     from rich.table import Table
     from rich.text import Text
@@ -194,7 +189,7 @@ def waterfall(console: Console, spans: list[ReadableSpan], width: int = 40) -> N
     table.add_column("step", no_wrap=True)
     table.add_column("kind", no_wrap=True)
     table.add_column("timeline", no_wrap=True, min_width=width)
-    table.add_column("ms", justify="right")
+    table.add_column("ms", justify="right", no_wrap=True)
     for span in sorted(spans, key=lambda s: (s.start_time or 0, s.parent is not None)):
         kind = str((span.attributes or {}).get("chainlat.step.kind", ""))
         s, e = (span.start_time or 0) - start, (span.end_time or 0) - start
@@ -262,12 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from rich.console import Console
 
+    from chainlat.httpx import instrument_httpx, uninstrument_httpx
     from chainlat.sim import SimServer
 
     console = Console()
     provider: TracerProvider = chainlat.configure("chainlat-demo", traces_file=args.traces_file)
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
+    instrument_httpx()
     store = open_store()
     with SimServer(seed=args.seed) as sim:
         console.print(
@@ -303,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     console.rule("trade-off: the small model in the planning step")
     table = _tradeoff_table(batches)
     console.print(table)
+    uninstrument_httpx()
     chainlat.shutdown()
     _print_destination(console, args.traces_file)
     return 0
