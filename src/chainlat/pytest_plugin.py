@@ -1,3 +1,391 @@
-"""pytest plugin for latency budgets (inert unless used)."""
+"""pytest plugin: latency budgets asserted in tests. Loaded through the ``pytest11`` entry
+point and inert unless used: nothing is imported, no provider is touched and no hook is
+installed until a test asks for it.
+
+- Fixture ``chainlat_traces``: the workflow runs of the test, captured in memory through
+  the real SDK pipeline on the real clock, with their rollups;
+  ``chainlat_traces.assert_within_budget("support-chat")`` (a budget from the file) or
+  ``assert_within_budget("support-chat", total="800ms", p95="700ms")`` (inline limits).
+- Marker ``@pytest.mark.latency_budget("support-chat", total="800ms", steps={...})``:
+  the test fails when a run of the workflow inside it breaks the limits.
+- ``--chainlat-budgets PATH`` (ini ``chainlat_budgets``): every workflow run of the
+  session is judged against the file, percentiles over the whole session; the terminal
+  summary shows a table per workflow and the session fails on a broken limit.
+
+When code under test runs its workflows on the global tracer provider and none is set,
+the fixture, marker and option set an SDK ``TracerProvider`` as the global one (the
+only global change, and only when they are used).
+
+Example::
+
+    def test_answer_is_fast(chainlat_traces):
+        answer("What is the refund policy?")
+        chainlat_traces.assert_within_budget("support-chat", total="800ms")
+"""
 
 from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from chainlat._rollup import Rollup
+    from chainlat._runs import WorkflowRun
+    from chainlat._spans import WorkflowHandle
+    from chainlat.budgets import BudgetReport, Budgets, WorkflowBudget
+
+__all__ = ["ChainlatTraces"]
+
+_MARKER = "latency_budget"
+_SESSION_PLUGIN = "chainlat-session-budgets"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chainlat", "chainlat latency budgets")
+    group.addoption(
+        "--chainlat-budgets",
+        metavar="PATH",
+        default=None,
+        help="judge every workflow run of the session against this budget file",
+    )
+    parser.addini(
+        "chainlat_budgets",
+        help="budget file every workflow run of the session is judged against",
+        default="",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{_MARKER}(workflow, total=None, p95=None, steps=None, ...): fail the test when a "
+        "run of the workflow inside it breaks these latency limits (chainlat budget keys)",
+    )
+    path = _session_budget_path(config)
+    if path is not None:
+        config.pluginmanager.register(_SessionBudgets(_load(path)), _SESSION_PLUGIN)
+
+
+def _session_budget_path(config: pytest.Config) -> Path | None:
+    option = config.getoption("chainlat_budgets", default=None)
+    if option:
+        return Path(option)
+    ini = config.getini("chainlat_budgets")
+    if ini:
+        return config.rootpath / str(ini)
+    return None
+
+
+def _load(path: Path | None, *, root: Path | None = None) -> Budgets:
+    from chainlat._errors import BudgetFileError
+    from chainlat.budgets import load_budgets
+
+    try:
+        return load_budgets(path, directory=root)
+    except BudgetFileError as exc:
+        raise pytest.UsageError(f"chainlat budgets: {exc}") from None
+
+
+# --- capturing runs ------------------------------------------------------------------------------
+
+
+def _ensure_sdk_provider() -> TracerProvider:
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    provider = TracerProvider(resource=Resource.create({"service.name": "pytest"}))
+    trace.set_tracer_provider(provider)  # OpenTelemetry allows this once per process
+    current = trace.get_tracer_provider()
+    return current if isinstance(current, TracerProvider) else provider
+
+
+class _Recorder:
+    """Keeps every workflow run that ends while it is active, from any provider."""
+
+    def __init__(self, origin: str = "") -> None:
+        self.runs: list[WorkflowRun] = []
+        self.origin = origin
+        self.provider: TracerProvider | None = None
+
+    def __enter__(self) -> _Recorder:
+        from chainlat import _spans
+
+        self.provider = _ensure_sdk_provider()
+        _spans._workflow_end_hooks.append(self._record)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        from chainlat import _spans
+
+        while self._record in _spans._workflow_end_hooks:
+            _spans._workflow_end_hooks.remove(self._record)
+
+    def _record(self, handle: WorkflowHandle) -> None:
+        from chainlat._budget_runtime import run_from_handle
+        from chainlat._errors import internal_errors
+
+        with internal_errors("capturing a workflow run for pytest"):
+            run = run_from_handle(handle, origin=self.origin)
+            if run is not None:
+                self.runs.append(run)
+
+
+def _judge(
+    runs: list[WorkflowRun], limits: dict[str, WorkflowBudget], defaults: Budgets | None = None
+) -> BudgetReport:
+    from chainlat.budgets import Budgets, evaluate
+
+    budgets = Budgets(
+        min_runs=defaults.min_runs if defaults is not None else 1,
+        exclude_cache_hits=defaults.exclude_cache_hits if defaults is not None else False,
+        workflows=limits,
+    )
+    if defaults is not None:
+        budgets._source = defaults.source
+    return evaluate(runs, budgets)
+
+
+def _failure(report: BudgetReport, what: str) -> str | None:
+    """The failure message of a report with broken limits: the limits, then a waterfall."""
+    from chainlat._runs import BudgetViolation
+    from chainlat.report import waterfall
+
+    broken = report.broken
+    if not broken:
+        return None
+    lines = [f"latency budget broken ({what}):"]
+    for v in broken:
+        assert v.actual_ms is not None
+        if v.percentile is None:
+            how = f"in {v.broken_runs} of {_runs_label(v.runs)}"
+        else:
+            how = f"over {_runs_label(v.runs)}"
+        lines.append(f"  {v.workflow}: {v.target} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms {how}")
+    shown: set[int] = set()
+    for v in broken:
+        run = v.worst_run
+        if run is None:
+            stats = report.stats.workflows.get(v.workflow)
+            run = stats.slowest if stats is not None else None
+        if run is None or id(run) in shown:
+            continue
+        shown.add(id(run))
+        marked = [
+            BudgetViolation(b.workflow, b.target, b.limit_ms, b.actual_ms)
+            for b in broken
+            if b.actual_ms is not None
+            and b.workflow == run.workflow
+            and (b.worst_run is run or (b.worst_run is None and b.percentile is not None))
+        ]
+        lines.extend(["", waterfall(run, marked)])
+    return "\n".join(lines)
+
+
+def _runs_label(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def _inline_budget(limits: dict[str, Any], source: str) -> WorkflowBudget:
+    from chainlat._errors import BudgetFileError
+    from chainlat.budgets import parse_workflow_budget
+
+    try:
+        return parse_workflow_budget(limits, source=source)
+    except BudgetFileError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+class ChainlatTraces:
+    """The workflow runs captured during one test; what the ``chainlat_traces`` fixture gives."""
+
+    def __init__(self, recorder: _Recorder, config: pytest.Config) -> None:
+        self._recorder = recorder
+        self._config = config
+        self._budgets: Budgets | None = None
+
+    @property
+    def runs(self) -> list[WorkflowRun]:
+        """Every workflow run that ended so far in this test, in the order they ended."""
+        return list(self._recorder.runs)
+
+    def runs_of(self, workflow: str) -> list[WorkflowRun]:
+        """The runs of one workflow."""
+        return [r for r in self._recorder.runs if r.workflow == workflow]
+
+    def rollups(self, workflow: str | None = None) -> list[Rollup]:
+        """The rollups of the runs (of one workflow, when given)."""
+        runs = self.runs if workflow is None else self.runs_of(workflow)
+        return [r.rollup for r in runs]
+
+    @property
+    def provider(self) -> TracerProvider:
+        """The global SDK provider the runs are recorded on, for code that takes one."""
+        assert self._recorder.provider is not None
+        return self._recorder.provider
+
+    def clear(self) -> None:
+        """Forget the runs captured so far."""
+        self._recorder.runs.clear()
+
+    def assert_within_budget(self, workflow: str | None = None, /, **limits: Any) -> None:
+        """Fail the test when the captured runs break a budget.
+
+        With only a workflow name, its budget comes from the budget file
+        (``--chainlat-budgets``, ini ``chainlat_budgets``, else ``chainlat.toml`` /
+        ``chainlat.yaml`` / ``[tool.chainlat]`` in the rootdir). With limits (the keys
+        of a workflow budget: ``total="800ms"``, ``p95="700ms"``, ``steps={...}``), they
+        apply to the named workflow, or to every workflow captured. Percentiles are
+        judged over the runs of this test.
+
+        Example::
+
+            chainlat_traces.assert_within_budget("support-chat", total="800ms", p95="600ms")
+        """
+        __tracebackhide__ = True
+        defaults: Budgets | None = None
+        if limits:
+            budget = _inline_budget(limits, "assert_within_budget()")
+            names = (
+                [workflow]
+                if workflow is not None
+                else list(dict.fromkeys(r.workflow for r in self._recorder.runs))
+            )
+            selected = {name: budget for name in names}
+        else:
+            if workflow is None:
+                raise TypeError("assert_within_budget() needs a workflow name or limits")
+            defaults = self._file_budgets()
+            found = defaults.workflows.get(workflow)
+            if found is None:
+                pytest.fail(
+                    f"no budget for workflow {workflow!r} in {defaults.source} "
+                    f"(budgeted: {', '.join(defaults.workflows) or 'none'})",
+                    pytrace=False,
+                )
+            selected = {workflow: found}
+        runs = [r for r in self._recorder.runs if r.workflow in selected]
+        if not runs:
+            captured = ", ".join(sorted({r.workflow for r in self._recorder.runs})) or "none"
+            pytest.fail(
+                f"no run of {', '.join(selected) or 'any workflow'} was captured "
+                f"(captured: {captured})",
+                pytrace=False,
+            )
+        message = _failure(_judge(runs, selected, defaults), _runs_label(len(runs)))
+        if message is not None:
+            pytest.fail(message, pytrace=False)
+
+    def _file_budgets(self) -> Budgets:
+        if self._budgets is None:
+            path = _session_budget_path(self._config)
+            self._budgets = _load(path, root=self._config.rootpath)
+        return self._budgets
+
+
+@pytest.fixture
+def chainlat_traces(request: pytest.FixtureRequest) -> Iterator[ChainlatTraces]:
+    """The workflow runs of this test, with ``assert_within_budget``."""
+    with _Recorder(origin=request.node.nodeid) as recorder:
+        yield ChainlatTraces(recorder, request.config)
+
+
+# --- the marker -----------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    marks = list(item.iter_markers(_MARKER))
+    if not marks:
+        return (yield)
+    specs: list[tuple[str, WorkflowBudget]] = []
+    for mark in marks:
+        kwargs = dict(mark.kwargs)
+        workflow = mark.args[0] if mark.args else kwargs.pop("workflow", None)
+        if not isinstance(workflow, str) or len(mark.args) > 1:
+            pytest.fail(
+                f"@pytest.mark.{_MARKER}(workflow, **limits): expected one workflow name",
+                pytrace=False,
+            )
+        specs.append((workflow, _inline_budget(kwargs, f"@pytest.mark.{_MARKER}({workflow!r})")))
+    with _Recorder(origin=item.nodeid) as recorder:
+        result = yield
+    messages = []
+    for workflow, budget in specs:
+        runs = [r for r in recorder.runs if r.workflow == workflow]
+        if not runs:
+            captured = ", ".join(sorted({r.workflow for r in recorder.runs})) or "none"
+            messages.append(
+                f"@pytest.mark.{_MARKER}({workflow!r}): no run of {workflow!r} ran in the test "
+                f"(captured: {captured})"
+            )
+            continue
+        message = _failure(
+            _judge(runs, {workflow: budget}), f"{_runs_label(len(runs))} of {workflow}"
+        )
+        if message is not None:
+            messages.append(message)
+    if messages:
+        pytest.fail("\n\n".join(messages), pytrace=False)
+    return result
+
+
+# --- the whole session --------------------------------------------------------------------------
+
+
+class _SessionBudgets:
+    """Judges every workflow run of the session against a budget file."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self.recorder = _Recorder()
+        self.report: BudgetReport | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.recorder.__enter__()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        self.recorder.origin = item.nodeid
+        try:
+            return (yield)
+        finally:
+            self.recorder.origin = ""
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from chainlat.budgets import evaluate
+
+        self.recorder.__exit__()
+        self.report = evaluate(self.recorder.runs, self.budgets)
+        if self.report.broken and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from chainlat.report import check_renderables, render_text
+
+        report = self.report
+        if report is None:
+            return
+        terminalreporter.section("chainlat latency budgets")
+        if not report.stats.runs:
+            terminalreporter.line(
+                f"no workflow ran in the session (budgets from {self.budgets.source})"
+            )
+            return
+        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 120)
+        text = render_text(check_renderables(report, sources="this session"), width=width)
+        for line in text.rstrip().splitlines():
+            terminalreporter.line(line)
+        if report.broken:
+            terminalreporter.line(
+                f"chainlat: {len(report.broken)} latency budget(s) broken: failing the session",
+                red=True,
+            )
