@@ -299,3 +299,13 @@ def test_budget_verdicts_before_and_after() -> None:
     assert result.budget_before is not None and result.budget_after is not None
     assert not result.budget_before.ok
     assert result.budget_after.ok
+
+
+def test_the_python_api_is_exported_at_the_top() -> None:
+    from chainlat.compare import compare
+
+    assert chainlat.whatif is whatif
+    assert chainlat.compare is compare
+    assert {"whatif", "compare", "record_outcome", "WhatIfResult", "Comparison"} <= set(
+        chainlat.__all__
+    )

@@ -43,6 +43,8 @@ from chainlat._spans import (
     tool,
     workflow,
 )
+from chainlat.compare import Comparison, compare
+from chainlat.whatif import WhatIfResult, whatif
 
 __version__ = "0.1.0"
 
@@ -50,6 +52,7 @@ __all__ = [
     "BudgetFileError",
     "ChainlatError",
     "ChainlatSpanProcessor",
+    "Comparison",
     "ConfigError",
     "DataStage",
     "Inference",
@@ -61,9 +64,11 @@ __all__ = [
     "StepHandle",
     "Tool",
     "TraceSourceError",
+    "WhatIfResult",
     "Workflow",
     "WorkflowHandle",
     "bind_context",
+    "compare",
     "configure",
     "current_step",
     "current_workflow",
@@ -72,5 +77,6 @@ __all__ = [
     "record_outcome",
     "shutdown",
     "tool",
+    "whatif",
     "workflow",
 ]

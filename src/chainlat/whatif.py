@@ -58,11 +58,11 @@ from typing import TYPE_CHECKING, Final, Literal
 from chainlat._errors import InputError
 from chainlat._rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._stats import percentile
-from chainlat.profiles import LatencyProfile, ModelCall, calls_of, fit_profiles, load_profiles
 
 if TYPE_CHECKING:
     from chainlat._runtree import RunTree
     from chainlat.budgets import BudgetReport, Budgets
+    from chainlat.profiles import LatencyProfile, ModelCall
 
 __all__ = [
     "Change",
@@ -457,6 +457,8 @@ class _Estimator:
         self.notes[text] = self.notes.get(text, 0) + 1
 
     def run(self, run: RunTree) -> RunEstimate:
+        from chainlat.profiles import calls_of
+
         steps = _counted_steps(run)
         calls = {c.span_id: c for c in calls_of(run)}
         overrides: dict[int, StepOverride] = {}
@@ -573,6 +575,8 @@ def _validate(
     profiles: Mapping[str, LatencyProfile],
     where: str,
 ) -> None:
+    from chainlat.profiles import calls_of
+
     seen: dict[str, str] = {}
     models: dict[str, set[str]] = {}
     with_tokens: dict[str, bool] = {}
@@ -726,6 +730,9 @@ def whatif(
             or a number out of range.
         InputError: a file cannot be read; no run to estimate.
     """
+    # pydantic is imported here, not with chainlat: `import chainlat` stays cheap.
+    from chainlat.profiles import fit_profiles, load_profiles
+
     changes = _changes(swap, prompt_scale, cache_hit_rate, drop)
     if not changes:
         raise SpecError(
