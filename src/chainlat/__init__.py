@@ -26,6 +26,7 @@ from chainlat._errors import (
 )
 from chainlat._processor import ChainlatSpanProcessor
 from chainlat._rollup import Rollup
+from chainlat._runs import BudgetViolation, StepTiming, WorkflowRun
 from chainlat._spans import (
     DataStage,
     Inference,
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetFileError",
+    "BudgetViolation",
     "ChainlatError",
     "ChainlatSpanProcessor",
     "Comparison",
@@ -62,11 +64,13 @@ __all__ = [
     "LatencyBudgetWarning",
     "Rollup",
     "StepHandle",
+    "StepTiming",
     "Tool",
     "TraceSourceError",
     "WhatIfResult",
     "Workflow",
     "WorkflowHandle",
+    "WorkflowRun",
     "bind_context",
     "compare",
     "configure",
