@@ -43,7 +43,7 @@ log() { echo "run.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 binary() {
-  # Builds on first use (10-20 minutes), then answers from the cache.
+  # Builds on first use (about 5 minutes cold), then answers from the cache.
   "$HERE/build.sh" --print
 }
 
