@@ -1,0 +1,1 @@
+"""Tests against the real Jaeger v2 / Collector binaries (collector/)."""

@@ -1,0 +1,211 @@
+"""Start and stop chainlat's trace pipeline for tests, through collector/run.sh.
+
+Each process gets its own run directory (pid file, log) and free ports on 127.0.0.1.
+The fixtures in conftest.py are the way to use this; the types here are what they
+yield, for annotations in tests.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COLLECTOR_DIR = REPO_ROOT / "collector"
+BUILD_SH = COLLECTOR_DIR / "build.sh"
+RUN_SH = COLLECTOR_DIR / "run.sh"
+
+Process = Literal["jaeger", "collector"]
+
+_RUN_SH_TIMEOUT_S = 120
+# A cold build compiles about 2,300 packages: about 5 minutes on 2 cores; allow for slower machines.
+BUILD_TIMEOUT_S = 40 * 60
+
+
+class BinaryUnavailable(Exception):
+    """The Jaeger binary is not built and could not be (message: one line why)."""
+
+
+class StackError(Exception):
+    """collector/run.sh could not start or stop a process (message: its output)."""
+
+
+@dataclass(frozen=True)
+class Jaeger:
+    """A running Jaeger v2 (collector/jaeger.yaml): in-memory store and query API."""
+
+    query_url: str
+    """``http://127.0.0.1:PORT``: UI and HTTP APIs (``/api/...``, ``/api/v3/...``)."""
+    otlp_http_endpoint: str
+    """``http://127.0.0.1:PORT``: OTLP/HTTP straight into the store, unsampled."""
+    otlp_grpc_endpoint: str
+    """``127.0.0.1:PORT``: OTLP/gRPC, what the Collector tier exports to."""
+    health_url: str
+    run_dir: Path
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "jaeger.log"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The Collector tier's knobs (CHAINLAT_SAMPLING_*, CHAINLAT_SPANMETRICS_*)."""
+
+    percent: float = 0.0
+    """Share of plain traces kept; 0 and 100 make the outcome exact."""
+    latency_ms: int = 2000
+    decision_wait_s: float = 2.0
+    spanmetrics_flush_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class CollectorTier:
+    """A running Collector tier (collector/otelcol.yaml) exporting to a Jaeger."""
+
+    otlp_http_endpoint: str
+    """``http://127.0.0.1:PORT``: the value for ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+    otlp_grpc_endpoint: str
+    """``127.0.0.1:PORT``."""
+    metrics_url: str
+    """``http://127.0.0.1:PORT/metrics``: span-latency histograms (Prometheus text)."""
+    telemetry_url: str
+    """``http://127.0.0.1:PORT/metrics``: the Collector's own metrics."""
+    sampling: Sampling
+    run_dir: Path
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "collector.log"
+
+    def otel_env(self) -> dict[str, str]:
+        """Environment that points an OpenTelemetry SDK (or ``chainlat demo``) here."""
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_http_endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+
+
+def find_binary(*, build: bool) -> Path:
+    """The cached Jaeger binary; with ``build``, build it first when it is missing."""
+    args = [str(BUILD_SH), "--print" if build else "--check"]
+    try:
+        done = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S if build else 60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BinaryUnavailable(f"collector/build.sh took over {exc.timeout:g}s") from exc
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise BinaryUnavailable(lines[-1] if lines else f"build.sh exited {done.returncode}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free TCP ports on 127.0.0.1 (held together while chosen, then released)."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:
+    """Start Jaeger on free ports; raise StackError with its log if it is not ready."""
+    otlp_grpc, otlp_http, query, query_grpc, health = free_ports(5)
+    env = {
+        "CHAINLAT_JAEGER_HOST": "127.0.0.1",
+        "CHAINLAT_JAEGER_OTLP_GRPC_PORT": str(otlp_grpc),
+        "CHAINLAT_JAEGER_OTLP_HTTP_PORT": str(otlp_http),
+        "CHAINLAT_JAEGER_QUERY_PORT": str(query),
+        "CHAINLAT_JAEGER_QUERY_GRPC_PORT": str(query_grpc),
+        "CHAINLAT_JAEGER_HEALTH_PORT": str(health),
+        "CHAINLAT_JAEGER_MAX_TRACES": str(max_traces),
+    }
+    _run_sh("start", "jaeger", run_dir=run_dir, env=env)
+    return Jaeger(
+        query_url=f"http://127.0.0.1:{query}",
+        otlp_http_endpoint=f"http://127.0.0.1:{otlp_http}",
+        otlp_grpc_endpoint=f"127.0.0.1:{otlp_grpc}",
+        health_url=f"http://127.0.0.1:{health}/status",
+        run_dir=run_dir,
+    )
+
+
+def start_collector(run_dir: Path, jaeger: Jaeger, sampling: Sampling) -> CollectorTier:
+    """Start a Collector tier that exports to ``jaeger``; raise StackError if not ready."""
+    otlp_grpc, otlp_http, prometheus, telemetry = free_ports(4)
+    env = {
+        "CHAINLAT_COLLECTOR_HOST": "127.0.0.1",
+        "CHAINLAT_COLLECTOR_OTLP_GRPC_PORT": str(otlp_grpc),
+        "CHAINLAT_COLLECTOR_OTLP_HTTP_PORT": str(otlp_http),
+        "CHAINLAT_COLLECTOR_PROMETHEUS_PORT": str(prometheus),
+        "CHAINLAT_COLLECTOR_METRICS_PORT": str(telemetry),
+        "CHAINLAT_COLLECTOR_JAEGER_ENDPOINT": jaeger.otlp_grpc_endpoint,
+        "CHAINLAT_SAMPLING_PERCENT": f"{sampling.percent:g}",
+        "CHAINLAT_SAMPLING_LATENCY_MS": str(sampling.latency_ms),
+        "CHAINLAT_SAMPLING_DECISION_WAIT": f"{sampling.decision_wait_s:g}s",
+        "CHAINLAT_SPANMETRICS_FLUSH_INTERVAL": f"{sampling.spanmetrics_flush_s:g}s",
+    }
+    _run_sh("start", "collector", run_dir=run_dir, env=env)
+    return CollectorTier(
+        otlp_http_endpoint=f"http://127.0.0.1:{otlp_http}",
+        otlp_grpc_endpoint=f"127.0.0.1:{otlp_grpc}",
+        metrics_url=f"http://127.0.0.1:{prometheus}/metrics",
+        telemetry_url=f"http://127.0.0.1:{telemetry}/metrics",
+        sampling=sampling,
+        run_dir=run_dir,
+    )
+
+
+def stop(run_dir: Path, process: Process) -> None:
+    """Stop what start_* started in ``run_dir`` (a no-op if it is not running)."""
+    _run_sh("stop", process, run_dir=run_dir, env={})
+
+
+def validate(*configs: Path) -> subprocess.CompletedProcess[str]:
+    """``collector/run.sh validate CONFIG...`` with the real binary; never raises."""
+    return subprocess.run(
+        [str(RUN_SH), "validate", *map(str, configs)],
+        capture_output=True,
+        text=True,
+        timeout=_RUN_SH_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _run_sh(*args: str, run_dir: Path, env: dict[str, str]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    full_env = {
+        **os.environ,
+        **env,
+        "CHAINLAT_RUN_DIR": str(run_dir),
+        # The processes stop with this test session even if it is killed.
+        "CHAINLAT_STOP_WITH_PID": str(os.getpid()),
+    }
+    try:
+        done = subprocess.run(
+            [str(RUN_SH), *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=_RUN_SH_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise StackError(
+            f"collector/run.sh {' '.join(args)}: no answer in {exc.timeout:g}s"
+        ) from exc
+    if done.returncode != 0:
+        raise StackError(f"collector/run.sh {' '.join(args)} failed:\n{done.stderr}")
