@@ -109,32 +109,39 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     # -- SpanProcessor ------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        with internal_errors("tracking a span start"):
-            parent = span.parent
-            entry = self._owner.get(parent.span_id) if parent is not None else None
-            attributes = span.attributes or {}
-            kind = classify(attributes)
-            span_id = span.context.span_id
-            if kind == "workflow":
-                outer = entry[0] if entry is not None else None
-                name = str(attributes.get(attr.GEN_AI_WORKFLOW_NAME, span.name))
-                state = _WorkflowState(span_id, name, outer)
-                self._states[span_id] = state
-                if entry is not None:
-                    self._tag_step(span, entry[0], "workflow")
-                self._owner[span_id] = (state, entry[1] if entry is not None else "overhead")
-                return
-            if entry is None:
-                return
-            state, around = entry
-            if kind in _STEP_KINDS:
-                assert kind is not None
-                if around != kind:  # the same kind nested in itself is one step, not two
-                    self._tag_step(span, state, kind)
-                elif attr.STEP_KIND not in attributes:
-                    span.set_attribute(attr.STEP_KIND, kind)
-                around = kind
-            self._owner[span_id] = (state, around)
+        # try/except rather than the internal_errors context manager: free when nothing fails.
+        try:
+            self._on_start(span)
+        except Exception:
+            with internal_errors("tracking a span start"):
+                raise
+
+    def _on_start(self, span: Span) -> None:
+        parent = span.parent
+        entry = self._owner.get(parent.span_id) if parent is not None else None
+        attributes = span.attributes or {}
+        kind = classify(attributes)
+        span_id = span.context.span_id
+        if kind == "workflow":
+            outer = entry[0] if entry is not None else None
+            name = str(attributes.get(attr.GEN_AI_WORKFLOW_NAME, span.name))
+            state = _WorkflowState(span_id, name, outer)
+            self._states[span_id] = state
+            if entry is not None:
+                self._tag_step(span, entry[0], "workflow")
+            self._owner[span_id] = (state, entry[1] if entry is not None else "overhead")
+            return
+        if entry is None:
+            return
+        state, around = entry
+        if kind in _STEP_KINDS:
+            assert kind is not None
+            if around != kind:  # the same kind nested in itself is one step, not two
+                self._tag_step(span, state, kind)
+            elif attr.STEP_KIND not in attributes:
+                span.set_attribute(attr.STEP_KIND, kind)
+            around = kind
+        self._owner[span_id] = (state, around)
 
     def _tag_step(self, span: Span, state: _WorkflowState, kind: str) -> None:
         span.set_attribute(attr.STEP_INDEX, next(state.counter))
@@ -143,30 +150,36 @@ class ChainlatSpanProcessor(SpanProcessor):
             span.set_attribute(attr.STEP_KIND, kind)
 
     def on_end(self, span: ReadableSpan) -> None:
-        with internal_errors("recording a span end"):
-            context = span.context
-            if context is None:
-                return
-            entry = self._owner.pop(context.span_id, None)
-            attributes = span.attributes or {}
-            scope = span.instrumentation_scope
-            if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
-                self._record_metrics(span, attributes)
-            if entry is None:
-                return
-            state = entry[0]
-            record = to_record(span)
-            if record is None:
-                return
-            if context.span_id == state.root_id:
-                self._states.pop(context.span_id, None)
-                if state.parent is not None:
-                    state.parent.records.extend(state.records)
-                    state.parent.records.append(record)
-                for callback in self.on_workflow_end:
-                    callback(span)
-            else:
-                state.records.append(record)
+        try:
+            self._on_end(span)
+        except Exception:
+            with internal_errors("recording a span end"):
+                raise
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None:
+            return
+        entry = self._owner.pop(context.span_id, None)
+        attributes = span.attributes or {}
+        scope = span.instrumentation_scope
+        if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
+            self._record_metrics(span, attributes)
+        if entry is None:
+            return
+        state = entry[0]
+        record = to_record(span)
+        if record is None:
+            return
+        if context.span_id == state.root_id:
+            self._states.pop(context.span_id, None)
+            if state.parent is not None:
+                state.parent.records.extend(state.records)
+                state.parent.records.append(record)
+            for callback in self.on_workflow_end:
+                callback(span)
+        else:
+            state.records.append(record)
 
     def shutdown(self) -> None:
         self._owner.clear()

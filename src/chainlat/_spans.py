@@ -92,8 +92,11 @@ class StepHandle:
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Set an attribute on the step's span."""
-        with internal_errors("setting an attribute"):
+        try:
             self.span.set_attribute(key, value)
+        except Exception:
+            with internal_errors("setting an attribute"):
+                raise
 
     def cache_hit(self) -> None:
         """Mark that the result came from a cache (``chainlat.cache.hit=true``)."""
@@ -102,18 +105,26 @@ class StepHandle:
     def _finish(self, exc: BaseException | None, end_ns: int | None = None) -> None:
         end_ns = self._now() if end_ns is None else end_ns
         self.end_ns = end_ns
-        with internal_errors("recording an exception"):
-            # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
-            # task cancellation end the span without marking it failed.
-            if isinstance(exc, Exception):
+        # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
+        # task cancellation end the span without marking it failed.
+        if isinstance(exc, Exception):
+            with internal_errors("recording an exception"):
                 self.span.record_exception(exc, timestamp=end_ns, escaped=True)
                 self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
                 self.span.set_attribute(attr.ERROR_TYPE, _error_type(exc))
-        with internal_errors("computing the rollup"):
+        # The guards on the hot path are try/except, free when nothing fails; the
+        # internal_errors context manager is entered only to report a failure.
+        try:
             self._before_end(end_ns, exc)
+        except Exception:
+            with internal_errors("computing the rollup"):
+                raise
         # A failure above must not leave the span open: it would never be exported.
-        with internal_errors("ending a span"):
+        try:
             self.span.end(end_time=end_ns)
+        except Exception:
+            with internal_errors("ending a span"):
+                raise
         self._after_end(exc)
 
     def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
@@ -256,18 +267,25 @@ class _Step(Generic[H]):
         provider = self._provider or trace.get_tracer_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else time.time_ns()
-        span: trace.Span = trace.INVALID_SPAN
-        with internal_errors("starting a span"):
+        span: trace.Span
+        try:
             span = _tracer(provider).start_span(
                 self._name,
                 kind=self._span_kind,
                 attributes=self._attributes,
                 start_time=start_ns,
             )
+        except Exception:
+            span = trace.INVALID_SPAN
+            with internal_errors("starting a span"):
+                raise
         handle = self._handle_type(self._name, span, processor, start_ns)
         handle._provider = provider
-        with internal_errors("activating a span"):
+        try:
             handle._token = otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            with internal_errors("activating a span"):
+                raise
         handle._parent_step = _current.get()
         handle._step_token = _current.set(handle)
         return handle
@@ -275,11 +293,17 @@ class _Step(Generic[H]):
     @staticmethod
     def _close(handle: H, exc: BaseException | None) -> None:
         if handle._step_token is not None:
-            with internal_errors("restoring the current step"):
+            try:
                 _current.reset(handle._step_token)
+            except Exception:
+                with internal_errors("restoring the current step"):
+                    raise
         if handle._token is not None:
-            with internal_errors("restoring the context"):
+            try:
                 otel_context.detach(handle._token)  # type: ignore[arg-type]
+            except Exception:
+                with internal_errors("restoring the context"):
+                    raise
         handle._finish(exc)
 
     # -- context manager ------------------------------------------------------------
