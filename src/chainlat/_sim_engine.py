@@ -173,6 +173,7 @@ class _Record:
     end_ns: int = 0
     status: int = 0
     error: str | None = None
+    finished: bool = False
 
 
 class _Cut(Exception):
@@ -258,11 +259,23 @@ class Engine:
             record.error = type(exc).__qualname__
             raise
         finally:
-            record.end_ns = time.perf_counter_ns()
-            record.status = responder.status
-            if self._tracer is not None and record.start_ns:
-                with internal_errors("emitting simulator spans"):
-                    self._emit_spans(record)
+            self._finish(record, responder.status)
+
+    def _finish(self, record: _Record, status: int) -> None:
+        """End the request's spans; idempotent.
+
+        Called just before the last bytes of a response are written, so that a client
+        that has read a whole response finds the server's spans already ended (and, with
+        a synchronous span processor, exported); failed requests end in `handle`.
+        """
+        if record.finished:
+            return
+        record.finished = True
+        record.end_ns = time.perf_counter_ns()
+        record.status = status
+        if self._tracer is not None and record.start_ns:
+            with internal_errors("emitting simulator spans"):
+                self._emit_spans(record)
 
     async def _serve(self, record: _Record, responder: Responder) -> None:
         request = record.request
@@ -298,7 +311,9 @@ class Engine:
         except ApiError as exc:
             await self._send_error(record, responder, exc)
             return
-        await responder.send(200, [_JSON, *self._headers(record)], json.dumps(body).encode())
+        headers = [_JSON, *self._headers(record)]
+        self._finish(record, 200)
+        await responder.send(200, headers, json.dumps(body).encode())
 
     def _simple_route(self, request: Request) -> object:
         path = request.path.rstrip("/")
@@ -328,6 +343,7 @@ class Engine:
         else:
             body = openai_error(error.status, error.message, error.code)
         headers = [_JSON, *self._headers(record), *(extra or [])]
+        self._finish(record, error.status)
         await responder.send(error.status, headers, body)
 
     async def _generate(
@@ -391,7 +407,9 @@ class Engine:
             responder.abort()
             raise _Cut
         body = json.dumps(api.response(job, tokens), separators=(",", ":")).encode()
-        await responder.send(200, [_JSON, *self._headers(record)], body)
+        headers = [_JSON, *self._headers(record)]
+        self._finish(record, 200)
+        await responder.send(200, headers, body)
 
     async def _stream(
         self,
@@ -433,7 +451,10 @@ class Engine:
             await send([api.stream_token(job, index, token)])
         record.done_ns = time.perf_counter_ns()
         lease.release()
-        await send(api.stream_close(job))
+        closing = api.stream_close(job)
+        if budget is None or sent + len(closing) < budget:
+            self._finish(record, 200)  # else the cut below ends the spans, as an error
+        await send(closing)
         await responder.end_chunked()
 
     def _headers(self, record: _Record) -> Headers:

@@ -67,8 +67,10 @@ Tracing:
     With a ``tracer_provider`` or an ``otlp_endpoint``, each request gets a SERVER span
     (``POST /v1/chat/completions``, tracer scope ``chainlat.sim``), a child of the caller's
     ``traceparent``, with children ``queue``, ``prefill`` and ``decode`` stamped with the
-    real sleeps; the network delay lies before the server span. Without either, nothing
-    is traced and OpenTelemetry is not imported.
+    real sleeps; the network delay lies before the server span. Spans end just before
+    the last bytes of the response are written, so a client that has read a response
+    finds them ended (and exported, with a synchronous span processor). Without either,
+    nothing is traced and OpenTelemetry is not imported.
 
 Default profiles, for a typical prompt of 200 input tokens (800 characters):
 
