@@ -4,7 +4,13 @@
     jaeger               Jaeger        one Jaeger for the session
     collector            CollectorTier the default tier: keeps errors, over-budget and
                                        slow (> 2 s) traces, 0 % of the rest
+    collector_keep_all   CollectorTier a tier that keeps 100 % (for end-to-end runs
+                                       whose traces must all reach Jaeger)
     collector_factory    (Sampling) -> CollectorTier, more tiers into the same Jaeger
+
+All tiers use a 2 s decision wait and flush span metrics every second. Point a
+subprocess at a tier with ``env={**os.environ, **tier.otel_env()}``; read back from
+``jaeger.query_url``.
 
 Every process started here is stopped at the end of the session, whatever the tests
 did; a killed session takes them down too (CHAINLAT_STOP_WITH_PID). The binary comes
@@ -117,3 +123,9 @@ def collector_factory(
 def collector(collector_factory: CollectorFactory) -> CollectorTier:
     """The Collector tier with test settings: 2 s decision wait, 0 % of plain traces."""
     return collector_factory(Sampling())
+
+
+@pytest.fixture(scope="session")
+def collector_keep_all(collector_factory: CollectorFactory) -> CollectorTier:
+    """A Collector tier that keeps every trace (baseline share 100 %)."""
+    return collector_factory(Sampling(percent=100))

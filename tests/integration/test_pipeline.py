@@ -102,9 +102,9 @@ def test_kept_and_dropped_traces_follow_the_policies(
 
 
 def test_everything_is_kept_at_100_percent(
-    collector_factory: CollectorFactory, jaeger: Jaeger, client: httpx.Client, service: str
+    collector_keep_all: CollectorTier, jaeger: Jaeger, client: httpx.Client, service: str
 ) -> None:
-    tier = collector_factory(Sampling(percent=100))
+    tier = collector_keep_all
     plain = [workflow_trace(random.Random(30 + i)) for i in range(20)]
     send(client, tier.otlp_http_endpoint, service, plain)
     expected = {t.trace_id for t in plain}
