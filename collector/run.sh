@@ -4,7 +4,7 @@
 #
 #   collector/run.sh start [all|jaeger|collector]   build on first use, start, wait until ready
 #   collector/run.sh stop [all|jaeger|collector]    stop what start started
-#   collector/run.sh status                         which processes run, and where
+#   collector/run.sh status                         which of the two run, with pids
 #   collector/run.sh validate [CONFIG...]           check configs with the real binary
 #                                                   (default: otelcol.yaml and jaeger.yaml)
 #
@@ -219,7 +219,7 @@ case $cmd in
     exit "$failed"
     ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
