@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test unit lint format bench integration clean
+.PHONY: install demo test unit lint format bench integration jaeger clean
 
 install: $(STAMP)
 
@@ -31,6 +31,12 @@ unit: install  ## the test suite without the Jaeger / Collector integration test
 
 test: lint  ## lint, type check, the whole test suite
 	$(BIN)/pytest
+
+jaeger:  ## build the Jaeger v2 binary once (cached in ~/.cache/chainlat/bin)
+	collector/build.sh
+
+integration: install jaeger  ## the Jaeger / Collector integration tests
+	$(BIN)/pytest -m integration tests/integration
 
 bench: install  ## benchmarks; results go to BENCHMARKS.md
 	$(BIN)/python benchmarks/run.py
