@@ -406,6 +406,22 @@ def test_chunked_request_bodies_are_read(sim: SimServer) -> None:
     assert response.request.headers["transfer-encoding"] == "chunked"
 
 
+def test_expect_100_continue_is_answered_before_the_body(sim: SimServer) -> None:
+    body = json.dumps({"model": "sim-embed", "input": "abcd"}).encode()
+    head = (
+        "POST /v1/embeddings HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as conn:
+        conn.sendall(head.encode())
+        assert conn.recv(1024) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.sendall(body)
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
 def test_same_seed_same_text_and_jitter_other_seed_differs() -> None:
     jittery = ModelProfile("j", ttft_base_ms=20, decode_ms_per_token=1, output_tokens=8, jitter=0.5)
 

@@ -496,7 +496,7 @@ class Engine:
         request, job, api = record.request, record.job, record.api
         offset = self._epoch_offset_ns
         parent = TraceContextTextMapPropagator().extract(request.headers)
-        route = api.path if api is not None else request.path
+        route = api.path if api is not None else _simple_route_name(request.path)
         attributes: dict[str, Any] = {
             "http.request.method": request.method,
             "url.path": request.path,
@@ -515,7 +515,7 @@ class Engine:
             if job.max_tokens is not None:
                 attributes["gen_ai.request.max_tokens"] = job.max_tokens
         server = self._tracer.start_span(
-            f"{request.method} {route}",
+            f"{request.method} {route}" if route else request.method,
             context=parent,
             kind=SpanKind.SERVER,
             start_time=record.start_ns + offset,
@@ -544,6 +544,14 @@ class Engine:
             server.set_attribute(attrs.ERROR_TYPE, error)
             server.set_status(Status(StatusCode.ERROR, error))
         server.end(end_time=record.end_ns + offset)
+
+
+def _simple_route_name(path: str) -> str | None:
+    """The low-cardinality route of a GET endpoint, None for an unknown path."""
+    path = path.rstrip("/")
+    if path in ("/health", "/v1/models"):
+        return path
+    return "/v1/models/{model}" if path.startswith("/v1/models/") else None
 
 
 def _unknown_model(name: str) -> str:

@@ -57,8 +57,14 @@ class Request:
         return "close" not in tokens
 
 
-async def read_request(reader: asyncio.StreamReader) -> Request | None:
-    """Read one request; None on a clean end of stream between requests."""
+async def read_request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None = None
+) -> Request | None:
+    """Read one request; None on a clean end of stream between requests.
+
+    With a ``writer``, ``Expect: 100-continue`` is answered at once (curl asks for it
+    on larger bodies and would otherwise wait a second before sending the prompt).
+    """
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -84,6 +90,8 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
         key = name.lower()
         value = value.strip()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    if writer is not None and headers.get("expect", "").lower() == "100-continue":
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     body = await _read_body(reader, headers)
     return Request(method, target, version, headers, body, time.perf_counter_ns())
 
@@ -214,7 +222,7 @@ async def serve_connection(
     try:
         while True:
             try:
-                request = await read_request(reader)
+                request = await read_request(reader, writer)
             except HttpError as exc:
                 headers, body = render_error(exc.status, exc.message)
                 await Responder(writer, keep_alive=False).send(exc.status, headers, body)

@@ -53,15 +53,15 @@ Response headers:
     ``x-sim-plan``, the drawn ``network``, ``prefill`` and ``decode`` durations in the same
     syntax.
 
-Fault injection (request headers):
-    ``x-sim-status: 429|500|503``: answer with that error, in the provider's format, without
-    taking a slot; a 429 carries ``retry-after`` (seconds) and ``retry-after-ms``, 1000 ms
-    unless ``x-sim-retry-after-ms: N`` says otherwise. ``x-sim-cut-after: N``: drop the
-    connection (no clean end) after N SSE events of a stream, 0 = right after the headers;
-    on a non-streaming request, drop it instead of sending the response. ``x-sim-delay-ms:
-    X``: stall X ms before anything else (after the network delay); it delays the headers
-    and counts as processing time (``stall`` in ``Server-Timing``). A malformed value is a
-    400.
+Fault injection (request headers; a malformed value is a 400):
+    - ``x-sim-status: 429|500|503``: answer with that error in the provider's format,
+      without taking a slot. A 429 carries ``retry-after`` (seconds, rounded up) and
+      ``retry-after-ms``: 1000 ms unless ``x-sim-retry-after-ms: N`` says otherwise.
+    - ``x-sim-cut-after: N``: drop the connection, with no clean end, after N SSE events
+      of a stream (0: right after the headers). A non-streaming request gets no
+      response at all: the connection drops when the answer would have been sent.
+    - ``x-sim-delay-ms: X``: stall X ms before anything else (after the network delay).
+      It delays the headers and counts as processing time (``stall`` in Server-Timing).
 
 Tracing:
     With a ``tracer_provider`` or an ``otlp_endpoint``, each request gets a SERVER span
@@ -70,17 +70,30 @@ Tracing:
     real sleeps; the network delay lies before the server span. Spans end just before
     the last bytes of the response are written, so a client that has read a response
     finds them ended (and exported, with a synchronous span processor). Without either,
-    nothing is traced and OpenTelemetry is not imported.
+    nothing is traced: no propagation, no spans, no cost.
 
-Default profiles, for a typical prompt of 200 input tokens (800 characters):
+Capacity:
+    One event loop serves every connection. On one free core it keeps the timing for
+    a few hundred concurrent streams at tens of tokens per second each (about 10-15
+    thousand chunks per second in all); past that, deadlines slip. Simultaneous
+    deadlines are served one after another, so a burst of identical requests spreads
+    by about a tenth of a millisecond per request.
 
-    ========== ======= =========== ========= ====== ===== ====== =============
-    name       ttft    per input   decode    output slots jitter total
-    ========== ======= =========== ========= ====== ===== ====== =============
-    sim-large  350 ms  0.25 ms/tok 10 ms/tok 41     4     0.1    400 + 400 = 800 ms
-    sim-small  90 ms   0.1 ms/tok  3.5 ms/tok 41    16    0.1    110 + 140 = 250 ms
-    sim-embed  15 ms   0.02 ms/tok 0         1      32    0.1    19 ms (embeddings)
-    ========== ======= =========== ========= ====== ===== ====== =============
+Default profiles (`DEFAULT_PROFILES`), for a typical prompt of 200 input tokens
+(800 characters)::
+
+    name       ttft_base  +per input tok  decode/tok  output  slots  jitter  total
+    sim-large  350 ms     0.25 ms         10 ms       41      4      0.1     400 + 40 x 10 = 800 ms
+    sim-small  90 ms      0.1 ms          3.5 ms      41      16     0.1     110 + 40 x 3.5 = 250 ms
+    sim-embed  15 ms      0.02 ms         0           1       32     0.1     19 ms (embeddings)
+
+Profiles files (``--profiles FILE``, `load_profiles`), TOML or JSON::
+
+    [models.fast]            # {"models": {"fast": {"ttft_base_ms": 120, ...}}}
+    ttft_base_ms = 120       # or "models" as an array of tables with a "name"
+    decode_ms_per_token = 15
+    output_tokens = 20
+    slots = 2
 
 Errors::
 
