@@ -119,7 +119,7 @@ class ChainlatSpanProcessor(SpanProcessor):
     def _on_start(self, span: Span) -> None:
         parent = span.parent
         entry = self._owner.get(parent.span_id) if parent is not None else None
-        attributes = span.attributes or {}
+        attributes = attributes_of(span)
         kind = classify(attributes)
         span_id = span.context.span_id
         if kind == "workflow":
@@ -128,7 +128,7 @@ class ChainlatSpanProcessor(SpanProcessor):
             state = _WorkflowState(span_id, name, outer)
             self._states[span_id] = state
             if entry is not None:
-                self._tag_step(span, entry[0], "workflow")
+                self._tag_step(span, entry[0], "workflow", attributes)
             self._owner[span_id] = (state, entry[1] if entry is not None else "overhead")
             return
         if entry is None:
@@ -137,17 +137,22 @@ class ChainlatSpanProcessor(SpanProcessor):
         if kind in _STEP_KINDS:
             assert kind is not None
             if around != kind:  # the same kind nested in itself is one step, not two
-                self._tag_step(span, state, kind)
+                self._tag_step(span, state, kind, attributes)
             elif attr.STEP_KIND not in attributes:
                 span.set_attribute(attr.STEP_KIND, kind)
             around = kind
         self._owner[span_id] = (state, around)
 
-    def _tag_step(self, span: Span, state: _WorkflowState, kind: str) -> None:
-        span.set_attribute(attr.STEP_INDEX, next(state.counter))
-        span.set_attribute(attr.WORKFLOW_NAME, state.name)
-        if kind != "workflow" and (span.attributes or {}).get(attr.STEP_KIND) != kind:
-            span.set_attribute(attr.STEP_KIND, kind)
+    def _tag_step(
+        self, span: Span, state: _WorkflowState, kind: str, attributes: Mapping[str, object]
+    ) -> None:
+        tags: dict[str, str | int] = {
+            attr.STEP_INDEX: next(state.counter),
+            attr.WORKFLOW_NAME: state.name,
+        }
+        if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
+            tags[attr.STEP_KIND] = kind
+        span.set_attributes(tags)  # one call: the SDK takes its lock once
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
@@ -161,14 +166,14 @@ class ChainlatSpanProcessor(SpanProcessor):
         if context is None:
             return
         entry = self._owner.pop(context.span_id, None)
-        attributes = span.attributes or {}
+        attributes = attributes_of(span)
         scope = span.instrumentation_scope
         if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
             self._record_metrics(span, attributes)
         if entry is None:
             return
         state = entry[0]
-        record = to_record(span)
+        record = to_record(span, attributes)
         if record is None:
             return
         if context.span_id == state.root_id:
@@ -245,12 +250,27 @@ class ChainlatSpanProcessor(SpanProcessor):
             self._metrics.workflow_duration.record(seconds, labels)
 
 
-def to_record(span: ReadableSpan) -> SpanRecord | None:
-    """The rollup's view of a finished SDK span."""
+def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+    """A span's attributes, for reading.
+
+    ``span.attributes`` is a read-only proxy over the SDK's BoundedAttributes, where
+    every lookup runs Python code and a missing key costs a raised KeyError; the
+    processor reads about ten keys per span, so it takes the plain dict underneath
+    when the SDK has one, and the public view otherwise.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return span.attributes or {}
+
+
+def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
+    """The rollup's view of a finished SDK span (``attributes``: already read, if at hand)."""
     context = span.context
     if context is None or span.start_time is None or span.end_time is None:
         return None
-    attributes = span.attributes or {}
+    if attributes is None:
+        attributes = attributes_of(span)
     input_tokens = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
     output_tokens = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
     ttft_ms = attributes.get(attr.LATENCY_TTFT_MS)
