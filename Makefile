@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test unit lint format bench integration jaeger clean
+.PHONY: system-deps install demo test unit lint format bench integration jaeger clean
 
 install: $(STAMP)
 
@@ -29,7 +29,10 @@ format: install
 unit: install  ## the test suite without the Jaeger / Collector integration tests
 	$(BIN)/pytest -m "not integration"
 
-test: lint  ## lint, type check, the whole test suite
+system-deps:  ## Debian packages for the tests (Chromium for the HTML report check)
+	scripts/system-deps.sh
+
+test: lint system-deps  ## lint, type check, the whole test suite
 	$(BIN)/pytest
 
 jaeger:  ## build the Jaeger v2 binary once (cached in ~/.cache/chainlat/bin)
