@@ -1,0 +1,130 @@
+"""The rollup on random span trees: it never fails, and its invariants always hold.
+
+The rollup runs at the end of every workflow and on every trace a user hands to
+the CLI, malformed ones included (negative durations, children outside their
+parent, missing parents, cycles, duplicate ids); it is also written for speed.
+Seeded, so that a failure reproduces; bounded in count.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from chainlat._rollup import SpanKindLabel, SpanRecord, compute_rollup
+
+KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
+CASES = 400
+
+
+def random_tree(rng: random.Random, *, malformed: bool) -> tuple[SpanRecord, list[SpanRecord]]:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, rng.randint(0, 1000), "workflow")
+    records: list[SpanRecord] = []
+    used: set[tuple[int, int]] = set()
+    for index in range(rng.randint(0, 30)):
+        span_id = index + 2
+        parent: int | None = rng.choice([1, *[r.span_id for r in records]])
+        start = rng.randint(-50, 1050)
+        end = start + rng.randint(1, 400)
+        if malformed:
+            end = start + rng.randint(-100, 400)  # negative durations too
+            if rng.random() < 0.1:
+                parent = rng.choice([None, rng.randint(40, 60)])  # missing parent
+            if rng.random() < 0.05:
+                span_id = rng.randint(1, index + 2)  # duplicate ids, the root's, cycles
+        elif (start, end) in used:
+            continue  # distinct intervals: ties would make the path depend on input order
+        used.add((start, end))
+        records.append(
+            SpanRecord(
+                span_id,
+                parent,
+                f"step-{index}",
+                start,
+                end,
+                rng.choice(KINDS),
+                cache_hit=rng.random() < 0.2,
+                input_tokens=rng.choice([None, rng.randint(0, 500)]),
+                output_tokens=rng.choice([None, rng.randint(0, 500)]),
+            )
+        )
+    return root, records
+
+
+@pytest.mark.parametrize("malformed", [False, True])
+def test_split_always_sums_to_the_total_and_counts_agree(malformed: bool) -> None:
+    rng = random.Random(20261202 + malformed)
+    for _ in range(CASES):
+        root, records = random_tree(rng, malformed=malformed)
+        rollup = compute_rollup(root, records)
+        parts = [rollup.inference_ms, rollup.data_ms, rollup.tool_ms, rollup.overhead_ms]
+        assert all(part >= 0 for part in parts)
+        assert sum(parts) == pytest.approx(rollup.total_ms, abs=1e-9)
+        assert rollup.total_ms == max(root.end_ns - root.start_ns, 0) / 1e6
+        assert rollup.step_count >= rollup.inference_count + rollup.data_count + rollup.tool_count
+        assert rollup.cache_hits <= rollup.inference_count
+        for kind_sum, kind_path in (
+            (rollup.inference_sum_ms, rollup.inference_ms),
+            (rollup.data_sum_ms, rollup.data_ms),
+            (rollup.tool_sum_ms, rollup.tool_ms),
+        ):
+            assert kind_sum >= kind_path - 1e-9  # the path is part of the sum
+        names = {r.name for r in records}
+        assert set(rollup.critical_path) <= names
+        assert len(rollup.critical_path) == len(set(rollup.critical_path)) or malformed
+
+
+def well_formed_tree(rng: random.Random) -> tuple[SpanRecord, list[SpanRecord]]:
+    """Children inside their parents, every start and end distinct: no ties to break."""
+    times = iter(rng.sample(range(1, 100_000), 200))
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100_000, "workflow")
+    records: list[SpanRecord] = []
+    for index in range(rng.randint(0, 30)):
+        parent = rng.choice([root, *records])
+        inside = sorted(
+            t for t in (next(times), next(times)) if parent.start_ns < t < parent.end_ns
+        )
+        if len(inside) < 2:
+            continue
+        start, end = inside
+        records.append(
+            SpanRecord(index + 2, parent.span_id, f"step-{index}", start, end, rng.choice(KINDS))
+        )
+    return root, records
+
+
+def test_input_order_does_not_matter() -> None:
+    rng = random.Random(7)
+    for _ in range(CASES):
+        root, records = well_formed_tree(rng)
+        shuffled = records[:]
+        rng.shuffle(shuffled)
+        assert compute_rollup(root, shuffled) == compute_rollup(root, records)
+
+
+def test_a_flat_chain_is_exact() -> None:
+    """Sequential steps directly under the workflow: every gap is overhead."""
+    rng = random.Random(11)
+    for _ in range(CASES):
+        t = 0
+        records: list[SpanRecord] = []
+        expected = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+        for index in range(rng.randint(1, 12)):
+            gap, duration = rng.randint(0, 50), rng.randint(1, 200)
+            kind: SpanKindLabel = rng.choice(("inference", "data", "tool"))
+            records.append(SpanRecord(index + 2, 1, f"s{index}", t + gap, t + gap + duration, kind))
+            expected["overhead"] += gap
+            expected[kind] += duration
+            t += gap + duration
+        tail = rng.randint(0, 50)
+        expected["overhead"] += tail
+        rollup = compute_rollup(SpanRecord(1, None, "w", 0, t + tail, "workflow"), records)
+        assert rollup.inference_ms * 1e6 == pytest.approx(expected["inference"])
+        assert rollup.data_ms * 1e6 == pytest.approx(expected["data"])
+        assert rollup.tool_ms * 1e6 == pytest.approx(expected["tool"])
+        assert rollup.overhead_ms * 1e6 == pytest.approx(expected["overhead"])
+        assert rollup.critical_path == tuple(r.name for r in records)
+        assert rollup.parallelism == pytest.approx(
+            sum(r.end_ns - r.start_ns for r in records) / (t + tail)
+        )
