@@ -27,6 +27,7 @@ from chainlat import _attributes as attr
 SpanKindLabel = Literal["inference", "data", "tool", "workflow"]
 
 _NS_PER_MS: Final = 1_000_000
+_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,10 +197,18 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         spans: Its descendants, in any order; spans not connected to ``root``
             are ignored, and children are clipped to their parent's interval.
     """
+    # Runs at the end of every workflow, in the application's thread: written for
+    # speed (locals, no per-span generators), tested against the definition.
+    root_id = root.span_id
     by_parent: dict[int, list[SpanRecord]] = {}
     for rec in spans:
-        if rec.parent_id is not None and rec.span_id != root.span_id:
-            by_parent.setdefault(rec.parent_id, []).append(rec)
+        parent_id = rec.parent_id
+        if parent_id is not None and rec.span_id != root_id:
+            siblings = by_parent.get(parent_id)
+            if siblings is None:
+                by_parent[parent_id] = [rec]
+            else:
+                siblings.append(rec)
 
     top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
     counts = {"inference": 0, "data": 0, "tool": 0}
@@ -212,58 +221,79 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     cached: set[int] = set()
 
     queue = [top]
-    seen = {root.span_id}
+    seen = {root_id}
     while queue:
         parent = queue.pop()
-        for rec in by_parent.get(parent.rec.span_id, ()):
-            if rec.span_id in seen:  # a cycle in a malformed trace
+        children = by_parent.get(parent.rec.span_id)
+        if children is None:
+            continue
+        p_start, p_end = parent.start, parent.end
+        p_attribution, p_owner, p_kids = parent.attribution, parent.owner, parent.kids
+        for rec in children:
+            span_id = rec.span_id
+            if span_id in seen:  # a cycle in a malformed trace
                 continue
-            seen.add(rec.span_id)
-            start = min(max(rec.start_ns, parent.start), parent.end)
-            end = max(min(rec.end_ns, parent.end), start)
+            seen.add(span_id)
+            start = rec.start_ns
+            if start < p_start:
+                start = p_start
+            elif start > p_end:
+                start = p_end
+            end = rec.end_ns
+            if end > p_end:
+                end = p_end
+            if end < start:
+                end = start
             kind = rec.kind
-            if kind in ("inference", "data", "tool"):
+            if kind in _STEP_KINDS:
+                assert kind is not None
                 attribution: str = kind
-                counted = parent.attribution != kind
+                counted = p_attribution != kind
             else:
-                attribution = parent.attribution
+                attribution = p_attribution
                 counted = kind == "workflow"
-            node = _Node(rec, start, end, attribution, parent.owner)
+            node = _Node(rec, start, end, attribution, p_owner)
             if counted:
                 node.owner = node
-                node.enclosing = parent.owner
+                node.enclosing = p_owner
                 step_count += 1
-                if parent.owner is None:
+                if p_owner is None:
                     top_level_ns += end - start
-                if kind in ("inference", "data", "tool"):
+                if kind in _STEP_KINDS:
+                    assert kind is not None
                     counts[kind] += 1
                     sums[kind] += end - start
                 if kind == "inference":
                     calls.append(node)
-            group = node.owner
-            if kind == "inference" and group is not None:
-                key = id(group)
-                if rec.input_tokens is not None:
-                    tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
-                if rec.output_tokens is not None:
-                    tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
-                if rec.cache_hit:
-                    cached.add(key)
-            parent.kids.append(node)
-            queue.append(node)
+            if kind == "inference":
+                group = node.owner
+                if group is not None:
+                    key = id(group)
+                    if rec.input_tokens is not None:
+                        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
+                    if rec.output_tokens is not None:
+                        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
+                    if rec.cache_hit:
+                        cached.add(key)
+            p_kids.append(node)
+            if span_id in by_parent:
+                queue.append(node)
 
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
     on_path: set[int] = set()
     for node, seg_start, seg_end in _critical_segments(top):
         split[node.attribution] += seg_end - seg_start
-        chain: list[_Node] = []
         step = node.owner
+        if step is None or id(step) in on_path:
+            continue
+        chain: list[str] = []
         while step is not None and id(step) not in on_path:
-            chain.append(step)
+            chain.append(step.rec.name)
             on_path.add(id(step))
             step = step.enclosing
-        path.extend(s.rec.name for s in reversed(chain))
+        chain.reverse()
+        path += chain
 
     total = top.end - top.start
     call_keys = [id(n) for n in calls]
@@ -312,6 +342,9 @@ def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
         if child.end < t:
             segments.append((node, child.end, t))
         stack.append((node, child.start, kids, i - 1))
-        push(child)
+        if child.kids:
+            push(child)
+        else:  # a leaf lies on the path from its start to its end (push keeps end > start)
+            segments.append((child, child.start, child.end))
     segments.reverse()
     return segments
