@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 
 import pytest
 
 import chainlat
 from chainlat._rollup import SpanRecord, compute_rollup
-from chainlat._runtree import RunTree, TracedSpan
+from chainlat._runtree import RunTree, TracedSpan, runs_from_spans
 from chainlat.profiles import LatencyProfile
+from chainlat.testing import Capture
 from chainlat.whatif import (
     SpecError,
     StepOverride,
@@ -309,3 +311,31 @@ def test_the_python_api_is_exported_at_the_top() -> None:
     assert {"whatif", "compare", "record_outcome", "WhatIfResult", "Comparison"} <= set(
         chainlat.__all__
     )
+
+
+def test_parallel_branches_recorded_on_an_injected_clock(cap: Capture) -> None:
+    """Real spans through the SDK: chat big (200 ms) beside a 300 ms tool, then a 50 ms tool."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("w", tracer_provider=p):
+        clock.advance(1)
+        # Two branches, each in its own copy of the context, as asyncio.gather gives them.
+        chat_ctx, tool_ctx = contextvars.copy_context(), contextvars.copy_context()
+        chat = chainlat.inference("big", tracer_provider=p)
+        tool = chainlat.tool("search", tracer_provider=p)
+        call = chat_ctx.run(chat.__enter__)
+        tool_ctx.run(tool.__enter__)
+        clock.advance(200)
+        call.record_usage(100, 11)
+        chat_ctx.run(chat.__exit__, None, None, None)
+        clock.advance(100)
+        tool_ctx.run(tool.__exit__, None, None, None)
+        clock.advance(1)
+        with chainlat.tool("merge", tracer_provider=p):
+            clock.advance(50)
+        clock.advance(1)
+    runs = runs_from_spans(cap.spans())
+    assert [r.rollup().total_ms for r in runs] == [353]
+    expected = {"small": 353, "same": 353, "slow": 453}
+    for model, total in expected.items():
+        [estimate] = whatif(runs, profiles=PROFILES, swap={"chat big": model}).runs
+        assert estimate.after.total_ms == total, model
