@@ -138,6 +138,11 @@ _TRACER_SCOPE = "chainlat.sim"
 class SimServer:
     """The simulator server, run in a background thread or in your event loop.
 
+    ``with SimServer()`` (or `start`/`stop`) serves from a daemon thread with its own
+    event loop; ``async with SimServer()`` or `serve` use the running loop. In a thread
+    the server shares the GIL with the code under test, which can add a few ms when that
+    code is busy; ``chainlat sim`` in its own process gives the tightest timing.
+
     Example:
         >>> with SimServer(seed=1) as sim:  # doctest: +SKIP
         ...     client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
