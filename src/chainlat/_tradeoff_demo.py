@@ -15,7 +15,10 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Final
 
+from rich.markup import escape
+
 import chainlat
+from chainlat._errors import InputError
 from chainlat._runtree import RunTree, runs_from_spans
 from chainlat._stats import percentile
 from chainlat.compare import compare
@@ -90,7 +93,11 @@ def tradeoff_section(
         return
 
     console.rule("what-if from the large-planner runs: sim-small in the planning step")
-    estimate = whatif(large, swap=SWAP)
+    try:
+        estimate = whatif(large, swap=SWAP)
+    except InputError as exc:  # e.g. no call of sim-small recorded its usage
+        console.print(f"[red]no estimate:[/] {escape(str(exc))}")
+        return
     [effect] = estimate.workflows
     measured = sorted(r.rollup().total_ms for r in small)
     table = Table(title_justify="left")

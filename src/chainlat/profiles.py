@@ -528,7 +528,12 @@ def load_profiles(path: str | os.PathLike[str]) -> dict[str, LatencyProfile]:
         if sys.version_info >= (3, 11):
             import tomllib
         else:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
+            try:
+                import tomli as tomllib
+            except ModuleNotFoundError:
+                raise ProfileFileError(
+                    f"{file}: reading TOML needs Python 3.11+ or tomli"
+                ) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
