@@ -146,20 +146,7 @@ def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:
 def start_collector(run_dir: Path, jaeger: Jaeger, sampling: Sampling) -> CollectorTier:
     """Start a Collector tier that exports to ``jaeger``; raise StackError if not ready."""
     otlp_grpc, otlp_http, prometheus, telemetry = free_ports(4)
-    env = {
-        "CHAINLAT_COLLECTOR_HOST": "127.0.0.1",
-        "CHAINLAT_COLLECTOR_OTLP_GRPC_PORT": str(otlp_grpc),
-        "CHAINLAT_COLLECTOR_OTLP_HTTP_PORT": str(otlp_http),
-        "CHAINLAT_COLLECTOR_PROMETHEUS_PORT": str(prometheus),
-        "CHAINLAT_COLLECTOR_METRICS_PORT": str(telemetry),
-        "CHAINLAT_COLLECTOR_JAEGER_ENDPOINT": jaeger.otlp_grpc_endpoint,
-        "CHAINLAT_SAMPLING_PERCENT": f"{sampling.percent:g}",
-        "CHAINLAT_SAMPLING_LATENCY_MS": str(sampling.latency_ms),
-        "CHAINLAT_SAMPLING_DECISION_WAIT": f"{sampling.decision_wait_s:g}s",
-        "CHAINLAT_SPANMETRICS_FLUSH_INTERVAL": f"{sampling.spanmetrics_flush_s:g}s",
-    }
-    _run_sh("start", "collector", run_dir=run_dir, env=env)
-    return CollectorTier(
+    tier = CollectorTier(
         otlp_http_endpoint=f"http://127.0.0.1:{otlp_http}",
         otlp_grpc_endpoint=f"127.0.0.1:{otlp_grpc}",
         metrics_url=f"http://127.0.0.1:{prometheus}/metrics",
@@ -167,6 +154,35 @@ def start_collector(run_dir: Path, jaeger: Jaeger, sampling: Sampling) -> Collec
         sampling=sampling,
         run_dir=run_dir,
     )
+    start_tier(tier, jaeger)
+    return tier
+
+
+def start_tier(tier: CollectorTier, jaeger: Jaeger) -> None:
+    """Start the tier ``tier`` describes: the first time, or again after ``stop``.
+
+    Same ports and settings each time, so applications that point at the tier reach
+    it again at the same endpoint. Raises StackError if it is not ready.
+    """
+    sampling = tier.sampling
+    env = {
+        "CHAINLAT_COLLECTOR_HOST": "127.0.0.1",
+        "CHAINLAT_COLLECTOR_OTLP_GRPC_PORT": _port(tier.otlp_grpc_endpoint),
+        "CHAINLAT_COLLECTOR_OTLP_HTTP_PORT": _port(tier.otlp_http_endpoint),
+        "CHAINLAT_COLLECTOR_PROMETHEUS_PORT": _port(tier.metrics_url),
+        "CHAINLAT_COLLECTOR_METRICS_PORT": _port(tier.telemetry_url),
+        "CHAINLAT_COLLECTOR_JAEGER_ENDPOINT": jaeger.otlp_grpc_endpoint,
+        "CHAINLAT_SAMPLING_PERCENT": f"{sampling.percent:g}",
+        "CHAINLAT_SAMPLING_LATENCY_MS": str(sampling.latency_ms),
+        "CHAINLAT_SAMPLING_DECISION_WAIT": f"{sampling.decision_wait_s:g}s",
+        "CHAINLAT_SPANMETRICS_FLUSH_INTERVAL": f"{sampling.spanmetrics_flush_s:g}s",
+    }
+    _run_sh("start", "collector", run_dir=tier.run_dir, env=env)
+
+
+def _port(address: str) -> str:
+    """The port of ``http://127.0.0.1:PORT/...`` or ``127.0.0.1:PORT``."""
+    return address.split("//")[-1].split("/")[0].rsplit(":", 1)[1]
 
 
 def stop(run_dir: Path, process: Process) -> None:
