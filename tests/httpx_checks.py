@@ -1,13 +1,15 @@
-"""Checks shared by the chainlat.httpx tests: the breakdown identity, the secret search."""
+"""Checks shared by the chainlat.httpx tests: the breakdown identity, finding the spans."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from chainlat import _attributes as attr
+from chainlat.testing import Capture
 
 PHASES = (
     attr.LATENCY_QUEUE_MS,
@@ -63,3 +65,18 @@ def model_spans(spans: Iterable[ReadableSpan]) -> list[ReadableSpan]:
         and s.instrumentation_scope.name == attr.TRACER_NAME
         and (s.attributes or {}).get(attr.LATENCY_QUEUE_MS) is not None
     ]
+
+
+def server_spans(cap: Capture, count: int, timeout_s: float = 5.0) -> list[ReadableSpan]:
+    """The simulator's SERVER spans, once ``count`` of them have ended.
+
+    The simulator emits its spans after the response has gone out, from its own
+    thread, so they may arrive a moment after the client has read the answer.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [s for s in cap.spans() if s.kind.name == "SERVER"]
+        if len(found) >= count or time.monotonic() > deadline:
+            assert len(found) == count, [s.name for s in found]
+            return found
+        time.sleep(0.01)

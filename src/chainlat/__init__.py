@@ -45,6 +45,7 @@ from chainlat._spans import (
     workflow,
 )
 from chainlat.compare import Comparison, compare
+from chainlat.httpx import instrument_httpx, uninstrument_httpx
 from chainlat.whatif import WhatIfResult, whatif
 
 __version__ = "0.1.0"
@@ -78,9 +79,11 @@ __all__ = [
     "current_workflow",
     "data_stage",
     "inference",
+    "instrument_httpx",
     "record_outcome",
     "shutdown",
     "tool",
+    "uninstrument_httpx",
     "whatif",
     "workflow",
 ]

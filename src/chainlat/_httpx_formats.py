@@ -40,6 +40,10 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -154,7 +158,7 @@ def _input_content(fmt: Format, body: dict[str, Any], cut: Truncator) -> Attribu
     out: AttributeDict = {}
     messages: list[tuple[str, str]] = []
     if fmt in ("openai_chat", "anthropic_messages", "ollama_chat"):
-        for message in body.get("messages") or ():
+        for message in _list(body.get("messages")):
             role = _str(_get(message, "role")) or "user"
             messages.append((role, _text_of(_get(message, "content"))))
     elif fmt in ("openai_completions", "ollama_generate"):
@@ -278,7 +282,7 @@ def _ids(facts: Facts, data: object) -> None:
 class OpenAIChatReader(Reader):
     def body(self, data: object) -> None:
         _ids(self.facts, data)
-        for index, choice in enumerate(_get(data, "choices") or ()):
+        for index, choice in enumerate(_list(_get(data, "choices"))):
             self._finish(index, choice)
             if index == 0:
                 self._keep_text(_get(choice, "message", "content"))
@@ -292,7 +296,7 @@ class OpenAIChatReader(Reader):
     def event(self, name: str | None, data: object) -> bool:
         _ids(self.facts, data)
         output = False
-        for index, choice in enumerate(_get(data, "choices") or ()):
+        for index, choice in enumerate(_list(_get(data, "choices"))):
             self._finish(index, choice)
             delta = _get(choice, "delta")
             if isinstance(delta, dict):
@@ -313,7 +317,7 @@ class OpenAIChatReader(Reader):
 class OpenAICompletionsReader(OpenAIChatReader):
     def body(self, data: object) -> None:
         _ids(self.facts, data)
-        for index, choice in enumerate(_get(data, "choices") or ()):
+        for index, choice in enumerate(_list(_get(data, "choices"))):
             self._finish(index, choice)
             if index == 0:
                 self._keep_text(_get(choice, "text"))
@@ -322,7 +326,7 @@ class OpenAICompletionsReader(OpenAIChatReader):
     def event(self, name: str | None, data: object) -> bool:
         _ids(self.facts, data)
         output = False
-        for index, choice in enumerate(_get(data, "choices") or ()):
+        for index, choice in enumerate(_list(_get(data, "choices"))):
             self._finish(index, choice)
             text = _get(choice, "text")
             if text:
@@ -361,9 +365,9 @@ class OpenAIResponsesReader(Reader):
             facts.finish_reasons[0] = _str(_get(data, "incomplete_details", "reason")) or status
         _openai_usage(facts, _get(data, "usage"))
         if self._capture_chars is not None and not facts.text:
-            for item in _get(data, "output") or ():
+            for item in _list(_get(data, "output")):
                 if _get(item, "type") == "message":
-                    for part in _get(item, "content") or ():
+                    for part in _list(_get(item, "content")):
                         if _get(part, "type") == "output_text":
                             self._keep_text(_get(part, "text"))
 
@@ -382,6 +386,10 @@ class OpenAIResponsesReader(Reader):
 
 
 class AnthropicReader(Reader):
+    def __init__(self, capture_chars: int | None) -> None:
+        super().__init__(capture_chars)
+        self._uncached_input: int | None = None
+
     def _usage(self, usage: object) -> None:
         if not isinstance(usage, dict):
             return
@@ -406,14 +414,12 @@ class AnthropicReader(Reader):
                 + (facts.cache_creation_tokens or 0)
             )
 
-    _uncached_input: int | None = None
-
     def body(self, data: object) -> None:
         _ids(self.facts, data)
         reason = _str(_get(data, "stop_reason"))
         if reason is not None:
             self.facts.finish_reasons[0] = reason
-        for part in _get(data, "content") or ():
+        for part in _list(_get(data, "content")):
             if _get(part, "type") == "text":
                 self._keep_text(_get(part, "text"))
         self._usage(_get(data, "usage"))
