@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -116,6 +116,16 @@ def module_of(obj: object, *class_names: str) -> Any:
     return None
 
 
+def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> dict[str, Any]:
+    """``http.{request,response}.header.*`` for the allowed headers present, never a credential."""
+    prefix = attr.HTTP_REQUEST_HEADER_PREFIX if request else attr.HTTP_RESPONSE_HEADER_PREFIX
+    found: dict[str, list[str]] = {}
+    for key, value in headers.multi_items():  # names come lower-cased
+        if key in allowed and recordable(key):
+            found.setdefault(key, []).append(value)
+    return {prefix + key: tuple(values) for key, values in found.items()}
+
+
 def _request_body(request: Any) -> bytes | None:
     try:
         content = request.content
@@ -168,10 +178,7 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     if model is not None:
         attributes[attr.GEN_AI_REQUEST_MODEL] = model
     attributes.update(request_attributes(route.format, body, capture=capture))
-    for name in options.request_headers:
-        values = request.headers.get_list(name)
-        if values and recordable(name):
-            attributes[attr.HTTP_REQUEST_HEADER_PREFIX + name] = tuple(values)
+    attributes.update(allowed_headers(request.headers, options.request_headers, request=True))
     name = route.operation if model is None else attr.inference_span_name(route.operation, model)
     step = Inference(InferenceHandle, name, SpanKind.CLIENT, attributes, options.tracer_provider)
     handle = step._start_detached()
@@ -254,11 +261,12 @@ class ModelCall:
             span.set_attribute(attr.HTTP_RESPONSE_STATUS_CODE, status)
             if status >= 400:
                 self._error_status = status
-            headers: Mapping[str, str] = response.headers
-            for name in self._options.response_headers:
-                values = response.headers.get_list(name)
-                if values and recordable(name):
-                    span.set_attribute(attr.HTTP_RESPONSE_HEADER_PREFIX + name, tuple(values))
+            # One pass over the headers: a lookup by name scans them all each time.
+            headers: dict[str, str] = {}
+            for key, value in response.headers.multi_items():
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            allowed = self._options.response_headers
+            span.set_attributes(allowed_headers(response.headers, allowed, request=False))
             self._server_ms, timing = server_time_ms(headers)
             for metric, ms in timing.items():
                 span.set_attribute(f"{attr.SERVER_TIMING_PREFIX}{metric}_ms", ms)
@@ -341,12 +349,13 @@ class ModelCall:
             with contextlib.suppress(ValueError, UnicodeDecodeError):
                 reader.body(json.loads(b"".join(self._body)))
         facts = reader.facts
-        span.set_attributes(facts.attributes(self._capture))
+        # One set_attributes call: the SDK validates and locks per call.
+        found = facts.attributes(self._capture)
         if self._capture is not None and self._capture.truncated:
-            span.set_attribute(attr.CONTENT_TRUNCATED, True)
+            found[attr.CONTENT_TRUNCATED] = True
         if self._events is not None:
-            span.set_attribute(attr.STREAM_CHUNKS, len(self.timeline.chunk_times))
-        span.set_attributes(
+            found[attr.STREAM_CHUNKS] = len(self.timeline.chunk_times)
+        found.update(
             breakdown(
                 self.timeline,
                 end_ns,
@@ -357,7 +366,9 @@ class ModelCall:
         )
         error = str(self._error_status) if self._error_status is not None else facts.error_type
         if error is not None:
-            span.set_attribute(attr.ERROR_TYPE, error)
+            found[attr.ERROR_TYPE] = error
+        span.set_attributes(found)
+        if error is not None:
             span.set_status(
                 Status(StatusCode.ERROR, f"HTTP {error}" if self._error_status else error)
             )
