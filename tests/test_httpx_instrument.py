@@ -205,6 +205,31 @@ def test_the_otel_httpx_instrumentation_nests_its_span_under_the_model_call(
     check_identity(call)
 
 
+def test_the_otel_httpx2_instrumentation_with_chainlat_on_the_sdks_default_client(
+    sim: SimServer, live: Capture, pristine: dict[type[Any], Callable[..., None]]
+) -> None:
+    HTTPX2ClientInstrumentor().instrument(tracer_provider=live.provider)
+    instrument_httpx(tracer_provider=live.provider)
+    try:
+        with (
+            openai.OpenAI(base_url=sim.base_url + "/v1", api_key="sk-test", max_retries=0) as c,
+            chainlat.workflow("w", tracer_provider=live.provider) as run,
+        ):
+            for _ in c.chat.completions.create(model="sim-fast", messages=MESSAGES, stream=True):
+                pass
+    finally:
+        uninstrument_httpx()
+        HTTPX2ClientInstrumentor().uninstrument()
+    [server] = server_spans(live, 1)
+    [call] = model_spans(live.spans())
+    [http_span] = [s for s in live.spans() if s.name == "POST" and s.kind.name == "CLIENT"]
+    assert http_span.parent is not None and http_span.parent.span_id == call.context.span_id
+    assert server.parent is not None and server.parent.span_id == http_span.context.span_id
+    assert (call.attributes or {})[attr.STREAM_CHUNKS] == PROFILE.output_tokens
+    assert run.rollup is not None and run.rollup.inference_count == 1
+    check_identity(call)
+
+
 def openai_v2_instrumentor() -> Any:
     try:
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
