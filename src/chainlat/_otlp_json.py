@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,8 @@ _KIND = {
 _STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
 
 def any_value(value: object) -> Json:
@@ -46,9 +49,17 @@ def any_value(value: object) -> Json:
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
-        return {"intValue": str(value)}
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return {"intValue": str(value)}
+        # OTLP integers are int64: a Collector would reject the whole line; keep it as text.
+        return {"stringValue": str(value)}
     if isinstance(value, float):
-        return {"doubleValue": value}
+        if math.isfinite(value):
+            return {"doubleValue": value}
+        # JSON has no NaN or Infinity; protobuf's JSON mapping spells them as strings.
+        if math.isnan(value):
+            return {"doubleValue": "NaN"}
+        return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
     if isinstance(value, str):
         return {"stringValue": value}
     if isinstance(value, bytes):
@@ -185,14 +196,18 @@ class JsonLinesSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
             return SpanExportResult.FAILURE
-        line = json.dumps(encode_request(spans), separators=(",", ":"), ensure_ascii=False)
+        line = json.dumps(
+            encode_request(spans), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        # As the Collector's encoder does: U+2028 and U+2029 end a line for many text tools.
+        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
         try:
             with self._lock:
                 if self._file is None:
                     directory = os.path.dirname(self.path)
                     if directory:
                         os.makedirs(directory, exist_ok=True)
-                    self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+                    self._file = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
                 # One write per line, so that a reader never sees half a request
                 # from this process.
                 self._file.write(line + "\n")

@@ -1,0 +1,109 @@
+"""Hostile attribute values: whatever an application records, every exporter still works.
+
+NaN and infinities, integers beyond int64, lone surrogates, bytes, nested and
+unsupported types, a megabyte string: each span is still exported by the OTLP
+protobuf encoder and by the JSON lines file exporter, and every line of the file
+stays strict JSON that chainlat's own reader and orjson accept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+import chainlat
+from chainlat._otlp_json import JsonLinesSpanExporter, any_value
+from chainlat.cli import main
+from chainlat.testing import Capture
+
+HOSTILE: dict[str, Any] = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "minus_inf": -math.inf,
+    "huge_int": 2**70,
+    "huge_negative_int": -(2**70),
+    "int64_max": 2**63 - 1,
+    "lone_surrogate": "before \ud800 after",
+    "controls": "nul \x00 bell \x07 line separator \u2028 done",
+    "bytes": b"\x00\xff\xfe",
+    "nested": [1, "two", None, 3.5],
+    "mixed_floats": [1.0, math.nan, -math.inf],
+    "unsupported": object(),
+    "big_string": "x" * 1_000_000,
+    "k" * 10_000: "a very long key",
+}
+
+
+def _strict(line: str) -> object:
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_hostile_values_are_exported_by_both_encoders(cap: Capture, tmp_path: Path) -> None:
+    p = cap.provider
+    with chainlat.workflow("answer", tracer_provider=p) as run:
+        run.set_attribute("chainlat.outcome.score", math.nan)
+        with chainlat.tool("lookup", tracer_provider=p) as step:
+            for key, value in HOSTILE.items():
+                step.set_attribute(key, value)
+            step.span.add_event("hostile", attributes={"nan": math.nan, "huge": 2**70})
+    spans = cap.spans()
+    assert len(spans) == 2
+
+    # OTLP protobuf (what the OTLP exporters send): encodes, dropping what int64 cannot hold.
+    assert encode_spans(spans).SerializeToString()
+
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(path)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    lines = path.read_text(encoding="utf-8").splitlines()  # U+2028 is escaped: one line
+    assert len(lines) == 1
+    doc = _strict(lines[0])
+    orjson.loads(lines[0])
+    values = {
+        kv["key"]: kv["value"]
+        for rs in doc["resourceSpans"]  # type: ignore[index]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+        for kv in span.get("attributes", [])
+    }
+    assert values["nan"] == {"doubleValue": "NaN"}
+    assert values["inf"] == {"doubleValue": "Infinity"}
+    assert values["minus_inf"] == {"doubleValue": "-Infinity"}
+    assert values["huge_int"] == {"stringValue": str(2**70)}
+    assert values["int64_max"] == {"intValue": str(2**63 - 1)}
+    assert values["lone_surrogate"] == {"stringValue": "before ? after"}
+    assert values["controls"] == {"stringValue": HOSTILE["controls"]}
+    assert values["big_string"] == {"stringValue": "x" * 1_000_000}
+
+    # chainlat's own reader takes the file: the workflow is found and reported.
+    assert main(["report", str(path), "--no-progress", "--format", "json"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (math.nan, {"doubleValue": "NaN"}),
+        (math.inf, {"doubleValue": "Infinity"}),
+        (-math.inf, {"doubleValue": "-Infinity"}),
+        (1.5, {"doubleValue": 1.5}),
+        (-(2**63), {"intValue": str(-(2**63))}),
+        (-(2**63) - 1, {"stringValue": str(-(2**63) - 1)}),
+        (2**64, {"stringValue": str(2**64)}),
+        (True, {"boolValue": True}),
+    ],
+)
+def test_values_json_cannot_hold_follow_protobufs_json_mapping(
+    value: object, expected: dict[str, object]
+) -> None:
+    assert any_value(value) == expected
