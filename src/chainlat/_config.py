@@ -210,10 +210,9 @@ def configure(
             if set_global:
                 _owned_provider = tracer_provider
         meter_provider = (
-            MeterProvider(
-                metric_readers=metric_readers,
-                resource=_resource(service_name, resource_attributes),
-            )
+            # Metrics describe the same service as the traces, also when the
+            # provider was reused from an earlier configure().
+            MeterProvider(metric_readers=metric_readers, resource=tracer_provider.resource)
             if metric_readers
             else None
         )

@@ -300,6 +300,33 @@ def test_span_metrics_hold_a_latency_histogram_per_demo_step(
     ]
 
 
+def test_the_applications_genai_histograms_reach_prometheus_through_the_tier(
+    demo_run: DemoRun, collector_keep_all: CollectorTier, client: httpx.Client
+) -> None:
+    """chainlat's OTLP metrics pass the tier's metrics pipeline: counts match the spans."""
+    calls: dict[str, int] = {}
+    for spans in demo_run.traces.values():
+        for span in spans:
+            if span["name"].startswith("chat "):
+                model = span["name"].removeprefix("chat ")
+                calls[model] = calls.get(model, 0) + 1
+
+    def counted() -> dict[str, int] | None:
+        text = client.get(collector_keep_all.metrics_url).text
+        found: dict[str, int] = {}
+        for sample in prometheus_samples(text):
+            if (
+                sample.name == "gen_ai_client_operation_duration_seconds_count"
+                # The Prometheus exporter turns service.name into `job`.
+                and sample.labels.get("job") == demo_run.service
+            ):
+                model = sample.labels["gen_ai_request_model"]
+                found[model] = found.get(model, 0) + int(sample.value)
+        return found if found == calls else None
+
+    assert wait_for(counted, timeout_s=ARRIVAL_TIMEOUT_S, what=f"GenAI histograms {calls}")
+
+
 # --- chainlat check on Jaeger and on the local file -------------------------------------------
 
 CHECK_RUNS = 10
