@@ -19,7 +19,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 import chainlat
+from chainlat import _attributes as attr
 from chainlat._otlp_json import JsonLinesSpanExporter, any_value
+from chainlat._rollup import Rollup, classify
 from chainlat.cli import main
 from chainlat.testing import Capture
 
@@ -107,3 +109,38 @@ def test_values_json_cannot_hold_follow_protobufs_json_mapping(
     value: object, expected: dict[str, object]
 ) -> None:
     assert any_value(value) == expected
+
+
+def test_chainlat_attributes_survive_the_attribute_count_limit(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """Past the SDK's count limit the oldest attributes go: the application's, not chainlat's."""
+    p = cap.provider
+    with chainlat.workflow("answer", tracer_provider=p, tenant="acme") as run:
+        for i in range(300):
+            run.set_attribute(f"app.key{i}", i)
+        with chainlat.inference("gpt-4o", provider="openai", tracer_provider=p) as call:
+            for i in range(300):
+                call.set_attribute(f"app.key{i}", i)
+            call.record_usage(input_tokens=10, output_tokens=5)
+    workflow, step = cap.span("invoke_workflow answer"), cap.span("chat gpt-4o")
+    for span in (workflow, step):
+        assert len(span.attributes or {}) == 128  # the SDK's default limit holds
+        assert span.dropped_attributes > 0
+    found = dict(workflow.attributes or {})
+    assert classify(found) == "workflow"
+    assert found[attr.GEN_AI_WORKFLOW_NAME] == "answer"
+    assert found["tenant"] == "acme"
+    assert Rollup.from_attributes(found) == run.rollup
+    found = dict(step.attributes or {})
+    assert classify(found) == "inference"
+    assert found[attr.GEN_AI_REQUEST_MODEL] == "gpt-4o"
+    assert found[attr.STEP_INDEX] == 0
+    assert found[attr.WORKFLOW_NAME] == "answer"
+    assert found[attr.GEN_AI_USAGE_INPUT_TOKENS] == 10
+
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(path)
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    assert main(["report", str(path), "--no-progress", "--format", "json"]) == 0

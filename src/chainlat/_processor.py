@@ -99,6 +99,7 @@ class ChainlatSpanProcessor(SpanProcessor):
     def __init__(self, *, clock: Clock | None = None, meter_provider: MeterProvider | None = None):
         self.clock: Clock = clock or time.time_ns
         self._owner: dict[int, tuple[_WorkflowState, str]] = {}
+        self._tags: dict[int, dict[str, str | int]] = {}
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
         self.on_workflow_end: list[Callable[[ReadableSpan], None]] = []
@@ -153,6 +154,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
             tags[attr.STEP_KIND] = kind
         span.set_attributes(tags)  # one call: the SDK takes its lock once
+        self._tags[span.context.span_id] = tags
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
@@ -166,6 +168,8 @@ class ChainlatSpanProcessor(SpanProcessor):
         if context is None:
             return
         entry = self._owner.pop(context.span_id, None)
+        if entry is not None:
+            self._tags.pop(context.span_id, None)
         attributes = attributes_of(span)
         scope = span.instrumentation_scope
         if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
@@ -188,6 +192,7 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         self._owner.clear()
+        self._tags.clear()
         self._states.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -198,6 +203,10 @@ class ChainlatSpanProcessor(SpanProcessor):
         """The ended descendants of an open workflow (the list itself, not a copy)."""
         state = self._states.get(workflow_span_id)
         return state.records if state is not None else []
+
+    def tags_of(self, span_id: int) -> Mapping[str, str | int]:
+        """The step attributes this processor set on an open span (index, workflow name)."""
+        return self._tags.get(span_id, {})
 
     def open_workflows(self) -> int:
         """How many workflows are being tracked; for leak checks."""

@@ -63,6 +63,8 @@ class StepHandle:
 
     kind: str = ""
     _provider: trace.TracerProvider | None = None
+    _identity: Mapping[str, AttributeValue] | None = None
+    """The attributes the step was started with, kept to restore them (see _finish)."""
 
     def __init__(
         self,
@@ -119,6 +121,13 @@ class StepHandle:
         except Exception:
             with internal_errors("computing the rollup"):
                 raise
+        if self._identity is not None:
+            try:
+                if getattr(self.span, "dropped_attributes", 0):
+                    self._restore_identity()
+            except Exception:
+                with internal_errors("restoring a step's attributes"):
+                    raise
         # A failure above must not leave the span open: it would never be exported.
         try:
             self.span.end(end_time=end_ns)
@@ -126,6 +135,16 @@ class StepHandle:
             with internal_errors("ending a span"):
                 raise
         self._after_end(exc)
+
+    def _restore_identity(self) -> None:
+        # Past its attribute count limit the SDK evicts the oldest attributes: chainlat's,
+        # set first, would go before the application's, and offline tools would no longer
+        # recognise the step. Set them again, last, so that they are the ones kept.
+        assert self._identity is not None
+        restored = dict(self._identity)
+        if self._processor is not None:
+            restored.update(self._processor.tags_of(self.span.get_span_context().span_id))
+        self.span.set_attributes(restored)
 
     def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
         """Hook for workflows: runs before the span ends."""
@@ -281,6 +300,7 @@ class _Step(Generic[H]):
                 raise
         handle = self._handle_type(self._name, span, processor, start_ns)
         handle._provider = provider
+        handle._identity = self._attributes
         try:
             handle._token = otel_context.attach(trace.set_span_in_context(span))
         except Exception:
