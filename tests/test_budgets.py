@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-import tomllib
 import yaml
 from opentelemetry.trace import StatusCode
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -160,13 +159,8 @@ def load_profiles(path: str | os.PathLike[str]) -> list[ModelProfile]:
 
 
 def _parse_toml(where: str, text: str) -> object:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ModuleNotFoundError:
-            raise ProfileError(f"{where}: reading TOML needs Python 3.11+ or tomli") from None
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

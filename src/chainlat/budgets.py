@@ -35,7 +35,7 @@ import json
 import math
 import os
 import re
-import sys
+import tomllib
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -62,11 +62,6 @@ from pydantic_core import PydanticCustomError
 from chainlat._errors import BudgetFileError
 from chainlat._runs import BudgetViolation, StepTiming, WorkflowRun, step_key
 from chainlat._stats import Samples, Stats, WorkflowStats
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "BudgetReport",

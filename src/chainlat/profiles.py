@@ -56,7 +56,6 @@ import math
 import os
 import re
 import statistics
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -525,15 +524,8 @@ def load_profiles(path: str | os.PathLike[str]) -> dict[str, LatencyProfile]:
         except json.JSONDecodeError as exc:
             raise ProfileFileError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     else:
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            try:
-                import tomli as tomllib
-            except ModuleNotFoundError:
-                raise ProfileFileError(
-                    f"{file}: reading TOML needs Python 3.11+ or tomli"
-                ) from None
+        import tomllib
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
