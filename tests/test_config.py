@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -271,3 +271,28 @@ def test_unwritable_traces_file_is_logged_not_raised(
     with chainlat.workflow("w", tracer_provider=provider):
         pass
     assert "cannot write traces" in caplog.text
+
+
+def test_a_call_seen_twice_records_its_duration_metric_once(cap: Capture) -> None:
+    """A hand-written inference around a wire-level one: one data point, the inner span's."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("w", tracer_provider=p):
+        with chainlat.inference("m", tracer_provider=p):
+            clock.advance(5)
+            with chainlat.inference("m", tracer_provider=p):
+                clock.advance(20)
+            clock.advance(5)
+    data = cap.metric_reader.get_metrics_data()
+    assert data is not None
+    [duration] = [
+        m.data.data_points
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.client.operation.duration"
+    ]
+    [point] = list(duration)
+    assert isinstance(point, HistogramDataPoint)
+    assert point.count == 1
+    assert point.sum == pytest.approx(0.020)
+    assert cap.processor._seen_twice == set()

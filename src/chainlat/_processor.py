@@ -98,7 +98,9 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     def __init__(self, *, clock: Clock | None = None, meter_provider: MeterProvider | None = None):
         self.clock: Clock = clock or time.time_ns
-        self._owner: dict[int, tuple[_WorkflowState, str]] = {}
+        # span id -> (its workflow, the kind its time counts as, the step it belongs to)
+        self._owner: dict[int, tuple[_WorkflowState, str, int]] = {}
+        self._seen_twice: set[int] = set()
         self._tags: dict[int, dict[str, str | int]] = {}
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
@@ -130,19 +132,25 @@ class ChainlatSpanProcessor(SpanProcessor):
             self._states[span_id] = state
             if entry is not None:
                 self._tag_step(span, entry[0], "workflow", attributes)
-            self._owner[span_id] = (state, entry[1] if entry is not None else "overhead")
+            around = entry[1] if entry is not None else "overhead"
+            self._owner[span_id] = (state, around, span_id)
             return
         if entry is None:
             return
-        state, around = entry
+        state, around, step_id = entry
         if kind in _STEP_KINDS:
             assert kind is not None
             if around != kind:  # the same kind nested in itself is one step, not two
                 self._tag_step(span, state, kind, attributes)
-            elif attr.STEP_KIND not in attributes:
-                span.set_attribute(attr.STEP_KIND, kind)
+                step_id = span_id
+            else:
+                if attr.STEP_KIND not in attributes:
+                    span.set_attribute(attr.STEP_KIND, kind)
+                # The outer span of a call seen twice records no metrics: the
+                # inner, wire-level one does.
+                self._seen_twice.add(step_id)
             around = kind
-        self._owner[span_id] = (state, around)
+        self._owner[span_id] = (state, around, step_id)
 
     def _tag_step(
         self, span: Span, state: _WorkflowState, kind: str, attributes: Mapping[str, object]
@@ -172,7 +180,15 @@ class ChainlatSpanProcessor(SpanProcessor):
             self._tags.pop(context.span_id, None)
         attributes = attributes_of(span)
         scope = span.instrumentation_scope
-        if self._metrics is not None and scope is not None and scope.name == attr.TRACER_NAME:
+        duplicate = bool(self._seen_twice) and context.span_id in self._seen_twice
+        if duplicate:
+            self._seen_twice.discard(context.span_id)
+        if (
+            self._metrics is not None
+            and not duplicate
+            and scope is not None
+            and scope.name == attr.TRACER_NAME
+        ):
             self._record_metrics(span, attributes)
         if entry is None:
             return
@@ -192,6 +208,7 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     def shutdown(self) -> None:
         self._owner.clear()
+        self._seen_twice.clear()
         self._tags.clear()
         self._states.clear()
 
