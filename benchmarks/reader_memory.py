@@ -4,8 +4,14 @@ Usage: python benchmarks/reader_memory.py [OUT_DIR]
 
 Writes support-chat traces (4 spans each, no chainlat.chain.* attributes, so
 every rollup is rebuilt from the spans) in exporter-like batches of 512 spans,
-children before their workflow; then runs ``chainlat check`` on each file in a
-fresh process and reports its peak RSS and the reader's peak of spans held.
+children before their workflow; then reads each file in a fresh process per
+reader and reports its peak RSS, wall time and (for the run reader) the peak of
+spans held:
+
+- ``runs``: what ``chainlat check`` does, ``read_runs`` into ``budgets.evaluate``;
+- ``trees``: the span trees the trade-off commands read (``read_run_trees``), each
+  dropped once counted: the reader alone;
+- ``compare``: ``chainlat.compare`` on the file, which keeps every run's spans.
 """
 
 from __future__ import annotations
@@ -87,32 +93,49 @@ def write(path: Path, spans: int, *, batch: int = 512, seed: int = 1) -> None:
 
 
 MEASURE = """
-import resource, sys
-from chainlat.budgets import evaluate, parse_budgets
-from chainlat.traces import ReadCounters, read_runs
-counters = ReadCounters()
-budgets = parse_budgets({"workflows": {"support-chat": {"total": "1s", "p95": "900ms"}}})
-report = evaluate(read_runs([sys.argv[1]], counters=counters), budgets)
+import resource, sys, time
+started = time.perf_counter()
+reader, path = sys.argv[1], sys.argv[2]
+spans = held = "-"
+if reader == "runs":
+    from chainlat.budgets import evaluate, parse_budgets
+    from chainlat.traces import ReadCounters, read_runs
+    counters = ReadCounters()
+    budgets = parse_budgets({"workflows": {"support-chat": {"total": "1s", "p95": "900ms"}}})
+    report = evaluate(read_runs([path], counters=counters), budgets)
+    runs, spans, held = counters.workflows, counters.spans, counters.peak_open_spans
+elif reader == "trees":
+    from chainlat._runtree import read_run_trees
+    runs = sum(1 for _ in read_run_trees([path]))
+else:
+    from chainlat.compare import compare
+    runs = sum(v.runs for v in compare(path).variants)
+seconds = time.perf_counter() - started
 rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(f"{counters.spans} {counters.workflows} {counters.peak_open_spans} {rss_mib:.0f}")
+print(f"{spans} {runs} {held} {rss_mib:.0f} {seconds:.1f}")
 """
+READERS = ("runs", "trees", "compare")
 
 
 def main() -> None:
     base = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp())
     base.mkdir(parents=True, exist_ok=True)
-    print("| spans | file MiB | runs | peak spans held | peak RSS MiB |")
-    print("|--:|--:|--:|--:|--:|")
+    print("| spans | file MiB | reader | runs | peak spans held | peak RSS MiB | seconds |")
+    print("|--:|--:|:--|--:|--:|--:|--:|")
     for spans in (100_000, 1_000_000):
         path = base / f"traces-{spans}.jsonl"
         if not path.exists():
             write(path, spans)
-        done = subprocess.run(
-            [sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True
-        )
-        read, runs, held, rss = done.stdout.split()
         size = path.stat().st_size / 2**20
-        print(f"| {read} | {size:.0f} | {runs} | {held} | {rss} |")
+        for reader in READERS:  # one at a time: each peak is its own process's
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, reader, str(path)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            _, runs, held, rss, seconds = done.stdout.split()
+            print(f"| {spans} | {size:.0f} | {reader} | {runs} | {held} | {rss} | {seconds} |")
 
 
 if __name__ == "__main__":
