@@ -40,9 +40,17 @@ class FakeCollector:
     """An OTLP/HTTP receiver on 127.0.0.1 that answers, hangs, or fails the first requests."""
 
     def __init__(
-        self, mode: Mode = "ok", *, failures: int = 0, retry_after: str | None = "0"
+        self,
+        mode: Mode = "ok",
+        *,
+        failures: int = 0,
+        retry_after: str | None = "0",
+        keep_bodies: bool = False,
     ) -> None:
         self.mode = mode
+        self.keep_bodies = keep_bodies
+        self.bodies: list[bytes] = []
+        """Every request body received, when ``keep_bodies``."""
         self.failures = failures
         self.retry_after = retry_after
         self.requests = 0
@@ -58,6 +66,8 @@ class FakeCollector:
                 with collector._lock:
                     collector.requests += 1
                     number = collector.requests
+                    if collector.keep_bodies:
+                        collector.bodies.append(body)
                 if collector.mode == "hang":
                     collector.holding.set()
                     collector.release.wait(HANG_S)

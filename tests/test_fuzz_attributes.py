@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -23,6 +24,7 @@ from chainlat import _attributes as attr
 from chainlat._otlp_json import JsonLinesSpanExporter, any_value
 from chainlat._rollup import Rollup, classify
 from chainlat.cli import main
+from chainlat.httpx import TracingTransport
 from chainlat.testing import Capture
 
 HOSTILE: dict[str, Any] = {
@@ -144,3 +146,43 @@ def test_chainlat_attributes_survive_the_attribute_count_limit(
     exporter.export(cap.spans())
     exporter.shutdown()
     assert main(["report", str(path), "--no-progress", "--format", "json"]) == 0
+
+
+def test_a_huge_prompt_is_truncated_when_content_is_captured(cap: Capture, tmp_path: Path) -> None:
+    prompt = "Tell me about my order. " * (3 * 2**20 // 24)  # 3 MB, twice in the request
+    answer = {
+        "id": "chatcmpl-1",
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * 10_000}}],
+        "usage": {"prompt_tokens": 1_572_864, "completion_tokens": 10_000},
+    }
+    transport = TracingTransport(
+        httpx.MockTransport(lambda request: httpx.Response(200, json=answer)),
+        capture_content=True,
+        tracer_provider=cap.provider,
+    )
+    with httpx.Client(transport=transport) as client:
+        reply = client.post(
+            "https://api.openai.com/v1/chat/completions",
+            json={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": prompt},
+                    {"role": "user", "content": prompt},
+                ],
+            },
+        )
+    assert reply.status_code == 200
+    (span,) = cap.spans()
+    found = span.attributes or {}
+    assert found[attr.CONTENT_TRUNCATED] is True
+    for key in (attr.GEN_AI_INPUT_MESSAGES, attr.GEN_AI_OUTPUT_MESSAGES):
+        # 2048 characters of each text at most (the default), plus the JSON around them
+        assert len(str(found[key])) < 3 * 2048, key
+    total = sum(len(str(v)) for v in found.values())
+    assert total < 20_000  # the span stays small whatever the prompt
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(path)
+    assert exporter.export([span]) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert path.stat().st_size < 30_000
