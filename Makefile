@@ -33,6 +33,8 @@ system-deps:  ## Debian packages for the tests (Chromium for the HTML report che
 	scripts/system-deps.sh
 
 test: lint system-deps  ## lint, type check, the whole test suite
+	@if command -v go >/dev/null 2>&1; then collector/build.sh; \
+	else echo "no Go toolchain: the Jaeger / Collector integration tests will skip"; fi
 	$(BIN)/pytest
 
 jaeger:  ## build the Jaeger v2 binary once (cached in ~/.cache/chainlat/bin)
