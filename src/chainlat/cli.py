@@ -46,7 +46,11 @@ _PASSTHROUGH: dict[str, Command] = {"demo": _demo, "sim": _sim}
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``chainlat`` command."""
-    parser = _Parser(prog="chainlat", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="chainlat",
+        description="Latency of multi-step AI workflows: traced, rolled up, budgeted.",
+        epilog="exit codes: 0 ok, 1 a budget broken or a regression, 2 bad input",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the demo agent against the local model simulator")
