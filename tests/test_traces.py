@@ -14,7 +14,17 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 import chainlat
-from chainlat.traces import FileSource, JaegerSource, ReadCounters, parse_lookback, read_runs
+from chainlat._otlp_json import encode_request
+from chainlat.testing import Capture
+from chainlat.traces import (
+    KEPT_ATTRIBUTES,
+    FileSource,
+    JaegerSource,
+    ReadCounters,
+    parse_lookback,
+    read_runs,
+    read_traces,
+)
 from tracegen import DATA_DIR, ChatRun, write_runs
 
 RUNS = [
@@ -117,6 +127,82 @@ def test_pretty_printed_otlp_document(tmp_path: Path) -> None:
     path.write_text(json.dumps({"result": json.loads(line)}, indent=2))
     (run,) = read_runs([path])
     assert run.total_ms == 300.0
+
+
+# --- whole traces -------------------------------------------------------------------------
+
+
+def graded_file(cap: Capture, path: Path, *, gap_lines: int) -> Path:
+    """Two runs, one span per line; ``gap_lines`` lines later, their outcome spans.
+
+    As when answers are graded after the runs, in the same process: the outcome
+    spans reach the file long after their traces' roots.
+    """
+    p = cap.provider
+    for variant in ("large", "small"):
+        with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run:
+            cap.clock.advance(1)
+            with chainlat.inference("big", tracer_provider=p) as call:
+                cap.clock.advance(5)
+                call.record_usage(100, 10)
+        context = run.span.get_span_context()
+        chainlat.record_outcome(
+            context.trace_id, success=variant == "large", score=0.5, tracer_provider=p
+        )
+    runs = [s for s in cap.spans() if s.name != "record_outcome"]
+    outcomes = [s for s in cap.spans() if s.name == "record_outcome"]
+    lines = [json.dumps(encode_request([span])) for span in runs]
+    lines += [""] * gap_lines + [json.dumps(encode_request(outcomes))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_each_trace_gets_its_outcome_spans_however_late(cap: Capture, tmp_path: Path) -> None:
+    path = graded_file(cap, tmp_path / "t.jsonl", gap_lines=50)
+    counters = ReadCounters()
+    traces = list(read_traces([path], counters=counters))
+    assert [sorted(s.record.name for s in t.spans) for t in traces] == [
+        ["chat big", "invoke_workflow agent", "record_outcome"]
+    ] * 2
+    outcomes = [s.attributes for t in traces for s in t.spans if s.record.name == "record_outcome"]
+    assert [o["chainlat.outcome.success"] for o in outcomes] == [True, False]
+    assert counters.late_spans == 0 and counters.spans == 6
+    assert counters.peak_open_spans == 4  # the runs' spans: both judged before the outcomes came
+
+
+def test_read_runs_does_not_look_for_late_outcome_spans(cap: Capture, tmp_path: Path) -> None:
+    path = graded_file(cap, tmp_path / "t.jsonl", gap_lines=50)
+    counters = ReadCounters()
+    assert [r.total_ms for r in read_runs([path], counters=counters)] == [6.0, 6.0]
+    assert counters.late_spans == 2  # the settle rule, unchanged: they came after their trace
+
+
+def test_trace_spans_keep_the_attributes_the_analyses_read(cap: Capture, tmp_path: Path) -> None:
+    (trace, _) = read_traces([graded_file(cap, tmp_path / "t.jsonl", gap_lines=0)])
+    spans = {s.record.name: s for s in trace.spans}
+    call = spans["chat big"].attributes
+    assert (call["gen_ai.request.model"], call["gen_ai.usage.input_tokens"]) == ("big", 100)
+    assert "gen_ai.provider.name" not in call  # not read by any analysis
+    workflow = spans["invoke_workflow agent"].attributes
+    assert workflow["chainlat.variant"] == "large"
+    assert workflow["chainlat.chain.total_ms"] == 6.0
+    assert spans["invoke_workflow agent"].origin == f"{tmp_path / 't.jsonl'}:2"
+    (collector, _) = read_traces([DATA_DIR / "collector-traces.jsonl"])
+    keys = {k for s in collector.spans for k in s.attributes}
+    assert "db.system.name" in keys and "db.query.text" not in keys
+    assert all(
+        k in KEPT_ATTRIBUTES or k.startswith(("chainlat.chain.", "chainlat.latency."))
+        for t in (trace, collector)
+        for s in t.spans
+        for k in s.attributes
+    )
+
+
+def test_traces_and_runs_of_a_jaeger_download_agree() -> None:
+    traces = list(read_traces([DATA_DIR / "jaeger-traces.json"]))
+    runs = list(read_runs([DATA_DIR / "jaeger-traces.json"]))
+    assert [r for t in traces for r in t.workflow_runs()] == runs
+    assert [t.trace_id for t in traces] == [r.trace_id for r in runs]
 
 
 # --- bad input ----------------------------------------------------------------------------

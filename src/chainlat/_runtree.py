@@ -11,25 +11,26 @@ small ``record_outcome`` spans in the run's trace; :func:`runs_of_trace` merges
 them onto the workflow: the workflow span they are a child of, else the trace's
 only top-level workflow. An outcome on the workflow span itself comes first;
 later outcome spans override it, in order of their end time.
+
+Reading is :mod:`chainlat.traces`'s job: :func:`read_run_trees` turns the traces
+its streaming reader hands out into runs, so budgets and the trade-off analysis
+read files and Jaeger the same way.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from chainlat import _attributes as attr
-from chainlat._errors import TraceSourceError
 from chainlat._rollup import Rollup, SpanRecord, classify, compute_rollup
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
+
+    from chainlat.traces import ReadCounters, TraceSource
 
 Attributes = Mapping[str, object]
 NO_VARIANT = "(none)"
@@ -44,6 +45,8 @@ class TracedSpan:
     attributes: Attributes = field(default_factory=dict)
     error: bool = False
     """The span ended with status ERROR."""
+    origin: str = ""
+    """Where the span was read: ``traces.jsonl:17``, a Jaeger URL; empty for live spans."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class RunTree:
     score: float | None = None
     """``chainlat.outcome.score``, merged from outcome spans; None when not recorded."""
     origin: str = ""
-    """Where the run was read from, for messages."""
+    """Where the run was read (its workflow span's origin), for messages."""
 
     @property
     def variant_label(self) -> str:
@@ -196,7 +199,7 @@ def runs_of_trace(trace_id: str, spans: Iterable[TracedSpan], *, origin: str = "
                 variant=str(variant) if variant is not None else None,
                 success=success,
                 score=score,
-                origin=origin,
+                origin=origin or top.origin,
             )
         )
     return runs
@@ -238,163 +241,44 @@ def runs_from_spans(spans: Iterable[ReadableSpan]) -> list[RunTree]:
     return runs
 
 
-# -- files ----------------------------------------------------------------------------------
-
-_KEPT_KEYS: Final = frozenset(
-    {
-        attr.STEP_KIND,
-        attr.GEN_AI_OPERATION_NAME,
-        attr.GEN_AI_WORKFLOW_NAME,
-        attr.GEN_AI_REQUEST_MODEL,
-        attr.GEN_AI_RESPONSE_MODEL,
-        attr.GEN_AI_USAGE_INPUT_TOKENS,
-        attr.GEN_AI_USAGE_OUTPUT_TOKENS,
-        attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-        attr.LATENCY_TTFT_MS,
-        attr.CACHE_HIT,
-        attr.DB_SYSTEM,
-        attr.DB_SYSTEM_NAME,
-        attr.ERROR_TYPE,
-        attr.VARIANT,
-        attr.OUTCOME_SUCCESS,
-        attr.OUTCOME_SCORE,
-    }
-)
-"""Attributes the trade-off analysis reads (besides every ``chainlat.latency.*``)."""
+# -- reading ------------------------------------------------------------------------------
 
 
-def _kept(key: object) -> bool:
-    return isinstance(key, str) and (key in _KEPT_KEYS or key.startswith("chainlat.latency."))
+def read_run_trees(
+    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    *,
+    counters: ReadCounters | None = None,
+) -> Iterator[RunTree]:
+    """The workflow runs of trace files or sources, as span trees with attributes, streamed.
 
-
-def read_run_trees(sources: Iterable[str | os.PathLike[str]]) -> Iterator[RunTree]:
-    """The workflow runs of trace files, as span trees with attributes.
-
-    Takes what :class:`chainlat.traces.FileSource` takes (OTLP/JSON lines, plain
-    or gzip, one OTLP/JSON document, a Jaeger JSON download) and parses spans
-    with the same code, so the same files are accepted and the same errors given.
-    Unlike ``read_runs`` it holds a file's spans until the file ends: the
-    analysis needs every run anyway.
+    Reads what :func:`chainlat.traces.read_traces` reads (OTLP/JSON lines, plain
+    or gzip, one OTLP/JSON document, a Jaeger JSON download, a
+    :class:`~chainlat.traces.JaegerSource`) with the same completeness rule, and
+    hands out the runs of each trace once it is complete, with the outcome spans
+    of its source merged (:func:`runs_of_trace`), in the order traces complete.
 
     Raises:
-        TraceSourceError: the file is missing, empty, truncated or has a corrupt line.
+        TraceSourceError: a file is missing, empty, truncated or has a corrupt line;
+            Jaeger cannot be reached.
     """
-    for source in sources:
-        yield from _read_file(os.fspath(source))
+    from chainlat.traces import read_traces
+
+    for trace in read_traces(sources, counters=counters):
+        runs = runs_of_trace(trace.trace_id, trace.spans)
+        if counters is not None:
+            counters.workflows += len(runs)
+        yield from runs
 
 
-def _read_file(name: str) -> Iterator[RunTree]:
-    from chainlat import traces
-
-    by_trace: dict[str, list[TracedSpan]] = {}
-    for doc, origin in _documents(name):
-        try:
-            for trace_id, span in _spans_of(doc, origin):
-                by_trace.setdefault(trace_id, []).append(span)
-        except traces._BadSpan as exc:
-            raise TraceSourceError(f"{origin}: {exc}") from None
+def load_run_trees(sources: Iterable[str | os.PathLike[str] | TraceSource]) -> list[RunTree]:
+    """Every run of the sources, one source after the other, each source's in start order."""
     runs: list[RunTree] = []
-    for trace_id, spans in by_trace.items():
-        runs.extend(runs_of_trace(trace_id, spans, origin=name))
-    runs.sort(key=lambda r: r.root.record.start_ns)
-    yield from runs
+    for source in sources:
+        found = sorted(read_run_trees([source]), key=lambda r: r.root.record.start_ns)
+        runs.extend(found)
+    return runs
 
 
-def _documents(name: str) -> Iterator[tuple[object, str]]:
-    from chainlat import traces
-
-    try:
-        raw = Path(name).read_bytes()
-    except FileNotFoundError:
-        raise TraceSourceError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise TraceSourceError(f"{name}: is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceSourceError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceSourceError(f"{name}: truncated or corrupt gzip data ({exc})") from None
-    if not raw.strip():
-        raise TraceSourceError(f"{name}: empty file: no spans to read")
-    lines = raw.splitlines(keepends=True)
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = traces._loads(line)
-        except ValueError as exc:
-            if number == 1 and line.lstrip()[:1] in (b"{", b"["):
-                break  # one pretty-printed document rather than JSON lines
-            if number == len(lines) and not line.endswith(b"\n"):
-                raise TraceSourceError(
-                    f"{name}:{number}: truncated: the file ends in the middle of a record"
-                ) from None
-            raise TraceSourceError(
-                f"{name}:{number}: not valid JSON ({traces._json_problem(exc)})"
-            ) from None
-        yield doc, f"{name}:{number}"
-    else:
-        return
-    try:
-        whole = json.loads(raw)
-    except ValueError as exc:
-        raise TraceSourceError(f"{name}: not valid JSON ({traces._json_problem(exc)})") from None
-    for doc in whole if isinstance(whole, list) else [whole]:
-        yield doc, f"{name}:1"
-
-
-def _spans_of(doc: object, origin: str) -> Iterator[tuple[str, TracedSpan]]:
-    from chainlat import traces
-
-    if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
-        doc = doc["result"]  # a saved api/v3 response
-    if isinstance(doc, dict) and "resourceSpans" in doc:
-        resources = doc["resourceSpans"]
-        for i, resource in enumerate(resources if isinstance(resources, list) else ()):
-            scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
-            for j, scope in enumerate(scopes or ()):
-                spans = scope.get("spans") if isinstance(scope, dict) else None
-                for k, raw in enumerate(spans or ()):
-                    where = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                    parsed = traces._otlp_span(raw, where, origin)
-                    attributes = {
-                        item["key"]: traces._any_value(item.get("value"))
-                        for item in raw.get("attributes") or ()
-                        if isinstance(item, dict) and _kept(item.get("key"))
-                    }
-                    yield parsed.trace_id, _traced(parsed.record, attributes, parsed.error)
-        return
-    found = traces._jaeger_traces(doc)
-    if found is None:
-        raise traces._BadSpan(
-            "expected an OTLP/JSON request (resourceSpans) or a Jaeger trace", "got another object"
-        )
-    for index, trace in enumerate(found):
-        parsed_spans = traces._jaeger_trace(trace, f"data[{index}]", origin)
-        for raw, parsed in zip(trace.get("spans") or (), parsed_spans, strict=True):
-            attributes = {}
-            for tag in raw.get("tags") or ():
-                if isinstance(tag, dict) and _kept(tag.get("key")):
-                    attributes[tag["key"]] = _jaeger_value(tag)
-            yield parsed.trace_id, _traced(parsed.record, attributes, parsed.error)
-
-
-def _jaeger_value(tag: Mapping[str, object]) -> object:
-    value, kind = tag.get("value"), tag.get("type")
-    try:
-        if kind == "int64" and isinstance(value, (str, int)):
-            return int(value)
-        if kind == "float64" and isinstance(value, (str, int, float)):
-            return float(value)
-    except ValueError:
-        return None
-    if kind == "bool" and isinstance(value, str):
-        return value == "true"
-    return value
-
-
-def _traced(record: SpanRecord, attributes: dict[str, object], error: bool) -> TracedSpan:
-    # The record's step kind and tokens come from the reader; the rest from attributes.
-    return TracedSpan(record, attributes, error=error)
+def source_name(source: str | os.PathLike[str] | TraceSource) -> str:
+    """A trace file's path or a source's name, for messages."""
+    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else source.name

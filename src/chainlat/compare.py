@@ -42,6 +42,7 @@ from chainlat.whatif import KINDS, Percentiles
 
 if TYPE_CHECKING:
     from chainlat._runtree import RunTree
+    from chainlat.traces import TraceSource
 
 __all__ = [
     "Comparison",
@@ -212,7 +213,10 @@ def _apply(runs: Iterable[RunTree], outcomes: Mapping[str, Outcome]) -> list[Run
 
 
 def compare(
-    runs: Iterable[RunTree] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    runs: Iterable[RunTree]
+    | str
+    | os.PathLike[str]
+    | Sequence[str | os.PathLike[str] | TraceSource | RunTree],
     *,
     workflow: str | None = None,
     outcomes: Mapping[str, Outcome] | str | os.PathLike[str] | None = None,
@@ -225,23 +229,24 @@ def compare(
         print([v.variant for v in comparison.variants if v.pareto])
 
     Args:
-        runs: Trace files, or runs already read.
+        runs: Trace files, trace sources (a :class:`chainlat.traces.JaegerSource`),
+            or runs already read.
         workflow: Only this workflow.
         outcomes: Outcomes by trace id, or an outcomes file; they override the traces'.
 
     Raises:
         InputError: a file cannot be read, or there is no run.
     """
-    from chainlat._runtree import RunTree, read_run_trees
+    from chainlat._runtree import RunTree, load_run_trees, source_name
 
     if isinstance(runs, (str, os.PathLike)):
         runs = [runs]
     items = list(runs)
-    paths = [r for r in items if isinstance(r, (str, os.PathLike))]
+    sources = [r for r in items if not isinstance(r, RunTree)]
     trees = [r for r in items if isinstance(r, RunTree)]
-    if paths:
-        trees.extend(read_run_trees(paths))
-    where = ", ".join(os.fspath(p) for p in paths) or "the runs given"
+    if sources:
+        trees.extend(load_run_trees(sources))
+    where = ", ".join(source_name(s) for s in sources) or "the runs given"
     if outcomes is not None:
         table = load_outcomes(outcomes) if isinstance(outcomes, (str, os.PathLike)) else outcomes
         trees = _apply(trees, {k.lower(): v for k, v in table.items()})

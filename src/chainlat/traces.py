@@ -1,4 +1,4 @@
-"""Reading traces into workflow runs, streaming.
+"""Reading traces, streaming: whole traces, and the workflow runs in them.
 
 Sources:
 
@@ -12,9 +12,14 @@ Sources:
 - **Jaeger's HTTP API** (:class:`JaegerSource`): ``/api/v3/traces`` (OTLP/JSON),
   falling back to ``/api/traces`` on a Jaeger without api/v3.
 
-Each workflow span becomes a :class:`~chainlat.WorkflowRun`; its rollup is read
-from the ``chainlat.chain.*`` attributes when present and rebuilt from the
-spans otherwise (traces written by another instrumentation).
+:func:`read_traces` hands out each :class:`Trace` once it is complete: every span
+of it, each with the attributes chainlat's analyses read (:data:`KEPT_ATTRIBUTES`),
+not all of them, since a trace's attributes can hold whole prompts.
+:func:`read_runs` is built on it: each workflow span becomes a
+:class:`~chainlat.WorkflowRun`, whose rollup is read from the ``chainlat.chain.*``
+attributes when present and rebuilt from the spans otherwise (traces written by
+another instrumentation). The trade-off analysis reads the same traces as span
+trees (``chainlat._runtree.read_run_trees``).
 
 **When is a trace complete?** Spans of one trace arrive spread over many lines
 (each exporter batch is a line), children before their parent since they end
@@ -34,6 +39,13 @@ that happens. Memory therefore grows with the spans of the traces open at once
 (bounded by about ``settle_lines`` lines' worth for chainlat's own files), not
 with the size of the file; the statistics then keep one float per sample.
 
+The exception is outcomes: a ``record_outcome`` span is written when the run is
+graded, often long after the run. :func:`read_traces` first scans a file for
+them (a byte search, parsing only the lines that hold one), keeps them by trace
+id, and gives each trace the outcome spans of its file wherever they are.
+Memory for that grows with the outcome spans only. :func:`read_runs` has no use
+for outcomes and skips the scan.
+
 Example::
 
     from chainlat.traces import read_runs
@@ -52,6 +64,7 @@ import json
 import os
 import re
 import sys
+import types
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,18 +75,22 @@ from chainlat import _attributes as attr
 from chainlat._errors import InputError, TraceSourceError
 from chainlat._rollup import Rollup, SpanRecord, classify
 from chainlat._runs import WorkflowRun, build_run
+from chainlat._runtree import TracedSpan
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "KEPT_ATTRIBUTES",
     "FileSource",
     "JaegerSource",
     "ReadCounters",
+    "Trace",
     "TraceSource",
     "open_source",
     "parse_lookback",
     "read_runs",
+    "read_traces",
 ]
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -89,23 +106,40 @@ _PROGRESS_MIN_BYTES: Final = 4 * 1024 * 1024
 _REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
 _KEEP_LATE_IDS: Final = 100_000
 _WORKFLOW_PREFIX: Final = attr.workflow_span_name("")
-_NEEDED: Final = frozenset(
+_CHAIN_PREFIX: Final = "chainlat.chain."
+_LATENCY_PREFIX: Final = "chainlat.latency."
+_OUTCOME_MARK: Final = f'"{attr.OUTCOME_SPAN_NAME}"'.encode()
+
+KEPT_ATTRIBUTES: Final = frozenset(
     {
+        # the step kind (classify) and the workflow's name
         attr.STEP_KIND,
         attr.GEN_AI_OPERATION_NAME,
         attr.GEN_AI_WORKFLOW_NAME,
         attr.DB_SYSTEM,
         attr.DB_SYSTEM_NAME,
-        attr.CACHE_HIT,
+        # model calls: the model, tokens, first token, cache, failure
+        attr.GEN_AI_REQUEST_MODEL,
+        attr.GEN_AI_RESPONSE_MODEL,
         attr.GEN_AI_USAGE_INPUT_TOKENS,
         attr.GEN_AI_USAGE_OUTPUT_TOKENS,
-        attr.LATENCY_TTFT_MS,
         attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        attr.CACHE_HIT,
+        attr.ERROR_TYPE,
+        # variants and outcomes
+        attr.VARIANT,
+        attr.OUTCOME_SUCCESS,
+        attr.OUTCOME_SCORE,
+        # Jaeger's form of the span status
         "otel.status_code",
         "error",
     }
 )
-_CHAIN_PREFIX: Final = "chainlat.chain."
+"""The attributes a :class:`Trace`'s spans keep, besides every ``chainlat.chain.*`` (the
+recorded rollup) and ``chainlat.latency.*`` (the latency breakdown of a call)."""
+
+_KEYS: Final = {key: key for key in KEPT_ATTRIBUTES}
+_NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 
 
 @dataclass
@@ -116,6 +150,7 @@ class ReadCounters:
     spans: int = 0
     traces: int = 0
     workflows: int = 0
+    """Workflow runs handed out."""
     late_spans: int = 0
     """Spans that arrived after their trace was judged (see ``settle_lines``)."""
     peak_open_traces: int = 0
@@ -123,43 +158,99 @@ class ReadCounters:
     """The most spans held at once: what memory grows with."""
 
 
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """One complete trace: its spans as read, each with the attributes chainlat reads."""
+
+    trace_id: str
+    """32 lower-case hex digits."""
+    spans: tuple[TracedSpan, ...]
+    """In the order read."""
+
+    def workflow_runs(self) -> list[WorkflowRun]:
+        """A run for every workflow span in the trace (nested ones too), in start order."""
+        workflows = [s for s in self.spans if s.record.kind == "workflow"]
+        if not workflows:
+            return []
+        records = [s.record for s in self.spans]
+        runs = []
+        for span in sorted(workflows, key=lambda s: s.record.start_ns):
+            chain = {k: v for k, v in span.attributes.items() if k.startswith(_CHAIN_PREFIX)}
+            runs.append(
+                build_run(
+                    _workflow_name(span),
+                    span.record,
+                    records,
+                    rollup=Rollup.from_attributes(chain) if chain else None,
+                    trace_id=self.trace_id,
+                    error=span.error,
+                    origin=span.origin,
+                )
+            )
+        return runs
+
+
+def _workflow_name(span: TracedSpan) -> str:
+    workflow = span.attributes.get(attr.GEN_AI_WORKFLOW_NAME)
+    if isinstance(workflow, str):
+        return workflow
+    name = span.record.name
+    return name[len(_WORKFLOW_PREFIX) :] if name.startswith(_WORKFLOW_PREFIX) else name
+
+
 class TraceSource(Protocol):
-    """Anything runs can be read from, any number of times."""
+    """Anything traces can be read from, any number of times."""
 
     name: str
 
-    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
-        """The workflow runs of the source, in the order they completed."""
+    def traces(self, counters: ReadCounters | None = None) -> Iterator[Trace]:
+        """The traces of the source, each once it is complete."""
         ...
+
+    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
+        """The workflow runs of the source, in the order their traces completed."""
+        ...
+
+
+def _runs_of(traces: Iterable[Trace], counters: ReadCounters) -> Iterator[WorkflowRun]:
+    for trace in traces:
+        runs = trace.workflow_runs()
+        counters.workflows += len(runs)
+        yield from runs
 
 
 # --- span parsing ------------------------------------------------------------------------
 
-
-@dataclass(slots=True)
-class _Span:
-    record: SpanRecord
-    trace_id: str
-    local_root: bool
-    error: bool = False
-    workflow: str | None = None
-    """``gen_ai.workflow.name`` for workflow spans."""
-    chain: dict[str, object] | None = None
-    """The ``chainlat.chain.*`` attributes of a workflow span."""
-    origin: str = ""
-
+_Parsed = tuple[str, bool, TracedSpan]
+"""A span as parsed: its trace id, whether it is a local root of the trace, the span."""
 
 _names: dict[str, str] = {}
 
 
 def _intern(name: str) -> str:
-    # Span names are few and repeat millions of times: keep one copy of each.
+    # Span names and attribute values are few and repeat millions of times: keep one
+    # copy of each.
     found = _names.get(name)
     if found is None:
         if len(_names) > 100_000:
             _names.clear()
         found = _names[name] = name
     return found
+
+
+def _kept_key(key: object) -> str | None:
+    if not isinstance(key, str):
+        return None
+    known = _KEYS.get(key)
+    if known is not None:
+        return known
+    if key.startswith(_CHAIN_PREFIX) or key.startswith(_LATENCY_PREFIX):
+        return _intern(key)
+    return None
+
+
+def _kept_value(value: object) -> object:
+    return _intern(value) if isinstance(value, str) and len(value) <= 200 else value
 
 
 class _BadSpan(Exception):
@@ -221,16 +312,16 @@ def _any_value(value: object) -> object:
     return inner
 
 
-def _otlp_attributes(items: object) -> dict[str, object]:
+def _otlp_attributes(items: object) -> Mapping[str, object]:
     found: dict[str, object] = {}
     if isinstance(items, list):
         for item in items:
             if not isinstance(item, dict):
                 continue
-            key = item.get("key")
-            if isinstance(key, str) and (key in _NEEDED or key.startswith(_CHAIN_PREFIX)):
-                found[key] = _any_value(item.get("value"))
-    return found
+            key = _kept_key(item.get("key"))
+            if key is not None:
+                found[key] = _kept_value(_any_value(item.get("value")))
+    return found or _NO_ATTRIBUTES
 
 
 def _ttft_from(attributes: Mapping[str, object]) -> float | None:
@@ -251,13 +342,12 @@ def _make_span(
     name: str,
     start_ns: int,
     end_ns: int,
-    attributes: dict[str, object],
+    attributes: Mapping[str, object],
     error: bool,
     local_root: bool,
     first_token_ns: int | None,
     origin: str,
-) -> _Span:
-    kind = classify(attributes)
+) -> _Parsed:
     ttft = _ttft_from(attributes)
     if ttft is None and first_token_ns is not None:
         ttft = (first_token_ns - start_ns) / 1e6
@@ -269,24 +359,16 @@ def _make_span(
         name=_intern(name),
         start_ns=start_ns,
         end_ns=end_ns,
-        kind=kind,
+        kind=classify(attributes),
         cache_hit=attributes.get(attr.CACHE_HIT) is True,
         input_tokens=tokens_in if isinstance(tokens_in, int) else None,
         output_tokens=tokens_out if isinstance(tokens_out, int) else None,
         ttft_ms=ttft,
     )
-    span = _Span(record, trace_id, local_root, error)
-    if kind == "workflow":
-        workflow = attributes.get(attr.GEN_AI_WORKFLOW_NAME)
-        if not isinstance(workflow, str):
-            workflow = name[len(_WORKFLOW_PREFIX) :] if name.startswith(_WORKFLOW_PREFIX) else name
-        span.workflow = workflow
-        span.chain = {k: v for k, v in attributes.items() if k.startswith(_CHAIN_PREFIX)}
-        span.origin = origin
-    return span
+    return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
 
-def _otlp_span(raw: object, where: str, origin: str) -> _Span:
+def _otlp_span(raw: object, where: str, origin: str) -> _Parsed:
     if not isinstance(raw, dict):
         raise _BadSpan(where, "expected a span object")
     trace_id = _hex_id(raw.get("traceId"), 16, f"{where}.traceId")
@@ -321,7 +403,8 @@ def _otlp_span(raw: object, where: str, origin: str) -> _Span:
     )
 
 
-def _otlp_spans(doc: Mapping[str, Any], origin: str) -> Iterator[_Span]:
+def _otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> Iterator[_Parsed]:
+    """The spans of an OTLP/JSON request; with ``only``, just the spans of that name."""
     resource_spans = doc.get("resourceSpans")
     if not isinstance(resource_spans, list):
         raise _BadSpan("resourceSpans", "expected a list")
@@ -332,30 +415,41 @@ def _otlp_spans(doc: Mapping[str, Any], origin: str) -> Iterator[_Span]:
         for j, scope in enumerate(scopes or ()):
             spans = scope.get("spans") if isinstance(scope, dict) else None
             for k, raw in enumerate(spans or ()):
+                if only is not None and (not isinstance(raw, dict) or raw.get("name") != only):
+                    continue
                 yield _otlp_span(raw, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", origin)
 
 
-def _jaeger_tags(tags: object) -> dict[str, object]:
+def _jaeger_value(tag: Mapping[str, object]) -> object:
+    value, kind = tag.get("value"), tag.get("type")
+    try:
+        if kind == "int64" and isinstance(value, (str, int)):
+            return int(value)
+        if kind == "float64" and isinstance(value, (str, int, float)):
+            return float(value)
+    except ValueError:
+        return None
+    if kind == "bool" and isinstance(value, str):
+        return value == "true"
+    return value
+
+
+def _jaeger_tags(tags: object) -> Mapping[str, object]:
     found: dict[str, object] = {}
     if isinstance(tags, list):
         for tag in tags:
             if not isinstance(tag, dict):
                 continue
-            key = tag.get("key")
-            if isinstance(key, str) and (key in _NEEDED or key.startswith(_CHAIN_PREFIX)):
-                value = tag.get("value")
-                kind = tag.get("type")
-                if kind == "int64" and isinstance(value, (str, int)):
-                    value = int(value)
-                elif kind == "float64" and isinstance(value, (str, int, float)):
-                    value = float(value)
-                elif kind == "bool" and isinstance(value, str):
-                    value = value == "true"
-                found[key] = value
-    return found
+            key = _kept_key(tag.get("key"))
+            if key is not None:
+                found[key] = _kept_value(_jaeger_value(tag))
+    return found or _NO_ATTRIBUTES
 
 
-def _jaeger_trace(trace: Mapping[str, Any], where: str, origin: str) -> list[_Span]:
+def _jaeger_trace(
+    trace: Mapping[str, Any], where: str, origin: str, only: str | None = None
+) -> list[_Parsed]:
+    """The spans of a Jaeger trace; with ``only``, just the spans of that name."""
     spans = trace.get("spans")
     if not isinstance(spans, list):
         raise _BadSpan(f"{where}.spans", "expected a list of spans")
@@ -364,6 +458,9 @@ def _jaeger_trace(trace: Mapping[str, Any], where: str, origin: str) -> list[_Sp
         at = f"{where}.spans[{k}]"
         if not isinstance(raw, dict):
             raise _BadSpan(at, "expected a span object")
+        name = raw.get("operationName", "")
+        if only is not None and name != only:
+            continue
         trace_id = _hex_id(raw.get("traceID", trace.get("traceID")), 16, f"{at}.traceID")
         span_id = int(_hex_id(raw.get("spanID"), 8, f"{at}.spanID"), 16)
         parent_id = None
@@ -389,7 +486,6 @@ def _jaeger_trace(trace: Mapping[str, Any], where: str, origin: str) -> list[_Sp
             ):
                 first_token_ns = _int(log.get("timestamp", 0), f"{at}.logs") * 1000
                 break
-        name = raw.get("operationName", "")
         found.append(
             _make_span(
                 trace_id=trace_id,
@@ -408,20 +504,35 @@ def _jaeger_trace(trace: Mapping[str, Any], where: str, origin: str) -> list[_Sp
     return found
 
 
-# --- assembling traces into runs ---------------------------------------------------------------
+# --- assembling spans into traces ---------------------------------------------------------
 
 
 @dataclass(slots=True)
 class _Trace:
-    spans: list[_Span] = field(default_factory=list)
+    spans: list[TracedSpan] = field(default_factory=list)
     last_line: int = 0
     root_line: int | None = None
 
 
-class _Assembler:
-    """Holds open traces; hands out the runs of each trace once it is judged complete."""
+def _is_outcome(span: TracedSpan) -> bool:
+    return span.record.name == attr.OUTCOME_SPAN_NAME and span.record.kind is None
 
-    def __init__(self, counters: ReadCounters, settle_lines: int, idle_lines: int) -> None:
+
+class _Assembler:
+    """Holds open traces; hands out each trace once it is judged complete.
+
+    ``outcomes``: the outcome spans of the whole input by trace id, found by a scan
+    before the read; each trace gets its own, and one that arrives after its trace
+    was judged is expected, not late.
+    """
+
+    def __init__(
+        self,
+        counters: ReadCounters,
+        settle_lines: int,
+        idle_lines: int,
+        outcomes: Mapping[str, list[TracedSpan]] | None = None,
+    ) -> None:
         self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
         self._rooted: collections.deque[tuple[int, str]] = collections.deque()
         self._judged: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -429,15 +540,18 @@ class _Assembler:
         self._settle = max(settle_lines, 0)
         self._idle = max(idle_lines, 1)
         self._held = 0
+        self._outcomes = outcomes or {}
+        self._unclaimed = set(self._outcomes)
 
-    def add(self, span: _Span, line: int) -> None:
+    def add(self, parsed: _Parsed, line: int) -> None:
+        trace_id, local_root, span = parsed
         counters = self._counters
         counters.spans += 1
-        trace_id = span.trace_id
         trace = self._open.get(trace_id)
         if trace is None:
             if trace_id in self._judged:
-                counters.late_spans += 1
+                if not (trace_id in self._outcomes and _is_outcome(span)):
+                    counters.late_spans += 1
                 return
             trace = self._open[trace_id] = _Trace()
             counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
@@ -447,12 +561,12 @@ class _Assembler:
         trace.last_line = line
         self._held += 1
         counters.peak_open_spans = max(counters.peak_open_spans, self._held)
-        if span.local_root and trace.root_line is None:
+        if local_root and trace.root_line is None:
             trace.root_line = line
             self._rooted.append((line, trace_id))
 
-    def complete(self, line: int) -> Iterator[WorkflowRun]:
-        """Runs of the traces complete once ``line`` has been read."""
+    def complete(self, line: int) -> Iterator[Trace]:
+        """The traces complete once ``line`` has been read."""
         while self._rooted and self._rooted[0][0] + self._settle <= line:
             _, trace_id = self._rooted.popleft()
             yield from self._flush(trace_id)
@@ -462,23 +576,24 @@ class _Assembler:
                 break
             yield from self._flush(trace_id)
 
-    def add_whole(self, spans: Sequence[_Span]) -> Iterator[WorkflowRun]:
-        """Runs of traces given whole (Jaeger), grouped by trace id."""
-        by_trace: dict[str, list[_Span]] = {}
-        for span in spans:
+    def add_whole(self, spans: Sequence[_Parsed]) -> Iterator[Trace]:
+        """Traces given whole (Jaeger), grouped by trace id."""
+        by_trace: dict[str, list[TracedSpan]] = {}
+        for trace_id, _, span in spans:
             self._counters.spans += 1
-            by_trace.setdefault(span.trace_id, []).append(span)
-        for trace_spans in by_trace.values():
-            self._counters.traces += 1
-            yield from self._runs(trace_spans)
+            by_trace.setdefault(trace_id, []).append(span)
+        for trace_id, trace_spans in by_trace.items():
+            yield self._trace(trace_id, trace_spans)
 
-    def drain(self) -> Iterator[WorkflowRun]:
-        """Runs of every trace still open, at the end of the input."""
+    def drain(self) -> Iterator[Trace]:
+        """Every trace still open, at the end of the input; then outcomes of unseen traces."""
         self._rooted.clear()
         while self._open:
             yield from self._flush(next(iter(self._open)))
+        for trace_id in [t for t in self._outcomes if t in self._unclaimed]:
+            yield self._trace(trace_id, [])
 
-    def _flush(self, trace_id: str) -> Iterator[WorkflowRun]:
+    def _flush(self, trace_id: str) -> Iterator[Trace]:
         trace = self._open.pop(trace_id, None)
         if trace is None:
             return
@@ -486,27 +601,16 @@ class _Assembler:
         self._judged[trace_id] = None
         if len(self._judged) > _KEEP_LATE_IDS:
             self._judged.popitem(last=False)
-        self._counters.traces += 1
-        yield from self._runs(trace.spans)
+        yield self._trace(trace_id, trace.spans)
 
-    def _runs(self, spans: list[_Span]) -> Iterator[WorkflowRun]:
-        workflows = [s for s in spans if s.workflow is not None]
-        if not workflows:
-            return
-        records = [s.record for s in spans]
-        for span in sorted(workflows, key=lambda s: s.record.start_ns):
-            assert span.workflow is not None
-            self._counters.workflows += 1
-            rollup = Rollup.from_attributes(span.chain) if span.chain else None
-            yield build_run(
-                span.workflow,
-                span.record,
-                records,
-                rollup=rollup,
-                trace_id=span.trace_id,
-                error=span.error,
-                origin=span.origin,
-            )
+    def _trace(self, trace_id: str, spans: list[TracedSpan]) -> Trace:
+        self._counters.traces += 1
+        outcomes = self._outcomes.get(trace_id)
+        if outcomes:
+            self._unclaimed.discard(trace_id)
+            present = {s.record.span_id for s in spans}
+            spans = spans + [s for s in outcomes if s.record.span_id not in present]
+        return Trace(trace_id, tuple(spans))
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -573,34 +677,82 @@ class FileSource:
     def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
         """The runs in the file, each as soon as its trace is complete."""
         counters = counters if counters is not None else ReadCounters()
+        yield from _runs_of(self._traces(counters, outcomes=False), counters)
+
+    def traces(self, counters: ReadCounters | None = None) -> Iterator[Trace]:
+        """The traces in the file, each as soon as it is complete, with the file's outcomes."""
+        counters = counters if counters is not None else ReadCounters()
+        yield from self._traces(counters, outcomes=True)
+
+    def _traces(self, counters: ReadCounters, *, outcomes: bool) -> Iterator[Trace]:
+        found = self._outcome_spans() if outcomes else None
+        with self._open() as raw:
+            size = os.fstat(raw.fileno()).st_size
+            compressed = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            stream: Iterable[bytes] = gzip.GzipFile(fileobj=raw) if compressed else raw
+            progress = _Progress(self.path.name, size, self.progress and sys.stderr.isatty())
+            assembler = _Assembler(counters, self.settle_lines, self.idle_lines, found)
+            try:
+                yield from self._read(stream, raw, progress, assembler, counters, compressed)
+            finally:
+                progress.close()
+
+    def _open(self) -> IO[bytes]:
         try:
-            raw = open(self.path, "rb")  # noqa: SIM115
+            return open(self.path, "rb")
         except FileNotFoundError:
             raise TraceSourceError(f"{self.name}: no such file") from None
         except IsADirectoryError:
             raise TraceSourceError(f"{self.name}: is a directory, not a trace file") from None
         except OSError as exc:
             raise TraceSourceError(f"{self.name}: cannot read: {exc.strerror or exc}") from None
-        with raw:
-            size = os.fstat(raw.fileno()).st_size
+
+    def _outcome_spans(self) -> dict[str, list[TracedSpan]]:
+        """The file's outcome spans by trace id, from the lines that mention one.
+
+        A line that cannot be read is skipped: the read proper names the problem.
+        """
+        found: dict[str, list[TracedSpan]] = {}
+        with self._open() as raw:
             compressed = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
             stream: Iterable[bytes] = gzip.GzipFile(fileobj=raw) if compressed else raw
-            progress = _Progress(self.path.name, size, self.progress and sys.stderr.isatty())
             try:
-                yield from self._read(stream, raw, progress, counters, compressed)
-            finally:
-                progress.close()
+                for line_no, line in enumerate(stream, 1):
+                    if _OUTCOME_MARK not in line:
+                        continue
+                    try:
+                        doc = _loads(line)
+                        spans = self._named(doc, f"{self.name}:{line_no}", attr.OUTCOME_SPAN_NAME)
+                    except (ValueError, _BadSpan):
+                        continue
+                    for trace_id, _, span in spans:
+                        if _is_outcome(span):
+                            found.setdefault(trace_id, []).append(span)
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+                pass
+        return found
+
+    def _named(self, doc: object, origin: str, name: str) -> list[_Parsed]:
+        if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
+            doc = doc["result"]
+        if isinstance(doc, dict) and "resourceSpans" in doc:
+            return list(_otlp_spans(doc, origin, only=name))
+        found = []
+        for index, trace in enumerate(_jaeger_traces(doc) or ()):
+            found.extend(_jaeger_trace(trace, f"data[{index}]", origin, only=name))
+        return found
 
     def _read(
         self,
         stream: Iterable[bytes],
         raw: IO[bytes],
         progress: _Progress,
+        assembler: _Assembler,
         counters: ReadCounters,
         compressed: bool,
-    ) -> Iterator[WorkflowRun]:
-        assembler = _Assembler(counters, self.settle_lines, self.idle_lines)
+    ) -> Iterator[Trace]:
         line_no = 0
         seen_content = False
         lines = iter(stream)
@@ -647,7 +799,7 @@ class FileSource:
             raise TraceSourceError(f"{self.name}: empty file: no spans to read")
         yield from assembler.drain()
 
-    def _read_document(self, assembler: _Assembler, compressed: bool) -> Iterator[WorkflowRun]:
+    def _read_document(self, assembler: _Assembler, compressed: bool) -> Iterator[Trace]:
         with open(self.path, "rb") as raw:
             data = gzip.GzipFile(fileobj=raw).read() if compressed else raw.read()
         try:
@@ -672,7 +824,7 @@ class FileSource:
 
     def _document(
         self, doc: object, assembler: _Assembler, line: int, origin: str
-    ) -> Iterator[WorkflowRun]:
+    ) -> Iterator[Trace]:
         if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
             doc = doc["result"]  # a saved api/v3 response
         if isinstance(doc, dict) and "resourceSpans" in doc:
@@ -757,22 +909,27 @@ class JaegerSource:
         self.limit = limit
         self.timeout_s = timeout_s
         self._transport = transport
-        self._spans: list[_Span] | None = None
+        self._spans: list[_Parsed] | None = None
         self.api: str | None = None
         """``v3`` or ``v1``: which API answered."""
 
     def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
         """The runs of the traces Jaeger returned."""
         counters = counters if counters is not None else ReadCounters()
+        yield from _runs_of(self.traces(counters), counters)
+
+    def traces(self, counters: ReadCounters | None = None) -> Iterator[Trace]:
+        """The traces Jaeger returned, each whole."""
+        counters = counters if counters is not None else ReadCounters()
         if self._spans is None:
             self._spans = self._fetch()
         assembler = _Assembler(counters, 0, 1)
         yield from assembler.add_whole(self._spans)
 
-    def _fetch(self) -> list[_Span]:
+    def _fetch(self) -> list[_Parsed]:
         import httpx
 
-        end = dt.datetime.now(dt.timezone.utc)
+        end = dt.datetime.now(dt.UTC)
         start = end - self.lookback
         try:
             with httpx.Client(timeout=self.timeout_s, transport=self._transport) as client:
@@ -814,7 +971,7 @@ class JaegerSource:
                 traces = _jaeger_traces(body)
                 if traces is None:
                     raise TraceSourceError(f"{self.name}: /api/traces: unexpected answer")
-                spans: list[_Span] = []
+                spans: list[_Parsed] = []
                 for index, trace in enumerate(traces):
                     spans.extend(_jaeger_trace(trace, f"data[{index}]", self.url))
                 return spans
@@ -823,7 +980,7 @@ class JaegerSource:
         except _BadSpan as exc:
             raise TraceSourceError(f"{self.name}: {exc}") from None
 
-    def _otlp(self, doc: object) -> list[_Span]:
+    def _otlp(self, doc: object) -> list[_Parsed]:
         if not isinstance(doc, dict):
             raise TraceSourceError(f"{self.name}: /api/v3/traces: unexpected answer")
         if "resourceSpans" not in doc:
@@ -832,7 +989,7 @@ class JaegerSource:
 
 
 def _rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _lookback_text(delta: dt.timedelta) -> str:
@@ -882,6 +1039,44 @@ def open_source(
     return spec
 
 
+def read_traces(
+    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    *,
+    settle_lines: int = DEFAULT_SETTLE_LINES,
+    idle_lines: int = DEFAULT_IDLE_LINES,
+    progress: bool = False,
+    counters: ReadCounters | None = None,
+) -> Iterator[Trace]:
+    """The traces of every source, each once it is complete, streamed.
+
+    Each trace has every span read for it, with the attributes in
+    :data:`KEPT_ATTRIBUTES`, and the ``record_outcome`` spans of its source
+    wherever they are in it (see the module docstring).
+
+    Example::
+
+        for trace in read_traces(["chainlat-traces.jsonl"]):
+            print(trace.trace_id, len(trace.spans))
+
+    Args:
+        sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
+        settle_lines: Lines to wait after a trace's root before judging it complete.
+        idle_lines: Lines after which a trace without a root is judged anyway.
+        progress: Show a progress bar on a terminal for files over 4 MiB.
+        counters: Filled in with what was read.
+
+    Raises:
+        TraceSourceError: a file is missing, empty, truncated or has a corrupt line;
+            Jaeger cannot be reached. The message names the file and line.
+    """
+    counters = counters if counters is not None else ReadCounters()
+    for spec in sources:
+        source = open_source(
+            spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress
+        )
+        yield from source.traces(counters)
+
+
 def read_runs(
     sources: Iterable[str | os.PathLike[str] | TraceSource],
     *,
@@ -890,7 +1085,8 @@ def read_runs(
     progress: bool = False,
     counters: ReadCounters | None = None,
 ) -> Iterator[WorkflowRun]:
-    """The workflow runs of every source, streamed.
+    """The workflow runs of every source, streamed: a run per workflow span of each trace
+    :func:`read_traces` hands out (without looking for outcome spans).
 
     Args:
         sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from chainlat._runtree import RunTree
     from chainlat.budgets import BudgetReport, Budgets
     from chainlat.profiles import LatencyProfile, ModelCall
+    from chainlat.traces import TraceSource
 
 __all__ = [
     "Change",
@@ -691,7 +692,7 @@ Source = str | os.PathLike[str]
 
 
 def whatif(
-    runs: Iterable[RunTree] | Source | Sequence[Source],
+    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
     *,
     swap: Mapping[str, str] | Iterable[str] = (),
     prompt_scale: Mapping[str, float] | Iterable[str] = (),
@@ -711,7 +712,8 @@ def whatif(
         print(result.workflows[0].before.p95, "->", result.workflows[0].after.p95)
 
     Args:
-        runs: Trace files (OTLP JSON lines, Jaeger JSON) or runs already read.
+        runs: Trace files (OTLP JSON lines, Jaeger JSON), trace sources (a
+            :class:`chainlat.traces.JaegerSource`), or runs already read.
         swap: Step name to new model (``{"chat gpt-4o": "gpt-4o-mini"}``), or
             ``"STEP=MODEL"`` strings.
         prompt_scale: Step name to a factor > 0 on its input tokens.
@@ -767,7 +769,7 @@ def whatif(
 
 
 def _select(
-    runs: Iterable[RunTree] | Source | Sequence[Source],
+    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
     workflow: str | None,
     variant: str | None,
 ) -> tuple[list[RunTree], str]:
@@ -780,11 +782,11 @@ def _select(
         trees = [r for r in items if isinstance(r, RunTree)]
         where = "the runs given"
     else:
-        from chainlat._runtree import read_run_trees
+        from chainlat._runtree import load_run_trees, source_name
 
-        paths = [r for r in items if isinstance(r, (str, os.PathLike))]
-        trees = list(read_run_trees(paths))
-        where = ", ".join(os.fspath(p) for p in paths)
+        sources = [r for r in items if not isinstance(r, RunTree)]
+        trees = load_run_trees(sources)
+        where = ", ".join(source_name(s) for s in sources)
     selected = [
         t
         for t in trees
