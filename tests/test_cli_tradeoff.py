@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,9 @@ from chainlat._otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.profiles import load_profiles
 from chainlat.testing import Capture
+from test_traces import FakeJaeger, serve
+
+__all__ = ["serve"]  # the fixture, shared with test_traces
 
 PROFILES = """
 [models.big]
@@ -154,6 +158,71 @@ def test_compare_takes_an_outcomes_file(traces: Path, capsys: pytest.CaptureFixt
     variants = {v["variant"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
     assert variants["small"]["success"]["successes"] == 3
     assert not variants["large"]["pareto"]  # now slower and no more successful
+
+
+# --- Jaeger's HTTP API ------------------------------------------------------------------------
+
+JAEGER_COMMANDS = {
+    "profile": [],
+    "whatif": ["--variant", "large", "--profiles", "profiles.toml", "--swap", "chat big=small"],
+    "compare": [],
+}
+
+
+@pytest.mark.parametrize("command", list(JAEGER_COMMANDS))
+def test_jaeger_is_read_as_the_same_traces_in_a_file_are(
+    command: str,
+    traces: Path,
+    serve: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(traces.parent)
+    jaeger: FakeJaeger = serve(v3=True, otlp=json.loads(traces.read_text()), service="agent")
+    args = [command, *JAEGER_COMMANDS[command], "--format", "json"]
+    assert main([*args, str(traces)]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    remote = ["--jaeger", jaeger.url, "--service", "agent", "--lookback", "2h", "--limit", "7"]
+    assert main([*args, *remote]) == 0
+    assert json.loads(capsys.readouterr().out) == from_file
+    [(path, query)] = jaeger.requests
+    assert path == "/api/v3/traces"
+    assert (query["query.service_name"], query["query.num_traces"]) == (["agent"], ["7"])
+
+
+def test_text_output_names_the_jaeger_source(
+    traces: Path, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jaeger: FakeJaeger = serve(v3=True, otlp=json.loads(traces.read_text()), service="agent")
+    assert main(["profile", "--jaeger", jaeger.url, "--service", "agent"]) == 0
+    assert f"latency profiles from 6 runs in {jaeger.url} (service agent)" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    assert main(["profile", "--jaeger", jaeger.url, "--service", "quiet"]) == 2
+    assert capsys.readouterr().err == (
+        f"chainlat: {jaeger.url} (service quiet): no workflow run to fit profiles from\n"
+    )
+
+
+@pytest.mark.parametrize("command", list(JAEGER_COMMANDS))
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "no traces to read: give trace files or --jaeger URL --service NAME"),
+        (["--jaeger", "http://127.0.0.1:9"], "--jaeger needs --service NAME"),
+        (["--service", "agent"], "--service needs --jaeger URL"),
+        (["--jaeger", "http://x", "--service", "s", "--lookback", "soon"], "--lookback 'soon'"),
+        (["--jaeger", "http://127.0.0.1:9", "--service", "s"], "cannot reach Jaeger"),
+    ],
+)
+def test_source_mistakes_exit_2_as_for_check(
+    command: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = ["--swap", "chat big=small"] if command == "whatif" else []
+    assert main([command, *args, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
 
 
 def test_whatif_as_a_real_subprocess(traces: Path) -> None:

@@ -271,11 +271,19 @@ def test_bad_span_id_names_its_key_path(tmp_path: Path) -> None:
 
 
 class FakeJaeger(ThreadingHTTPServer):
-    """Answers like Jaeger's query service: api/v3 (OTLP JSON) and/or the v1 /api/traces."""
+    """Answers like Jaeger's query service: api/v3 (OTLP JSON) and/or the v1 /api/traces.
 
-    def __init__(self, *, v3: bool) -> None:
+    api/v3 answers the Collector test file for service ``support-api``, or ``otlp``
+    (one OTLP/JSON request) for ``service`` when given.
+    """
+
+    def __init__(
+        self, *, v3: bool, otlp: dict[str, Any] | None = None, service: str = "support-api"
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.v3 = v3
+        self.otlp = otlp
+        self.service = service
         self.requests: list[tuple[str, dict[str, list[str]]]] = []
 
     @property
@@ -303,13 +311,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.requests.append((url.path, query))
         service = (query.get("query.service_name") or query.get("service") or [""])[0]
         if url.path == "/api/v3/traces" and self.server.v3:
-            if service != "support-api":
+            if service != self.server.service:
                 self._send(404, {"error": {"httpCode": 404, "message": "No traces found"}})
                 return
-            lines = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
-            merged = {
-                "resourceSpans": [rs for ln in lines for rs in json.loads(ln)["resourceSpans"]]
-            }
+            merged = self.server.otlp
+            if merged is None:
+                lines = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
+                merged = {
+                    "resourceSpans": [rs for ln in lines for rs in json.loads(ln)["resourceSpans"]]
+                }
             self._send(200, {"result": merged})
         elif url.path == "/api/traces":
             if service != "support-bot":
@@ -324,8 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
 def serve() -> Iterator[Any]:
     servers: list[FakeJaeger] = []
 
-    def start(*, v3: bool) -> FakeJaeger:
-        server = FakeJaeger(v3=v3)
+    def start(*, v3: bool, **answer: Any) -> FakeJaeger:
+        server = FakeJaeger(v3=v3, **answer)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return server

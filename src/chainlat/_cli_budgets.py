@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chainlat._cli_sources import add_reader_options, add_source_arguments, describe, sources_from
 from chainlat._errors import InputError
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def add_commands(sub: Any) -> None:
         help="judge traces against latency budgets (exit 1 when one is broken)",
         description="Judge workflow runs in trace files or Jaeger against a budget file.",
     )
-    _add_sources(check)
+    add_source_arguments(check)
     check.add_argument(
         "--budgets",
         metavar="FILE",
@@ -50,7 +51,7 @@ def add_commands(sub: Any) -> None:
         help="latency statistics and waterfalls of trace files or Jaeger",
         description="Statistics per workflow, kind and step, and the slowest and median run.",
     )
-    _add_sources(report)
+    add_source_arguments(report)
     report.add_argument("--format", choices=_FORMATS, default="text")
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
@@ -77,7 +78,7 @@ def add_commands(sub: Any) -> None:
         help="significance level for 'beyond noise' (default 0.01)",
     )
     diff.add_argument("--format", choices=_FORMATS, default="text")
-    _add_reader_options(diff)
+    add_reader_options(diff)
     diff.set_defaults(func=_diff)
 
     budgets = sub.add_parser("budgets", help="budget files: JSON schema, validation")
@@ -90,56 +91,6 @@ def add_commands(sub: Any) -> None:
     validate.set_defaults(func=_validate)
 
 
-def _add_sources(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "sources",
-        nargs="*",
-        metavar="SOURCE",
-        help="OTLP JSON lines file (chainlat's or a Collector's, .gz too) or Jaeger JSON",
-    )
-    jaeger = parser.add_argument_group("Jaeger's HTTP API")
-    jaeger.add_argument("--jaeger", metavar="URL", help="Jaeger query URL, e.g. http://host:16686")
-    jaeger.add_argument("--service", metavar="NAME", help="service to read traces of")
-    jaeger.add_argument("--lookback", default="1h", help="how far back (default 1h)")
-    jaeger.add_argument("--limit", type=int, default=100, help="most traces (default 100)")
-    _add_reader_options(parser)
-
-
-def _add_reader_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--settle-lines",
-        type=int,
-        default=8,
-        metavar="N",
-        help="lines to wait after a trace's root before judging it (default 8)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _sources(args: argparse.Namespace) -> list[TraceSource]:
-    from chainlat.traces import FileSource, JaegerSource
-
-    progress = not args.no_progress
-    found: list[TraceSource] = [
-        FileSource(s, settle_lines=args.settle_lines, progress=progress) for s in args.sources
-    ]
-    if args.jaeger:
-        if not args.service:
-            raise InputError("--jaeger needs --service NAME")
-        found.append(
-            JaegerSource(args.jaeger, args.service, lookback=args.lookback, limit=args.limit)
-        )
-    elif args.service:
-        raise InputError("--service needs --jaeger URL")
-    if not found:
-        raise InputError("no traces to read: give trace files or --jaeger URL --service NAME")
-    return found
-
-
-def _describe(sources: list[TraceSource]) -> str:
-    return ", ".join(s.name for s in sources)
-
-
 def _runs(sources: list[TraceSource], counters: ReadCounters) -> Any:
     for source in sources:
         yield from source.runs(counters)
@@ -147,9 +98,9 @@ def _runs(sources: list[TraceSource], counters: ReadCounters) -> Any:
 
 def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputError:
     if counters.spans == 0:
-        return InputError(f"nothing to judge: no spans in {_describe(sources)}")
+        return InputError(f"nothing to judge: no spans in {describe(sources)}")
     return InputError(
-        f"nothing to judge: {counters.spans} spans in {_describe(sources)}, "
+        f"nothing to judge: {counters.spans} spans in {describe(sources)}, "
         "none of them a workflow span (gen_ai.operation.name=invoke_workflow)"
     )
 
@@ -173,7 +124,7 @@ def _check(args: argparse.Namespace) -> int:
     budgets = load_budgets(args.budgets)
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
-    sources = _sources(args)
+    sources = sources_from(args)
     counters = ReadCounters()
     result = evaluate(_runs(sources, counters), budgets)
     if counters.workflows == 0:
@@ -181,9 +132,9 @@ def _check(args: argparse.Namespace) -> int:
     if args.format == "json":
         _emit(json.dumps(report.check_json(result), indent=2))
     elif args.format == "markdown":
-        _emit(report.check_markdown(result, sources=_describe(sources)))
+        _emit(report.check_markdown(result, sources=describe(sources)))
     else:
-        _emit(report.check_text(result, sources=_describe(sources)))
+        _emit(report.check_text(result, sources=describe(sources)))
     if args.junit:
         _write(args.junit, report.junit_xml(result), "JUnit report")
     if counters.late_spans:
@@ -208,7 +159,7 @@ def _report(args: argparse.Namespace) -> int:
     from chainlat._stats import aggregate
     from chainlat.traces import ReadCounters
 
-    sources = _sources(args)
+    sources = sources_from(args)
     counters = ReadCounters()
     stats = aggregate(_runs(sources, counters))
     if counters.workflows == 0:
@@ -216,16 +167,16 @@ def _report(args: argparse.Namespace) -> int:
     waterfalls = _waterfalls(stats, sources)
     if args.html:
         try:
-            page = report.html_page(stats, sources=_describe(sources), waterfalls=waterfalls)
+            page = report.html_page(stats, sources=describe(sources), waterfalls=waterfalls)
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         _write(args.html, page, "HTML report")
     if args.format == "json":
         _emit(json.dumps(report.stats_json(stats), indent=2))
     elif args.format == "markdown":
-        _emit(report.stats_markdown(stats, sources=_describe(sources), waterfalls=waterfalls))
+        _emit(report.stats_markdown(stats, sources=describe(sources), waterfalls=waterfalls))
     else:
-        _emit(report.stats_text(stats, sources=_describe(sources), waterfalls=waterfalls))
+        _emit(report.stats_text(stats, sources=describe(sources), waterfalls=waterfalls))
     return EXIT_OK
 
 

@@ -8,7 +8,9 @@ Usage::
         [--budgets FILE] [--workflow W] [--variant V] [--seed N] [--format text|json]
     chainlat compare traces.jsonl [--outcomes outcomes.jsonl] [--html FILE] [--format text|json]
 
-``whatif`` exits 1 when a budget file is given and the estimated runs break it.
+Each reads trace files or Jaeger (``--jaeger URL --service NAME [--lookback 1h]
+[--limit 100]``) as ``chainlat check`` does. ``whatif`` exits 1 when a budget
+file is given and the estimated runs break it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from chainlat._cli_sources import add_source_arguments, describe, sources_from
+
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rich.console import Console
 
+    from chainlat._runtree import RunTree
     from chainlat.compare import Comparison
     from chainlat.profiles import LatencyProfile
     from chainlat.whatif import WhatIfResult
@@ -81,7 +88,7 @@ def add_commands(sub: Any) -> None:
         description="Group runs by workflow and chainlat.variant: latency percentiles, the "
         "critical-path split, success rate with a Wilson 95%% interval, the Pareto front.",
     )
-    compare.add_argument("sources", nargs="+", metavar="SOURCE", help="trace files")
+    add_source_arguments(compare)
     compare.add_argument("--workflow", metavar="NAME", help="only this workflow")
     compare.add_argument(
         "--outcomes", metavar="FILE", help="outcomes by trace id, JSON lines (override traces')"
@@ -92,9 +99,7 @@ def add_commands(sub: Any) -> None:
 
 
 def _sources(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "sources", nargs="+", metavar="SOURCE", help="trace files (OTLP JSON lines, Jaeger JSON)"
-    )
+    add_source_arguments(parser)
     parser.add_argument("--workflow", metavar="NAME", help="only the runs of this workflow")
     parser.add_argument("--variant", metavar="LABEL", help="only the runs of this variant")
 
@@ -124,16 +129,23 @@ def _profile(args: argparse.Namespace) -> int:
     from chainlat._runtree import read_run_trees
     from chainlat.profiles import dumps_profiles, fit_profiles, save_profiles
 
-    runs = [
-        r
-        for r in read_run_trees(args.sources)
-        if (args.workflow is None or r.workflow == args.workflow)
-        and (args.variant is None or r.variant_label == args.variant)
-    ]
-    where = ", ".join(args.sources)
-    if not runs:
+    sources = sources_from(args)
+    where = describe(sources)
+    selected = 0
+
+    def runs() -> Iterator[RunTree]:
+        # Streamed: the fit keeps each model call's few numbers, not the runs.
+        nonlocal selected
+        for run in read_run_trees(sources):
+            if (args.workflow is None or run.workflow == args.workflow) and (
+                args.variant is None or run.variant_label == args.variant
+            ):
+                selected += 1
+                yield run
+
+    profiles = fit_profiles(runs())
+    if not selected:
         raise InputError(f"{where}: no workflow run to fit profiles from")
-    profiles = fit_profiles(runs)
     if not profiles:
         raise InputError(f"{where}: no model call with token counts to fit a profile from")
     if args.output:
@@ -141,7 +153,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(dumps_profiles(profiles, fmt="json"), end="")
         return EXIT_OK
-    _print_profiles(_console(), profiles, len(runs), where)
+    _print_profiles(_console(), profiles, selected, where)
     if args.output:
         print(f"profiles written to {args.output}")
     return EXIT_OK
@@ -189,8 +201,9 @@ def _whatif(args: argparse.Namespace) -> int:
         from chainlat.budgets import load_budgets
 
         budgets = load_budgets(args.budgets)
+    sources = sources_from(args)
     result = whatif(
-        args.sources,
+        sources,
         swap=args.swap,
         prompt_scale=args.prompt_scale,
         cache_hit_rate=args.cache_hit_rate,
@@ -206,7 +219,7 @@ def _whatif(args: argparse.Namespace) -> int:
         json.dump(_whatif_json(result), sys.stdout, indent=2)
         print()
     else:
-        _print_whatif(_console(), result, ", ".join(args.sources))
+        _print_whatif(_console(), result, describe(sources))
     return EXIT_OK if after_ok else EXIT_BUDGET
 
 
@@ -325,12 +338,13 @@ def _print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from chainlat.compare import compare, html_page
 
-    comparison = compare(args.sources, workflow=args.workflow, outcomes=args.outcomes)
+    sources = sources_from(args)
+    comparison = compare(sources, workflow=args.workflow, outcomes=args.outcomes)
     if args.html:
         from chainlat._errors import InputError
 
         try:
-            page = html_page(comparison, sources=", ".join(args.sources))
+            page = html_page(comparison, sources=describe(sources))
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         try:
