@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+import chainlat
+from chainlat._otlp_json import encode_request
 from chainlat._runs import BudgetViolation
 from chainlat._stats import aggregate
 from chainlat.cli import main
 from chainlat.report import html_page, stats_json, stats_markdown, waterfall
+from chainlat.testing import capture
 from chainlat.traces import read_runs
 from tracegen import DATA_DIR, ChatRun, Profile, write_profile, write_runs
 
@@ -105,13 +108,45 @@ def test_html_page_embeds_plotly_and_loads_nothing_from_the_network(tmp_path: Pa
     assert len(page) > 1_000_000  # plotly.js itself is inline
 
 
+def write_graded(path: Path, runs: int = 20) -> Path:
+    """An ``agent`` workflow in two variants, each run graded once it is over."""
+    with capture(fake_clock=True) as cap:
+        p = cap.provider
+        for i in range(runs):
+            large = i % 2 == 0
+            variant = "large" if large else "small"
+            with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run:
+                with chainlat.inference(variant, tracer_provider=p):
+                    cap.clock.advance(ms=(200 if large else 50) + i)
+            run.record_outcome(success=large or i % 3 == 0, score=0.5)
+        path.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    return path
+
+
+def test_report_html_has_the_trade_off_chart_only_for_runs_with_variants_or_outcomes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = write_runs(tmp_path / "plain.jsonl", [ChatRun(chat_ms=ms) for ms in (300, 500)])
+    graded = write_graded(tmp_path / "graded.jsonl")
+    page = tmp_path / "report.html"
+    assert main(["report", str(plain), "--html", str(page), "--format", "json"]) == 0
+    assert 'id="chart-tradeoff"' not in page.read_text()
+    capsys.readouterr()
+    assert main(["report", str(plain), str(graded), "--html", str(page), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == 22
+    text = page.read_text()
+    assert 'id="chart-tradeoff"' in text
+    assert '"text":["large","small"]' in text.replace(" ", "")  # a point per variant
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason=_NO_CHROMIUM)
 def test_html_report_opens_offline_and_draws_its_charts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     traces = write_profile(tmp_path / "t.jsonl", Profile(), runs=40, seed=7)
+    graded = write_graded(tmp_path / "graded.jsonl")  # variants and outcomes: the trade-off
     page = tmp_path / "report.html"
-    assert main(["report", str(traces), "--html", str(page), "--format", "json"]) == 0
+    assert main(["report", str(traces), str(graded), "--html", str(page), "--format", "json"]) == 0
     capsys.readouterr()
     assert CHROMIUM is not None
     with tempfile.TemporaryDirectory() as profile_dir:
@@ -138,10 +173,14 @@ def test_html_report_opens_offline_and_draws_its_charts(
         )
     dom = done.stdout
     assert done.returncode == 0, done.stderr[-2000:]
-    for chart in ("distribution", "split", "steps", "ttft"):
+    for chart in ("distribution", "split", "steps", "ttft", "tradeoff"):
         start = dom.index(f'id="chart-{chart}"')
         element = dom[start : start + 400]
         assert "js-plotly-plot" in element, chart  # plotly ran and took over the div
-    assert dom.count('class="main-svg"') >= 8  # two SVG layers per chart at least
+    assert dom.count('class="main-svg"') >= 10  # two SVG layers per chart at least
+    start = dom.index('id="chart-tradeoff"')
+    tradeoff = dom[start : dom.index("</section>", start)]
+    assert tradeoff.count('class="point plotly-customdata"') == 2  # a marker per variant
+    assert tradeoff.count('class="errorbar"') == 2  # with its success-rate interval
     assert dom.count('class="trace boxes"') >= 2  # the distribution and ttft box plots
     assert dom.count('class="trace bars"') >= 7  # 4 kinds in the split, 3 percentiles per step

@@ -19,6 +19,7 @@ from chainlat._errors import InputError
 if TYPE_CHECKING:
     from chainlat._runs import WorkflowRun
     from chainlat._stats import Stats
+    from chainlat.compare import Tally
     from chainlat.traces import ReadCounters, TraceSource
 
 EXIT_OK = 0
@@ -161,13 +162,23 @@ def _report(args: argparse.Namespace) -> int:
 
     sources = sources_from(args)
     counters = ReadCounters()
-    stats = aggregate(_runs(sources, counters))
+    tally = None
+    if args.html:
+        from chainlat.compare import Tally
+
+        tally = Tally()
+    stats = aggregate(
+        _runs(sources, counters) if tally is None else _tallied(sources, counters, tally)
+    )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     waterfalls = _waterfalls(stats, sources)
     if args.html:
+        tradeoff = tally.comparison() if tally is not None and tally.labelled else None
         try:
-            page = report.html_page(stats, sources=describe(sources), waterfalls=waterfalls)
+            page = report.html_page(
+                stats, sources=describe(sources), waterfalls=waterfalls, tradeoff=tradeoff
+            )
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         _write(args.html, page, "HTML report")
@@ -178,6 +189,19 @@ def _report(args: argparse.Namespace) -> int:
     else:
         _emit(report.stats_text(stats, sources=describe(sources), waterfalls=waterfalls))
     return EXIT_OK
+
+
+def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally) -> Any:
+    """The runs of the sources; on the way, their variants and outcomes counted into ``tally``."""
+    from chainlat._runtree import runs_of_trace
+
+    for source in sources:
+        for trace in source.traces(counters):
+            for tree in runs_of_trace(trace.trace_id, trace.spans):
+                tally.add(tree)
+            runs = trace.workflow_runs()
+            counters.workflows += len(runs)
+            yield from runs
 
 
 def _waterfalls(

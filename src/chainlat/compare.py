@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import array
 import html
 import json
 import math
@@ -41,6 +42,7 @@ from chainlat._stats import percentile
 from chainlat.whatif import KINDS, Percentiles
 
 if TYPE_CHECKING:
+    from chainlat._rollup import Rollup
     from chainlat._runtree import RunTree
     from chainlat.traces import TraceSource
 
@@ -255,31 +257,77 @@ def compare(
     if not trees:
         what = f" of workflow {workflow!r}" if workflow is not None else ""
         raise InputError(f"{where}: no workflow run{what} to compare")
-    groups: dict[tuple[str, str], list[RunTree]] = {}
+    tally = Tally()
     for tree in trees:
-        groups.setdefault((tree.workflow, tree.variant_label), []).append(tree)
-    summaries = [_summary(name, variant, members) for (name, variant), members in groups.items()]
-    return Comparison(tuple(_mark_pareto(summaries)))
+        tally.add(tree)
+    return tally.comparison()
 
 
-def _summary(workflow: str, variant: str, runs: Sequence[RunTree]) -> VariantSummary:
-    rollups = [r.rollup() for r in runs]
-    grand = math.fsum(r.total_ms for r in rollups)
-    decided = [r.success for r in runs if r.success is not None]
-    scores = [r.score for r in runs if r.score is not None]
-    return VariantSummary(
-        workflow=workflow,
-        variant=variant,
-        runs=len(runs),
-        total=Percentiles.of(r.total_ms for r in rollups),
-        split_p50={k: percentile(sorted(r.kind_ms(k) for r in rollups), 50) for k in KINDS},
-        share={
-            k: (math.fsum(r.kind_ms(k) for r in rollups) / grand if grand else 0.0) for k in KINDS
-        },
-        success=Proportion.of(sum(decided), len(decided)) if decided else None,
-        score_mean=math.fsum(scores) / len(scores) if scores else None,
-        scored=len(scores),
-    )
+class _Variant:
+    """The numbers of one variant's runs that a summary needs (not the runs)."""
+
+    __slots__ = ("by_kind", "decided", "scores", "successes")
+
+    def __init__(self) -> None:
+        self.by_kind = {k: array.array("d") for k in ("total", *KINDS)}
+        self.decided = self.successes = 0
+        self.scores = array.array("d")
+
+    def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
+        for kind, values in self.by_kind.items():
+            values.append(rollup.kind_ms(kind))
+        if success is not None:
+            self.decided += 1
+            self.successes += success
+        if score is not None:
+            self.scores.append(score)
+
+    def summary(self, workflow: str, variant: str) -> VariantSummary:
+        totals = self.by_kind["total"]
+        grand = math.fsum(totals)
+        scores = self.scores
+        return VariantSummary(
+            workflow=workflow,
+            variant=variant,
+            runs=len(totals),
+            total=Percentiles.of(totals),
+            split_p50={k: percentile(sorted(self.by_kind[k]), 50) for k in KINDS},
+            share={k: (math.fsum(self.by_kind[k]) / grand if grand else 0.0) for k in KINDS},
+            success=Proportion.of(self.successes, self.decided) if self.decided else None,
+            score_mean=math.fsum(scores) / len(scores) if scores else None,
+            scored=len(scores),
+        )
+
+
+class Tally:
+    """Runs counted into a :class:`Comparison` one at a time, keeping a few numbers per run.
+
+    For a reader that streams runs by (``chainlat report --html``); :func:`compare`
+    uses it too.
+    """
+
+    def __init__(self) -> None:
+        self._variants: dict[tuple[str, str], _Variant] = {}
+        self.labelled = False
+        """A run carried a variant or an outcome: a comparison has something to show."""
+
+    def __len__(self) -> int:
+        return sum(len(v.by_kind["total"]) for v in self._variants.values())
+
+    def add(self, run: RunTree) -> None:
+        """Count one run, by workflow and variant."""
+        key = (run.workflow, run.variant_label)
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._variants[key] = _Variant()
+        variant.add(run.rollup(), run.success, run.score)
+        if run.variant is not None or run.success is not None or run.score is not None:
+            self.labelled = True
+
+    def comparison(self) -> Comparison:
+        """The variants counted so far, in order of first appearance."""
+        summaries = [v.summary(name, label) for (name, label), v in self._variants.items()]
+        return Comparison(tuple(_mark_pareto(summaries)))
 
 
 def _mark_pareto(summaries: Sequence[VariantSummary]) -> list[VariantSummary]:

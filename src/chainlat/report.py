@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from chainlat.budgets import BudgetReport, LimitVerdict
+    from chainlat.compare import Comparison
     from chainlat.diff import DiffResult
 
 __all__ = [
@@ -602,18 +603,24 @@ def _spread(samples: Samples, *, limit: int = _MAX_POINTS) -> list[float]:
     return [values[round(i * step)] for i in range(limit)]
 
 
+_NO_DATA: Final = {"tradeoff": "No run recorded chainlat.outcome.success: nothing to plot."}
+
+
 def html_page(
     stats: Stats,
     *,
     title: str = "chainlat latency report",
     sources: str = "",
     waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None = None,
+    tradeoff: Comparison | None = None,
 ) -> str:
     """One self-contained HTML page with the charts; plotly.js is inlined, so it works offline.
 
     Charts: latency distribution per workflow, the inference/data/tool/overhead
-    split per workflow, per-step percentiles, time to first token per model call.
-    Needs plotly (``pip install 'chainlat[html]'``).
+    split per workflow, per-step percentiles, time to first token per model call;
+    with ``tradeoff``, p95 latency against success rate per variant
+    (:func:`chainlat.compare.tradeoff_figure`). Needs plotly
+    (``pip install 'chainlat[html]'``).
     """
     import plotly.graph_objects as go
 
@@ -667,12 +674,18 @@ def html_page(
     ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
     figures.append(("ttft", "Time to first token per model call", ttft))
 
+    if tradeoff is not None:
+        from chainlat.compare import tradeoff_figure
+
+        heading = "Latency against success rate per variant (p95, Wilson 95 % interval)"
+        figures.append(("tradeoff", heading, tradeoff_figure(tradeoff)))
+
     parts: list[str] = []
     for index, (key, heading, figure) in enumerate(figures):
         figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=420)
         parts.append(f'<section id="{key}"><h2>{html.escape(heading)}</h2>')
         if not figure.data:
-            parts.append("<p>No data.</p>")
+            parts.append(f"<p>{_NO_DATA.get(key, 'No data.')}</p>")
         parts.append(
             figure.to_html(
                 full_html=False,
