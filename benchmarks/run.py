@@ -280,7 +280,7 @@ def check(quick: bool, rounds: int) -> Section:
     section.lines += [
         "`benchmarks/bench_check.py`: a generated OTLP JSON lines file "
         f"({large['spans']:,} spans, {large['workflows']:,} workflows, "
-        f"{large['bytes'] / 1e6:.0f} MB, one request per workflow), `chainlat check FILE "
+        f"{large['bytes'] / 1e6:.0f} MB, 50 workflows per line), `chainlat check FILE "
         "--budgets FILE` in a fresh process against the floor of reading the file line by "
         f"line and parsing every line with orjson ({data['orjson']}), also in a fresh "
         f"process; {rounds} alternating rounds, medians (range over rounds). Peak memory "
@@ -421,7 +421,10 @@ def write_results(sections: list[Section]) -> None:
         "",
         "What chainlat costs, measured with `make bench` (`benchmarks/run.py`). Every ratio",
         "is against a baseline measured in the same run. This file is written by the",
-        "harness; the notes section is kept between runs.",
+        "harness; the notes section is kept between runs. `make bench` runs everything",
+        "(about 30 minutes on the machine below, the 1,000,000-workflow memory run and the",
+        "1,000,000-span check included); `--quick` for a short run, `--only NAME,...` for",
+        "some of it (the other sections keep their last results, with their own date).",
         "",
         "## Machine",
         "",
