@@ -149,12 +149,13 @@ def test_chainlat_attributes_survive_the_attribute_count_limit(
 
 
 def test_a_huge_prompt_is_truncated_when_content_is_captured(cap: Capture, tmp_path: Path) -> None:
-    prompt = "Tell me about my order. " * (3 * 2**20 // 24)  # 3 MB, twice in the request
+    """A 10 MB prompt, twice in the request (over the decoding limit): traced, kept small."""
+    prompt = "Tell me about my order. " * (10 * 2**20 // 24)
     answer = {
         "id": "chatcmpl-1",
         "model": "gpt-4o",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * 10_000}}],
-        "usage": {"prompt_tokens": 1_572_864, "completion_tokens": 10_000},
+        "usage": {"prompt_tokens": 5_242_880, "completion_tokens": 10_000},
     }
     transport = TracingTransport(
         httpx.MockTransport(lambda request: httpx.Response(200, json=answer)),
@@ -165,20 +166,24 @@ def test_a_huge_prompt_is_truncated_when_content_is_captured(cap: Capture, tmp_p
         reply = client.post(
             "https://api.openai.com/v1/chat/completions",
             json={
-                "model": "gpt-4o",
                 "messages": [
                     {"role": "system", "content": prompt},
                     {"role": "user", "content": prompt},
                 ],
+                "model": "gpt-4o",  # after the messages, as the openai SDK writes it
             },
         )
     assert reply.status_code == 200
     (span,) = cap.spans()
+    assert span.name == "chat gpt-4o"
     found = span.attributes or {}
+    assert found[attr.GEN_AI_REQUEST_MODEL] == "gpt-4o"
+    assert found[attr.REQUEST_BODY_UNREAD] is True
     assert found[attr.CONTENT_TRUNCATED] is True
-    for key in (attr.GEN_AI_INPUT_MESSAGES, attr.GEN_AI_OUTPUT_MESSAGES):
-        # 2048 characters of each text at most (the default), plus the JSON around them
-        assert len(str(found[key])) < 3 * 2048, key
+    assert attr.GEN_AI_INPUT_MESSAGES not in found  # none of a prompt too large to decode
+    assert found[attr.GEN_AI_USAGE_INPUT_TOKENS] == 5_242_880  # the response is still read
+    # 2048 characters of each text at most (the default), plus the JSON around them
+    assert len(str(found[attr.GEN_AI_OUTPUT_MESSAGES])) < 3 * 2048
     total = sum(len(str(v)) for v in found.values())
     assert total < 20_000  # the span stays small whatever the prompt
     path = tmp_path / "traces.jsonl"
@@ -186,3 +191,28 @@ def test_a_huge_prompt_is_truncated_when_content_is_captured(cap: Capture, tmp_p
     assert exporter.export([span]) is SpanExportResult.SUCCESS
     exporter.shutdown()
     assert path.stat().st_size < 30_000
+
+
+def test_a_prompt_under_the_decoding_limit_is_captured_truncated(cap: Capture) -> None:
+    prompt = "Tell me about my order. " * (3 * 2**20 // 24)  # 3 MB, twice in the request
+    transport = TracingTransport(
+        httpx.MockTransport(lambda request: httpx.Response(200, json={"choices": []})),
+        capture_content=True,
+        tracer_provider=cap.provider,
+    )
+    with httpx.Client(transport=transport) as client:
+        client.post(
+            "https://api.openai.com/v1/chat/completions",
+            json={
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": prompt},
+                    {"role": "user", "content": prompt},
+                ],
+            },
+        )
+    (span,) = cap.spans()
+    found = span.attributes or {}
+    assert found[attr.CONTENT_TRUNCATED] is True
+    assert attr.REQUEST_BODY_UNREAD not in found
+    assert len(str(found[attr.GEN_AI_INPUT_MESSAGES])) < 3 * 2048

@@ -13,6 +13,7 @@ from chainlat._httpx_routes import (
     Route,
     match,
     provider_for,
+    sniff_model,
 )
 
 
@@ -91,6 +92,37 @@ def test_the_body_is_read_once_and_only_when_needed() -> None:
 def test_a_body_over_the_limit_is_not_decoded() -> None:
     huge = b'{"messages": [], "pad": "' + b"x" * MAX_BODY_BYTES + b'"}'
     assert request("/v1/chat/completions", raw=huge).body is None
+
+
+def test_a_body_over_the_limit_is_a_model_call_by_its_route_alone() -> None:
+    huge = b'{"messages": [{"content": "' + b"x" * MAX_BODY_BYTES + b'"}]}'
+    info = request("/v1/chat/completions", raw=huge)
+    route = match(DEFAULT_ROUTES, info)
+    assert route is not None
+    assert route.operation == "chat"
+    assert info.too_large
+    assert info.body is None
+    assert match(DEFAULT_ROUTES, request("/v1/models", raw=huge)) is None  # the path still counts
+
+
+PAD = b"x" * 200_000
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"model": "gpt-4o", "messages": [{"content": "' + b"x" * 200_000 + b'"}]}', "gpt-4o"),
+        # an SDK writes the model after the messages
+        (b'{"messages": [{"content": "' + b"x" * 200_000 + b'"}], "model":"m\\u00e9"}', "m\u00e9"),
+        # a "model" in the prompt text has escaped quotes: not the key
+        (b'{"messages": [{"content": "say \\"model\\": \\"evil\\" ' + PAD + b'"}]}', None),
+        (b'{"messages": [{"content": "' + b"x" * 200_000 + b'"}], "stream": true}', None),
+    ],
+)
+def test_the_model_of_a_body_too_large_to_decode_is_found_at_either_end(
+    raw: bytes, expected: str | None
+) -> None:
+    assert sniff_model(raw) == expected
 
 
 def test_a_route_can_be_limited_to_a_host() -> None:

@@ -139,6 +139,10 @@ STREAM_CHUNKS: Final = "chainlat.stream.chunks"
 """Stream events that carried output (the samples of time per output chunk, plus one)."""
 CONTENT_TRUNCATED: Final = "chainlat.content.truncated"
 """``true`` when captured content was cut to the configured length."""
+REQUEST_BODY_UNREAD: Final = "chainlat.request.body_unread"
+"""``true`` when the request body was too large to decode: the route alone recognised the
+call, ``gen_ai.request.model`` comes from a search of the body's ends (or is missing), and
+the other request attributes and the input messages are missing."""
 
 # --- latency budgets, on the workflow span ------------------------------------------
 BUDGET_OK: Final = "chainlat.budget.ok"

@@ -38,7 +38,15 @@ from chainlat._httpx_formats import (
     request_attributes,
     request_model,
 )
-from chainlat._httpx_routes import MAX_BODY_BYTES, Matcher, RequestInfo, Route, match, provider_for
+from chainlat._httpx_routes import (
+    MAX_BODY_BYTES,
+    Matcher,
+    RequestInfo,
+    Route,
+    match,
+    provider_for,
+    sniff_model,
+)
 from chainlat._httpx_timing import Timeline, breakdown, server_time_ms
 from chainlat._spans import Inference, InferenceHandle
 
@@ -163,10 +171,11 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     route = match(options.matchers, info)
     if route is None:
         return None
-    body = info.body
     provider = provider_for(route, host)
-    model = request_model(body)
     capture = Truncator(options.max_content_length) if options.capture_content else None
+    raw = info.raw_body if info.too_large else None
+    body = None if raw is not None else info.body
+    model = request_model(body) if raw is None else sniff_model(raw)
     attributes: dict[str, Any] = {
         attr.GEN_AI_OPERATION_NAME: route.operation,
         attr.GEN_AI_PROVIDER_NAME: provider,
@@ -177,7 +186,12 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     }
     if model is not None:
         attributes[attr.GEN_AI_REQUEST_MODEL] = model
-    attributes.update(request_attributes(route.format, body, capture=capture))
+    if raw is None:
+        attributes.update(request_attributes(route.format, body, capture=capture))
+    else:
+        attributes[attr.REQUEST_BODY_UNREAD] = True
+        if capture is not None:
+            capture.truncated = True  # the prompt was there, and none of it is kept
     attributes.update(allowed_headers(request.headers, options.request_headers, request=True))
     name = route.operation if model is None else attr.inference_span_name(route.operation, model)
     step = Inference(InferenceHandle, name, SpanKind.CLIENT, attributes, options.tracer_provider)

@@ -7,6 +7,7 @@ httpx (or httpx2) request and ask each matcher in turn. A `Route` is itself a ma
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -26,6 +27,14 @@ Format = Literal[
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
 """Request and response bodies above this size are not parsed (the call is still traced)."""
 
+SNIFF_BYTES: Final = 64 * 1024
+"""How much of each end of an unparsed request body is searched for its ``model``."""
+
+# A top-level "model" key is usually near one end: first when the body is written by
+# hand, after the messages when an SDK builds it. Inside a JSON string the quotes are
+# escaped, so prompt text cannot fake the key; a nested object named "model" can.
+_MODEL_KEY: Final = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
+
 _NOT_LOADED: Final = object()
 
 
@@ -40,7 +49,7 @@ class RequestInfo:
         path: The URL path, without the query string.
     """
 
-    __slots__ = ("_body", "_load", "host", "method", "path", "port", "scheme")
+    __slots__ = ("_body", "_load", "_raw", "host", "method", "path", "port", "scheme")
 
     def __init__(
         self,
@@ -57,13 +66,30 @@ class RequestInfo:
         self.port = port
         self.path = path
         self._load = load_body
+        self._raw: object = _NOT_LOADED
         self._body: object = _NOT_LOADED
 
     @property
+    def raw_body(self) -> bytes | None:
+        """The request body's bytes; None when absent or streamed."""
+        if self._raw is _NOT_LOADED:
+            self._raw = self._load()
+        return self._raw  # type: ignore[return-value]
+
+    @property
+    def too_large(self) -> bool:
+        """The body is over `MAX_BODY_BYTES`: it is not decoded, and ``body`` is None."""
+        raw = self.raw_body
+        return raw is not None and len(raw) > MAX_BODY_BYTES
+
+    @property
     def body(self) -> Any:
-        """The request body decoded as JSON; None when absent, streamed, too large or not JSON."""
+        """The request body decoded as JSON; None when absent, streamed, too large or not JSON.
+
+        Decoded at most once, on first use: a request no route matches is never parsed.
+        """
         if self._body is _NOT_LOADED:
-            self._body = _decode_json(self._load())
+            self._body = _decode_json(self.raw_body)
         return self._body
 
     def __repr__(self) -> str:
@@ -77,6 +103,19 @@ def _decode_json(raw: bytes | None) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def sniff_model(raw: bytes) -> str | None:
+    """``model`` of a body too large to decode, from a search of its first and last bytes."""
+    for part in (raw[:SNIFF_BYTES], raw[-SNIFF_BYTES:]):
+        found = _MODEL_KEY.search(part)
+        if found is not None:
+            try:
+                model = json.loads(b'"' + found.group(1) + b'"')
+            except (ValueError, UnicodeDecodeError):
+                return None
+            return model if isinstance(model, str) and model else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -99,7 +138,8 @@ class Route:
         provider: ``gen_ai.provider.name``; None guesses it from the host (``openai`` when unknown).
         format: How request and response bodies are read.
         host: Match only this host (case-insensitive); None matches any.
-        requires: Keys the JSON body must hold, so that look-alike routes are not traced.
+        requires: Keys the JSON body must hold, so that look-alike routes are not traced;
+            not checked on a body over `MAX_BODY_BYTES`, which is not decoded.
         method: The HTTP method.
     """
 
@@ -116,7 +156,9 @@ class Route:
             return None
         if self.host is not None and request.host != self.host.lower():
             return None
-        if self.requires:
+        if self.requires and not request.too_large:
+            # A body too large to decode cheaply is a model call on its route alone:
+            # dropping the span of the biggest, slowest calls would be the worse mistake.
             body = request.body
             if not isinstance(body, dict) or any(key not in body for key in self.requires):
                 return None
