@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chainlat._cli_sources import add_reader_options, add_source_arguments, describe, sources_from
+from chainlat._cli_sources import (
+    add_reader_options,
+    add_source_arguments,
+    describe,
+    sources_from,
+    warn,
+)
 from chainlat._errors import InputError
 
 if TYPE_CHECKING:
@@ -138,12 +144,7 @@ def _check(args: argparse.Namespace) -> int:
         _emit(report.check_text(result, sources=describe(sources)))
     if args.junit:
         _write(args.junit, report.junit_xml(result), "JUnit report")
-    if counters.late_spans:
-        print(
-            f"chainlat: warning: {counters.late_spans} spans arrived after their trace was "
-            "judged; raise --settle-lines",
-            file=sys.stderr,
-        )
+    warn(counters)
     if result.broken:
         return EXIT_BROKEN
     if not result.judged:
@@ -172,6 +173,7 @@ def _report(args: argparse.Namespace) -> int:
     )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
+    warn(counters)
     waterfalls = _waterfalls(stats, sources)
     if args.html:
         tradeoff = tally.comparison() if tally is not None and tally.labelled else None
@@ -266,6 +268,7 @@ def _diff(args: argparse.Namespace) -> int:
     for side, count in zip(sides, counters, strict=True):
         if count.workflows == 0:
             raise _nothing_read([side], count)
+    warn(*counters)
     if args.format == "json":
         _emit(json.dumps(report.diff_json(result), indent=2))
     elif args.format == "markdown":

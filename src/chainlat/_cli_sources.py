@@ -9,12 +9,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from chainlat._errors import InputError
 
 if TYPE_CHECKING:
-    from chainlat.traces import TraceSource
+    from chainlat.traces import ReadCounters, TraceSource
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,3 +70,16 @@ def sources_from(args: argparse.Namespace) -> list[TraceSource]:
 def describe(sources: list[TraceSource]) -> str:
     """The sources' names, for messages and titles."""
     return ", ".join(s.name for s in sources)
+
+
+def warn(*counters: ReadCounters) -> None:
+    """One line on stderr per kind of oddity the reads saw (late, skewed, orphan spans)."""
+    from chainlat.traces import ReadCounters
+
+    total = ReadCounters()
+    for count in counters:
+        total.late_spans += count.late_spans
+        total.skewed_spans += count.skewed_spans
+        total.orphan_spans += count.orphan_spans
+    for line in total.warnings():
+        print(f"chainlat: warning: {line}", file=sys.stderr)

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 logger: Final = logging.getLogger("chainlat")
 
+SHOWN_CHARS: Final = 60
+"""How much of a value an error message quotes: a 100 MB wrong-typed field still gives a
+short line."""
+
 _reported: set[str] = set()
 
 RAISE_INTERNAL_ERRORS = False
@@ -65,6 +69,18 @@ class LatencyBudgetExceeded(ChainlatError):
 
 class LatencyBudgetWarning(UserWarning):
     """A workflow run broke its latency budget and the policy is ``on_exceed="warn"``."""
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A value as an error message quotes it: its repr, cut to ``limit`` characters."""
+    if isinstance(value, (str, bytes)) and len(value) > 4 * limit:
+        value = value[: 4 * limit]  # no repr of 100 MB just to cut it
+    return shorten(repr(value), limit)
 
 
 @contextmanager

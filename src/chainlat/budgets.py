@@ -59,7 +59,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from chainlat._errors import BudgetFileError
+from chainlat._errors import SHOWN_CHARS, BudgetFileError, shorten, shown
 from chainlat._runs import BudgetViolation, StepTiming, WorkflowRun, step_key
 from chainlat._stats import Samples, Stats, WorkflowStats
 
@@ -139,7 +139,7 @@ def parse_duration(value: object) -> float:
 
 def _show(value: object) -> str:
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return shorten(json.dumps(value[: 4 * SHOWN_CHARS], ensure_ascii=False))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
@@ -153,7 +153,7 @@ def _percentile_value(key: str, prefix: str) -> float:
     match = _PERCENTILE_RE.match(key[len(prefix) :]) if key.startswith(prefix) else None
     if match is None:
         raise PydanticCustomError(
-            "percentile_key", f"expected a percentile key like {prefix}p95, got {key!r}"
+            "percentile_key", f"expected a percentile key like {prefix}p95, got {shown(key)}"
         )
     q = float(match.group(1))
     if not 0 < q < 100:

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from chainlat import _attributes as attr
-from chainlat._errors import InputError, TraceSourceError
+from chainlat._errors import InputError, TraceSourceError, shown
 from chainlat._rollup import Rollup, SpanRecord, classify
 from chainlat._runs import WorkflowRun, build_run
 from chainlat._runtree import TracedSpan
@@ -156,6 +156,32 @@ class ReadCounters:
     peak_open_traces: int = 0
     peak_open_spans: int = 0
     """The most spans held at once: what memory grows with."""
+    skewed_spans: int = 0
+    """Spans that start before their parent (clock skew between hosts); the rollup clips
+    them to the parent."""
+    orphan_spans: int = 0
+    """Spans whose parent is not in their trace (sampling, a partial Jaeger answer); a
+    span marked as having a remote parent is not counted."""
+
+    def warnings(self) -> list[str]:
+        """One line per kind of oddity seen, for the CLI to print on stderr."""
+        found = []
+        if self.late_spans:
+            found.append(
+                f"{self.late_spans} spans arrived after their trace was judged; "
+                "raise --settle-lines"
+            )
+        if self.skewed_spans:
+            found.append(
+                f"{self.skewed_spans} spans start before their parent (clock skew); "
+                "clipped to the parent"
+            )
+        if self.orphan_spans:
+            found.append(
+                f"{self.orphan_spans} spans have a parent missing from their trace "
+                "(sampling or a partial trace); read without it"
+            )
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,25 +286,25 @@ class _BadSpan(Exception):
 
 def _hex_id(value: object, n_bytes: int, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise _BadSpan(where, f"expected a hex id, got {value!r}")
+        raise _BadSpan(where, f"expected a hex id, got {shown(value)}")
     if len(value) == 2 * n_bytes or (n_bytes == 16 and len(value) == 16):
         try:
             int(value, 16)
         except ValueError:
-            raise _BadSpan(where, f"expected a hex id, got {value!r}") from None
+            raise _BadSpan(where, f"expected a hex id, got {shown(value)}") from None
         return value.lower().rjust(2 * n_bytes, "0")
     try:  # protobuf's JSON mapping proper encodes bytes as base64
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raw = b""
     if len(raw) != n_bytes:
-        raise _BadSpan(where, f"expected {2 * n_bytes} hex digits, got {value!r}")
+        raise _BadSpan(where, f"expected {2 * n_bytes} hex digits, got {shown(value)}")
     return raw.hex()
 
 
 def _int(value: object, where: str) -> int:
     if isinstance(value, bool):
-        raise _BadSpan(where, f"expected an integer, got {value!r}")
+        raise _BadSpan(where, f"expected an integer, got {shown(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -288,7 +314,7 @@ def _int(value: object, where: str) -> int:
             pass
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise _BadSpan(where, f"expected an integer, got {value!r}")
+    raise _BadSpan(where, f"expected an integer, got {shown(value)}")
 
 
 def _any_value(value: object) -> object:
@@ -312,12 +338,36 @@ def _any_value(value: object) -> object:
     return inner
 
 
-def _otlp_attributes(items: object) -> Mapping[str, object]:
+def _type_name(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else type(value).__name__
+
+
+def _list_of_objects(value: object, where: str, what: str) -> list[dict[str, Any]]:
+    """``value`` when it is a list of objects (None: empty); _BadSpan naming ``where`` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _BadSpan(where, f"expected a list of {what}, got {_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _BadSpan(f"{where}[{index}]", f"expected an object, got {_type_name(item)}")
+    return value
+
+
+def _otlp_attributes(items: object, where: str) -> Mapping[str, object]:
     found: dict[str, object] = {}
-    if isinstance(items, list):
-        for item in items:
-            if not isinstance(item, dict):
-                continue
+    if items is not None:
+        for item in _list_of_objects(items, where, "key/value pairs"):
             key = _kept_key(item.get("key"))
             if key is not None:
                 found[key] = _kept_value(_any_value(item.get("value")))
@@ -377,17 +427,19 @@ def _otlp_span(raw: object, where: str, origin: str) -> _Parsed:
     parent_id = int(_hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
     start_ns = _int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
     end_ns = _int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
-    attributes = _otlp_attributes(raw.get("attributes"))
+    attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
     status = raw.get("status")
     code = status.get("code") if isinstance(status, dict) else None
     first_token_ns = None
-    for event in raw.get("events") or ():
-        if isinstance(event, dict) and event.get("name") == attr.FIRST_TOKEN_EVENT:
+    for event in _list_of_objects(raw.get("events"), f"{where}.events", "events"):
+        if event.get("name") == attr.FIRST_TOKEN_EVENT:
             first_token_ns = _int(event.get("timeUnixNano", 0), f"{where}.events")
             break
     flags = raw.get("flags", 0)
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
+    if end_ns < start_ns:
+        raise _BadSpan(where, _ends_before_start(name, span_id, start_ns, end_ns))
     return _make_span(
         trace_id=trace_id,
         span_id=span_id,
@@ -403,17 +455,29 @@ def _otlp_span(raw: object, where: str, origin: str) -> _Parsed:
     )
 
 
+def _ends_before_start(name: object, span_id: int, start_ns: int, end_ns: int) -> str:
+    return (
+        f"span {shown(name)} ({span_id:016x}) ends before it starts "
+        f"(end {end_ns} < start {start_ns} ns): a negative duration"
+    )
+
+
 def _otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> Iterator[_Parsed]:
     """The spans of an OTLP/JSON request; with ``only``, just the spans of that name."""
     resource_spans = doc.get("resourceSpans")
     if not isinstance(resource_spans, list):
-        raise _BadSpan("resourceSpans", "expected a list")
-    for i, resource in enumerate(resource_spans):
-        scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
-        if scopes is None and isinstance(resource, dict):
-            scopes = resource.get("instrumentationLibrarySpans")  # before OTLP 0.15
-        for j, scope in enumerate(scopes or ()):
-            spans = scope.get("spans") if isinstance(scope, dict) else None
+        raise _BadSpan("resourceSpans", f"expected a list, got {_type_name(resource_spans)}")
+    for i, resource in enumerate(_list_of_objects(resource_spans, "resourceSpans", "resources")):
+        key = "scopeSpans"
+        scopes = resource.get(key)
+        if scopes is None and "instrumentationLibrarySpans" in resource:
+            key = "instrumentationLibrarySpans"  # before OTLP 0.15
+            scopes = resource[key]
+        at = f"resourceSpans[{i}].{key}"
+        for j, scope in enumerate(_list_of_objects(scopes, at, "scopes")):
+            spans = scope.get("spans")
+            if spans is not None and not isinstance(spans, list):
+                raise _BadSpan(f"{at}[{j}].spans", f"expected a list, got {_type_name(spans)}")
             for k, raw in enumerate(spans or ()):
                 if only is not None and (not isinstance(raw, dict) or raw.get("name") != only):
                     continue
@@ -434,12 +498,10 @@ def _jaeger_value(tag: Mapping[str, object]) -> object:
     return value
 
 
-def _jaeger_tags(tags: object) -> Mapping[str, object]:
+def _jaeger_tags(tags: object, where: str) -> Mapping[str, object]:
     found: dict[str, object] = {}
-    if isinstance(tags, list):
-        for tag in tags:
-            if not isinstance(tag, dict):
-                continue
+    if tags is not None:
+        for tag in _list_of_objects(tags, where, "tags"):
             key = _kept_key(tag.get("key"))
             if key is not None:
                 found[key] = _kept_value(_jaeger_value(tag))
@@ -473,7 +535,12 @@ def _jaeger_trace(
             parent_id = int(_hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
         start_us = _int(raw.get("startTime", 0), f"{at}.startTime")
         duration_us = _int(raw.get("duration", 0), f"{at}.duration")
-        attributes = _jaeger_tags(raw.get("tags"))
+        if duration_us < 0:
+            raise _BadSpan(
+                at,
+                _ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000),
+            )
+        attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
         error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
         first_token_ns = None
         for log in raw.get("logs") or ():
@@ -512,6 +579,8 @@ class _Trace:
     spans: list[TracedSpan] = field(default_factory=list)
     last_line: int = 0
     root_line: int | None = None
+    remote_parents: int = 0
+    """Local roots whose parent is in another service: not orphans."""
 
 
 def _is_outcome(span: TracedSpan) -> bool:
@@ -561,9 +630,12 @@ class _Assembler:
         trace.last_line = line
         self._held += 1
         counters.peak_open_spans = max(counters.peak_open_spans, self._held)
-        if local_root and trace.root_line is None:
-            trace.root_line = line
-            self._rooted.append((line, trace_id))
+        if local_root:
+            if span.record.parent_id is not None:
+                trace.remote_parents += 1
+            if trace.root_line is None:
+                trace.root_line = line
+                self._rooted.append((line, trace_id))
 
     def complete(self, line: int) -> Iterator[Trace]:
         """The traces complete once ``line`` has been read."""
@@ -601,16 +673,38 @@ class _Assembler:
         self._judged[trace_id] = None
         if len(self._judged) > _KEEP_LATE_IDS:
             self._judged.popitem(last=False)
-        yield self._trace(trace_id, trace.spans)
+        yield self._trace(trace_id, trace.spans, trace.remote_parents)
 
-    def _trace(self, trace_id: str, spans: list[TracedSpan]) -> Trace:
-        self._counters.traces += 1
+    def _trace(self, trace_id: str, spans: list[TracedSpan], remote_parents: int = 0) -> Trace:
+        counters = self._counters
+        counters.traces += 1
+        self._count_oddities(spans, remote_parents)
         outcomes = self._outcomes.get(trace_id)
         if outcomes:
             self._unclaimed.discard(trace_id)
             present = {s.record.span_id for s in spans}
             spans = spans + [s for s in outcomes if s.record.span_id not in present]
         return Trace(trace_id, tuple(spans))
+
+    def _count_oddities(self, spans: list[TracedSpan], remote_parents: int) -> None:
+        """Count children that start before their parent, and spans whose parent is missing.
+
+        Both are common in real traces (skewed clocks, sampling, partial answers), so
+        they are counted and reported once, not errors.
+        """
+        starts = {s.record.span_id: s.record.start_ns for s in spans}
+        orphans = skewed = 0
+        for span in spans:
+            parent_id = span.record.parent_id
+            if parent_id is None:
+                continue
+            parent_start = starts.get(parent_id)
+            if parent_start is None:
+                orphans += 1
+            elif span.record.start_ns < parent_start:
+                skewed += 1
+        self._counters.orphan_spans += max(orphans - remote_parents, 0)
+        self._counters.skewed_spans += skewed
 
 
 # --- files ---------------------------------------------------------------------------------
