@@ -114,14 +114,29 @@ class Options:
     response_headers: frozenset[str] = DEFAULT_RESPONSE_HEADERS
     tracer_provider: trace.TracerProvider | None = None
 
+    def __post_init__(self) -> None:
+        # Credentials leave the allow-lists once here, not on every header of every call.
+        for name in ("request_headers", "response_headers"):
+            names = frozenset(h.lower() for h in getattr(self, name) if recordable(h))
+            object.__setattr__(self, name, names)
+
+
+_modules: dict[tuple[type[Any], tuple[str, ...]], Any] = {}
+"""(type, class names) -> the module `module_of` found: asked once per response."""
+
 
 def module_of(obj: object, *class_names: str) -> Any:
     """The loaded ``httpx`` or ``httpx2`` module of which ``obj`` is a ``class_names`` instance."""
+    key = (type(obj), class_names)
+    found = _modules.get(key)
+    if found is not None:
+        return found
     for name in HTTPX_MODULES:
         module = sys.modules.get(name)
         if module is not None and isinstance(obj, tuple(getattr(module, c) for c in class_names)):
+            _modules[key] = module
             return module
-    return None
+    return None  # not cached: the module may be imported later
 
 
 def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> dict[str, Any]:
@@ -132,6 +147,16 @@ def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> 
         if key in allowed and recordable(key):
             found.setdefault(key, []).append(value)
     return {prefix + key: tuple(values) for key, values in found.items()}
+
+
+def failed(what: str) -> None:
+    """In an ``except`` block: log the exception once and swallow it (re-raise in tests).
+
+    Hot paths use try/except and call this, rather than the ``internal_errors`` context
+    manager, which costs a generator per use even when nothing fails.
+    """
+    with internal_errors(what):
+        raise
 
 
 def _request_body(request: Any) -> bytes | None:
@@ -234,6 +259,8 @@ class ModelCall:
         self._pending: tuple[bytes, int] | None = None
         self._error_status: int | None = None
         self._server_ms: float | None = None
+        self._found: dict[str, Any] = {}
+        """Response attributes seen before the end, set with the others by `finish`."""
         self.ended = False
 
     @property
@@ -247,8 +274,10 @@ class ModelCall:
         timeline, clock = self.timeline, self.clock
 
         def on_event(event: str, info: dict[str, Any]) -> None:
-            with internal_errors("reading an httpcore trace event"):
+            try:
                 timeline.on_trace(event, clock())
+            except Exception:
+                failed("reading an httpcore trace event")
             if previous is not None:
                 previous(event, info)
 
@@ -259,8 +288,10 @@ class ModelCall:
         timeline, clock = self.timeline, self.clock
 
         async def on_event(event: str, info: dict[str, Any]) -> None:
-            with internal_errors("reading an httpcore trace event"):
+            try:
                 timeline.on_trace(event, clock())
+            except Exception:
+                failed("reading an httpcore trace event")
             if previous is not None:
                 await previous(event, info)
 
@@ -268,35 +299,51 @@ class ModelCall:
 
     def on_response(self, response: Any) -> None:
         """The inner transport returned ``response`` (its headers are in)."""
-        with internal_errors("reading response headers"):
-            self.timeline.on_headers(self.clock())
-            span = self.handle.span
-            status = int(response.status_code)
-            span.set_attribute(attr.HTTP_RESPONSE_STATUS_CODE, status)
-            if status >= 400:
-                self._error_status = status
-            # One pass over the headers: a lookup by name scans them all each time.
-            headers: dict[str, str] = {}
-            for key, value in response.headers.multi_items():
-                headers[key] = f"{headers[key]}, {value}" if key in headers else value
-            allowed = self._options.response_headers
-            span.set_attributes(allowed_headers(response.headers, allowed, request=False))
-            self._server_ms, timing = server_time_ms(headers)
-            for metric, ms in timing.items():
-                span.set_attribute(f"{attr.SERVER_TIMING_PREFIX}{metric}_ms", ms)
-            if status >= 400:
-                return  # an error body: nothing to read
-            decode = decompressor(headers.get("content-encoding", ""))
-            if decode is None:
-                return
-            self._decode = decode
-            content_type = headers.get("content-type", "").lower()
-            if "text/event-stream" in content_type:
-                self._events = SseDecoder()
-            elif "ndjson" in content_type:
-                self._events = NdjsonDecoder()
-            else:
-                self._body = []
+        try:
+            self._on_response(response)
+        except Exception:
+            failed("reading response headers")
+
+    def _on_response(self, response: Any) -> None:
+        self.timeline.on_headers(self.clock())
+        # Set on the span with the rest at the end: the SDK validates and locks per call.
+        found = self._found
+        status = int(response.status_code)
+        found[attr.HTTP_RESPONSE_STATUS_CODE] = status
+        if status >= 400:
+            self._error_status = status
+        # One pass over the headers: a lookup by name scans them all each time.
+        headers: dict[str, str] = {}
+        allowed = self._options.response_headers  # credentials are out already
+        recorded: dict[str, list[str]] | None = None
+        for key, value in response.headers.multi_items():
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            if key in allowed:
+                if recorded is None:
+                    recorded = {}
+                recorded.setdefault(key, []).append(value)
+        if recorded:
+            prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
+            for key, values in recorded.items():
+                found[prefix + key] = tuple(values)
+        self._server_ms, timing = server_time_ms(headers)
+        for metric, ms in timing.items():
+            found[f"{attr.SERVER_TIMING_PREFIX}{metric}_ms"] = ms
+        if status < 400:  # an error body has nothing to read
+            self._expect_body(headers)
+
+    def _expect_body(self, headers: dict[str, str]) -> None:
+        decode = decompressor(headers.get("content-encoding", ""))
+        if decode is None:
+            return
+        self._decode = decode
+        content_type = headers.get("content-type", "").lower()
+        if "text/event-stream" in content_type:
+            self._events = SseDecoder()
+        elif "ndjson" in content_type:
+            self._events = NdjsonDecoder()
+        else:
+            self._body = []
 
     # -- while the answer comes in -----------------------------------------------------------
     def arrived(self, chunk: bytes) -> None:
@@ -318,8 +365,10 @@ class ModelCall:
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        with internal_errors("reading a response chunk"):
+        try:
             self._read(*pending)
+        except Exception:
+            failed("reading a response chunk")
 
     def _read(self, chunk: bytes, at_ns: int) -> None:
         assert self._decode is not None
@@ -344,17 +393,23 @@ class ModelCall:
             return
         self.ended = True
         end_ns = self.clock()
-        with internal_errors("finishing a model call"):
+        try:
             self.digest()
             self._set_response_attributes(end_ns)
+        except Exception:
+            failed("finishing a model call")
         self.handle._finish(exc if isinstance(exc, Exception) else None, end_ns=end_ns)
-        with internal_errors("recording chunk metrics"):
+        if self._events is None:
+            return  # chunk metrics are for streams
+        try:
             processor = self.handle._processor
             span = self.handle.span
             if processor is not None and isinstance(span, ReadableSpan):
                 gaps = self.timeline.chunk_gaps_s()
                 if gaps:
                     processor.record_output_chunks(span, gaps)
+        except Exception:
+            failed("recording chunk metrics")
 
     def _set_response_attributes(self, end_ns: int) -> None:
         span = self.handle.span
@@ -364,7 +419,8 @@ class ModelCall:
                 reader.body(json.loads(b"".join(self._body)))
         facts = reader.facts
         # One set_attributes call: the SDK validates and locks per call.
-        found = facts.attributes(self._capture)
+        found = self._found
+        found.update(facts.attributes(self._capture))
         if self._capture is not None and self._capture.truncated:
             found[attr.CONTENT_TRUNCATED] = True
         if self._events is not None:
@@ -468,5 +524,7 @@ def wrap_stream(module: Any, stream: Any, call: ModelCall, *, is_async: bool) ->
 
 
 def detach(token: object) -> None:
-    with internal_errors("restoring the context"):
+    try:
         otel_context.detach(token)  # type: ignore[arg-type]
+    except Exception:
+        failed("restoring the context")

@@ -275,11 +275,15 @@ class _Step(Generic[H]):
         provider = self._provider or trace.get_tracer_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else time.time_ns()
-        span: trace.Span = trace.INVALID_SPAN
-        with internal_errors("starting a span"):
+        span: trace.Span
+        try:
             span = _tracer(provider).start_span(
                 self._name, kind=self._span_kind, attributes=self._attributes, start_time=start_ns
             )
+        except Exception:
+            span = trace.INVALID_SPAN
+            with internal_errors("starting a span"):
+                raise
         return self._handle_type(self._name, span, processor, start_ns)
 
     def _open(self) -> H:

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from opentelemetry import context as otel_context
+
 from chainlat._errors import internal_errors
 from chainlat._httpx_call import (
     DEFAULT_REQUEST_HEADERS,
@@ -41,6 +43,7 @@ from chainlat._httpx_call import (
     Options,
     begin,
     detach,
+    failed,
     module_of,
     wrap_stream,
 )
@@ -109,10 +112,11 @@ def _is_pool(transport: object) -> bool:
 def _start(request: Any, options: Options, pooled: bool) -> ModelCall | None:
     if request.extensions.get(_MARK):
         return None  # an outer chainlat transport already traces this request
-    call = None
-    with internal_errors("starting a model-call span"):
-        call = begin(request, options, pooled=pooled)
-    return call
+    try:
+        return begin(request, options, pooled=pooled)
+    except Exception:
+        failed("starting a model-call span")
+        return None
 
 
 def _finish_response(call: ModelCall, response: Any, *, is_async: bool) -> None:
@@ -124,11 +128,13 @@ def _finish_response(call: ModelCall, response: Any, *, is_async: bool) -> None:
         call.finish(None)
         return
     wrapped = False
-    with internal_errors("wrapping a response stream"):
+    try:
         module = module_of(response, "Response")
         if module is not None:
             response.stream = wrap_stream(module, response.stream, call, is_async=is_async)
             wrapped = True
+    except Exception:
+        failed("wrapping a response stream")
     if not wrapped:
         call.finish(None)
 
@@ -275,8 +281,6 @@ class AsyncTracingTransport(_Settings, _AsyncBase):
 def _attach(call: ModelCall) -> object:
     # Current only during the inner transport call, so that an HTTP-level
     # instrumentation below nests its span under the model call.
-    from opentelemetry import context as otel_context
-
     return otel_context.attach(call.context)
 
 
