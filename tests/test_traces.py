@@ -198,6 +198,26 @@ def test_trace_spans_keep_the_attributes_the_analyses_read(cap: Capture, tmp_pat
     )
 
 
+def test_the_quick_path_reads_spans_as_the_full_one_does(tmp_path: Path) -> None:
+    """Every span the quick path takes gives what the validating path gives."""
+    from chainlat.traces import _common_otlp_span, _otlp_span
+
+    lines = write_runs(tmp_path / "t.jsonl", RUNS, batch=None).read_bytes().splitlines()
+    lines += (DATA_DIR / "collector-traces.jsonl").read_bytes().splitlines()
+    taken = 0
+    for line in lines:
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for raw in scope["spans"]:
+                    try:
+                        quick = _common_otlp_span(raw, "o")
+                    except (KeyError, TypeError, ValueError, AttributeError):
+                        continue
+                    taken += 1
+                    assert quick == _otlp_span(raw, "here", "o")
+    assert taken >= 10
+
+
 def test_traces_and_runs_of_a_jaeger_download_agree() -> None:
     traces = list(read_traces([DATA_DIR / "jaeger-traces.json"]))
     runs = list(read_runs([DATA_DIR / "jaeger-traces.json"]))

@@ -37,9 +37,12 @@ NO_VARIANT = "(none)"
 """The variant label of runs recorded without one."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TracedSpan:
-    """One span of a trace: the rollup's record and the span's attributes."""
+    """One span of a trace: the rollup's record and the span's attributes.
+
+    Treated as immutable; not frozen for the reader's speed (see ``SpanRecord``).
+    """
 
     record: SpanRecord
     attributes: Attributes = field(default_factory=dict)

@@ -275,6 +275,20 @@ def _kept_key(key: object) -> str | None:
     return None
 
 
+_MISSING: Final = object()
+_key_cache: dict[str, str | None] = {}
+
+
+def _cached_key(key: str) -> str | None:
+    """:func:`_kept_key`, remembered: a file repeats the same few keys on every span."""
+    found = _key_cache.get(key, _MISSING)
+    if found is _MISSING:
+        if len(_key_cache) > 10_000:
+            _key_cache.clear()  # keys made of ids: do not let them grow the cache
+        found = _key_cache[key] = _kept_key(key)
+    return found  # type: ignore[return-value]
+
+
 def _kept_value(value: object) -> object:
     return _intern(value) if isinstance(value, str) and len(value) <= 200 else value
 
@@ -320,7 +334,7 @@ def _int(value: object, where: str) -> int:
 def _any_value(value: object) -> object:
     if not isinstance(value, dict) or not value:
         return None
-    ((kind, inner),) = list(value.items())[:1]
+    kind, inner = next(iter(value.items()))
     if kind == "stringValue" or kind == "boolValue":
         return inner
     if kind == "intValue":
@@ -418,6 +432,104 @@ def _make_span(
     return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
 
+_NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def _common_otlp_span(raw: dict[str, Any], origin: str) -> _Parsed:
+    """A span as chainlat and the Collector write it, read quickly.
+
+    Raises one of ``_NOT_COMMON`` on anything else (a missing or odd field, ids in
+    base64, numbers as numbers, a negative duration), and the caller reads the span
+    again with :func:`_otlp_span`, which accepts every valid form and names any
+    problem. Two paths rather than one: checking each field for a good message
+    costs more than the whole common case.
+    """
+    trace_id = raw["traceId"]
+    span_hex = raw["spanId"]
+    if len(trace_id) != 32 or len(span_hex) != 16:
+        raise ValueError
+    int(trace_id, 16)
+    span_id = int(span_hex, 16)
+    parent = raw.get("parentSpanId")
+    if parent:
+        if len(parent) != 16:
+            raise ValueError
+        parent_id: int | None = int(parent, 16)
+    else:
+        parent_id = None
+    start = raw["startTimeUnixNano"]
+    end = raw["endTimeUnixNano"]
+    name = raw["name"]
+    if type(start) is not str or type(end) is not str or type(name) is not str:
+        raise TypeError
+    start_ns = int(start)
+    end_ns = int(end)
+    if end_ns < start_ns:
+        raise ValueError
+    attributes: Mapping[str, object] = _NO_ATTRIBUTES
+    items = raw.get("attributes")
+    if items:
+        found: dict[str, object] = {}
+        names = _names
+        for item in items:
+            key = _key_cache.get(item["key"], _MISSING)
+            if key is _MISSING:
+                key = _cached_key(item["key"])
+            if key is None:
+                continue
+            value = item["value"]
+            for kind, inner in value.items():  # one entry: the value's type and the value
+                if kind == "stringValue" and type(inner) is str:
+                    found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+                elif kind == "intValue" and type(inner) is str:
+                    found[key] = int(inner)  # type: ignore[index]
+                elif kind == "doubleValue" and type(inner) is float:
+                    found[key] = inner  # type: ignore[index]
+                else:
+                    found[key] = _any_value(value)  # type: ignore[index]
+                break
+        if found:
+            attributes = found
+    first_token_ns = None
+    events = raw.get("events")
+    if events:
+        for event in events:
+            if event["name"] == attr.FIRST_TOKEN_EVENT:
+                first_token_ns = int(event["timeUnixNano"])
+                break
+    status = raw.get("status")
+    code = status.get("code") if status else None
+    flags = raw.get("flags", 0)
+    if attributes:
+        kind = classify(attributes)
+        ttft = _ttft_from(attributes)
+        tokens_in = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
+        tokens_out = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+        cache_hit = attributes.get(attr.CACHE_HIT) is True
+    else:
+        kind = ttft = tokens_in = tokens_out = None
+        cache_hit = False
+    if ttft is None and first_token_ns is not None:
+        ttft = (first_token_ns - start_ns) / 1e6
+    record = SpanRecord(
+        span_id,
+        parent_id,
+        _names.setdefault(name, name),
+        start_ns,
+        end_ns,
+        kind,
+        cache_hit,
+        tokens_in if type(tokens_in) is int else None,
+        tokens_out if type(tokens_out) is int else None,
+        ttft,
+    )
+    local_root = parent_id is None or (
+        type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    )
+    error = code == 2 or code == "STATUS_CODE_ERROR"
+    return trace_id.lower(), local_root, TracedSpan(record, attributes, error, origin)
+
+
 def _otlp_span(raw: object, where: str, origin: str) -> _Parsed:
     if not isinstance(raw, dict):
         raise _BadSpan(where, "expected a span object")
@@ -481,7 +593,11 @@ def _otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) ->
             for k, raw in enumerate(spans or ()):
                 if only is not None and (not isinstance(raw, dict) or raw.get("name") != only):
                     continue
-                yield _otlp_span(raw, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]", origin)
+                try:
+                    parsed = _common_otlp_span(raw, origin)
+                except _NOT_COMMON:
+                    parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                yield parsed
 
 
 def _jaeger_value(tag: Mapping[str, object]) -> object:
@@ -888,6 +1004,8 @@ class FileSource:
                 raise TraceSourceError(f"{self.name}:{line_no}: {exc}") from None
             yield from assembler.complete(line_no)
             if line_no % 64 == 0:
+                if len(_names) > 100_000:
+                    _names.clear()  # names made of ids: keep memory flat
                 progress.update(raw.tell())
         if not seen_content:
             raise TraceSourceError(f"{self.name}: empty file: no spans to read")
