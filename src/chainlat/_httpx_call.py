@@ -139,14 +139,48 @@ def module_of(obj: object, *class_names: str) -> Any:
     return None  # not cached: the module may be imported later
 
 
+_TIMING_HEADERS: Final = frozenset(
+    {
+        "content-encoding",
+        "content-type",
+        "openai-processing-ms",
+        "server-timing",
+        "x-envoy-upstream-service-time",
+    }
+)
+"""The response headers chainlat reads for itself (they are recorded only if allowed)."""
+
+
+def _text(value: bytes) -> str:
+    # As httpx decodes header values: ASCII, else UTF-8, else Latin-1.
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.decode("latin-1")
+
+
+def headers_named(headers: Any, names: frozenset[str]) -> dict[str, list[str]]:
+    """The values of the headers in ``names`` (lower case) that ``headers`` holds.
+
+    Reads the raw pairs and decodes only what is kept: ``Headers.multi_items()`` decodes
+    every name and value, and works out their encoding again on each call.
+    """
+    found: dict[str, list[str]] = {}
+    for key, value in headers.raw:
+        name = key.decode("latin-1").lower()
+        if name in names:
+            found.setdefault(name, []).append(_text(value))
+    return found
+
+
 def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> dict[str, Any]:
     """``http.{request,response}.header.*`` for the allowed headers present, never a credential."""
     prefix = attr.HTTP_REQUEST_HEADER_PREFIX if request else attr.HTTP_RESPONSE_HEADER_PREFIX
-    found: dict[str, list[str]] = {}
-    for key, value in headers.multi_items():  # names come lower-cased
-        if key in allowed and recordable(key):
-            found.setdefault(key, []).append(value)
-    return {prefix + key: tuple(values) for key, values in found.items()}
+    found = headers_named(headers, allowed)
+    return {prefix + key: tuple(values) for key, values in found.items() if recordable(key)}
 
 
 def failed(what: str) -> None:
@@ -222,12 +256,13 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     step = Inference(InferenceHandle, name, SpanKind.CLIENT, attributes, options.tracer_provider)
     handle = step._start_detached()
     span_context = handle.span.get_span_context()
+    context = trace.set_span_in_context(handle.span)
     if span_context.is_valid:
         # The server joins the trace as a child of this span.
-        propagate.inject(request.headers, context=trace.set_span_in_context(handle.span))
+        propagate.inject(request.headers, context=context)
     if not handle.span.is_recording():
         return None
-    return ModelCall(handle, route, options, capture, pooled=pooled)
+    return ModelCall(handle, route, options, capture, context, pooled=pooled)
 
 
 class ModelCall:
@@ -239,10 +274,13 @@ class ModelCall:
         route: Route,
         options: Options,
         capture: Truncator | None,
+        context: otel_context.Context,
         *,
         pooled: bool,
     ) -> None:
         self.handle = handle
+        self.context = context
+        """A context with this call's span current, for the inner transport."""
         self.pooled = pooled
         self.route = route
         self._options = options
@@ -262,11 +300,6 @@ class ModelCall:
         self._found: dict[str, Any] = {}
         """Response attributes seen before the end, set with the others by `finish`."""
         self.ended = False
-
-    @property
-    def context(self) -> otel_context.Context:
-        """A context with this call's span current, for the inner transport."""
-        return trace.set_span_in_context(self.handle.span)
 
     # -- while the request goes out ----------------------------------------------------
     def trace_sync(self, previous: Any) -> Callable[[str, dict[str, Any]], None]:
@@ -313,18 +346,13 @@ class ModelCall:
         if status >= 400:
             self._error_status = status
         # One pass over the headers: a lookup by name scans them all each time.
-        headers: dict[str, str] = {}
         allowed = self._options.response_headers  # credentials are out already
-        recorded: dict[str, list[str]] | None = None
-        for key, value in response.headers.multi_items():
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        seen = headers_named(response.headers, allowed | _TIMING_HEADERS)
+        headers: dict[str, str] = {}
+        prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
+        for key, values in seen.items():
+            headers[key] = ", ".join(values)
             if key in allowed:
-                if recorded is None:
-                    recorded = {}
-                recorded.setdefault(key, []).append(value)
-        if recorded:
-            prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
-            for key, values in recorded.items():
                 found[prefix + key] = tuple(values)
         self._server_ms, timing = server_time_ms(headers)
         for metric, ms in timing.items():

@@ -96,6 +96,16 @@ def request_stream(fmt: Format, body: object) -> bool:
     return value is True
 
 
+_MAX_TOKENS_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "openai_chat": ("max_completion_tokens", "max_tokens"),
+    "openai_completions": ("max_tokens",),
+    "openai_responses": ("max_output_tokens",),
+    "anthropic_messages": ("max_tokens",),
+    "ollama_chat": ("num_predict",),
+    "ollama_generate": ("num_predict",),
+}
+
+
 def request_attributes(
     fmt: Format, body: object, *, capture: Truncator | None = None
 ) -> AttributeDict:
@@ -108,15 +118,7 @@ def request_attributes(
     options = body.get("options") if fmt.startswith("ollama") else body
     if not isinstance(options, dict):
         options = {}
-    max_tokens = {
-        "openai_chat": ("max_completion_tokens", "max_tokens"),
-        "openai_completions": ("max_tokens",),
-        "openai_responses": ("max_output_tokens",),
-        "anthropic_messages": ("max_tokens",),
-        "ollama_chat": ("num_predict",),
-        "ollama_generate": ("num_predict",),
-    }.get(fmt, ())
-    for key in max_tokens:
+    for key in _MAX_TOKENS_KEYS.get(fmt, ()):
         value = _int(options.get(key))
         if value is not None:
             out[attr.GEN_AI_REQUEST_MAX_TOKENS] = value
