@@ -161,23 +161,34 @@ def _as_int(value: object) -> int:
     return int(value)
 
 
+_KIND_LABELS: Final[dict[object, SpanKindLabel]] = {
+    "inference": "inference",
+    "data": "data",
+    "tool": "tool",
+    "workflow": "workflow",
+}
+_OPERATION_KINDS: Final[dict[object, SpanKindLabel]] = {
+    **dict.fromkeys(attr.INFERENCE_OPERATIONS, "inference"),
+    attr.OP_EXECUTE_TOOL: "tool",
+    attr.OP_INVOKE_WORKFLOW: "workflow",
+    attr.OP_RETRIEVAL: "data",
+}
+
+
 def classify(attributes: Mapping[str, object]) -> SpanKindLabel | None:
     """The step kind of a span from its attributes, chainlat's own or another instrumentation's."""
+    # Called once per span read from a file: two dict look-ups in the common case.
     own = attributes.get(attr.STEP_KIND)
-    if own in ("inference", "data", "tool", "workflow"):
-        return own
+    if type(own) is str:
+        label = _KIND_LABELS.get(own)
+        if label is not None:
+            return label
     operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
-    if operation in attr.INFERENCE_OPERATIONS:
-        return "inference"
-    if operation == attr.OP_EXECUTE_TOOL:
-        return "tool"
-    if operation == attr.OP_INVOKE_WORKFLOW:
-        return "workflow"
-    if (
-        operation == attr.OP_RETRIEVAL
-        or attr.DB_SYSTEM in attributes
-        or attr.DB_SYSTEM_NAME in attributes
-    ):
+    if type(operation) is str:
+        label = _OPERATION_KINDS.get(operation)
+        if label is not None:
+            return label
+    if attr.DB_SYSTEM in attributes or attr.DB_SYSTEM_NAME in attributes:
         return "data"
     return None
 

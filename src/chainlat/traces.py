@@ -435,7 +435,25 @@ def _make_span(
 _NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError)
 
 
-def _common_otlp_span(raw: dict[str, Any], origin: str) -> _Parsed:
+_TTFT_MS: Final = attr.LATENCY_TTFT_MS
+_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
+_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
+_CACHE_HIT: Final = attr.CACHE_HIT
+_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
+
+
+def _common_otlp_span(
+    raw: dict[str, Any],
+    origin: str,
+    # Bound once: the globals a span needs, looked up millions of times.
+    _keys: dict[str, str | None] = _key_cache,
+    _names: dict[str, str] = _names,
+    _missing: object = _MISSING,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+    _record: type[SpanRecord] = SpanRecord,
+    _traced: type[TracedSpan] = TracedSpan,
+) -> _Parsed:
     """A span as chainlat and the Collector write it, read quickly.
 
     Raises one of ``_NOT_COMMON`` on anything else (a missing or odd field, ids in
@@ -466,52 +484,52 @@ def _common_otlp_span(raw: dict[str, Any], origin: str) -> _Parsed:
     end_ns = int(end)
     if end_ns < start_ns:
         raise ValueError
+    kind = tokens_in = tokens_out = None
+    ttft: Any = None
+    cache_hit = False
     attributes: Mapping[str, object] = _NO_ATTRIBUTES
     items = raw.get("attributes")
     if items:
         found: dict[str, object] = {}
-        names = _names
         for item in items:
-            key = _key_cache.get(item["key"], _MISSING)
-            if key is _MISSING:
-                key = _cached_key(item["key"])
+            key = _keys.get(item["key"], _missing)
             if key is None:
                 continue
-            value = item["value"]
-            for kind, inner in value.items():  # one entry: the value's type and the value
-                if kind == "stringValue" and type(inner) is str:
-                    found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-                elif kind == "intValue" and type(inner) is str:
+            if key is _missing:
+                key = _cached_key(item["key"])
+                if key is None:
+                    continue
+            for type_, inner in item["value"].items():  # one entry: the type and the value
+                if type_ == "stringValue" and type(inner) is str:
+                    found[key] = _names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+                elif type_ == "intValue" and type(inner) is str:
                     found[key] = int(inner)  # type: ignore[index]
-                elif kind == "doubleValue" and type(inner) is float:
+                elif type_ == "doubleValue" and type(inner) is float:
                     found[key] = inner  # type: ignore[index]
                 else:
-                    found[key] = _any_value(value)  # type: ignore[index]
+                    found[key] = _any_value(item["value"])  # type: ignore[index]
                 break
         if found:
             attributes = found
-    first_token_ns = None
+            kind = _classify(found)
+            ttft = found.get(_TTFT_MS)
+            if type(ttft) is not float:
+                ttft = _ttft_from(found)
+            tokens_in = found.get(_TOKENS_IN)
+            tokens_out = found.get(_TOKENS_OUT)
+            cache_hit = found.get(_CACHE_HIT) is True
     events = raw.get("events")
-    if events:
+    if events is not None and type(events) is not list:
+        raise TypeError
+    if ttft is None and events:
         for event in events:
-            if event["name"] == attr.FIRST_TOKEN_EVENT:
-                first_token_ns = int(event["timeUnixNano"])
+            if event["name"] == _FIRST_TOKEN:
+                ttft = (int(event["timeUnixNano"]) - start_ns) / 1e6
                 break
     status = raw.get("status")
     code = status.get("code") if status else None
     flags = raw.get("flags", 0)
-    if attributes:
-        kind = classify(attributes)
-        ttft = _ttft_from(attributes)
-        tokens_in = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
-        tokens_out = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
-        cache_hit = attributes.get(attr.CACHE_HIT) is True
-    else:
-        kind = ttft = tokens_in = tokens_out = None
-        cache_hit = False
-    if ttft is None and first_token_ns is not None:
-        ttft = (first_token_ns - start_ns) / 1e6
-    record = SpanRecord(
+    record = _record(
         span_id,
         parent_id,
         _names.setdefault(name, name),
@@ -527,7 +545,7 @@ def _common_otlp_span(raw: dict[str, Any], origin: str) -> _Parsed:
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )
     error = code == 2 or code == "STATUS_CODE_ERROR"
-    return trace_id.lower(), local_root, TracedSpan(record, attributes, error, origin)
+    return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
 
 
 def _otlp_span(raw: object, where: str, origin: str) -> _Parsed:
