@@ -153,8 +153,12 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         outer.cache_hit or rec.cache_hit,
                     )
             stack.append((rec, around, depth, owner))
-    order = sorted(range(len(found)), key=lambda i: (found[i].start_ns, found[i].depth, i))
-    return tuple(found[i] for i in order)
+    found.sort(key=_start_then_depth)  # stable: ties keep the order found
+    return tuple(found)
+
+
+def _start_then_depth(step: StepTiming) -> tuple[int, int]:
+    return step.start_ns, step.depth
 
 
 def build_run(

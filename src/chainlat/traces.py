@@ -200,14 +200,17 @@ class Trace:
             return []
         records = [s.record for s in self.spans]
         runs = []
-        for span in sorted(workflows, key=lambda s: s.record.start_ns):
-            chain = {k: v for k, v in span.attributes.items() if k.startswith(_CHAIN_PREFIX)}
+        if len(workflows) > 1:
+            workflows.sort(key=lambda s: s.record.start_ns)
+        for span in workflows:
+            # The recorded rollup, when the span has one (from_attributes reads its keys).
+            recorded = attr.CHAIN_TOTAL_MS in span.attributes
             runs.append(
                 build_run(
                     _workflow_name(span),
                     span.record,
                     records,
-                    rollup=Rollup.from_attributes(chain) if chain else None,
+                    rollup=Rollup.from_attributes(span.attributes) if recorded else None,
                     trace_id=self.trace_id,
                     error=span.error,
                     origin=span.origin,
@@ -758,12 +761,13 @@ class _Assembler:
                 return
             trace = self._open[trace_id] = _Trace()
             counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
-        else:
-            self._open.move_to_end(trace_id)
+        elif trace.last_line != line:
+            self._open.move_to_end(trace_id)  # by line is enough for the idle rule
         trace.spans.append(span)
         trace.last_line = line
         self._held += 1
-        counters.peak_open_spans = max(counters.peak_open_spans, self._held)
+        if self._held > counters.peak_open_spans:
+            counters.peak_open_spans = self._held
         if local_root:
             if span.record.parent_id is not None:
                 trace.remote_parents += 1
