@@ -516,7 +516,7 @@ def _common_otlp_span(
             attributes = found
             kind = _classify(found)
             ttft = found.get(_TTFT_MS)
-            if type(ttft) is not float:
+            if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
                 ttft = _ttft_from(found)
             tokens_in = found.get(_TOKENS_IN)
             tokens_out = found.get(_TOKENS_OUT)
