@@ -86,6 +86,19 @@ CHAIN_INPUT_TOKENS: Final = "chainlat.chain.input_tokens"
 CHAIN_OUTPUT_TOKENS: Final = "chainlat.chain.output_tokens"
 CHAIN_CRITICAL_PATH: Final = "chainlat.chain.critical_path"
 
+# --- latency budgets, on the workflow span ------------------------------------------
+BUDGET_OK: Final = "chainlat.budget.ok"
+"""``true`` when the run kept every per-run limit of its workflow's budget."""
+BUDGET_TOTAL_MS: Final = "chainlat.budget.total_ms"
+"""The per-run ``total`` limit, when the budget sets one."""
+BUDGET_EXCEEDED_EVENT: Final = "chainlat.budget.exceeded"
+"""Span event, one per broken limit, at the workflow's end."""
+BUDGET_TARGET: Final = "chainlat.budget.target"
+"""Which limit broke, as its key path inside the workflow's budget (``total``,
+``steps."chat gpt-4o".ttft``)."""
+BUDGET_LIMIT_MS: Final = "chainlat.budget.limit_ms"
+BUDGET_ACTUAL_MS: Final = "chainlat.budget.actual_ms"
+
 # --- model calls seen on the wire (chainlat.httpx) ----------------------------------
 GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
 GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
@@ -143,19 +156,6 @@ REQUEST_BODY_UNREAD: Final = "chainlat.request.body_unread"
 """``true`` when the request body was too large to decode: the route alone recognised the
 call, ``gen_ai.request.model`` comes from a search of the body's ends (or is missing), and
 the other request attributes and the input messages are missing."""
-
-# --- latency budgets, on the workflow span ------------------------------------------
-BUDGET_OK: Final = "chainlat.budget.ok"
-"""``true`` when the run kept every per-run limit of its workflow's budget."""
-BUDGET_TOTAL_MS: Final = "chainlat.budget.total_ms"
-"""The per-run ``total`` limit, when the budget sets one."""
-BUDGET_EXCEEDED_EVENT: Final = "chainlat.budget.exceeded"
-"""Span event, one per broken limit, at the workflow's end."""
-BUDGET_TARGET: Final = "chainlat.budget.target"
-"""Which limit broke, as its key path inside the workflow's budget (``total``,
-``steps."chat gpt-4o".ttft``)."""
-BUDGET_LIMIT_MS: Final = "chainlat.budget.limit_ms"
-BUDGET_ACTUAL_MS: Final = "chainlat.budget.actual_ms"
 
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
