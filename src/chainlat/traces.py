@@ -1304,11 +1304,19 @@ def read_traces(
             Jaeger cannot be reached. The message names the file and line.
     """
     counters = counters if counters is not None else ReadCounters()
-    for spec in sources:
-        source = open_source(
-            spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress
-        )
+    for source in _opened(sources, settle_lines, idle_lines, progress):
         yield from source.traces(counters)
+
+
+def _opened(
+    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    settle_lines: int,
+    idle_lines: int,
+    progress: bool,
+) -> Iterator[TraceSource]:
+    """Each source opened in turn, as it is reached (a later one is not opened early)."""
+    for spec in sources:
+        yield open_source(spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress)
 
 
 def read_runs(
@@ -1334,8 +1342,5 @@ def read_runs(
             Jaeger cannot be reached. The message names the file and line.
     """
     counters = counters if counters is not None else ReadCounters()
-    for spec in sources:
-        source = open_source(
-            spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress
-        )
+    for source in _opened(sources, settle_lines, idle_lines, progress):
         yield from source.runs(counters)
