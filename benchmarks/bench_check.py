@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 import chainlat
-from chainlat._otlp_json import encode_request
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import capture
 
 WORKFLOWS_PER_LINE = 50

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _pipeline
 
 import chainlat
-from chainlat._processor import processor_for
+from chainlat._runtime.processor import processor_for
 
 
 def rss_bytes() -> int:

@@ -23,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _pipeline
 
-from chainlat import _processor, _rollup, _spans
+from chainlat._core import rollup as _rollup
+from chainlat._runtime import processor as _processor
+from chainlat._runtime import spans as _spans
 
 
 @contextmanager

@@ -105,10 +105,10 @@ if reader == "runs":
     report = evaluate(read_runs([path], counters=counters), budgets)
     runs, spans, held = counters.workflows, counters.spans, counters.peak_open_spans
 elif reader == "trees":
-    from chainlat._runtree import read_run_trees
+    from chainlat.traces.runs import read_run_trees
     runs = sum(1 for _ in read_run_trees([path]))
 else:
-    from chainlat.compare import compare
+    from chainlat.analysis.tradeoff import compare
     runs = sum(v.runs for v in compare(path).variants)
 seconds = time.perf_counter() - started
 rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -4,12 +4,12 @@ from collections.abc import Iterator
 
 import pytest
 
-import chainlat._errors
+import chainlat._core.errors
 from chainlat.testing import Capture, capture
 
 # chainlat swallows its own errors in applications; in its own test suite they
 # must stay loud.
-chainlat._errors.RAISE_INTERNAL_ERRORS = True
+chainlat._core.errors.RAISE_INTERNAL_ERRORS = True
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from chainlat import _attributes as attr
+from chainlat._core import attributes as attr
 from chainlat.testing import Capture
 
 PHASES = (

@@ -17,9 +17,9 @@ import yaml
 from opentelemetry.trace import StatusCode
 
 import chainlat
-from chainlat import _attributes as attr
-from chainlat._rollup import Rollup
-from chainlat._runs import StepTiming, WorkflowRun
+from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup
+from chainlat._core.runs import StepTiming, WorkflowRun
 from chainlat.budgets import (
     Budgets,
     check_run,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import chainlat
-from chainlat._otlp_json import encode_request
+from chainlat._runtime.otlp_json import encode_request
+from chainlat.analysis.profiles import load_profiles
 from chainlat.cli import main
-from chainlat.profiles import load_profiles
 from chainlat.testing import Capture
 from test_traces import FakeJaeger, serve
 
@@ -147,7 +147,7 @@ def test_compare_prints_variants_and_writes_the_chart(
 
 
 def test_compare_takes_an_outcomes_file(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from chainlat._runtree import read_run_trees
+    from chainlat.traces.runs import read_run_trees
 
     smalls = [r.trace_id for r in read_run_trees([traces]) if r.variant == "small"]
     outcomes = traces.parent / "outcomes.jsonl"

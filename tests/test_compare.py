@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import chainlat
-from chainlat._rollup import SpanRecord
-from chainlat._runtree import RunTree, TracedSpan
-from chainlat.compare import (
+from chainlat._core.rollup import SpanRecord
+from chainlat.analysis.tradeoff import (
     Outcome,
     compare,
     html_page,
@@ -18,6 +17,7 @@ from chainlat.compare import (
     tradeoff_figure,
     wilson_interval,
 )
+from chainlat.traces.runs import RunTree, TracedSpan
 
 MS = 1_000_000
 

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chainlat
-from chainlat import _config
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._runtime import config as _config
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.testing import Capture, FakeClock
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from chainlat.analysis.diff import compare, holm, mann_whitney_u, tail_test
 from chainlat.cli import main
-from chainlat.diff import compare, holm, mann_whitney_u, tail_test
 from chainlat.traces import read_runs
 from tracegen import Profile, write_profile
 

@@ -28,7 +28,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import chainlat
-from chainlat import _config, _export
+from chainlat._runtime import config as _config
+from chainlat._runtime import export as _export
 
 Mode = Literal["ok", "hang", "unavailable"]
 

@@ -20,9 +20,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 import chainlat
-from chainlat import _attributes as attr
-from chainlat._otlp_json import JsonLinesSpanExporter, any_value
-from chainlat._rollup import Rollup, classify
+from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup, classify
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter, any_value
 from chainlat.cli import main
 from chainlat.httpx import TracingTransport
 from chainlat.testing import Capture

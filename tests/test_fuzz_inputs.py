@@ -24,7 +24,7 @@ import pytest
 
 import chainlat
 from chainlat import traces
-from chainlat._otlp_json import encode_request
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.testing import capture
 

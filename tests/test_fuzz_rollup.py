@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from chainlat._rollup import SpanKindLabel, SpanRecord, compute_rollup
+from chainlat._core.rollup import SpanKindLabel, SpanRecord, compute_rollup
 
 KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
 CASES = 400

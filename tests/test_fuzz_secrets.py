@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import instrument_httpx
 from chainlat.sim import ModelProfile, SimServer
 from test_faults import FakeCollector

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import chainlat
-import chainlat._errors
-from chainlat import _attributes as attr
+import chainlat._core.errors
+from chainlat._core import attributes as attr
 from chainlat.httpx import AsyncTracingTransport, Route, TracingTransport
 from chainlat.testing import Capture, FakeClock
 from httpx_checks import check_identity, latency, model_spans
@@ -410,7 +410,7 @@ def test_a_gzip_answer_is_read_for_its_usage(cap: Capture) -> None:
 def test_a_body_over_the_size_limit_is_not_parsed(
     cap: Capture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("chainlat._httpx_call.MAX_BODY_BYTES", 10)
+    monkeypatch.setattr("chainlat.httpx._call.MAX_BODY_BYTES", 10)
     body = json.dumps({"usage": {"prompt_tokens": 3}}).encode()
     handler = httpcore_like(
         httpx, cap.clock, [(1, body)], headers={"content-type": "application/json"}
@@ -437,8 +437,8 @@ def test_a_user_route_comes_before_the_built_in_ones(cap: Capture) -> None:
 def test_a_failing_matcher_never_breaks_the_request(
     cap: Capture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(chainlat._errors, "RAISE_INTERNAL_ERRORS", False)
-    monkeypatch.setattr(chainlat._errors, "_reported", set())
+    monkeypatch.setattr(chainlat._core.errors, "RAISE_INTERNAL_ERRORS", False)
+    monkeypatch.setattr(chainlat._core.errors, "_reported", set())
 
     def broken(request: object) -> Route | None:
         raise RuntimeError("matcher bug")

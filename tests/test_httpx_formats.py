@@ -1,4 +1,4 @@
-"""Provider wire formats, read (chainlat._httpx_formats): bodies, stream events, decoders."""
+"""Provider wire formats, read (chainlat.httpx._formats): bodies, stream events, decoders."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from chainlat import _attributes as attr
-from chainlat._httpx_formats import (
+from chainlat._core import attributes as attr
+from chainlat.httpx._formats import (
     NdjsonDecoder,
     SseDecoder,
     Truncator,
@@ -18,7 +18,7 @@ from chainlat._httpx_formats import (
     reader_for,
     request_attributes,
 )
-from chainlat._httpx_routes import Format
+from chainlat.httpx._routes import Format
 
 
 # --- requests ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
 
 import chainlat
-from chainlat import _attributes as attr
+from chainlat._core import attributes as attr
 from chainlat.httpx import (
     AsyncTracingTransport,
     TracingTransport,

@@ -1,4 +1,4 @@
-"""Which requests are model calls (chainlat._httpx_routes)."""
+"""Which requests are model calls (chainlat.httpx._routes)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chainlat._httpx_routes import (
+from chainlat.httpx._routes import (
     DEFAULT_ROUTES,
     MAX_BODY_BYTES,
     RequestInfo,

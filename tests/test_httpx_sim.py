@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
-from chainlat import _attributes as attr
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._core import attributes as attr
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import AsyncTracingTransport, TracingTransport
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture

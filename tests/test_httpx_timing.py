@@ -1,11 +1,11 @@
-"""The latency breakdown (chainlat._httpx_timing): instants in, exact parts out."""
+"""The latency breakdown (chainlat.httpx._timing): instants in, exact parts out."""
 
 from __future__ import annotations
 
 import pytest
 
-from chainlat import _attributes as attr
-from chainlat._httpx_timing import (
+from chainlat._core import attributes as attr
+from chainlat.httpx._timing import (
     MAX_SERVER_TIMING_ENTRIES,
     Timeline,
     breakdown,

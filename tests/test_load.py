@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import chainlat
-from chainlat import _attributes as attr
+from chainlat._core import attributes as attr
 from chainlat.testing import Capture
 
 ASYNC_WORKFLOWS = 1000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import chainlat
-from chainlat._runtree import runs_from_spans
 from chainlat.testing import Capture
+from chainlat.traces.runs import runs_from_spans
 
 
 def test_outcome_inside_the_block_goes_on_the_workflow_span(cap: Capture) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import chainlat
-from chainlat._runtree import RunTree, runs_from_spans
-from chainlat.profiles import (
+from chainlat.analysis.profiles import (
     LatencyProfile,
     ProfileFileError,
     calls_of,
@@ -19,6 +18,7 @@ from chainlat.profiles import (
     save_profiles,
 )
 from chainlat.testing import Capture
+from chainlat.traces.runs import RunTree, runs_from_spans
 
 
 def synthetic_runs(

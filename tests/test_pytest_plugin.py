@@ -229,7 +229,7 @@ def test_inert_when_unused(pytester: pytest.Pytester) -> None:
         test_app="""
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from chainlat import _spans
+        from chainlat._runtime import spans as _spans
 
         def test_nothing_changed(request):
             assert request.config.pluginmanager.hasplugin("chainlat")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import chainlat
-from chainlat._otlp_json import encode_request
-from chainlat._runs import BudgetViolation
-from chainlat._stats import aggregate
+from chainlat._core.runs import BudgetViolation
+from chainlat._core.stats import aggregate
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.report import html_page, stats_json, stats_markdown, waterfall
 from chainlat.testing import capture

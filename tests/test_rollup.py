@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainlat._rollup import Rollup, SpanKindLabel, SpanRecord, classify, compute_rollup
+from chainlat._core.rollup import Rollup, SpanKindLabel, SpanRecord, classify, compute_rollup
 
 MS = 1_000_000
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from opentelemetry import context
 
 import chainlat
-from chainlat._otlp_json import encode_request
-from chainlat._runtree import load_run_trees, read_run_trees
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import Capture
 from chainlat.traces import ReadCounters, read_runs
+from chainlat.traces.runs import load_run_trees, read_run_trees
 from test_traces import graded_file
 from tracegen import DATA_DIR, ChatRun, write_runs
 

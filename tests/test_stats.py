@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chainlat._rollup import Rollup
-from chainlat._runs import StepTiming, WorkflowRun
-from chainlat._stats import Samples, aggregate, percentile
+from chainlat._core.rollup import Rollup
+from chainlat._core.runs import StepTiming, WorkflowRun
+from chainlat._core.stats import Samples, aggregate, percentile
 
 
 def test_nearest_rank_picks_an_observed_value() -> None:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 import chainlat
-from chainlat._otlp_json import encode_request
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import Capture
 from chainlat.traces import (
     KEPT_ATTRIBUTES,

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from chainlat._runtree import RunTree, read_run_trees
-from chainlat._stats import percentile
-from chainlat._tradeoff_demo import grade
-from chainlat.compare import compare
-from chainlat.whatif import whatif
+from chainlat._core.stats import percentile
+from chainlat.analysis.tradeoff import compare
+from chainlat.analysis.whatif import whatif
+from chainlat.demo.tradeoff import grade
+from chainlat.traces.runs import RunTree, read_run_trees
 
 P50_BOUND = 0.15
 P95_BOUND = 0.20

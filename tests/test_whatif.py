@@ -8,17 +8,17 @@ from collections.abc import Mapping
 import pytest
 
 import chainlat
-from chainlat._rollup import SpanRecord, compute_rollup
-from chainlat._runtree import RunTree, TracedSpan, runs_from_spans
-from chainlat.profiles import LatencyProfile
-from chainlat.testing import Capture
-from chainlat.whatif import (
+from chainlat._core.rollup import SpanRecord, compute_rollup
+from chainlat.analysis.profiles import LatencyProfile
+from chainlat.analysis.whatif import (
     SpecError,
     StepOverride,
     parse_change,
     rebuild_timeline,
     whatif,
 )
+from chainlat.testing import Capture
+from chainlat.traces.runs import RunTree, TracedSpan, runs_from_spans
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
@@ -304,7 +304,7 @@ def test_budget_verdicts_before_and_after() -> None:
 
 
 def test_the_python_api_is_exported_at_the_top() -> None:
-    from chainlat.compare import compare
+    from chainlat.analysis.tradeoff import compare
 
     assert chainlat.whatif is whatif
     assert chainlat.compare is compare

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
 import chainlat
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.testing import Capture, capture
 
 DATA_DIR = Path(__file__).parent / "data"

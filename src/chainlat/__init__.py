@@ -14,8 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from chainlat._config import configure, shutdown
-from chainlat._errors import (
+from chainlat._core.errors import (
     BudgetFileError,
     ChainlatError,
     ConfigError,
@@ -24,10 +23,11 @@ from chainlat._errors import (
     LatencyBudgetWarning,
     TraceSourceError,
 )
-from chainlat._processor import ChainlatSpanProcessor
-from chainlat._rollup import Rollup
-from chainlat._runs import BudgetViolation, StepTiming, WorkflowRun
-from chainlat._spans import (
+from chainlat._core.rollup import Rollup
+from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun
+from chainlat._runtime.config import configure, shutdown
+from chainlat._runtime.processor import ChainlatSpanProcessor
+from chainlat._runtime.spans import (
     DataStage,
     Inference,
     InferenceHandle,
@@ -44,9 +44,9 @@ from chainlat._spans import (
     tool,
     workflow,
 )
-from chainlat.compare import Comparison, compare
+from chainlat.analysis.tradeoff import Comparison, compare
+from chainlat.analysis.whatif import WhatIfResult, whatif
 from chainlat.httpx import instrument_httpx, uninstrument_httpx
-from chainlat.whatif import WhatIfResult, whatif
 
 __version__ = "0.1.0"
 

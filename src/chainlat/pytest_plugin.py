@@ -34,9 +34,9 @@ import pytest
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from chainlat._rollup import Rollup
-    from chainlat._runs import WorkflowRun
-    from chainlat._spans import WorkflowHandle
+    from chainlat._core.rollup import Rollup
+    from chainlat._core.runs import WorkflowRun
+    from chainlat._runtime.spans import WorkflowHandle
     from chainlat.budgets import BudgetReport, Budgets, WorkflowBudget
 
 __all__ = ["ChainlatTraces"]
@@ -82,7 +82,7 @@ def _session_budget_path(config: pytest.Config) -> Path | None:
 
 
 def _load(path: Path | None, *, root: Path | None = None) -> Budgets:
-    from chainlat._errors import BudgetFileError
+    from chainlat._core.errors import BudgetFileError
     from chainlat.budgets import load_budgets
 
     try:
@@ -117,21 +117,21 @@ class _Recorder:
         self.provider: TracerProvider | None = None
 
     def __enter__(self) -> _Recorder:
-        from chainlat import _spans
+        from chainlat._runtime import spans as _spans
 
         self.provider = _ensure_sdk_provider()
         _spans._workflow_end_hooks.append(self._record)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        from chainlat import _spans
+        from chainlat._runtime import spans as _spans
 
         while self._record in _spans._workflow_end_hooks:
             _spans._workflow_end_hooks.remove(self._record)
 
     def _record(self, handle: WorkflowHandle) -> None:
-        from chainlat._budget_runtime import run_from_handle
-        from chainlat._errors import internal_errors
+        from chainlat._core.errors import internal_errors
+        from chainlat._runtime.budgets import run_from_handle
 
         with internal_errors("capturing a workflow run for pytest"):
             run = run_from_handle(handle, origin=self.origin)
@@ -156,7 +156,7 @@ def _judge(
 
 def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report with broken limits: the limits, then a waterfall."""
-    from chainlat._runs import BudgetViolation
+    from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
 
     broken = report.broken
@@ -195,7 +195,7 @@ def _runs_label(n: int) -> str:
 
 
 def _inline_budget(limits: dict[str, Any], source: str) -> WorkflowBudget:
-    from chainlat._errors import BudgetFileError
+    from chainlat._core.errors import BudgetFileError
     from chainlat.budgets import parse_workflow_budget
 
     try:

@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from chainlat import _attributes as attr
-from chainlat._processor import ChainlatSpanProcessor, register
-from chainlat._rollup import Rollup
+from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup
+from chainlat._runtime.processor import ChainlatSpanProcessor, register
 
 __all__ = ["Capture", "FakeClock", "SequentialIdGenerator", "capture"]
 

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chainlat
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 
 JAEGER_ANNOTATION_PREFIX = "@jaeger@"
 """Jaeger adds its own notes as attributes (``@jaeger@warnings`` on clock skew)."""

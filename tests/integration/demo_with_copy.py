@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
 from chainlat import demo
-from chainlat._otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,1 @@
+"""The core: no OpenTelemetry. Attribute keys, errors, the rollup, the run model, statistics."""

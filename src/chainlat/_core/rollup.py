@@ -1,0 +1,365 @@
+"""Pure rollup: the spans of one workflow in, chain latency out.
+
+Nothing here touches OpenTelemetry; the span processor (live) and the trace
+readers (offline) both turn spans into :class:`SpanRecord` and call
+:func:`compute_rollup`, so a workflow gets the same numbers either way.
+
+How the wall time is split: walk the critical path back from the workflow's
+end (the last child to end, then the child that ended last before that one
+started, recursing into each child: the method of Jaeger's critical-path
+view), and give each instant on it to the innermost *step* that covers it.
+Instants no step covers are overhead, so the four kinds always sum to the
+total. Spans that are not steps (HTTP client spans, framework spans) are
+transparent: the walk goes through them, their own time belongs to the step
+around them, or to overhead. A step nested in a step of the same kind (the
+HTTP-level model call inside a hand-written ``chainlat.inference``) is the
+same operation seen twice and is counted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from chainlat._core import attributes as attr
+
+SpanKindLabel = Literal["inference", "data", "tool", "workflow"]
+
+_NS_PER_MS: Final = 1_000_000
+_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """One span of a workflow, reduced to what the rollup needs.
+
+    Treated as immutable, but not frozen: a frozen dataclass costs a microsecond
+    more per instance, and the trace readers make one per span read.
+    """
+
+    span_id: int
+    parent_id: int | None
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: SpanKindLabel | None = None
+    """The step kind, ``workflow`` for a (nested) workflow, None if transparent."""
+    cache_hit: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    """Time to first token of a model call; not used by the rollup, kept for budgets."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """Where the wall time of one workflow run went, in milliseconds.
+
+    ``inference_ms + data_ms + tool_ms + overhead_ms == total_ms``: the split
+    follows the critical path, so time spent in parallel branches that did not
+    decide the end is not in it. The ``*_sum_ms`` fields are plain sums of step
+    durations instead, and exceed the wall time when steps overlap.
+    """
+
+    total_ms: float
+    """Wall time of the workflow."""
+    inference_ms: float
+    """Critical-path time inside model calls."""
+    data_ms: float
+    """Critical-path time inside data stages (retrieval, feature fetch, ETL)."""
+    tool_ms: float
+    """Critical-path time inside tool calls."""
+    overhead_ms: float
+    """Critical-path time outside every step: glue code and waiting."""
+    inference_sum_ms: float = 0.0
+    data_sum_ms: float = 0.0
+    tool_sum_ms: float = 0.0
+    parallelism: float = 0.0
+    """Sum of the top-level step durations divided by the total (0 when empty)."""
+    step_count: int = 0
+    inference_count: int = 0
+    data_count: int = 0
+    tool_count: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    critical_path: tuple[str, ...] = field(default=())
+    """Names of the steps on the critical path, in time order."""
+
+    def kind_ms(self, kind: str) -> float:
+        """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
+        return {
+            "total": self.total_ms,
+            "inference": self.inference_ms,
+            "data": self.data_ms,
+            "tool": self.tool_ms,
+            "overhead": self.overhead_ms,
+        }[kind]
+
+    def to_attributes(self) -> dict[str, float | int | tuple[str, ...]]:
+        """The ``chainlat.chain.*`` span attributes."""
+        return {
+            attr.CHAIN_TOTAL_MS: self.total_ms,
+            attr.CHAIN_INFERENCE_MS: self.inference_ms,
+            attr.CHAIN_DATA_MS: self.data_ms,
+            attr.CHAIN_TOOL_MS: self.tool_ms,
+            attr.CHAIN_OVERHEAD_MS: self.overhead_ms,
+            attr.CHAIN_INFERENCE_SUM_MS: self.inference_sum_ms,
+            attr.CHAIN_DATA_SUM_MS: self.data_sum_ms,
+            attr.CHAIN_TOOL_SUM_MS: self.tool_sum_ms,
+            attr.CHAIN_PARALLELISM: self.parallelism,
+            attr.CHAIN_STEP_COUNT: self.step_count,
+            attr.CHAIN_INFERENCE_COUNT: self.inference_count,
+            attr.CHAIN_DATA_COUNT: self.data_count,
+            attr.CHAIN_TOOL_COUNT: self.tool_count,
+            attr.CHAIN_CACHE_HITS: self.cache_hits,
+            attr.CHAIN_INPUT_TOKENS: self.input_tokens,
+            attr.CHAIN_OUTPUT_TOKENS: self.output_tokens,
+            attr.CHAIN_CRITICAL_PATH: self.critical_path,
+        }
+
+    @classmethod
+    def from_attributes(cls, attributes: Mapping[str, object]) -> Rollup | None:
+        """Read a rollup back from span attributes; None when they are absent or malformed."""
+        try:
+            path = attributes.get(attr.CHAIN_CRITICAL_PATH, ())
+            return cls(
+                total_ms=_as_float(attributes[attr.CHAIN_TOTAL_MS]),
+                inference_ms=_as_float(attributes[attr.CHAIN_INFERENCE_MS]),
+                data_ms=_as_float(attributes[attr.CHAIN_DATA_MS]),
+                tool_ms=_as_float(attributes[attr.CHAIN_TOOL_MS]),
+                overhead_ms=_as_float(attributes[attr.CHAIN_OVERHEAD_MS]),
+                inference_sum_ms=_as_float(attributes.get(attr.CHAIN_INFERENCE_SUM_MS, 0.0)),
+                data_sum_ms=_as_float(attributes.get(attr.CHAIN_DATA_SUM_MS, 0.0)),
+                tool_sum_ms=_as_float(attributes.get(attr.CHAIN_TOOL_SUM_MS, 0.0)),
+                parallelism=_as_float(attributes.get(attr.CHAIN_PARALLELISM, 0.0)),
+                step_count=_as_int(attributes.get(attr.CHAIN_STEP_COUNT, 0)),
+                inference_count=_as_int(attributes.get(attr.CHAIN_INFERENCE_COUNT, 0)),
+                data_count=_as_int(attributes.get(attr.CHAIN_DATA_COUNT, 0)),
+                tool_count=_as_int(attributes.get(attr.CHAIN_TOOL_COUNT, 0)),
+                cache_hits=_as_int(attributes.get(attr.CHAIN_CACHE_HITS, 0)),
+                input_tokens=_as_int(attributes.get(attr.CHAIN_INPUT_TOKENS, 0)),
+                output_tokens=_as_int(attributes.get(attr.CHAIN_OUTPUT_TOKENS, 0)),
+                critical_path=tuple(str(p) for p in path)
+                if isinstance(path, (list, tuple))
+                else (),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _as_float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _as_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    return int(value)
+
+
+_KIND_LABELS: Final[dict[object, SpanKindLabel]] = {
+    "inference": "inference",
+    "data": "data",
+    "tool": "tool",
+    "workflow": "workflow",
+}
+_OPERATION_KINDS: Final[dict[object, SpanKindLabel]] = {
+    **dict.fromkeys(attr.INFERENCE_OPERATIONS, "inference"),
+    attr.OP_EXECUTE_TOOL: "tool",
+    attr.OP_INVOKE_WORKFLOW: "workflow",
+    attr.OP_RETRIEVAL: "data",
+}
+
+
+def classify(attributes: Mapping[str, object]) -> SpanKindLabel | None:
+    """The step kind of a span from its attributes, chainlat's own or another instrumentation's."""
+    # Called once per span read from a file: two dict look-ups in the common case.
+    own = attributes.get(attr.STEP_KIND)
+    if type(own) is str:
+        label = _KIND_LABELS.get(own)
+        if label is not None:
+            return label
+    operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
+    if type(operation) is str:
+        label = _OPERATION_KINDS.get(operation)
+        if label is not None:
+            return label
+    if attr.DB_SYSTEM in attributes or attr.DB_SYSTEM_NAME in attributes:
+        return "data"
+    return None
+
+
+@dataclass(slots=True)
+class _Node:
+    rec: SpanRecord
+    start: int
+    end: int
+    attribution: str  # the kind its own time counts as, or "overhead"
+    owner: _Node | None  # the innermost step around it, itself included
+    enclosing: _Node | None = None  # for a step: the step around it
+    kids: list[_Node] = field(default_factory=list)
+
+
+def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
+    """Roll the spans of one workflow up into chain latency.
+
+    Args:
+        root: The workflow span.
+        spans: Its descendants, in any order; spans not connected to ``root``
+            are ignored, and children are clipped to their parent's interval.
+    """
+    # Runs at the end of every workflow, in the application's thread: written for
+    # speed (locals, no per-span generators), tested against the definition.
+    root_id = root.span_id
+    by_parent: dict[int, list[SpanRecord]] = {}
+    for rec in spans:
+        parent_id = rec.parent_id
+        if parent_id is not None and rec.span_id != root_id:
+            siblings = by_parent.get(parent_id)
+            if siblings is None:
+                by_parent[parent_id] = [rec]
+            else:
+                siblings.append(rec)
+
+    top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
+    counts = {"inference": 0, "data": 0, "tool": 0}
+    sums = {"inference": 0, "data": 0, "tool": 0}
+    step_count = 0
+    top_level_ns = 0
+    calls: list[_Node] = []  # counted inference steps
+    tokens_in: dict[int, int] = {}
+    tokens_out: dict[int, int] = {}
+    cached: set[int] = set()
+
+    queue = [top]
+    seen = {root_id}
+    while queue:
+        parent = queue.pop()
+        children = by_parent.get(parent.rec.span_id)
+        if children is None:
+            continue
+        p_start, p_end = parent.start, parent.end
+        p_attribution, p_owner, p_kids = parent.attribution, parent.owner, parent.kids
+        for rec in children:
+            span_id = rec.span_id
+            if span_id in seen:  # a cycle in a malformed trace
+                continue
+            seen.add(span_id)
+            start = rec.start_ns
+            if start < p_start:
+                start = p_start
+            elif start > p_end:
+                start = p_end
+            end = rec.end_ns
+            if end > p_end:
+                end = p_end
+            if end < start:
+                end = start
+            kind = rec.kind
+            if kind in _STEP_KINDS:
+                assert kind is not None
+                attribution: str = kind
+                counted = p_attribution != kind
+            else:
+                attribution = p_attribution
+                counted = kind == "workflow"
+            node = _Node(rec, start, end, attribution, p_owner)
+            if counted:
+                node.owner = node
+                node.enclosing = p_owner
+                step_count += 1
+                if p_owner is None:
+                    top_level_ns += end - start
+                if kind in _STEP_KINDS:
+                    assert kind is not None
+                    counts[kind] += 1
+                    sums[kind] += end - start
+                if kind == "inference":
+                    calls.append(node)
+            if kind == "inference":
+                group = node.owner
+                if group is not None:
+                    key = id(group)
+                    if rec.input_tokens is not None:
+                        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
+                    if rec.output_tokens is not None:
+                        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
+                    if rec.cache_hit:
+                        cached.add(key)
+            p_kids.append(node)
+            if span_id in by_parent:
+                queue.append(node)
+
+    split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+    path: list[str] = []
+    on_path: set[int] = set()
+    for node, seg_start, seg_end in _critical_segments(top):
+        split[node.attribution] += seg_end - seg_start
+        step = node.owner
+        if step is None or id(step) in on_path:
+            continue
+        chain: list[str] = []
+        while step is not None and id(step) not in on_path:
+            chain.append(step.rec.name)
+            on_path.add(id(step))
+            step = step.enclosing
+        chain.reverse()
+        path += chain
+
+    total = top.end - top.start
+    call_keys = [id(n) for n in calls]
+    return Rollup(
+        total_ms=total / _NS_PER_MS,
+        inference_ms=split["inference"] / _NS_PER_MS,
+        data_ms=split["data"] / _NS_PER_MS,
+        tool_ms=split["tool"] / _NS_PER_MS,
+        overhead_ms=split["overhead"] / _NS_PER_MS,
+        inference_sum_ms=sums["inference"] / _NS_PER_MS,
+        data_sum_ms=sums["data"] / _NS_PER_MS,
+        tool_sum_ms=sums["tool"] / _NS_PER_MS,
+        parallelism=top_level_ns / total if total > 0 else 0.0,
+        step_count=step_count,
+        inference_count=counts["inference"],
+        data_count=counts["data"],
+        tool_count=counts["tool"],
+        cache_hits=sum(1 for k in call_keys if k in cached),
+        input_tokens=sum(tokens_in.get(k, 0) for k in call_keys),
+        output_tokens=sum(tokens_out.get(k, 0) for k in call_keys),
+        critical_path=tuple(path),
+    )
+
+
+def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
+    """The critical path as (node, start, end) pieces, in time order."""
+    segments: list[tuple[_Node, int, int]] = []
+    # Each frame: node, the time the walk has reached inside it, its children
+    # sorted by end (ties: longest last, so it wins), and the next candidate.
+    stack: list[tuple[_Node, int, list[_Node], int]] = []
+
+    def push(node: _Node) -> None:
+        kids = sorted((k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start))
+        stack.append((node, node.end, kids, len(kids) - 1))
+
+    push(top)
+    while stack:
+        node, t, kids, i = stack.pop()
+        while i >= 0 and (kids[i].end > t or kids[i].start >= t):
+            i -= 1
+        if i < 0:
+            if node.start < t:
+                segments.append((node, node.start, t))
+            continue
+        child = kids[i]
+        if child.end < t:
+            segments.append((node, child.end, t))
+        stack.append((node, child.start, kids, i - 1))
+        if child.kids:
+            push(child)
+        else:  # a leaf lies on the path from its start to its end (push keeps end > start)
+            segments.append((child, child.start, child.end))
+    segments.reverse()
+    return segments

@@ -1,0 +1,1 @@
+"""Inside the application: spans, the span processor, configure(), export, runtime budgets."""

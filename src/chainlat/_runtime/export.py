@@ -1,0 +1,409 @@
+"""Export that never blocks or breaks the application: bounded shutdown, counted drops.
+
+configure() puts every exporter behind :class:`GuardedExporter` and a batch (or
+simple) processor from :func:`export_processor`. Together they:
+
+* count every span handed to the processor and every span the exporter
+  confirmed, so that spans lost on the way (failed exports, a full queue,
+  spans still queued when shutdown gave up) are known, never silent;
+* log the first failed export at once, and the total lost at shutdown, each
+  one line; and add the losses to the ``chainlat.export.dropped_spans``
+  counter when a meter provider is configured;
+* bound shutdown: after the deadline the exporter is no longer called, and
+  the caller stops waiting for an export that is still in flight;
+* rebuild the exporter in a forked child (a prefork server), so that the
+  child never shares the parent's connections or file lock.
+
+The export itself stays in the BatchSpanProcessor's thread: ending a span only
+appends it to a queue.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from chainlat._core.errors import internal_errors, logger
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, MeterProvider
+    from opentelemetry.sdk.trace import ReadableSpan
+
+DEFAULT_EXPORT_TIMEOUT_S: Final = 5.0
+"""Per export request (retries included) when ``OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT`` is unset."""
+DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 5000
+"""How long shutdown waits for the last spans when ``OTEL_BSP_EXPORT_TIMEOUT`` is unset."""
+DROPPED_SPANS_METRIC: Final = "chainlat.export.dropped_spans"
+"""Counter of spans that were not exported, by ``error.type``: ``export_failed`` or ``not_sent``."""
+
+ExporterFactory = Callable[[], SpanExporter]
+
+
+def shutdown_timeout_s() -> float:
+    """The shutdown bound: ``OTEL_BSP_EXPORT_TIMEOUT`` (milliseconds) or the default."""
+    raw = os.environ.get("OTEL_BSP_EXPORT_TIMEOUT", "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            logger.warning(
+                "chainlat: OTEL_BSP_EXPORT_TIMEOUT=%r is not a number of milliseconds; using %d",
+                raw,
+                DEFAULT_SHUTDOWN_TIMEOUT_MS,
+            )
+        else:
+            if value >= 0:
+                return value / 1000
+    return DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
+
+
+def start_in_thread(work: Callable[[], object], name: str) -> threading.Event:
+    """Start ``work`` in a daemon thread; the event is set when it is done."""
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            with internal_errors(name):
+                work()
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=target, name=f"chainlat-{name}", daemon=True).start()
+    except RuntimeError:  # no new threads at interpreter shutdown (3.12+): run it here
+        target()
+    return done
+
+
+def run_bounded(work: Callable[[], object], timeout_s: float, name: str) -> bool:
+    """Run ``work`` in a daemon thread and wait at most ``timeout_s``; True if it finished."""
+    return start_in_thread(work, name).wait(max(timeout_s, 0.0))
+
+
+class ExportCounts:
+    """What happened to the spans of one export pipeline; thread-safe and fork-aware."""
+
+    def __init__(self, target: str, meter_provider: MeterProvider | None = None) -> None:
+        self.target = target
+        self._lock = threading.Lock()
+        self.offered = 0
+        """Spans handed to the processor."""
+        self.exported = 0
+        """Spans the exporter confirmed."""
+        self.failed = 0
+        """Spans in exports that failed, raised, or were refused after the shutdown deadline."""
+        self._warned = False
+        self._reported = False
+        self._pid = os.getpid()
+        self._dropped: Counter | None = None
+        if meter_provider is not None:
+            with internal_errors("creating the dropped-spans counter"):
+                self._dropped = meter_provider.get_meter("chainlat").create_counter(
+                    DROPPED_SPANS_METRIC,
+                    unit="{span}",
+                    description="Spans that chainlat could not export.",
+                )
+        _after_fork_in_child(self, ExportCounts._reset_in_child)
+
+    def _reset_in_child(self) -> None:
+        # The child starts with an empty queue: the parent's spans are the parent's to report.
+        self._lock = threading.Lock()
+        self.offered = self.exported = self.failed = 0
+        self._warned = self._reported = False
+        self._pid = os.getpid()
+
+    def offer(self) -> None:
+        with self._lock:
+            self.offered += 1
+
+    def confirm(self, count: int) -> None:
+        with self._lock:
+            self.exported += count
+
+    def fail(self, count: int, reason: str) -> None:
+        with self._lock:
+            self.failed += count
+            first = not self._warned
+            self._warned = True
+        self._count_dropped(count, "export_failed")
+        if first:
+            logger.warning(
+                "chainlat: could not export %d spans to %s (%s); spans that cannot be "
+                "exported are dropped and counted: the total is logged at shutdown and "
+                "counted in the %s metric",
+                count,
+                self.target,
+                reason,
+                DROPPED_SPANS_METRIC,
+            )
+
+    @property
+    def lost(self) -> int:
+        """Spans offered and not confirmed: failed, dropped from a full queue, or still queued."""
+        with self._lock:
+            return max(self.offered - self.exported, 0)
+
+    def report(self, *, gave_up_after_s: float | None = None) -> int:
+        """Log the total lost, once; returns it."""
+        with self._lock:
+            if self._reported:
+                return max(self.offered - self.exported, 0)
+            self._reported = True
+            offered, exported, failed = self.offered, self.exported, self.failed
+        lost = max(offered - exported, 0)
+        not_sent = max(lost - failed, 0)
+        self._count_dropped(not_sent, "not_sent")
+        if lost:
+            stopped = (
+                f"; shutdown stopped waiting after {gave_up_after_s:g} s"
+                if gave_up_after_s is not None
+                else ""
+            )
+            logger.warning(
+                "chainlat: %d of %d spans were not exported to %s: %d in failed exports, "
+                "%d dropped from a full queue or still queued or in flight at shutdown%s",
+                lost,
+                offered,
+                self.target,
+                failed,
+                not_sent,
+                stopped,
+            )
+        return lost
+
+    def _count_dropped(self, count: int, error_type: str) -> None:
+        if self._dropped is not None and count > 0:
+            with internal_errors("counting dropped spans"):
+                self._dropped.add(count, {"error.type": error_type})
+
+
+class GuardedExporter(SpanExporter):
+    """Counts what the wrapped exporter confirms or fails; never raises; honours a deadline."""
+
+    def __init__(
+        self,
+        inner: SpanExporter,
+        counts: ExportCounts,
+        *,
+        factory: ExporterFactory | None = None,
+    ) -> None:
+        self.inner = inner
+        self.counts = counts
+        self._factory = factory
+        self._deadline: float | None = None
+        self._pid = os.getpid()
+
+    def set_deadline(self, deadline: float) -> None:
+        """After ``deadline`` (``time.monotonic()``), refuse batches instead of exporting them."""
+        self._deadline = deadline
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        count = len(spans)
+        if self._pid != os.getpid():
+            self._rebuild_in_child()
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.counts.fail(count, "shutdown deadline passed")
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:
+            self.counts.fail(count, f"{type(exc).__name__}: {exc}")
+            return SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self.counts.confirm(count)
+        else:
+            self.counts.fail(count, "the exporter reported a failure; see its log above")
+        return result
+
+    def _rebuild_in_child(self) -> None:
+        # A forked child must not write through the parent's connection pool or file lock.
+        self._pid = os.getpid()
+        self._deadline = None
+        if self._factory is not None:
+            with internal_errors("rebuilding the exporter after fork"):
+                self.inner = self._factory()
+
+    def shutdown(self) -> None:
+        with internal_errors("shutting down the exporter"):
+            self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        flushed = False
+        with internal_errors("flushing the exporter"):
+            flushed = self.inner.force_flush(timeout_millis)
+        return flushed
+
+
+class BoundedBatchSpanProcessor(BatchSpanProcessor):
+    """A BatchSpanProcessor whose shutdown is bounded and whose losses are counted.
+
+    ``span_exporter`` is the exporter it was given, as with the SDK's processor.
+    """
+
+    def __init__(
+        self,
+        guard: GuardedExporter,
+        *,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        # The SDK reads the OTEL_BSP_* variables for the queue, batch size and delay.
+        if meter_provider is not None and _accepts_meter_provider(BatchSpanProcessor):
+            super().__init__(guard, meter_provider=meter_provider)
+        else:
+            super().__init__(guard)
+        self._guard = guard
+        self._closing = threading.Lock()
+        self._closed: bool | None = None
+        _after_fork_in_child(self, BoundedBatchSpanProcessor._reset_in_child)
+
+    def _reset_in_child(self) -> None:
+        self._closing = threading.Lock()
+
+    @property
+    def span_exporter(self) -> SpanExporter:
+        return self._guard.inner
+
+    @property
+    def counts(self) -> ExportCounts:
+        """What happened to the spans so far."""
+        return self._guard.counts
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is not None and context.trace_flags.sampled and self._closed is None:
+            self._guard.counts.offer()
+        super().on_end(span)
+
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        timeout_s = (timeout_millis if timeout_millis is not None else 30000) / 1000
+        return run_bounded(lambda: BatchSpanProcessor.force_flush(self), timeout_s, "flush")
+
+    def shutdown(self) -> None:
+        self.shutdown_by(time.monotonic() + shutdown_timeout_s())
+
+    def _shutdown_batch(self) -> None:
+        super().shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK
+
+    def shutdown_by(self, deadline: float) -> bool:
+        """Export what is queued until ``deadline`` (``time.monotonic()``), then report.
+
+        Returns True when every span was exported.
+        """
+        with self._closing:
+            if self._closed is not None:
+                return self._closed
+            self._closed = False
+        started = time.monotonic()
+        self._guard.set_deadline(deadline)
+        # The worker exports what is queued, then the exporter is shut down; an export
+        # in flight may outlast the deadline (a hanging collector): stop waiting for it.
+        finished = run_bounded(self._shutdown_batch, deadline - started, "export-shutdown")
+        lost = self._guard.counts.report(
+            gave_up_after_s=None if finished else round(time.monotonic() - started, 3)
+        )
+        self._closed = finished and lost == 0
+        return self._closed
+
+
+class CountingSimpleSpanProcessor(SimpleSpanProcessor):
+    """A SimpleSpanProcessor (export in the caller's thread) whose losses are counted."""
+
+    def __init__(
+        self,
+        guard: GuardedExporter,
+        *,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        if meter_provider is not None and _accepts_meter_provider(SimpleSpanProcessor):
+            super().__init__(guard.inner, meter_provider=meter_provider)
+        else:
+            super().__init__(guard.inner)
+        self._guard = guard
+
+    @property
+    def counts(self) -> ExportCounts:
+        """What happened to the spans so far."""
+        return self._guard.counts
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if not (context is not None and context.trace_flags.sampled) or self._shutdown:
+            return
+        self._guard.counts.offer()
+        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            self._guard.export((span,))
+        finally:
+            detach(token)
+
+    def shutdown(self) -> None:
+        self.shutdown_by(time.monotonic() + shutdown_timeout_s())
+
+    def shutdown_by(self, deadline: float) -> bool:
+        """Shut the exporter down (nothing is queued here) and report; True if nothing was lost."""
+        if self._shutdown:
+            return self._guard.counts.lost == 0
+        self._shutdown = True
+        self._guard.set_deadline(deadline)
+        run_bounded(self._guard.shutdown, deadline - time.monotonic(), "export-shutdown")
+        return self._guard.counts.report() == 0
+
+
+ExportProcessor = BoundedBatchSpanProcessor | CountingSimpleSpanProcessor
+
+
+def export_processor(
+    exporter: SpanExporter,
+    *,
+    target: str,
+    batch: bool = True,
+    factory: ExporterFactory | None = None,
+    meter_provider: MeterProvider | None = None,
+) -> ExportProcessor:
+    """The processor configure() installs for ``exporter``.
+
+    Args:
+        exporter: Where spans go.
+        target: How log lines name the destination (an endpoint, a file).
+        batch: Batch in a background thread (default) or export in the caller's thread.
+        factory: Builds a fresh exporter like ``exporter``; used in a forked child.
+        meter_provider: For the dropped-spans counter and the SDK's own processor metrics.
+    """
+    guard = GuardedExporter(exporter, ExportCounts(target, meter_provider), factory=factory)
+    if batch:
+        return BoundedBatchSpanProcessor(guard, meter_provider=meter_provider)
+    return CountingSimpleSpanProcessor(guard, meter_provider=meter_provider)
+
+
+def _accepts_meter_provider(cls: type[SpanProcessor]) -> bool:
+    # The keyword arrived in SDK 1.39; chainlat supports 1.38.
+    import inspect
+
+    return "meter_provider" in inspect.signature(cls).parameters
+
+
+def _after_fork_in_child(obj: object, method: Callable[..., None]) -> None:
+    # A weak reference, as the SDK's processors do: the hook must not keep obj alive.
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.ref(obj)
+
+    def hook() -> None:
+        target = ref()
+        if target is not None:
+            method(target)
+
+    os.register_at_fork(after_in_child=hook)

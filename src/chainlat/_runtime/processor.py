@@ -1,0 +1,340 @@
+"""The span processor that ties steps to their workflow and collects what the rollup needs.
+
+It sees every span on the provider, chainlat's and other instrumentations'
+alike: on start it finds the workflow a span belongs to (through its parent),
+numbers the steps and tags them; on end it keeps a small record for the
+workflow's rollup. State lives only while a workflow is open, so memory grows
+with the number of open workflows, never with the number run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import internal_errors, logger
+from chainlat._core.rollup import SpanRecord, classify
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import Histogram, MeterProvider
+
+Clock = Callable[[], int]
+"""Returns the current time in integer nanoseconds since the epoch."""
+
+_STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
+
+
+class _WorkflowState:
+    __slots__ = ("counter", "name", "parent", "records", "root_id")
+
+    def __init__(self, root_id: int, name: str, parent: _WorkflowState | None) -> None:
+        self.root_id = root_id
+        self.name = name
+        self.parent = parent
+        self.records: list[SpanRecord] = []
+        self.counter = itertools.count()
+
+
+class _Metrics:
+    def __init__(self, meter_provider: MeterProvider) -> None:
+        meter = meter_provider.get_meter(attr.TRACER_NAME)
+        self.operation_duration: Histogram = meter.create_histogram(
+            attr.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
+        )
+        self.token_usage: Histogram = meter.create_histogram(
+            attr.METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(attr.TOKEN_BUCKETS),
+        )
+        self.time_to_first_chunk: Histogram = meter.create_histogram(
+            attr.METRIC_TIME_TO_FIRST_CHUNK,
+            unit="s",
+            description="Time to receive the first chunk in a streaming operation.",
+            explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
+        )
+        self.time_per_output_chunk: Histogram = meter.create_histogram(
+            attr.METRIC_TIME_PER_OUTPUT_CHUNK,
+            unit="s",
+            description="Time per output chunk after the first, in a streaming operation.",
+            explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
+        )
+        self.workflow_duration: Histogram = meter.create_histogram(
+            attr.METRIC_WORKFLOW_DURATION,
+            unit="s",
+            description="GenAI workflow duration.",
+            explicit_bucket_boundaries_advisory=list(attr.WORKFLOW_BUCKETS_S),
+        )
+
+
+_METRIC_KEYS: Final = (
+    attr.GEN_AI_OPERATION_NAME,
+    attr.GEN_AI_PROVIDER_NAME,
+    attr.GEN_AI_REQUEST_MODEL,
+    attr.GEN_AI_RESPONSE_MODEL,
+    "server.address",
+    "server.port",
+    attr.ERROR_TYPE,
+)
+
+
+class ChainlatSpanProcessor(SpanProcessor):
+    """Numbers steps, tags them with their workflow, and gathers records for the rollup.
+
+    Add it to a TracerProvider before the exporting processors (configure()
+    does), so that exporters see the step attributes it sets on start.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, meter_provider: MeterProvider | None = None):
+        self.clock: Clock = clock or time.time_ns
+        # span id -> (its workflow, the kind its time counts as, the step it belongs to)
+        self._owner: dict[int, tuple[_WorkflowState, str, int]] = {}
+        self._seen_twice: set[int] = set()
+        self._tags: dict[int, dict[str, str | int]] = {}
+        self._states: dict[int, _WorkflowState] = {}
+        self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
+        self.on_workflow_end: list[Callable[[ReadableSpan], None]] = []
+
+    def use_meter_provider(self, meter_provider: MeterProvider | None) -> None:
+        """Record the GenAI metrics through this meter provider (None: none)."""
+        self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
+
+    # -- SpanProcessor ------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        # try/except rather than the internal_errors context manager: free when nothing fails.
+        try:
+            self._on_start(span)
+        except Exception:
+            with internal_errors("tracking a span start"):
+                raise
+
+    def _on_start(self, span: Span) -> None:
+        parent = span.parent
+        entry = self._owner.get(parent.span_id) if parent is not None else None
+        attributes = attributes_of(span)
+        kind = classify(attributes)
+        span_id = span.context.span_id
+        if kind == "workflow":
+            outer = entry[0] if entry is not None else None
+            name = str(attributes.get(attr.GEN_AI_WORKFLOW_NAME, span.name))
+            state = _WorkflowState(span_id, name, outer)
+            self._states[span_id] = state
+            if entry is not None:
+                self._tag_step(span, entry[0], "workflow", attributes)
+            around = entry[1] if entry is not None else "overhead"
+            self._owner[span_id] = (state, around, span_id)
+            return
+        if entry is None:
+            return
+        state, around, step_id = entry
+        if kind in _STEP_KINDS:
+            assert kind is not None
+            if around != kind:  # the same kind nested in itself is one step, not two
+                self._tag_step(span, state, kind, attributes)
+                step_id = span_id
+            else:
+                if attr.STEP_KIND not in attributes:
+                    span.set_attribute(attr.STEP_KIND, kind)
+                # The outer span of a call seen twice records no metrics: the
+                # inner, wire-level one does.
+                self._seen_twice.add(step_id)
+            around = kind
+        self._owner[span_id] = (state, around, step_id)
+
+    def _tag_step(
+        self, span: Span, state: _WorkflowState, kind: str, attributes: Mapping[str, object]
+    ) -> None:
+        tags: dict[str, str | int] = {
+            attr.STEP_INDEX: next(state.counter),
+            attr.WORKFLOW_NAME: state.name,
+        }
+        if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
+            tags[attr.STEP_KIND] = kind
+        span.set_attributes(tags)  # one call: the SDK takes its lock once
+        self._tags[span.context.span_id] = tags
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._on_end(span)
+        except Exception:
+            with internal_errors("recording a span end"):
+                raise
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None:
+            return
+        entry = self._owner.pop(context.span_id, None)
+        if entry is not None:
+            self._tags.pop(context.span_id, None)
+        attributes = attributes_of(span)
+        scope = span.instrumentation_scope
+        duplicate = bool(self._seen_twice) and context.span_id in self._seen_twice
+        if duplicate:
+            self._seen_twice.discard(context.span_id)
+        if (
+            self._metrics is not None
+            and not duplicate
+            and scope is not None
+            and scope.name == attr.TRACER_NAME
+        ):
+            self._record_metrics(span, attributes)
+        if entry is None:
+            return
+        state = entry[0]
+        record = to_record(span, attributes)
+        if record is None:
+            return
+        if context.span_id == state.root_id:
+            self._states.pop(context.span_id, None)
+            if state.parent is not None:
+                state.parent.records.extend(state.records)
+                state.parent.records.append(record)
+            for callback in self.on_workflow_end:
+                callback(span)
+        else:
+            state.records.append(record)
+
+    def shutdown(self) -> None:
+        self._owner.clear()
+        self._seen_twice.clear()
+        self._tags.clear()
+        self._states.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- for workflow handles -----------------------------------------------------------
+    def records_of(self, workflow_span_id: int) -> list[SpanRecord]:
+        """The ended descendants of an open workflow (the list itself, not a copy)."""
+        state = self._states.get(workflow_span_id)
+        return state.records if state is not None else []
+
+    def tags_of(self, span_id: int) -> Mapping[str, str | int]:
+        """The step attributes this processor set on an open span (index, workflow name)."""
+        return self._tags.get(span_id, {})
+
+    def open_workflows(self) -> int:
+        """How many workflows are being tracked; for leak checks."""
+        return len(self._states)
+
+    def record_output_chunks(self, span: ReadableSpan, gaps_s: Iterable[float]) -> None:
+        """Record ``gen_ai.client.operation.time_per_output_chunk`` for an ended streamed call.
+
+        One sample per output chunk after the first: the seconds since the previous one.
+        Chunk times are not span attributes, so the caller (the httpx transports) passes them.
+        """
+        if self._metrics is None:
+            return
+        with internal_errors("recording chunk metrics"):
+            get = (span.attributes or {}).get
+            labels = {k: get(k) for k in _METRIC_KEYS if k != attr.ERROR_TYPE}
+            labels = {k: v for k, v in labels.items() if v is not None}
+            for seconds in gaps_s:
+                self._metrics.time_per_output_chunk.record(seconds, labels)
+
+    def _record_metrics(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
+        assert self._metrics is not None
+        get = attributes.get
+        kind = get(attr.STEP_KIND)
+        if span.end_time is None or span.start_time is None:
+            return
+        seconds = (span.end_time - span.start_time) / 1e9
+        error = span.status.status_code is StatusCode.ERROR
+        if kind == "inference":
+            labels = {k: get(k) for k in _METRIC_KEYS if get(k) is not None}
+            if error and attr.ERROR_TYPE not in labels:
+                labels[attr.ERROR_TYPE] = "_OTHER"
+            self._metrics.operation_duration.record(seconds, labels)
+            for token_type, key in (
+                ("input", attr.GEN_AI_USAGE_INPUT_TOKENS),
+                ("output", attr.GEN_AI_USAGE_OUTPUT_TOKENS),
+            ):
+                value = get(key)
+                if isinstance(value, int):
+                    token_labels = {k: v for k, v in labels.items() if k != attr.ERROR_TYPE}
+                    token_labels[attr.GEN_AI_TOKEN_TYPE] = token_type
+                    self._metrics.token_usage.record(value, token_labels)
+            ttft = get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+            if isinstance(ttft, (int, float)):
+                self._metrics.time_to_first_chunk.record(float(ttft), labels)
+        elif kind == "workflow":
+            labels = {attr.GEN_AI_WORKFLOW_NAME: get(attr.GEN_AI_WORKFLOW_NAME, span.name)}
+            if error:
+                labels[attr.ERROR_TYPE] = get(attr.ERROR_TYPE, "_OTHER")
+            self._metrics.workflow_duration.record(seconds, labels)
+
+
+def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+    """A span's attributes, for reading.
+
+    ``span.attributes`` is a read-only proxy over the SDK's BoundedAttributes, where
+    every lookup runs Python code and a missing key costs a raised KeyError; the
+    processor reads about ten keys per span, so it takes the plain dict underneath
+    when the SDK has one, and the public view otherwise.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return span.attributes or {}
+
+
+def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
+    """The rollup's view of a finished SDK span (``attributes``: already read, if at hand)."""
+    context = span.context
+    if context is None or span.start_time is None or span.end_time is None:
+        return None
+    if attributes is None:
+        attributes = attributes_of(span)
+    input_tokens = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
+    output_tokens = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+    ttft_ms = attributes.get(attr.LATENCY_TTFT_MS)
+    if ttft_ms is None:  # other instrumentations set only the semconv key, in seconds
+        ttft_s = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+        ttft_ms = ttft_s * 1000 if isinstance(ttft_s, (int, float)) else None
+    return SpanRecord(
+        span_id=context.span_id,
+        parent_id=span.parent.span_id if span.parent is not None else None,
+        name=span.name,
+        start_ns=span.start_time,
+        end_ns=span.end_time,
+        kind=classify(attributes),
+        cache_hit=attributes.get(attr.CACHE_HIT) is True,
+        input_tokens=input_tokens if isinstance(input_tokens, int) else None,
+        output_tokens=output_tokens if isinstance(output_tokens, int) else None,
+        ttft_ms=float(ttft_ms) if isinstance(ttft_ms, (int, float)) else None,
+    )
+
+
+_registry: weakref.WeakKeyDictionary[TracerProvider, ChainlatSpanProcessor] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def processor_for(provider: object, *, install: bool = True) -> ChainlatSpanProcessor | None:
+    """The chainlat processor on an SDK provider, added on first use; None for other providers."""
+    if not isinstance(provider, TracerProvider):
+        return None
+    found = _registry.get(provider)
+    if found is None and install:
+        found = ChainlatSpanProcessor()
+        provider.add_span_processor(found)
+        _registry[provider] = found
+        logger.debug("chainlat: added its span processor to %r", provider)
+    return found
+
+
+def register(provider: TracerProvider, processor: ChainlatSpanProcessor) -> None:
+    """Record that ``processor`` is already on ``provider``."""
+    _registry[provider] = processor

@@ -1,0 +1,1 @@
+"""Offline analysis of runs: latency profiles, what-if estimates, variant comparison, diffs."""

@@ -1,0 +1,567 @@
+"""Latency profiles per model: fitted from traces, or written by hand.
+
+A profile says how long a model takes for a given amount of work, apart from
+the queueing and network around it::
+
+    service time = ttft_base_ms + ttft_per_input_token_ms * input tokens      (prefill)
+                 + decode_ms_per_token * (output tokens - 1)                   (decode)
+
+The keys are those of :class:`chainlat.sim.ModelProfile`, so a simulator
+profile and a latency profile can be read side by side. Durations are
+milliseconds.
+
+Fitting (:func:`fit_profiles`), per model, over the model calls of the runs
+(failed calls and cache hits left out):
+
+* **Service time** is the call's duration less the parts that do not depend on
+  the model: ``chainlat.latency.queue_ms`` (waiting for a connection),
+  ``connect_ms`` and ``network_ms``, when the httpx instrumentation recorded them.
+* **Time to first token**, when calls streamed (``chainlat.latency.ttft_ms`` or
+  ``gen_ai.response.time_to_first_chunk``): a least-squares line of TTFT
+  (less queue and network) against input tokens gives ``ttft_base_ms`` and
+  ``ttft_per_input_token_ms``; ``decode_ms_per_token`` is the least-squares
+  slope, through the origin, of (duration - TTFT) against (output tokens - 1).
+* **Without first-token times** the service time is fitted as one linear model
+  of input and output tokens. When the output length never varied, decode time
+  cannot be told apart from prefill: ``decode_ms_per_token`` is then left out
+  (None) and ``ttft_base_ms`` holds the whole service time at that length; the
+  profile says so in ``note``.
+* A slope that is negative, or within three standard errors of 0, is set to 0 (the
+  line flat at the mean): over a narrow range of input tokens the noise decides
+  the slope, and extrapolating a noisy slope to other prompt sizes does more
+  harm than assuming none. The profile's ``note`` says so, with the range.
+* **Residual**: each call's service time divided by the profile's prediction
+  for its own tokens; ``residual_sigma`` is the standard deviation of its
+  logarithm (0.1 is about +/-10 %).
+* **Shares**: ``queue_share`` and ``network_share`` are the summed queue and
+  network times over the summed durations of the calls that recorded them.
+* ``cache_hit_ms``: the median duration of the calls marked as cache hits.
+
+Example::
+
+    profiles = fit_profiles(runs)
+    save_profiles("profiles.toml", profiles)
+    print(profiles["gpt-4o"].service_ms(input_tokens=1200, output_tokens=300))
+
+Errors::
+
+    InputError
+     └── ProfileFileError   a profile file that cannot be read or is malformed
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import InputError
+
+if TYPE_CHECKING:
+    from chainlat.traces.runs import RunTree, TracedSpan
+
+__all__ = [
+    "LatencyProfile",
+    "ModelCall",
+    "ProfileFileError",
+    "calls_of",
+    "fit_profile",
+    "fit_profiles",
+    "load_profiles",
+    "save_profiles",
+]
+
+_ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
+"""Parts of a model call's duration that do not depend on the model."""
+_NS_PER_MS: Final = 1_000_000
+
+
+class ProfileFileError(InputError, ValueError):
+    """A profile file cannot be read or is malformed; the message names the file and key."""
+
+
+class LatencyProfile(BaseModel):
+    """How one model's latency depends on the work, in milliseconds.
+
+    Example::
+
+        gpt4o = LatencyProfile(ttft_base_ms=300, ttft_per_input_token_ms=0.05,
+                               decode_ms_per_token=12.5)
+        gpt4o.service_ms(input_tokens=1000, output_tokens=81)   # 350 + 1000 = 1350.0
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_base_ms: float = Field(ge=0, allow_inf_nan=False)
+    """Time to first token of an empty prompt (or the whole service time, see ``note``)."""
+    ttft_per_input_token_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Extra time to first token per input token."""
+    decode_ms_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Time per output token after the first; None when it could not be fitted."""
+    cache_hit_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Duration of a call answered from a cache."""
+    residual_sigma: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Standard deviation of log(observed / predicted) over the fitted calls."""
+    queue_share: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    """Share of the calls' time spent waiting for a connection."""
+    network_share: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    """Share of the calls' time spent in network transit."""
+    calls: int = Field(default=0, ge=0)
+    """Model calls the profile was fitted from (0: written by hand)."""
+    ttft_calls: int = Field(default=0, ge=0)
+    """Of those, calls with a time to first token."""
+    input_tokens_range: tuple[int, int] | None = None
+    """Smallest and largest input token counts fitted: outside it the line is extrapolated."""
+    output_tokens_range: tuple[int, int] | None = None
+    """Smallest and largest output token counts fitted."""
+    note: str = ""
+
+    def ttft_ms(self, input_tokens: int) -> float:
+        """Predicted time to first token, without queue and network."""
+        return self.ttft_base_ms + self.ttft_per_input_token_ms * input_tokens
+
+    def service_ms(self, input_tokens: int, output_tokens: int) -> float:
+        """Predicted duration of a call without queue and network."""
+        decode = self.decode_ms_per_token or 0.0
+        return self.ttft_ms(input_tokens) + decode * max(output_tokens - 1, 0)
+
+
+class _ProfileFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    models: dict[str, LatencyProfile]
+
+
+# -- model calls -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One model call of a run: an inference step with its tokens and latency parts."""
+
+    span_id: int
+    """The inference step's span (the outermost, when instrumentations nest)."""
+    step: str
+    """The step's span name (``chat gpt-4o``)."""
+    model: str
+    duration_ms: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    """From the step's start to the first token, when it streamed."""
+    env_ms: float = 0.0
+    """Queue, connect and network time recorded on the call (0 when not recorded)."""
+    queue_ms: float | None = None
+    network_ms: float | None = None
+    cache_hit: bool = False
+    error: bool = False
+
+    @property
+    def service_ms(self) -> float:
+        """The duration less queue and network."""
+        return max(self.duration_ms - self.env_ms, 0.0)
+
+
+def _number(attributes: Mapping[str, object], key: str) -> float | None:
+    value = attributes.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _model_of(span: TracedSpan) -> str | None:
+    for key in (attr.GEN_AI_REQUEST_MODEL, attr.GEN_AI_RESPONSE_MODEL):
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _ttft_of(span: TracedSpan) -> float | None:
+    ttft = _number(span.attributes, attr.LATENCY_TTFT_MS)
+    if ttft is None:
+        seconds = _number(span.attributes, attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+        ttft = seconds * 1000 if seconds is not None else None
+    # The trace readers also take it from the chainlat.first_token event.
+    return ttft if ttft is not None else span.record.ttft_ms
+
+
+def calls_of(run: RunTree) -> list[ModelCall]:
+    """The model calls of a run, in start order.
+
+    An inference span inside an inference step is the same call seen twice (the
+    HTTP-level span inside a hand-written ``chainlat.inference``): its model,
+    tokens and latency parts fill in what the outer span lacks.
+    """
+    children: dict[int, list[TracedSpan]] = {}
+    for span in run.spans:
+        if span.record.parent_id is not None:
+            children.setdefault(span.record.parent_id, []).append(span)
+    calls: list[ModelCall] = []
+    stack: list[tuple[TracedSpan, bool]] = [(run.root, False)]
+    while stack:
+        span, in_inference = stack.pop()
+        for child in children.get(span.record.span_id, ()):
+            kind = child.record.kind
+            if kind == "inference" and not in_inference:
+                calls.append(_call_of(child, children))
+                stack.append((child, True))
+            else:
+                # A data stage, tool or workflow inside a model call is a step of its own.
+                stack.append((child, in_inference and kind not in ("data", "tool", "workflow")))
+    start = {s.record.span_id: s.record.start_ns for s in run.spans}
+    calls.sort(key=lambda c: start.get(c.span_id, 0))
+    return calls
+
+
+def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> ModelCall:
+    # The step and the same-kind spans nested in it, outer first.
+    group = [step]
+    stack = [step]
+    while stack:
+        for child in children.get(stack.pop().record.span_id, ()):
+            if child.record.kind in ("data", "tool", "workflow"):
+                continue
+            if child.record.kind == "inference":
+                group.append(child)
+            stack.append(child)
+    model = next((m for m in map(_model_of, group) if m is not None), None)
+    if model is None:
+        model = step.record.name.split(" ", 1)[-1]
+    ttft: float | None = None
+    for span in group:
+        found = _ttft_of(span)
+        if found is not None:
+            ttft = found + (span.record.start_ns - step.record.start_ns) / _NS_PER_MS
+            break
+    tokens_in = [s.record.input_tokens for s in group if s.record.input_tokens is not None]
+    tokens_out = [s.record.output_tokens for s in group if s.record.output_tokens is not None]
+    env: float = 0.0
+    parts: dict[str, float] = {}
+    for key in _ENV_KEYS:
+        value = next(
+            (v for v in (_number(s.attributes, key) for s in group) if v is not None), None
+        )
+        if value is not None:
+            parts[key] = value
+            env += value
+    record = step.record
+    return ModelCall(
+        span_id=record.span_id,
+        step=record.name,
+        model=model,
+        duration_ms=max(record.end_ns - record.start_ns, 0) / _NS_PER_MS,
+        input_tokens=max(tokens_in) if tokens_in else None,
+        output_tokens=max(tokens_out) if tokens_out else None,
+        ttft_ms=ttft,
+        env_ms=env,
+        queue_ms=parts.get(attr.LATENCY_QUEUE_MS),
+        network_ms=parts.get(attr.LATENCY_NETWORK_MS),
+        cache_hit=any(s.record.cache_hit for s in group),
+        error=any(s.error or attr.ERROR_TYPE in s.attributes for s in group),
+    )
+
+
+# -- fitting -----------------------------------------------------------------------------
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, bool]:
+    """Least-squares intercept and slope, and whether the slope was kept.
+
+    The slope is set to 0 (the line flat at the mean) without spread in x, when it
+    is negative, or when it is within three standard errors of 0: over a narrow
+    range of input tokens the noise decides the slope, and extrapolating a noisy
+    slope to other prompt sizes is worse than assuming none.
+    """
+    n = len(xs)
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
+    if sxx <= 0:
+        return mean_y, 0.0, False
+    slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
+    base = mean_y - slope * mean_x
+    if slope < 0:
+        return mean_y, 0.0, False
+    if n > 2:
+        sse = math.fsum((y - base - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+        if slope < 3 * math.sqrt(sse / (n - 2) / sxx):
+            return mean_y, 0.0, False
+    if base < 0:  # no negative time at zero tokens: the line through the origin instead
+        slope = math.fsum(x * y for x, y in zip(xs, ys, strict=True)) / math.fsum(x * x for x in xs)
+        return 0.0, slope, True
+    return base, slope, True
+
+
+def _plane(
+    xs: Sequence[float], zs: Sequence[float], ys: Sequence[float]
+) -> tuple[float, float, float] | None:
+    """Least squares y = a + b x + c z; None when x and z are collinear or a slope is negative."""
+    mx, mz, my = statistics.fmean(xs), statistics.fmean(zs), statistics.fmean(ys)
+    sxx = math.fsum((x - mx) ** 2 for x in xs)
+    szz = math.fsum((z - mz) ** 2 for z in zs)
+    sxz = math.fsum((x - mx) * (z - mz) for x, z in zip(xs, zs, strict=True))
+    sxy = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    szy = math.fsum((z - mz) * (y - my) for z, y in zip(zs, ys, strict=True))
+    det = sxx * szz - sxz * sxz
+    if det <= 1e-9 * max(sxx * szz, 1e-300):
+        return None
+    b = (sxy * szz - szy * sxz) / det
+    c = (szy * sxx - sxy * sxz) / det
+    if b < 0 or c < 0:
+        return None
+    return my - b * mx - c * mz, b, c
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
+    """The latency profile of one model from its calls; None when no call can be used."""
+    every = list(calls)
+    hits = [c.duration_ms for c in every if c.cache_hit and not c.error]
+    usable = [
+        c
+        for c in every
+        if not c.cache_hit
+        and not c.error
+        and c.input_tokens is not None
+        and c.output_tokens is not None
+    ]
+    if not usable:
+        return None
+    ins = [float(c.input_tokens or 0) for c in usable]
+    decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in usable]
+    service = [c.service_ms for c in usable]
+    streamed = [c for c in usable if c.ttft_ms is not None]
+    decode_ms: float | None
+    notes: list[str] = []
+    if streamed:
+        x_ttft = [float(c.input_tokens or 0) for c in streamed]
+        base, per_input, kept = _line(
+            x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed]
+        )
+        if not kept and len(set(x_ttft)) > 1:
+            notes.append(_flat_note(x_ttft))
+        pairs = [
+            (float((c.output_tokens or 0) - 1), c.duration_ms - (c.ttft_ms or 0.0))
+            for c in streamed
+            if (c.output_tokens or 0) > 1
+        ]
+        sxx = math.fsum(k * k for k, _ in pairs)
+        decode_ms = max(math.fsum(k * g for k, g in pairs) / sxx, 0.0) if sxx > 0 else None
+        if decode_ms is None:
+            notes.append("no streamed call produced more than one token: decode time not fitted")
+    else:
+        plane = _plane(ins, decodes, service) if len(set(decodes)) > 1 else None
+        if plane is not None:
+            base, per_input, decode_ms = plane
+        elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
+            base, decode_ms, _ = _line(decodes, service)
+            per_input = 0.0
+        else:
+            base, per_input, kept = _line(ins, service)
+            if not kept and len(set(ins)) > 1:
+                notes.append(_flat_note(ins))
+            decode_ms = None
+            lengths = sorted({int(d) + 1 for d in decodes})
+            shown = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
+            notes.append(
+                "no first-token times and output length not separable "
+                f"(output tokens {shown}): ttft_base_ms includes the decode time"
+            )
+        base = max(base, 0.0)
+
+    profile = LatencyProfile(
+        ttft_base_ms=_round(base),
+        ttft_per_input_token_ms=_round(per_input),
+        decode_ms_per_token=_round(decode_ms) if decode_ms is not None else None,
+    )
+    logs = [
+        math.log(c.service_ms / predicted)
+        for c in usable
+        if c.service_ms > 0
+        and (predicted := profile.service_ms(c.input_tokens or 0, c.output_tokens or 0)) > 0
+    ]
+    queue = [(c.queue_ms, c.duration_ms) for c in every if c.queue_ms is not None]
+    network = [(c.network_ms, c.duration_ms) for c in every if c.network_ms is not None]
+    return profile.model_copy(
+        update={
+            "cache_hit_ms": _round(statistics.median(hits)) if hits else None,
+            "residual_sigma": _round(statistics.stdev(logs)) if len(logs) > 1 else None,
+            "queue_share": _share(queue),
+            "network_share": _share(network),
+            "calls": len(usable),
+            "ttft_calls": len(streamed),
+            "input_tokens_range": (int(min(ins)), int(max(ins))),
+            "output_tokens_range": (int(min(decodes)) + 1, int(max(decodes)) + 1),
+            "note": "; ".join(notes),
+        }
+    )
+
+
+def _flat_note(xs: Sequence[float]) -> str:
+    return (
+        f"input tokens {min(xs):.0f}-{max(xs):.0f}: too narrow a range to fit a slope "
+        "above the noise; taken as flat"
+    )
+
+
+def _share(parts: Sequence[tuple[float | None, float]]) -> float | None:
+    total = math.fsum(d for _, d in parts)
+    if not parts or total <= 0:
+        return None
+    return _round(min(max(math.fsum(p or 0.0 for p, _ in parts) / total, 0.0), 1.0))
+
+
+def fit_profiles(runs: Iterable[RunTree]) -> dict[str, LatencyProfile]:
+    """A latency profile for every model called in the runs, by model name (sorted).
+
+    Example::
+
+        profiles = fit_profiles(runs)
+        print(profiles["gpt-4o-mini"].decode_ms_per_token)
+    """
+    by_model: dict[str, list[ModelCall]] = {}
+    for run in runs:
+        for call in calls_of(run):
+            by_model.setdefault(call.model, []).append(call)
+    fitted = {model: fit_profile(calls) for model, calls in sorted(by_model.items())}
+    return {model: profile for model, profile in fitted.items() if profile is not None}
+
+
+# -- files -------------------------------------------------------------------------------
+
+_BARE_KEY: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def dumps_profiles(profiles: Mapping[str, LatencyProfile], *, fmt: str = "toml") -> str:
+    """The text of a profile file (``toml`` or ``json``)."""
+    tables = {
+        name: profile.model_dump(exclude_none=True, exclude_defaults=False)
+        for name, profile in profiles.items()
+    }
+    for table in tables.values():
+        if not table.get("note"):
+            table.pop("note", None)
+    if fmt == "json":
+        return json.dumps({"models": tables}, indent=2, ensure_ascii=False) + "\n"
+    lines = [
+        "# chainlat latency profiles: service time (ms) = ttft_base_ms",
+        "#   + ttft_per_input_token_ms * input tokens + decode_ms_per_token * (output tokens - 1)",
+    ]
+    for name, table in tables.items():
+        lines.append("")
+        lines.append(f"[models.{_toml_key(name)}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+    return "\n".join(lines) + "\n"
+
+
+def save_profiles(path: str | os.PathLike[str], profiles: Mapping[str, LatencyProfile]) -> None:
+    """Write profiles to a ``.toml`` or ``.json`` file (by its suffix; TOML otherwise).
+
+    Example::
+
+        save_profiles("profiles.toml", fit_profiles(runs))
+    """
+    file = Path(path)
+    text = dumps_profiles(profiles, fmt="json" if file.suffix.lower() == ".json" else "toml")
+    try:
+        file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ProfileFileError(f"{file}: cannot write: {exc.strerror or exc}") from None
+
+
+def load_profiles(path: str | os.PathLike[str]) -> dict[str, LatencyProfile]:
+    """Read and validate a profile file (TOML or JSON), written by hand or by ``chainlat profile``.
+
+    The file has one table per model under ``models``::
+
+        [models.gpt-4o]            # a vendor's figures: 300 ms to first token, 80 tokens/s
+        ttft_base_ms = 300
+        decode_ms_per_token = 12.5
+
+    Raises:
+        ProfileFileError: the file is missing or malformed; the message names the
+            file and the key path (``profiles.toml: models.gpt-4o.ttft_base_ms: ...``).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileFileError(f"{file}: no such profile file") from None
+    except UnicodeDecodeError:
+        raise ProfileFileError(f"{file}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ProfileFileError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    data: object
+    if file.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProfileFileError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    else:
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ProfileFileError(f"{file}: invalid TOML: {exc}") from None
+    return parse_profiles(data, source=str(file))
+
+
+def parse_profiles(data: object, *, source: str = "<inline>") -> dict[str, LatencyProfile]:
+    """Validate profiles already parsed into Python objects (``{"models": {...}}``)."""
+    try:
+        parsed = _ProfileFile.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        where = ".".join(_toml_key(str(p)) for p in first["loc"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ProfileFileError(
+            f"{source}: {where + ': ' if where else ''}{_message(first)}{more}"
+        ) from None
+    return dict(parsed.models)
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    shown = (
+        json.dumps(value) if isinstance(value, (int, float, str, bool)) else type(value).__name__
+    )
+    if kind == "extra_forbidden":
+        known = ", ".join(LatencyProfile.model_fields)
+        return f"unknown key (expected one of: {known})"
+    if kind == "missing":
+        return "required key missing"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        ctx = error.get("ctx", {})
+        bound = ctx.get("ge", ctx.get("le"))
+        word = "at least" if kind == "greater_than_equal" else "at most"
+        return f"must be {word} {bound:g}, got {shown}"
+    return f"{error['msg'].lower()}, got {shown}"

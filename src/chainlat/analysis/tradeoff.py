@@ -1,0 +1,477 @@
+"""Compare variants: latency against success rate, per workflow, with the Pareto front.
+
+Runs are grouped by workflow and ``chainlat.variant``. For each group: nearest-rank
+p50/p95/p99 of the total, the critical-path split (inference, data, tool,
+overhead: summed over runs, as shares of the summed totals, and their p50), and
+the success rate over the runs that recorded ``chainlat.outcome.success``, with
+a Wilson score 95 % interval (it stays inside 0..1 and behaves with few runs or
+rates near 0 and 1, where the normal approximation does not), and the mean
+``chainlat.outcome.score``.
+
+A variant is on the **Pareto front** of its workflow when no other variant of
+it with outcomes is at least as fast at p95 and at least as successful, and
+strictly better in one of the two. Variants without outcomes are not judged.
+
+Outcomes come from the traces (on the workflow span, or ``record_outcome`` spans
+merged by trace id) and from an outcomes file (:func:`load_outcomes`), one JSON
+object per line, which overrides them::
+
+    {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "success": true, "score": 0.9}
+
+Example::
+
+    comparison = chainlat.compare(["traces.jsonl"])
+    for v in comparison.variants:
+        print(v.variant, v.total.p95, v.success.rate if v.success else None)
+"""
+
+from __future__ import annotations
+
+import array
+import html
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from chainlat._core.errors import InputError
+from chainlat._core.stats import percentile
+from chainlat.analysis.whatif import KINDS, Percentiles
+
+if TYPE_CHECKING:
+    from chainlat._core.rollup import Rollup
+    from chainlat.traces import TraceSource
+    from chainlat.traces.runs import RunTree
+
+__all__ = [
+    "Comparison",
+    "Outcome",
+    "Proportion",
+    "VariantSummary",
+    "compare",
+    "html_page",
+    "load_outcomes",
+    "tradeoff_figure",
+    "wilson_interval",
+]
+
+_Z95: Final = 1.959963984540054
+"""The standard normal quantile for a two-sided 95 % interval."""
+
+
+def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95 % by default).
+
+    Example::
+
+        wilson_interval(8, 10)   # (0.490..., 0.943...)
+    """
+    if trials <= 0:
+        raise ValueError("a proportion needs at least one trial")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes {successes} out of 0..{trials}")
+    p = successes / trials
+    z2 = z * z
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True, slots=True)
+class Proportion:
+    """A success rate with its Wilson 95 % interval."""
+
+    successes: int
+    trials: int
+    low: float
+    high: float
+
+    @property
+    def rate(self) -> float:
+        """successes / trials."""
+        return self.successes / self.trials
+
+    @classmethod
+    def of(cls, successes: int, trials: int) -> Proportion:
+        """The rate and interval of ``successes`` out of ``trials`` (at least 1)."""
+        low, high = wilson_interval(successes, trials)
+        return cls(successes, trials, low, high)
+
+
+@dataclass(frozen=True, slots=True)
+class VariantSummary:
+    """The runs of one variant of one workflow."""
+
+    workflow: str
+    variant: str
+    """The ``chainlat.variant`` label, ``(none)`` for runs without one."""
+    runs: int
+    total: Percentiles
+    split_p50: dict[str, float]
+    """p50 of each kind's critical-path time (the p50s do not add up to the total's)."""
+    share: dict[str, float]
+    """Each kind's summed critical-path time over the summed totals."""
+    success: Proportion | None
+    """Over the runs with a recorded success; None when none recorded one."""
+    score_mean: float | None
+    scored: int
+    """Runs with a recorded score."""
+    pareto: bool = False
+    """On the Pareto front of its workflow (p95 total against success rate)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every variant of every workflow, in order of first appearance."""
+
+    variants: tuple[VariantSummary, ...]
+
+    def workflows(self) -> list[str]:
+        """The workflow names, in order of first appearance."""
+        return list(dict.fromkeys(v.workflow for v in self.variants))
+
+    def of(self, workflow: str) -> list[VariantSummary]:
+        """The variants of one workflow."""
+        return [v for v in self.variants if v.workflow == workflow]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """An outcome from an outcomes file."""
+
+    success: bool | None = None
+    score: float | None = None
+
+
+def load_outcomes(path: str | os.PathLike[str]) -> dict[str, Outcome]:
+    """Outcomes by trace id (lower-case hex) from a JSON lines file.
+
+    Each line: ``{"trace_id": "<32 hex digits>", "success": true|false, "score": 0.8}``;
+    ``success`` or ``score`` may be left out (not both). Blank lines are skipped.
+
+    Raises:
+        InputError: the file is missing or a line is malformed (``outcomes.jsonl:3: ...``).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{file}: no such outcomes file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    found: dict[str, Outcome] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{file}:{number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: expected an object with trace_id, success and/or score")
+        unknown = sorted(set(item) - {"trace_id", "success", "score"})
+        if unknown:
+            raise InputError(
+                f"{where}: {unknown[0]}: unknown key (expected trace_id, success, score)"
+            )
+        trace_id = item.get("trace_id")
+        if not isinstance(trace_id, str) or not _is_trace_id(trace_id):
+            raise InputError(f"{where}: trace_id: expected 32 hex digits, got {trace_id!r}")
+        success, score = item.get("success"), item.get("score")
+        if success is not None and not isinstance(success, bool):
+            raise InputError(f"{where}: success: expected true or false, got {success!r}")
+        if score is not None and (
+            isinstance(score, bool)
+            or not isinstance(score, (int, float))
+            or not math.isfinite(score)
+        ):
+            raise InputError(f"{where}: score: expected a number, got {score!r}")
+        if success is None and score is None:
+            raise InputError(f"{where}: expected success, score or both")
+        found[trace_id.lower()] = Outcome(success, float(score) if score is not None else None)
+    return found
+
+
+def _is_trace_id(text: str) -> bool:
+    return len(text) == 32 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def _apply(runs: Iterable[RunTree], outcomes: Mapping[str, Outcome]) -> list[RunTree]:
+    merged = []
+    for run in runs:
+        outcome = outcomes.get(run.trace_id.lower())
+        if outcome is not None:
+            run = replace(
+                run,
+                success=outcome.success if outcome.success is not None else run.success,
+                score=outcome.score if outcome.score is not None else run.score,
+            )
+        merged.append(run)
+    return merged
+
+
+def compare(
+    runs: Iterable[RunTree]
+    | str
+    | os.PathLike[str]
+    | Sequence[str | os.PathLike[str] | TraceSource | RunTree],
+    *,
+    workflow: str | None = None,
+    outcomes: Mapping[str, Outcome] | str | os.PathLike[str] | None = None,
+) -> Comparison:
+    """Group runs by workflow and variant: latency, split, success rate and the Pareto front.
+
+    Example::
+
+        comparison = chainlat.compare("traces.jsonl", outcomes="graded.jsonl")
+        print([v.variant for v in comparison.variants if v.pareto])
+
+    Args:
+        runs: Trace files, trace sources (a :class:`chainlat.traces.JaegerSource`),
+            or runs already read.
+        workflow: Only this workflow.
+        outcomes: Outcomes by trace id, or an outcomes file; they override the traces'.
+
+    Raises:
+        InputError: a file cannot be read, or there is no run.
+    """
+    from chainlat.traces.runs import RunTree, load_run_trees, source_name
+
+    if isinstance(runs, (str, os.PathLike)):
+        runs = [runs]
+    items = list(runs)
+    sources = [r for r in items if not isinstance(r, RunTree)]
+    trees = [r for r in items if isinstance(r, RunTree)]
+    if sources:
+        trees.extend(load_run_trees(sources))
+    where = ", ".join(source_name(s) for s in sources) or "the runs given"
+    if outcomes is not None:
+        table = load_outcomes(outcomes) if isinstance(outcomes, (str, os.PathLike)) else outcomes
+        trees = _apply(trees, {k.lower(): v for k, v in table.items()})
+    if workflow is not None:
+        trees = [t for t in trees if t.workflow == workflow]
+    if not trees:
+        what = f" of workflow {workflow!r}" if workflow is not None else ""
+        raise InputError(f"{where}: no workflow run{what} to compare")
+    tally = Tally()
+    for tree in trees:
+        tally.add(tree)
+    return tally.comparison()
+
+
+class _Variant:
+    """The numbers of one variant's runs that a summary needs (not the runs)."""
+
+    __slots__ = ("by_kind", "decided", "scores", "successes")
+
+    def __init__(self) -> None:
+        self.by_kind = {k: array.array("d") for k in ("total", *KINDS)}
+        self.decided = self.successes = 0
+        self.scores = array.array("d")
+
+    def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
+        for kind, values in self.by_kind.items():
+            values.append(rollup.kind_ms(kind))
+        if success is not None:
+            self.decided += 1
+            self.successes += success
+        if score is not None:
+            self.scores.append(score)
+
+    def summary(self, workflow: str, variant: str) -> VariantSummary:
+        totals = self.by_kind["total"]
+        grand = math.fsum(totals)
+        scores = self.scores
+        return VariantSummary(
+            workflow=workflow,
+            variant=variant,
+            runs=len(totals),
+            total=Percentiles.of(totals),
+            split_p50={k: percentile(sorted(self.by_kind[k]), 50) for k in KINDS},
+            share={k: (math.fsum(self.by_kind[k]) / grand if grand else 0.0) for k in KINDS},
+            success=Proportion.of(self.successes, self.decided) if self.decided else None,
+            score_mean=math.fsum(scores) / len(scores) if scores else None,
+            scored=len(scores),
+        )
+
+
+class Tally:
+    """Runs counted into a :class:`Comparison` one at a time, keeping a few numbers per run.
+
+    For a reader that streams runs by (``chainlat report --html``); :func:`compare`
+    uses it too.
+    """
+
+    def __init__(self) -> None:
+        self._variants: dict[tuple[str, str], _Variant] = {}
+        self.labelled = False
+        """A run carried a variant or an outcome: a comparison has something to show."""
+
+    def __len__(self) -> int:
+        return sum(len(v.by_kind["total"]) for v in self._variants.values())
+
+    def add(self, run: RunTree) -> None:
+        """Count one run, by workflow and variant."""
+        key = (run.workflow, run.variant_label)
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._variants[key] = _Variant()
+        variant.add(run.rollup(), run.success, run.score)
+        if run.variant is not None or run.success is not None or run.score is not None:
+            self.labelled = True
+
+    def comparison(self) -> Comparison:
+        """The variants counted so far, in order of first appearance."""
+        summaries = [v.summary(name, label) for (name, label), v in self._variants.items()]
+        return Comparison(tuple(_mark_pareto(summaries)))
+
+
+def _mark_pareto(summaries: Sequence[VariantSummary]) -> list[VariantSummary]:
+    marked = []
+    for v in summaries:
+        on_front = False
+        if v.success is not None:
+            on_front = not any(
+                o is not v
+                and o.workflow == v.workflow
+                and o.success is not None
+                and o.total.p95 <= v.total.p95
+                and o.success.rate >= v.success.rate
+                and (o.total.p95 < v.total.p95 or o.success.rate > v.success.rate)
+                for o in summaries
+            )
+        marked.append(replace(v, pareto=on_front))
+    return marked
+
+
+# -- the chart ---------------------------------------------------------------------------
+
+
+def tradeoff_figure(comparison: Comparison) -> Any:
+    """A plotly figure: p95 latency against success rate per variant, Pareto front marked.
+
+    One colour per workflow; error bars are the Wilson 95 % intervals; the front
+    is joined by a dashed line and its points are stars. Variants without
+    outcomes are left out. Needs plotly (``pip install 'chainlat[html]'``).
+
+    Example::
+
+        tradeoff_figure(chainlat.compare("traces.jsonl")).write_html("tradeoff.html")
+    """
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for workflow in comparison.workflows():
+        judged = [(v, v.success) for v in comparison.of(workflow) if v.success is not None]
+        if not judged:
+            continue
+        rates = [p.rate * 100 for _, p in judged]
+        figure.add_trace(
+            go.Scatter(
+                x=[v.total.p95 for v, _ in judged],
+                y=rates,
+                mode="markers+text",
+                name=workflow,
+                legendgroup=workflow,
+                text=[v.variant for v, _ in judged],
+                textposition="top center",
+                marker={
+                    "size": 12,
+                    "symbol": ["star" if v.pareto else "circle" for v, _ in judged],
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [p.high * 100 - p.rate * 100 for _, p in judged],
+                    "arrayminus": [p.rate * 100 - p.low * 100 for _, p in judged],
+                },
+                customdata=[[v.runs, p.trials] for v, p in judged],
+                hovertemplate=(
+                    "%{text}<br>p95 %{x:.0f} ms<br>success %{y:.1f} %"
+                    "<br>%{customdata[0]} runs, %{customdata[1]} with outcomes<extra></extra>"
+                ),
+            )
+        )
+        front = sorted(((v, p) for v, p in judged if v.pareto), key=lambda vp: vp[0].total.p95)
+        if len(front) > 1:
+            figure.add_trace(
+                go.Scatter(
+                    x=[v.total.p95 for v, _ in front],
+                    y=[p.rate * 100 for _, p in front],
+                    mode="lines",
+                    line={"dash": "dash"},
+                    name=f"{workflow}: Pareto front",
+                    legendgroup=workflow,
+                    hoverinfo="skip",
+                )
+            )
+    figure.update_layout(
+        xaxis_title="p95 latency (ms), lower is better",
+        yaxis_title="success rate (%), higher is better (Wilson 95 % interval)",
+        yaxis_range=[0, 105],
+    )
+    return figure
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def html_page(comparison: Comparison, *, sources: str = "") -> str:
+    """A self-contained HTML page with the trade-off chart and the table; works offline."""
+    figure = tradeoff_figure(comparison)
+    figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=480)
+    chart = (
+        figure.to_html(
+            full_html=False,
+            include_plotlyjs=True,
+            div_id="chart-tradeoff",
+            config={"displaylogo": False, "responsive": True},
+        )
+        if figure.data
+        else "<p>No variant recorded outcomes: nothing to plot.</p>"
+    )
+    rows = []
+    for v in comparison.variants:
+        success = v.success
+        cells = [
+            html.escape(v.workflow),
+            html.escape(v.variant) + (" &#9733;" if v.pareto else ""),
+            str(v.runs),
+            f"{v.total.p50:,.1f}",
+            f"{v.total.p95:,.1f}",
+            f"{v.total.p99:,.1f}",
+            *(f"{v.share[k] * 100:.0f} %" for k in KINDS),
+            "-" if success is None else f"{success.successes}/{success.trials}",
+            _pct(success.rate if success else None),
+            "-" if success is None else f"{_pct(success.low)} - {_pct(success.high)}",
+            "-" if v.score_mean is None else f"{v.score_mean:.3f}",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    heads = [
+        "workflow", "variant", "runs", "p50 ms", "p95 ms", "p99 ms",
+        *(f"{k} share" for k in KINDS), "successes", "success rate", "95 % interval",
+        "mean score",
+    ]  # fmt: skip
+    subtitle = f" from {html.escape(sources)}" if sources else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>chainlat: latency against success rate</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+        "td{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+        f"<h1>Latency against success rate{subtitle}</h1>"
+        "<p>Percentiles by nearest rank; shares are critical-path time over total time; "
+        "&#9733; marks the Pareto front of each workflow (no other variant is both at least "
+        "as fast at p95 and at least as successful).</p>"
+        f'<section id="tradeoff">{chart}</section>'
+        "<table><thead><tr>"
+        + "".join(f"<th>{h}</th>" for h in heads)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></body></html>\n"
+    )

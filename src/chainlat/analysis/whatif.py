@@ -1,0 +1,824 @@
+"""What-if: the recorded runs re-estimated with a model swapped, a prompt shortened, a cache
+added or a step dropped.
+
+Method, for every recorded run:
+
+1. **Changed steps are re-estimated from latency profiles** (:mod:`chainlat.analysis.profiles`,
+   fitted from the same traces, or from a profile file) with the run's own token
+   counts. Each call keeps its own residual: its recorded service time divided
+   by the old model's prediction for its tokens. The new duration is::
+
+       queue + connect + network (as recorded) + new profile's prediction * residual
+
+   so a call that was slow for its size stays slow, and the spread of the
+   estimate is the spread the runs really had. ``--prompt-scale`` multiplies the
+   call's input tokens (rounded); output tokens stay as recorded (a swapped model
+   is assumed to answer at the same length). ``--cache-hit-rate`` turns a
+   deterministic share of the step's calls (a hash of seed, trace and span id)
+   into cache hits taking the profile's ``cache_hit_ms`` (for data and tool steps:
+   the median of the step's recorded hits), else 0 ms; a recorded hit drawn as a
+   miss is re-estimated from the profile with a residual of 1. ``--drop`` makes
+   the step take no time. Failed calls and recorded cache hits keep their time
+   under a swap or a prompt change.
+2. **The timeline is rebuilt** (:func:`rebuild_timeline`) with the dependency rule
+   below, and
+3. **the chain total is recomputed** along the new critical path with the same
+   rollup as a live run (:func:`chainlat._core.rollup.compute_rollup`).
+
+Dependency rule, inferred from timestamps: among the children of one span, step
+B *waited on* step A when A ended before B started (``A.end <= B.start``). In the
+rebuilt run B starts at the latest new end among the steps it waited on, plus
+the gap it had after the last of them ended (the glue code between them); a step
+that waited on nothing keeps its offset from its parent's start. A parent ends
+at its last child's new end plus the time it ran after its last child. A changed
+step's own children are stretched with it. So steps that overlapped stay
+parallel, a sequence stays a sequence, and a shorter step moves everything that
+waited on it earlier. The rule is conservative: a step that merely happened to
+end before another started counts as a dependency, so lengthening it can delay
+a step that did not really wait for it. Queueing is not re-simulated: each call
+keeps the queue and network time it had (see docs/tradeoffs.md for where this
+breaks down).
+
+Example::
+
+    result = chainlat.whatif(["traces.jsonl"], swap={"chat gpt-4o": "gpt-4o-mini"})
+    for w in result.workflows:
+        print(w.workflow, w.before.p95, "->", w.after.p95)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final, Literal
+
+from chainlat._core.errors import InputError
+from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core.stats import percentile
+
+if TYPE_CHECKING:
+    from chainlat.analysis.profiles import LatencyProfile, ModelCall
+    from chainlat.budgets import BudgetReport, Budgets
+    from chainlat.traces import TraceSource
+    from chainlat.traces.runs import RunTree
+
+__all__ = [
+    "Change",
+    "Percentiles",
+    "RunEstimate",
+    "SpecError",
+    "StepEffect",
+    "StepOverride",
+    "WhatIfResult",
+    "WorkflowEffect",
+    "parse_change",
+    "rebuild_timeline",
+    "whatif",
+]
+
+ChangeKind = Literal["swap", "prompt_scale", "cache_hit_rate", "drop"]
+FLAGS: Final[dict[ChangeKind, str]] = {
+    "swap": "--swap",
+    "prompt_scale": "--prompt-scale",
+    "cache_hit_rate": "--cache-hit-rate",
+    "drop": "--drop",
+}
+_NS_PER_MS: Final = 1_000_000
+KINDS: Final = ("inference", "data", "tool", "overhead")
+
+
+class SpecError(InputError, ValueError):
+    """A what-if change that cannot be applied; the message quotes it."""
+
+
+# -- changes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One what-if change to the steps named ``step`` (a span name, ``chat gpt-4o``)."""
+
+    kind: ChangeKind
+    step: str
+    model: str | None = None
+    """``swap``: the model to use instead."""
+    value: float | None = None
+    """``prompt_scale``: the factor on input tokens; ``cache_hit_rate``: the share of hits."""
+
+    @property
+    def spec(self) -> str:
+        """The change as written on the command line."""
+        if self.kind == "drop":
+            right = ""
+        elif self.kind == "swap":
+            right = f"={self.model}"
+        else:
+            right = f"={self.value:g}"
+        return f'{FLAGS[self.kind]} "{self.step}{right}"'
+
+
+def parse_change(kind: ChangeKind, text: str) -> Change:
+    """A change from its command-line form: ``chat gpt-4o=gpt-4o-mini``, ``data rerank``.
+
+    Raises:
+        SpecError: the text is malformed or the number out of range.
+    """
+    flag = FLAGS[kind]
+    if kind == "drop":
+        step = text.strip()
+        if not step:
+            raise SpecError(f'{flag} "{text}": expected a step name, like "data rerank"')
+        return Change("drop", step)
+    step, equals, right = text.rpartition("=")
+    step, right = step.strip(), right.strip()
+    example = {
+        "swap": '"chat gpt-4o=gpt-4o-mini"',
+        "prompt_scale": '"chat gpt-4o=0.5"',
+        "cache_hit_rate": '"chat gpt-4o=0.3"',
+    }[kind]
+    if not equals or not step or not right:
+        raise SpecError(f'{flag} "{text}": expected STEP=VALUE, like {example}')
+    if kind == "swap":
+        return Change("swap", step, model=right)
+    try:
+        number = float(right)
+    except ValueError:
+        raise SpecError(f'{flag} "{text}": {right!r} is not a number') from None
+    return _checked(Change(kind, step, value=number), text)
+
+
+def _checked(change: Change, text: str) -> Change:
+    flag, value = FLAGS[change.kind], change.value
+    assert value is not None
+    if change.kind == "prompt_scale" and not (math.isfinite(value) and value > 0):
+        raise SpecError(f'{flag} "{text}": the scale must be above 0, got {value:g}')
+    if change.kind == "cache_hit_rate" and not (0 <= value <= 1):
+        raise SpecError(f'{flag} "{text}": the rate must be between 0 and 1, got {value:g}')
+    return change
+
+
+ChangeSpecs = Mapping[str, str] | Mapping[str, float] | Iterable[str]
+
+
+def _changes(
+    swap: Mapping[str, str] | Iterable[str],
+    prompt_scale: Mapping[str, float] | Iterable[str],
+    cache_hit_rate: Mapping[str, float] | Iterable[str],
+    drop: Iterable[str],
+) -> list[Change]:
+    found: list[Change] = []
+    for kind, specs in (
+        ("swap", swap),
+        ("prompt_scale", prompt_scale),
+        ("cache_hit_rate", cache_hit_rate),
+    ):
+        assert kind in FLAGS
+        if isinstance(specs, Mapping):
+            for step, value in specs.items():
+                if kind == "swap":
+                    found.append(parse_change("swap", f"{step}={value}"))
+                elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise SpecError(f'{FLAGS[kind]} "{step}={value}": expected a number')
+                else:
+                    change = Change(kind, step, value=float(value))
+                    found.append(_checked(change, f"{step}={value}"))
+        else:
+            found.extend(parse_change(kind, text) for text in specs)
+    if isinstance(drop, str):
+        drop = [drop]
+    found.extend(parse_change("drop", text) for text in drop)
+    seen: dict[tuple[str, str], Change] = {}
+    for change in found:
+        key = (change.kind, change.step)
+        if key in seen:
+            raise SpecError(f"{change.spec}: {FLAGS[change.kind]} given twice for this step")
+        seen[key] = change
+    if any(c.kind == "drop" for c in found):
+        dropped = {c.step for c in found if c.kind == "drop"}
+        for change in found:
+            if change.kind != "drop" and change.step in dropped:
+                raise SpecError(f"{change.spec}: the step is also dropped")
+    return found
+
+
+# -- the timeline -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepOverride:
+    """The new duration of one step, and what else changes on its span."""
+
+    duration_ns: int
+    name: str | None = None
+    cache_hit: bool | None = None
+    input_tokens: int | None = None
+    ttft_ms: float | None = None
+    """The new time to first token, for a streamed call."""
+
+
+def rebuild_timeline(
+    root: SpanRecord,
+    spans: Iterable[SpanRecord],
+    overrides: Mapping[int, StepOverride],
+    dropped: Collection[int] = (),
+) -> tuple[SpanRecord, list[SpanRecord]]:
+    """The run's spans re-timed with some steps' durations changed and some dropped.
+
+    Applies the dependency rule of this module's docstring; children are first
+    clipped to their parent's interval, as in the rollup. Returns the new root and
+    the new descendants (dropped steps and their subtrees left out), ready for
+    :func:`~chainlat._core.rollup.compute_rollup`.
+    """
+    by_parent: dict[int, list[SpanRecord]] = {}
+    for rec in spans:
+        if rec.parent_id is not None and rec.span_id != root.span_id:
+            by_parent.setdefault(rec.parent_id, []).append(rec)
+    out: list[SpanRecord] = []
+    seen: set[int] = {root.span_id}
+    gone = set(dropped)
+
+    def kids_of(rec: SpanRecord, start: int, end: int) -> list[tuple[SpanRecord, int, int]]:
+        kids = []
+        for kid in by_parent.get(rec.span_id, ()):
+            if kid.span_id in seen:  # a cycle in a malformed trace
+                continue
+            seen.add(kid.span_id)
+            kid_start = min(max(kid.start_ns, start), end)
+            kids.append((kid, kid_start, max(min(kid.end_ns, end), kid_start)))
+        kids.sort(key=lambda k: (k[1], k[2], k[0].span_id))
+        return kids
+
+    def emit(rec: SpanRecord, start: int, end: int, override: StepOverride | None) -> None:
+        if override is None:
+            out.append(replace(rec, start_ns=start, end_ns=end))
+            return
+        out.append(
+            replace(
+                rec,
+                start_ns=start,
+                end_ns=end,
+                name=override.name or rec.name,
+                cache_hit=rec.cache_hit if override.cache_hit is None else override.cache_hit,
+                input_tokens=rec.input_tokens
+                if override.input_tokens is None or rec.input_tokens is None
+                else override.input_tokens,
+                ttft_ms=rec.ttft_ms
+                if override.ttft_ms is None or rec.ttft_ms is None
+                else override.ttft_ms,
+            )
+        )
+
+    def stretch(
+        rec: SpanRecord,
+        start: int,
+        end: int,
+        to: Callable[[int], int],
+        visible: bool,
+        override: StepOverride | None,
+    ) -> None:
+        for kid, kid_start, kid_end in kids_of(rec, start, end):
+            if visible:
+                # The same-kind spans inside a changed call are that call.
+                inner = override if kid.kind == rec.kind else None
+                emit(kid, to(kid_start), to(kid_end), inner)
+            stretch(kid, kid_start, kid_end, to, visible, override)
+
+    def place(rec: SpanRecord, start: int, end: int, new_start: int, visible: bool) -> int:
+        override = overrides.get(rec.span_id)
+        if rec.span_id in gone or override is not None:
+            new_length = (
+                0 if rec.span_id in gone else max(override.duration_ns if override else 0, 0)
+            )
+            factor = new_length / (end - start) if end > start else 0.0
+
+            def to(t: int) -> int:
+                return new_start + round((t - start) * factor)
+
+            keep = visible and rec.span_id not in gone
+            stretch(rec, start, end, to, keep, override)
+            new_end = new_start + new_length
+            if keep and rec is not root:
+                emit(rec, new_start, new_end, override)
+            return new_end
+        kids = kids_of(rec, start, end)
+        if not kids:
+            new_end = new_start + (end - start)
+        else:
+            ends: list[int] = []
+            for i, (kid, kid_start, kid_end) in enumerate(kids):
+                waited = [j for j in range(i) if kids[j][2] <= kid_start]
+                if waited:
+                    last = max(kids[j][2] for j in waited)
+                    kid_new_start = max(ends[j] for j in waited) + (kid_start - last)
+                else:
+                    kid_new_start = new_start + (kid_start - start)
+                ends.append(place(kid, kid_start, kid_end, kid_new_start, visible))
+            new_end = max(ends) + (end - max(k[2] for k in kids))
+        if visible and rec is not root:
+            emit(rec, new_start, new_end, None)
+        return new_end
+
+    root_end = max(root.end_ns, root.start_ns)
+    new_root_end = place(root, root.start_ns, root_end, root.start_ns, True)
+    return replace(root, end_ns=new_root_end), out
+
+
+# -- estimating runs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """Nearest-rank p50, p95 and p99 of a set of totals, in milliseconds."""
+
+    p50: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Percentiles:
+        """The percentiles of a non-empty set of values."""
+        ordered = sorted(values)
+        return cls(percentile(ordered, 50), percentile(ordered, 95), percentile(ordered, 99))
+
+
+@dataclass(frozen=True, slots=True)
+class RunEstimate:
+    """One recorded run and its re-estimate."""
+
+    workflow: str
+    variant: str | None
+    trace_id: str
+    before: Rollup
+    after: Rollup
+    changed_steps: int
+    """Steps whose duration was re-estimated (or dropped) in this run."""
+    run: RunTree = field(repr=False, compare=False)
+    after_root: SpanRecord = field(repr=False, compare=False)
+    after_spans: tuple[SpanRecord, ...] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StepEffect:
+    """One step name of a workflow, before and after."""
+
+    step: str
+    after_name: str
+    """The name after a swap (``chat gpt-4o-mini``), ``(dropped)``, or the same name."""
+    kind: str
+    occurrences: int
+    before_p50_ms: float
+    after_p50_ms: float
+    critical_before: float
+    """Share of runs with the step on the critical path, before."""
+    critical_after: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowEffect:
+    """One workflow (and variant): its totals, split and steps before and after."""
+
+    workflow: str
+    variant: str | None
+    runs: int
+    before: Percentiles
+    after: Percentiles
+    share_before: dict[str, float]
+    """Critical-path share of inference, data, tool and overhead: sum over runs / sum of totals."""
+    share_after: dict[str, float]
+    steps: tuple[StepEffect, ...]
+
+
+@dataclass(frozen=True)
+class WhatIfResult:
+    """What :func:`whatif` found."""
+
+    changes: tuple[Change, ...]
+    workflows: tuple[WorkflowEffect, ...]
+    runs: tuple[RunEstimate, ...] = field(repr=False)
+    profiles: dict[str, LatencyProfile] = field(repr=False)
+    """The profiles used: fitted from the runs, overridden by a profile file."""
+    notes: tuple[str, ...] = ()
+    """Assumptions the estimate had to make, one line each."""
+    budget_before: BudgetReport | None = field(default=None, repr=False)
+    """The verdict of the budgets on the recorded runs, when budgets were given."""
+    budget_after: BudgetReport | None = field(default=None, repr=False)
+    """The same on the estimated runs."""
+
+
+def _draw(seed: int, trace_id: str, span_id: int) -> float:
+    digest = hashlib.blake2b(f"{seed}:{trace_id}:{span_id:016x}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big") / 2.0**64
+
+
+def _counted_steps(run: RunTree) -> dict[int, SpanRecord]:
+    """The run's steps by span id: spans of a kind, not nested in a step of the same kind."""
+    children: dict[int, list[SpanRecord]] = {}
+    for span in run.spans:
+        if span.record.parent_id is not None:
+            children.setdefault(span.record.parent_id, []).append(span.record)
+    steps: dict[int, SpanRecord] = {}
+    stack: list[tuple[SpanRecord, str | None]] = [(run.root.record, None)]
+    while stack:
+        rec, around = stack.pop()
+        for kid in children.get(rec.span_id, ()):
+            if kid.kind is not None and (kid.kind == "workflow" or kid.kind != around):
+                steps[kid.span_id] = kid
+                stack.append((kid, kid.kind if kid.kind != "workflow" else around))
+            else:
+                stack.append((kid, around))
+    return steps
+
+
+def _renamed(name: str, old_model: str, new_model: str) -> str:
+    if name.endswith(" " + old_model):
+        return name[: -len(old_model)] + new_model
+    return name
+
+
+class _Estimator:
+    def __init__(
+        self,
+        changes: Sequence[Change],
+        profiles: Mapping[str, LatencyProfile],
+        seed: int,
+        hit_ms_by_step: Mapping[str, float],
+    ) -> None:
+        self.by_step: dict[str, list[Change]] = {}
+        for change in changes:
+            self.by_step.setdefault(change.step, []).append(change)
+        self.profiles = profiles
+        self.seed = seed
+        self.hit_ms_by_step = hit_ms_by_step
+        self.notes: dict[str, int] = {}
+
+    def note(self, text: str) -> None:
+        self.notes[text] = self.notes.get(text, 0) + 1
+
+    def run(self, run: RunTree) -> RunEstimate:
+        from chainlat.analysis.profiles import calls_of
+
+        steps = _counted_steps(run)
+        calls = {c.span_id: c for c in calls_of(run)}
+        overrides: dict[int, StepOverride] = {}
+        dropped: set[int] = set()
+        for span_id, rec in steps.items():
+            changes = self.by_step.get(rec.name)
+            if not changes:
+                continue
+            if any(c.kind == "drop" for c in changes):
+                dropped.add(span_id)
+                continue
+            call = calls.get(span_id)
+            override = (
+                self.call(run, call, changes) if call is not None else self.step(run, rec, changes)
+            )
+            if override is not None:
+                overrides[span_id] = override
+        new_root, new_spans = rebuild_timeline(run.root.record, run.records, overrides, dropped)
+        return RunEstimate(
+            workflow=run.workflow,
+            variant=run.variant,
+            trace_id=run.trace_id,
+            before=run.rollup(),
+            after=compute_rollup(new_root, new_spans),
+            changed_steps=len(overrides) + len(dropped),
+            run=run,
+            after_root=new_root,
+            after_spans=tuple(new_spans),
+        )
+
+    def step(self, run: RunTree, rec: SpanRecord, changes: list[Change]) -> StepOverride | None:
+        rate = next((c.value for c in changes if c.kind == "cache_hit_rate"), None)
+        if rate is None:
+            return None
+        if _draw(self.seed, run.trace_id, rec.span_id) >= rate:
+            if rec.cache_hit:
+                self.note(f'"{rec.name}": recorded cache hits drawn as misses keep their time')
+            return StepOverride(rec.end_ns - rec.start_ns, cache_hit=rec.cache_hit)
+        hit_ms = self.hit_ms_by_step.get(rec.name)
+        if hit_ms is None:
+            self.note(f'"{rec.name}": no recorded cache hit; a hit is taken to cost 0 ms')
+            hit_ms = 0.0
+        return StepOverride(round(hit_ms * _NS_PER_MS), cache_hit=True)
+
+    def call(self, run: RunTree, call: ModelCall, changes: list[Change]) -> StepOverride | None:
+        swap = next((c.model for c in changes if c.kind == "swap"), None)
+        scale = next((c.value for c in changes if c.kind == "prompt_scale"), None)
+        rate = next((c.value for c in changes if c.kind == "cache_hit_rate"), None)
+        model = swap or call.model
+        new_name = _renamed(call.step, call.model, model) if swap else None
+        old = self.profiles.get(call.model)
+        new = self.profiles[model]
+        tokens_in, tokens_out = call.input_tokens, call.output_tokens
+        if tokens_in is None or tokens_out is None:
+            self.note(f'"{call.step}": calls without token counts are estimated at typical sizes')
+            ref = old or new
+            if tokens_in is None:
+                low, high = ref.input_tokens_range or (0, 0)
+                tokens_in = (low + high) // 2
+            if tokens_out is None:
+                low, high = ref.output_tokens_range or (1, 1)
+                tokens_out = (low + high) // 2
+        new_in = max(round(tokens_in * scale), 0) if scale is not None else tokens_in
+        predicted = new.service_ms(new_in, tokens_out)
+
+        hit = rate is not None and _draw(self.seed, run.trace_id, call.span_id) < rate
+        if hit:
+            hit_ms = new.cache_hit_ms
+            if hit_ms is None:
+                hit_ms = self.hit_ms_by_step.get(call.step)
+            if hit_ms is None:
+                self.note(f"{model}: no cache_hit_ms in its profile; a cache hit costs 0 ms")
+                hit_ms = 0.0
+            return StepOverride(
+                round(hit_ms * _NS_PER_MS),
+                name=new_name,
+                cache_hit=True,
+                input_tokens=new_in,
+            )
+        if call.cache_hit:
+            if rate is None:
+                self.note(f'"{call.step}": recorded cache hits keep their time')
+                return StepOverride(
+                    round(call.duration_ms * _NS_PER_MS), name=new_name, input_tokens=new_in
+                )
+            self.note(f'"{call.step}": recorded cache hits drawn as misses get no residual')
+            return StepOverride(
+                round((call.env_ms + predicted) * _NS_PER_MS),
+                name=new_name,
+                cache_hit=False,
+                input_tokens=new_in,
+            )
+        if call.error:
+            self.note(f'"{call.step}": failed calls keep their time')
+            return StepOverride(round(call.duration_ms * _NS_PER_MS), name=new_name)
+        if swap is None and scale is None:
+            return None  # a cache miss with nothing else changed
+        residual = 1.0
+        expected = old.service_ms(tokens_in, tokens_out) if old is not None else 0.0
+        if old is None:
+            self.note(f"{call.model}: no profile, so its calls get no residual")
+        elif expected > 0 and call.service_ms > 0:
+            residual = call.service_ms / expected
+        new_ms = call.env_ms + predicted * residual
+        ttft = call.env_ms + new.ttft_ms(new_in) * residual if call.ttft_ms is not None else None
+        return StepOverride(
+            round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
+        )
+
+
+def _validate(
+    changes: Sequence[Change],
+    runs: Sequence[RunTree],
+    profiles: Mapping[str, LatencyProfile],
+    where: str,
+) -> None:
+    from chainlat.analysis.profiles import calls_of
+
+    seen: dict[str, str] = {}
+    models: dict[str, set[str]] = {}
+    with_tokens: dict[str, bool] = {}
+    for run in runs:
+        for rec in _counted_steps(run).values():
+            seen.setdefault(rec.name, rec.kind or "")
+        for call in calls_of(run):
+            models.setdefault(call.step, set()).add(call.model)
+            with_tokens[call.step] = with_tokens.get(call.step, False) or (
+                call.input_tokens is not None
+            )
+    for change in changes:
+        kind = seen.get(change.step)
+        if kind is None:
+            names = ", ".join(sorted(seen)[:8]) or "none"
+            raise SpecError(
+                f'{change.spec}: no step named "{change.step}" in {where} (steps seen: {names})'
+            )
+        if change.kind in ("swap", "prompt_scale") and kind != "inference":
+            raise SpecError(
+                f'{change.spec}: "{change.step}" is a {kind} step; '
+                f"{FLAGS[change.kind]} applies to model calls"
+            )
+        if change.kind == "prompt_scale" and not with_tokens.get(change.step, False):
+            raise SpecError(f'{change.spec}: the calls of "{change.step}" recorded no input tokens')
+        needed: set[str] = set()
+        if change.kind == "swap":
+            assert change.model is not None
+            needed = {change.model}
+        elif change.kind == "prompt_scale":
+            needed = models.get(change.step, set())
+        for model in sorted(needed):
+            if model not in profiles:
+                known = ", ".join(sorted(profiles)) or "none"
+                raise SpecError(
+                    f"{change.spec}: no latency profile for model {model!r} (profiles: {known});"
+                    " record runs that use it, or write one in a profile file (--profiles)"
+                )
+
+
+def _effects(estimates: Sequence[RunEstimate], changes: Sequence[Change]) -> list[WorkflowEffect]:
+    groups: dict[tuple[str, str | None], list[RunEstimate]] = {}
+    for estimate in estimates:
+        groups.setdefault((estimate.workflow, estimate.variant), []).append(estimate)
+    swaps = {c.step: c.model for c in changes if c.kind == "swap"}
+    drops = {c.step for c in changes if c.kind == "drop"}
+    effects = []
+    for (workflow, variant), members in groups.items():
+        step_before: dict[str, list[float]] = {}
+        step_after: dict[str, list[float]] = {}
+        kinds: dict[str, str] = {}
+        renamed: dict[str, str] = {}
+        for estimate in members:
+            after_by_id = {r.span_id: r for r in estimate.after_spans}
+            for span_id, rec in _counted_steps(estimate.run).items():
+                kinds.setdefault(rec.name, rec.kind or "")
+                step_before.setdefault(rec.name, []).append((rec.end_ns - rec.start_ns) / 1e6)
+                new = after_by_id.get(span_id)
+                if new is not None:
+                    step_after.setdefault(rec.name, []).append((new.end_ns - new.start_ns) / 1e6)
+                    renamed.setdefault(rec.name, new.name)
+        steps = []
+        for name, durations in step_before.items():
+            after = step_after.get(name, [])
+            after_name = "(dropped)" if name in drops else renamed.get(name, name)
+            if name in swaps and after_name == name:
+                after_name = f"{name} -> {swaps[name]}"
+            steps.append(
+                StepEffect(
+                    step=name,
+                    after_name=after_name,
+                    kind=kinds[name],
+                    occurrences=len(durations),
+                    before_p50_ms=percentile(sorted(durations), 50),
+                    after_p50_ms=percentile(sorted(after), 50) if after else 0.0,
+                    critical_before=sum(name in e.before.critical_path for e in members)
+                    / len(members),
+                    critical_after=sum(after_name in e.after.critical_path for e in members)
+                    / len(members),
+                )
+            )
+        effects.append(
+            WorkflowEffect(
+                workflow=workflow,
+                variant=variant,
+                runs=len(members),
+                before=Percentiles.of(e.before.total_ms for e in members),
+                after=Percentiles.of(e.after.total_ms for e in members),
+                share_before=_shares([e.before for e in members]),
+                share_after=_shares([e.after for e in members]),
+                steps=tuple(steps),
+            )
+        )
+    return effects
+
+
+def _shares(rollups: Sequence[Rollup]) -> dict[str, float]:
+    total = math.fsum(r.total_ms for r in rollups)
+    return {k: (math.fsum(r.kind_ms(k) for r in rollups) / total if total else 0.0) for k in KINDS}
+
+
+def _hit_ms_by_step(runs: Sequence[RunTree]) -> dict[str, float]:
+    hits: dict[str, list[float]] = {}
+    for run in runs:
+        for rec in _counted_steps(run).values():
+            if rec.cache_hit:
+                hits.setdefault(rec.name, []).append((rec.end_ns - rec.start_ns) / 1e6)
+    return {name: sorted(values)[len(values) // 2] for name, values in hits.items()}
+
+
+Source = str | os.PathLike[str]
+
+
+def whatif(
+    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
+    *,
+    swap: Mapping[str, str] | Iterable[str] = (),
+    prompt_scale: Mapping[str, float] | Iterable[str] = (),
+    cache_hit_rate: Mapping[str, float] | Iterable[str] = (),
+    drop: Iterable[str] = (),
+    profiles: Mapping[str, LatencyProfile] | Source | None = None,
+    budgets: Budgets | Source | None = None,
+    workflow: str | None = None,
+    variant: str | None = None,
+    seed: int = 0,
+) -> WhatIfResult:
+    """Re-estimate recorded runs under model swaps, prompt scales, cache hit rates and drops.
+
+    Example::
+
+        result = chainlat.whatif("traces.jsonl", swap={"chat gpt-4o": "gpt-4o-mini"})
+        print(result.workflows[0].before.p95, "->", result.workflows[0].after.p95)
+
+    Args:
+        runs: Trace files (OTLP JSON lines, Jaeger JSON), trace sources (a
+            :class:`chainlat.traces.JaegerSource`), or runs already read.
+        swap: Step name to new model (``{"chat gpt-4o": "gpt-4o-mini"}``), or
+            ``"STEP=MODEL"`` strings.
+        prompt_scale: Step name to a factor > 0 on its input tokens.
+        cache_hit_rate: Step name to the share (0..1) of its calls served from a cache.
+        drop: Step names to remove.
+        profiles: Latency profiles (or a profile file) that override the ones
+            fitted from the runs; needed for a model the runs never called.
+        budgets: A :class:`chainlat.budgets.Budgets` (or budget file) to judge the
+            runs against, before and after.
+        workflow: Only the runs of this workflow.
+        variant: Only the runs of this variant (``chainlat.variant``).
+        seed: Seed of the cache-hit draws.
+
+    Raises:
+        SpecError: a change names no step of the runs, a model without a profile,
+            or a number out of range.
+        InputError: a file cannot be read; no run to estimate.
+    """
+    # pydantic is imported here, not with chainlat: `import chainlat` stays cheap.
+    from chainlat.analysis.profiles import fit_profiles, load_profiles
+
+    changes = _changes(swap, prompt_scale, cache_hit_rate, drop)
+    if not changes:
+        raise SpecError(
+            "nothing to change: give --swap, --prompt-scale, --cache-hit-rate or --drop"
+        )
+    selected, where = _select(runs, workflow, variant)
+    table = fit_profiles(selected)
+    if profiles is not None:
+        given = (
+            load_profiles(profiles) if isinstance(profiles, (str, os.PathLike)) else dict(profiles)
+        )
+        table.update(given)
+    _validate(changes, selected, table, where)
+    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected))
+    estimates = [estimator.run(run) for run in selected]
+    notes = tuple(
+        f"{text} ({count} call{'s' if count != 1 else ''})"
+        for text, count in estimator.notes.items()
+    )
+    before_report = after_report = None
+    if budgets is not None:
+        before_report, after_report = _judge(estimates, budgets)
+    return WhatIfResult(
+        changes=tuple(changes),
+        workflows=tuple(_effects(estimates, changes)),
+        runs=tuple(estimates),
+        profiles=table,
+        notes=notes,
+        budget_before=before_report,
+        budget_after=after_report,
+    )
+
+
+def _select(
+    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
+    workflow: str | None,
+    variant: str | None,
+) -> tuple[list[RunTree], str]:
+    from chainlat.traces.runs import RunTree
+
+    if isinstance(runs, (str, os.PathLike)):
+        runs = [runs]
+    items = list(runs)
+    if all(isinstance(r, RunTree) for r in items):
+        trees = [r for r in items if isinstance(r, RunTree)]
+        where = "the runs given"
+    else:
+        from chainlat.traces.runs import load_run_trees, source_name
+
+        sources = [r for r in items if not isinstance(r, RunTree)]
+        trees = load_run_trees(sources)
+        where = ", ".join(source_name(s) for s in sources)
+    selected = [
+        t
+        for t in trees
+        if (workflow is None or t.workflow == workflow)
+        and (variant is None or t.variant_label == variant)
+    ]
+    if not selected:
+        what = " and ".join(
+            f"{key} {value!r}"
+            for key, value in (("workflow", workflow), ("variant", variant))
+            if value is not None
+        )
+        raise InputError(f"{where}: no workflow run{' of ' + what if what else ''} to estimate")
+    return selected, where
+
+
+def _judge(
+    estimates: Sequence[RunEstimate], budgets: Budgets | Source
+) -> tuple[BudgetReport, BudgetReport]:
+    from chainlat import budgets as budget_module
+    from chainlat._core.runs import build_run
+
+    if isinstance(budgets, (str, os.PathLike)):
+        budgets = budget_module.load_budgets(budgets)
+    before = [
+        build_run(
+            e.workflow, e.run.root.record, e.run.records, rollup=e.before, trace_id=e.trace_id
+        )
+        for e in estimates
+    ]
+    after = [
+        build_run(e.workflow, e.after_root, e.after_spans, rollup=e.after, trace_id=e.trace_id)
+        for e in estimates
+    ]
+    return budget_module.evaluate(before, budgets), budget_module.evaluate(after, budgets)

@@ -1,0 +1,893 @@
+"""Latency budget files: the models, loading and discovery, and the verdict on a set of runs.
+
+A budget file declares, per workflow (by ``gen_ai.workflow.name``), limits on
+each run and on percentiles over many runs::
+
+    # chainlat.toml (or the same keys under [tool.chainlat] in pyproject.toml)
+    min_runs = 20
+
+    [workflows.support-chat]
+    total = "800ms"                      # every run
+    data = "250ms"
+    p95 = { total = "700ms", data = "200ms" }
+    p50 = "400ms"                        # a bare duration limits the total
+
+    [workflows.support-chat.steps."chat gpt-4o"]
+    max = "600ms"
+    p95 = "500ms"
+    ttft_p95 = "250ms"
+
+Durations are ``"800ms"``, ``"1.2s"``, ``"250us"`` (also ``ns``, ``m``) or plain
+numbers of milliseconds. Everything here is pure: :func:`evaluate` takes runs
+(from :mod:`chainlat.traces`, the pytest plugin or a live workflow) and returns
+a :class:`BudgetReport`; nothing is read from OpenTelemetry.
+
+Example::
+
+    budgets = chainlat.budgets.load_budgets("chainlat.toml")
+    report = chainlat.budgets.evaluate(chainlat.traces.read_runs(["traces.jsonl"]), budgets)
+    print(report.ok, [str(v) for v in report.broken])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Final, Literal, Union
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from chainlat._core.errors import SHOWN_CHARS, BudgetFileError, shorten, shown
+from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun, step_key
+from chainlat._core.stats import Samples, Stats, WorkflowStats
+
+__all__ = [
+    "BudgetReport",
+    "Budgets",
+    "LimitVerdict",
+    "QuantityLimits",
+    "StepBudget",
+    "WorkflowBudget",
+    "check_run",
+    "discover_budgets",
+    "evaluate",
+    "json_schema",
+    "load_budgets",
+    "parse_budgets",
+    "parse_duration",
+    "parse_workflow_budget",
+]
+
+BUDGET_FILE_NAMES: Final = ("chainlat.toml", "chainlat.yaml", "chainlat.yml", "pyproject.toml")
+"""What :func:`discover_budgets` looks for, in this order (pyproject.toml only with
+a ``[tool.chainlat]`` table)."""
+
+_UNIT_MS: Final = {
+    "ns": 1e-6,
+    "us": 1e-3,
+    "µs": 1e-3,
+    "μs": 1e-3,
+    "ms": 1.0,
+    "s": 1000.0,
+    "m": 60_000.0,
+    "min": 60_000.0,
+}
+_DURATION_RE: Final = re.compile(r"^\s*(-?)\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|μs|ms|s|min|m)\s*$")
+_DURATION_HINT: Final = (
+    'expected a duration like "800ms", "1.2s", "250us" or a number of milliseconds'
+)
+_DURATION_SCHEMA: Final[dict[str, Any]] = {
+    "description": 'A duration: "800ms", "1.2s", "250us", "90ns", "2m", or milliseconds.',
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*(ns|us|µs|μs|ms|s|min|m)\s*$"},
+    ],
+}
+_PERCENTILE_RE: Final = re.compile(r"^p(\d+(?:\.\d+)?)$")
+_PERCENTILE_KEY_SCHEMA: Final = r"^p([1-9][0-9]?(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)$"
+
+
+def parse_duration(value: object) -> float:
+    """A budget duration in milliseconds.
+
+    Example::
+
+        assert parse_duration("1.2s") == 1200.0
+        assert parse_duration("250us") == 0.25
+        assert parse_duration(800) == 800.0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise PydanticCustomError("duration", f"{_DURATION_HINT}, got {_show(value)}")
+    if isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if match is None:
+            raise PydanticCustomError("duration", f"{_DURATION_HINT}, got {_show(value)}")
+        sign, number, unit = match.groups()
+        ms = float(number) * _UNIT_MS[unit] * (-1 if sign else 1)
+    else:
+        ms = float(value)
+    if math.isnan(ms) or math.isinf(ms):
+        raise PydanticCustomError("duration", f"{_DURATION_HINT}, got {_show(value)}")
+    if ms < 0:
+        raise PydanticCustomError(
+            "negative_duration", f"a limit cannot be negative, got {_show(value)}"
+        )
+    return ms
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return shorten(json.dumps(value[: 4 * SHOWN_CHARS], ensure_ascii=False))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _percentile_value(key: str, prefix: str) -> float:
+    match = _PERCENTILE_RE.match(key[len(prefix) :]) if key.startswith(prefix) else None
+    if match is None:
+        raise PydanticCustomError(
+            "percentile_key", f"expected a percentile key like {prefix}p95, got {shown(key)}"
+        )
+    q = float(match.group(1))
+    if not 0 < q < 100:
+        raise PydanticCustomError(
+            "percentile_range",
+            f"percentile out of range: {key} (expected {prefix}p1 ... {prefix}p99.9; "
+            f"{'use max for the slowest run' if not prefix else 'use ttft to limit every call'})",
+        )
+    return q
+
+
+def _check_percentile_key(key: str) -> str:
+    _percentile_value(key, "")
+    return key
+
+
+def _check_ttft_percentile_key(key: str) -> str:
+    _percentile_value(key, "ttft_")
+    return key
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]
+"""A duration in milliseconds, written as ``"800ms"``, ``"1.2s"``, ``"250us"`` or a number."""
+PercentileKey = Annotated[str, AfterValidator(_check_percentile_key)]
+TtftPercentileKey = Annotated[str, AfterValidator(_check_ttft_percentile_key)]
+Quantity = Literal["total", "inference", "data", "tool", "overhead"]
+
+
+def _gather(data: object, groups: dict[str, str]) -> object:
+    """Move ``p95``-style keys (by prefix) into the internal mapping field of that prefix."""
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        target = None
+        if isinstance(key, str):
+            for prefix, field_name in groups.items():
+                rest = key[len(prefix) :]
+                if key.startswith(prefix) and rest[:1] == "p" and rest[1:2].isdigit():
+                    target = field_name
+                    break
+        if target is None:
+            out[key] = value
+        else:
+            out.setdefault(target, {})[key] = value
+    return out
+
+
+def _percentile_schema(value_schema: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    return {f"^{prefix}{_PERCENTILE_KEY_SCHEMA[1:]}": value_schema}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    keys_help: ClassVar[str] = ""
+
+
+def _quantity_limits_schema(schema: dict[str, Any]) -> None:
+    schema["description"] = (
+        "Limits on a percentile of the runs' total and critical-path split; "
+        "a bare duration limits the total."
+    )
+
+
+class QuantityLimits(_Model):
+    """Limits on one percentile (or on each run) of a workflow's wall time and its split."""
+
+    model_config = ConfigDict(json_schema_extra=_quantity_limits_schema)
+    keys_help: ClassVar[str] = "total, inference, data, tool, overhead"
+
+    total: Duration | None = None
+    inference: Duration | None = None
+    data: Duration | None = None
+    tool: Duration | None = None
+    overhead: Duration | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_duration_is_total(cls, data: object) -> object:
+        if isinstance(data, (dict, QuantityLimits)):
+            return data
+        return {"total": parse_duration(data)}
+
+    def items(self) -> list[tuple[Quantity, float]]:
+        """The limits that are set, in the order total, inference, data, tool, overhead."""
+        found: list[tuple[Quantity, float]] = []
+        for quantity in typing.get_args(Quantity):
+            limit = getattr(self, quantity)
+            if limit is not None:
+                found.append((quantity, limit))
+        return found
+
+
+class StepBudget(_Model):
+    """Limits on one step of a workflow, keyed by its span name (``chat gpt-4o``)."""
+
+    keys_help: ClassVar[str] = "max, ttft, p50/p90/p95/p99 (any pNN), ttft_p95 (any ttft_pNN)"
+
+    max: Duration | None = None
+    """Limit on every occurrence of the step, in every run."""
+    ttft: Duration | None = None
+    """Limit on the time to first token of every occurrence (streamed model calls)."""
+    percentiles: dict[PercentileKey, Duration] = Field(default_factory=dict)
+    """``p95 = "500ms"``: a percentile of the step's durations over all occurrences."""
+    ttft_percentiles: dict[TtftPercentileKey, Duration] = Field(default_factory=dict)
+    """``ttft_p95 = "250ms"``: a percentile of the time to first token."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_percentiles(cls, data: object) -> object:
+        return _gather(data, {"ttft_": "ttft_percentiles", "": "percentiles"})
+
+
+class WorkflowBudget(_Model):
+    """The budget of one workflow: per-run limits, percentile limits and per-step limits."""
+
+    keys_help: ClassVar[str] = (
+        "total, inference, data, tool, overhead, p50/p90/p95/p99 (any pNN), "
+        "min_runs, exclude_cache_hits, steps"
+    )
+
+    total: Duration | None = None
+    """Limit on the wall time of every run."""
+    inference: Duration | None = None
+    """Limit on the critical-path time in model calls, every run."""
+    data: Duration | None = None
+    tool: Duration | None = None
+    overhead: Duration | None = None
+    percentiles: dict[PercentileKey, QuantityLimits] = Field(default_factory=dict)
+    """``p95 = {total = "800ms"}`` or ``p95 = "800ms"``."""
+    min_runs: Annotated[StrictInt, Field(ge=1)] | None = None
+    """Runs needed before a percentile verdict counts (default: the file's)."""
+    exclude_cache_hits: StrictBool | None = None
+    """Leave runs and steps answered from a cache out of the percentiles (default: the file's)."""
+    steps: dict[str, StepBudget] = Field(default_factory=dict)
+    """Per-step limits, by span name."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_percentiles(cls, data: object) -> object:
+        return _gather(data, {"": "percentiles"})
+
+    def run_limits(self) -> QuantityLimits:
+        """The per-run limits on the total and the split."""
+        return QuantityLimits(
+            total=self.total,
+            inference=self.inference,
+            data=self.data,
+            tool=self.tool,
+            overhead=self.overhead,
+        )
+
+
+class Budgets(_Model):
+    """A budget file: defaults and one :class:`WorkflowBudget` per workflow name.
+
+    Example::
+
+        budgets = Budgets.model_validate({"workflows": {"chat": {"total": "800ms"}}})
+        assert budgets.workflows["chat"].total == 800.0
+    """
+
+    keys_help: ClassVar[str] = "version, min_runs, exclude_cache_hits, workflows"
+
+    version: Literal[1] = 1
+    """The format version; 1."""
+    min_runs: Annotated[StrictInt, Field(ge=1)] = 1
+    """Default runs needed before a percentile verdict counts."""
+    exclude_cache_hits: StrictBool = False
+    """Default for leaving cache hits out of percentiles."""
+    workflows: dict[str, WorkflowBudget] = Field(default_factory=dict)
+    """Budgets by workflow name (``gen_ai.workflow.name``)."""
+
+    _source: str = PrivateAttr(default="<inline>")
+
+    @property
+    def source(self) -> str:
+        """The file the budgets came from, or ``<inline>``."""
+        return self._source
+
+    def min_runs_for(self, workflow: str) -> int:
+        """Runs needed before a percentile verdict on ``workflow`` counts."""
+        budget = self.workflows.get(workflow)
+        if budget is not None and budget.min_runs is not None:
+            return budget.min_runs
+        return self.min_runs
+
+    def excludes_cache_hits(self, workflow: str) -> bool:
+        """Whether cache hits are left out of ``workflow``'s percentiles."""
+        budget = self.workflows.get(workflow)
+        if budget is not None and budget.exclude_cache_hits is not None:
+            return budget.exclude_cache_hits
+        return self.exclude_cache_hits
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def discover_budgets(directory: str | os.PathLike[str] | None = None) -> Path | None:
+    """The budget file in ``directory`` (default: the working directory), or None.
+
+    Looks for ``chainlat.toml``, ``chainlat.yaml``, ``chainlat.yml`` and then a
+    ``pyproject.toml`` with a ``[tool.chainlat]`` table, in that order; parent
+    directories are not searched.
+    """
+    base = Path(directory) if directory is not None else Path.cwd()
+    for name in BUDGET_FILE_NAMES:
+        candidate = base / name
+        if not candidate.is_file():
+            continue
+        if name != "pyproject.toml":
+            return candidate
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if re.search(r"^\s*\[\s*tool\s*\.\s*chainlat\s*[.\]]", text, re.MULTILINE):
+            return candidate
+    return None
+
+
+def load_budgets(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+) -> Budgets:
+    """Read and validate a budget file; with no path, the one found by :func:`discover_budgets`.
+
+    Raises:
+        BudgetFileError: the file is missing or malformed; the message names the
+            file, the line or key path, and what was expected.
+
+    Example::
+
+        budgets = load_budgets("chainlat.toml")
+        print(budgets.workflows["support-chat"].total)
+    """
+    if path is None:
+        found = discover_budgets(directory)
+        if found is None:
+            where = Path(directory) if directory is not None else Path.cwd()
+            raise BudgetFileError(
+                f"{where}: no budget file found (looked for chainlat.toml, chainlat.yaml, "
+                "chainlat.yml and [tool.chainlat] in pyproject.toml)"
+            )
+        path = found
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise BudgetFileError(f"{file}: no such budget file") from None
+    except IsADirectoryError:
+        raise BudgetFileError(f"{file}: is a directory, not a budget file") from None
+    except OSError as exc:
+        raise BudgetFileError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BudgetFileError(f"{file}:{line}: not UTF-8 text") from None
+
+    suffix = file.suffix.lower()
+    prefix: tuple[str, ...] = ()
+    yaml_root: yaml.Node | None = None
+    data: object
+    if suffix == ".toml":
+        data = _parse_toml(file, text)
+        if file.name == "pyproject.toml":
+            tool = data.get("tool") if isinstance(data, dict) else None
+            section = tool.get("chainlat") if isinstance(tool, dict) else None
+            if section is None:
+                raise BudgetFileError(f"{file}: no [tool.chainlat] table")
+            data, prefix = section, ("tool", "chainlat")
+    elif suffix in (".yaml", ".yml"):
+        data, yaml_root = _parse_yaml(file, text)
+    elif suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BudgetFileError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    else:
+        raise BudgetFileError(
+            f"{file}: unknown budget file type {file.suffix or '(none)'!r}: "
+            "expected .toml, .yaml, .yml or .json"
+        )
+    return parse_budgets(data, source=str(file), _prefix=prefix, _yaml_root=yaml_root)
+
+
+def parse_budgets(
+    data: object,
+    *,
+    source: str = "<inline>",
+    _prefix: tuple[str, ...] = (),
+    _yaml_root: yaml.Node | None = None,
+) -> Budgets:
+    """Validate budgets already parsed into Python objects (a dict as in the file).
+
+    Raises:
+        BudgetFileError: naming ``source`` and the key path of the first problem.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        where = ".".join(_prefix)
+        raise BudgetFileError(
+            f"{source}: {where + ': ' if where else ''}expected a table of keys, got {_show(data)}"
+        )
+    try:
+        budgets = Budgets.model_validate(data)
+    except ValidationError as exc:
+        raise BudgetFileError(_describe(exc, Budgets, source, _prefix, _yaml_root)) from None
+    budgets._source = source
+    return budgets
+
+
+def parse_workflow_budget(limits: dict[str, object], *, source: str) -> WorkflowBudget:
+    """Validate one workflow's limits given inline (the pytest marker and fixture)."""
+    try:
+        return WorkflowBudget.model_validate(limits)
+    except ValidationError as exc:
+        raise BudgetFileError(_describe(exc, WorkflowBudget, source, (), None)) from None
+
+
+def _parse_toml(file: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\s*\(at line (\d+), column (\d+)\)\s*$", message)
+        if match is not None:
+            where = f"{file}:{match.group(1)}:{match.group(2)}"
+            message = message[: match.start()]
+        elif "(at end of document)" in message:
+            where = f"{file}:{text.count(chr(10)) + 1}"
+            message = message.replace("(at end of document)", "").strip()
+        else:
+            where = str(file)
+        raise BudgetFileError(f"{where}: invalid TOML: {message}") from None
+
+
+def _parse_yaml(file: Path, text: str) -> tuple[object, yaml.Node | None]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(file)
+        problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
+        raise BudgetFileError(f"{where}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise BudgetFileError(f"{file}: invalid YAML: {' '.join(str(exc).split())}") from None
+    return data, root
+
+
+# --- error messages -------------------------------------------------------------------------
+
+_INTERNAL_LOC: Final = frozenset({"percentiles", "ttft_percentiles", "[key]"})
+
+
+def _describe(
+    exc: ValidationError,
+    model: type[BaseModel],
+    source: str,
+    prefix: tuple[str, ...],
+    yaml_root: yaml.Node | None,
+) -> str:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(str(p) for p in first["loc"] if p not in _INTERNAL_LOC)
+    message = _message(first, model, loc)
+    path = _key_path(prefix + loc)
+    line = _yaml_line(yaml_root, loc) if yaml_root is not None else None
+    where = f"{source}:{line}" if line is not None else source
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {path + ': ' if path else ''}{message}{more}"
+
+
+def _message(error: Any, model: type[BaseModel], loc: tuple[str, ...]) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        owner = _model_at(model, loc[:-1])
+        expected = f" (expected one of: {owner.keys_help})" if owner is not None else ""
+        return f"unknown key{expected}"
+    if kind in ("duration", "negative_duration", "percentile_range", "percentile_key"):
+        return str(error["msg"])
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected a whole number, got {_show(value)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"expected true or false, got {_show(value)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a table of keys, got {_show(value)}"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = error.get("ctx", {}).get("ge", error.get("ctx", {}).get("gt"))
+        return f"must be at least {bound}, got {_show(value)}"
+    if kind == "literal_error":
+        return (
+            f"expected {error.get('ctx', {}).get('expected', 'another value')}, got {_show(value)}"
+        )
+    if kind in ("string_type",):
+        return f"expected a string, got {_show(value)}"
+    return f"{error['msg']}, got {_show(value)}"
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str]) -> type[_Model] | None:
+    """The model class that holds the keys at ``loc``, walking fields and dict values."""
+    current: object = model
+    pending_dict = False
+    for part in loc:
+        if pending_dict:
+            pending_dict = False
+            continue  # the key of a dict entry (a workflow or step name)
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        info = current.model_fields.get(part)
+        if info is None:
+            return None
+        current, pending_dict = _unwrap(info.annotation)
+    if pending_dict or not (isinstance(current, type) and issubclass(current, _Model)):
+        return None
+    return current
+
+
+def _unwrap(annotation: object) -> tuple[object, bool]:
+    """The model inside ``X | None``, ``Annotated[X, ...]`` or ``dict[str, X]``; and if a dict."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            if arg is not type(None):
+                return _unwrap(arg)
+    if origin is dict:
+        inner, _ = _unwrap(typing.get_args(annotation)[1])
+        return inner, True
+    return annotation, False
+
+
+_BARE_KEY: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key_path(parts: Sequence[str]) -> str:
+    return ".".join(p if _BARE_KEY.match(p) else json.dumps(p, ensure_ascii=False) for p in parts)
+
+
+def _yaml_line(root: yaml.Node, loc: Sequence[str]) -> int | None:
+    node: yaml.Node | None = root
+    line: int | None = None
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and str(key_node.value) == part:
+                line = key_node.start_mark.line + 1
+                node = value_node
+                break
+        else:
+            break
+    return line
+
+
+# --- checking runs -------------------------------------------------------------------------
+
+
+def _target(*parts: str) -> str:
+    return ".".join(parts)
+
+
+def _step_target(step: str, limit: str) -> str:
+    return _target("steps", step_key(step), limit)
+
+
+def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
+    return [s for s in run.steps if s.name == step]
+
+
+def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
+    checks: list[tuple[str, float, _Measure]] = []
+    for quantity, limit in budget.run_limits().items():
+        checks.append((quantity, limit, _QuantityMeasure(quantity)))
+    for step, limits in budget.steps.items():
+        if limits.max is not None:
+            checks.append((_step_target(step, "max"), limits.max, _StepMeasure(step, False)))
+        if limits.ttft is not None:
+            checks.append((_step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
+    return checks
+
+
+class _Measure:
+    def of(self, run: WorkflowRun) -> float | None:
+        """The run's worst value of this measure, None when the run does not have it."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _QuantityMeasure(_Measure):
+    quantity: str
+
+    def of(self, run: WorkflowRun) -> float | None:
+        return run.rollup.kind_ms(self.quantity)
+
+
+@dataclass(frozen=True)
+class _StepMeasure(_Measure):
+    step: str
+    ttft: bool
+
+    def of(self, run: WorkflowRun) -> float | None:
+        values = [s.ttft_ms if self.ttft else s.duration_ms for s in _occurrences(run, self.step)]
+        found = [v for v in values if v is not None]
+        return max(found) if found else None
+
+
+def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]:
+    """The per-run limits of ``budget`` that ``run`` broke (percentiles are not judged here).
+
+    A step's ``max`` and ``ttft`` apply to each of its occurrences; the
+    violation reports the worst one.
+
+    Example::
+
+        broken = check_run(run, budgets.workflows["support-chat"])
+        assert not broken, "; ".join(map(str, broken))
+    """
+    violations: list[BudgetViolation] = []
+    for target, limit, measure in _run_checks(budget):
+        actual = measure.of(run)
+        if actual is not None and actual > limit:
+            violations.append(BudgetViolation(run.workflow, target, limit, actual))
+    return violations
+
+
+# --- the verdict over many runs ---------------------------------------------------------------
+
+VerdictStatus = Literal["ok", "broken", "not_enough_runs", "no_data"]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitVerdict:
+    """The verdict on one limit of one workflow's budget."""
+
+    workflow: str
+    target: str
+    """The limit's key path inside the workflow's budget (``p95.total``, ``steps."x".max``)."""
+    limit_ms: float
+    actual_ms: float | None
+    """Per-run limits: the worst run's value; percentiles: the percentile over the runs."""
+    status: VerdictStatus
+    runs: int
+    """Runs (or step occurrences, for a step percentile) judged."""
+    broken_runs: int = 0
+    """Per-run limits: how many runs broke it."""
+    percentile: float | None = None
+    """For percentile limits: which one (95.0)."""
+    min_runs: int = 1
+    worst_run: WorkflowRun | None = field(default=None, compare=False)
+    """Per-run limits: the run with the worst value."""
+
+    @property
+    def key_path(self) -> str:
+        """The limit's full key path in the budget file."""
+        return _key_path(("workflows", self.workflow)) + "." + self.target
+
+    def violation(self) -> BudgetViolation | None:
+        """This verdict as a violation, when broken."""
+        if self.status != "broken" or self.actual_ms is None:
+            return None
+        return BudgetViolation(self.workflow, self.target, self.limit_ms, self.actual_ms)
+
+
+@dataclass(slots=True)
+class BudgetReport:
+    """Every limit's verdict, with the statistics they were computed from."""
+
+    verdicts: list[LimitVerdict]
+    stats: Stats
+    budgets_source: str = "<inline>"
+
+    @property
+    def broken(self) -> list[LimitVerdict]:
+        """The limits that were broken."""
+        return [v for v in self.verdicts if v.status == "broken"]
+
+    @property
+    def ok(self) -> bool:
+        """No limit was broken."""
+        return not self.broken
+
+    @property
+    def judged(self) -> bool:
+        """At least one limit had runs to judge."""
+        return any(v.status in ("ok", "broken") for v in self.verdicts)
+
+    def verdicts_of(self, workflow: str) -> list[LimitVerdict]:
+        """The verdicts on one workflow's limits."""
+        return [v for v in self.verdicts if v.workflow == workflow]
+
+
+@dataclass(slots=True)
+class _RunTally:
+    judged: int = 0
+    broken: int = 0
+    worst: float | None = None
+    worst_run: WorkflowRun | None = None
+
+
+def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
+    """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
+
+    Streams ``runs`` once, keeping one float per sample (see :mod:`chainlat._core.stats`).
+    A percentile verdict needs ``min_runs`` samples, otherwise it is
+    ``not_enough_runs`` and does not count; a limit without any sample is ``no_data``.
+    """
+    checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
+    tallies: dict[tuple[str, str], _RunTally] = {}
+    stats = Stats()
+    for run in runs:
+        stats.add(run)
+        for target, limit, measure in checks.get(run.workflow, ()):
+            actual = measure.of(run)
+            if actual is None:
+                continue
+            tally = tallies.setdefault((run.workflow, target), _RunTally())
+            tally.judged += 1
+            if actual > limit:
+                tally.broken += 1
+            if tally.worst is None or actual > tally.worst:
+                tally.worst, tally.worst_run = actual, run
+
+    verdicts: list[LimitVerdict] = []
+    for name, budget in budgets.workflows.items():
+        for target, limit, _ in checks[name]:
+            tally = tallies.get((name, target), _RunTally())
+            status: VerdictStatus = (
+                "no_data" if tally.judged == 0 else "broken" if tally.broken else "ok"
+            )
+            verdicts.append(
+                LimitVerdict(
+                    name,
+                    target,
+                    limit,
+                    tally.worst,
+                    status,
+                    tally.judged,
+                    tally.broken,
+                    worst_run=tally.worst_run if tally.broken else None,
+                )
+            )
+        verdicts.extend(_percentile_verdicts(name, budget, budgets, stats.workflows.get(name)))
+    return BudgetReport(verdicts, stats, budgets.source)
+
+
+def _percentile_verdicts(
+    name: str, budget: WorkflowBudget, budgets: Budgets, stats: WorkflowStats | None
+) -> list[LimitVerdict]:
+    min_runs = budgets.min_runs_for(name)
+    exclude = budgets.excludes_cache_hits(name)
+    found: list[LimitVerdict] = []
+
+    def judge(target: str, q: float, limit: float, samples: Samples | None) -> None:
+        values = samples.sorted(exclude_cached=exclude) if samples is not None else []
+        if not values:
+            found.append(LimitVerdict(name, target, limit, None, "no_data", 0, percentile=q))
+            return
+        actual = samples.percentile(q, exclude_cached=exclude) if samples is not None else None
+        assert actual is not None
+        status: VerdictStatus
+        if len(values) < min_runs:
+            status = "not_enough_runs"
+        else:
+            status = "broken" if actual > limit else "ok"
+        found.append(
+            LimitVerdict(
+                name, target, limit, actual, status, len(values), percentile=q, min_runs=min_runs
+            )
+        )
+
+    for key in sorted(budget.percentiles, key=lambda k: _percentile_value(k, "")):
+        q = _percentile_value(key, "")
+        for quantity, limit in budget.percentiles[key].items():
+            samples = stats.quantities[quantity] if stats is not None else None
+            judge(_target(key, quantity), q, limit, samples)
+    for step, limits in budget.steps.items():
+        step_stats = stats.steps.get(step) if stats is not None else None
+        for key in sorted(limits.percentiles, key=lambda k: _percentile_value(k, "")):
+            q = _percentile_value(key, "")
+            samples = step_stats.duration if step_stats is not None else None
+            judge(_step_target(step, key), q, limits.percentiles[key], samples)
+        for key in sorted(limits.ttft_percentiles, key=lambda k: _percentile_value(k, "ttft_")):
+            q = _percentile_value(key, "ttft_")
+            samples = step_stats.ttft if step_stats is not None else None
+            judge(_step_target(step, key), q, limits.ttft_percentiles[key], samples)
+    return found
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a budget file (draft 2020-12), for editors and CI linters.
+
+    Example::
+
+        import json
+        print(json.dumps(chainlat.budgets.json_schema(), indent=2))
+    """
+    schema = Budgets.model_json_schema()
+    # The pNN keys are gathered into internal mappings by the models; in the file
+    # they are plain keys, so the schema shows them as pattern properties.
+    defs = schema["$defs"]
+    step = defs["StepBudget"]
+    step["properties"].pop("percentiles")
+    step["properties"].pop("ttft_percentiles")
+    step["patternProperties"] = {
+        **_percentile_schema(_DURATION_SCHEMA),
+        **_percentile_schema(_DURATION_SCHEMA, "ttft_"),
+    }
+    step["description"] = (
+        "Limits on one step, by span name: max (each occurrence), pNN (a percentile "
+        "of all occurrences), ttft and ttft_pNN (time to first token of model calls)."
+    )
+    workflow = defs["WorkflowBudget"]
+    workflow["properties"].pop("percentiles")
+    workflow["patternProperties"] = _percentile_schema(
+        {"anyOf": [_DURATION_SCHEMA, {"$ref": "#/$defs/QuantityLimits"}]}
+    )
+    workflow["description"] = (
+        "The budget of one workflow: per-run limits (total, inference, data, tool, "
+        "overhead), percentile limits over many runs (p50, p90, p95, p99 or any pNN), "
+        "and per-step limits."
+    )
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "chainlat latency budgets"
+    schema["description"] = (
+        "Latency budgets for multi-step AI workflows (chainlat.toml, [tool.chainlat] in "
+        'pyproject.toml, or chainlat.yaml). Durations are strings like "800ms", "1.2s", '
+        '"250us", or numbers of milliseconds.'
+    )
+    return schema

@@ -1,0 +1,302 @@
+"""``chainlat check``, ``report``, ``diff`` and ``budgets``: thin commands over budgets,
+traces, diff and report.
+
+Exit codes follow :mod:`chainlat.cli`: 0 ok, 1 a budget broken or a regression
+found, 2 bad input, an unreachable source or nothing to judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chainlat._core.errors import InputError
+from chainlat.cli.sources import (
+    add_reader_options,
+    add_source_arguments,
+    describe,
+    sources_from,
+    warn,
+)
+
+if TYPE_CHECKING:
+    from chainlat._core.runs import WorkflowRun
+    from chainlat._core.stats import Stats
+    from chainlat.analysis.tradeoff import Tally
+    from chainlat.traces import ReadCounters, TraceSource
+
+EXIT_OK = 0
+EXIT_BROKEN = 1
+EXIT_INPUT = 2
+
+_FORMATS = ("text", "json", "markdown")
+
+
+def add_commands(sub: Any) -> None:
+    """Add the budget commands to the ``chainlat`` parser's subparsers."""
+    check = sub.add_parser(
+        "check",
+        help="judge traces against latency budgets (exit 1 when one is broken)",
+        description="Judge workflow runs in trace files or Jaeger against a budget file.",
+    )
+    add_source_arguments(check)
+    check.add_argument(
+        "--budgets",
+        metavar="FILE",
+        help="budget file (default: chainlat.toml, chainlat.yaml or [tool.chainlat] "
+        "in pyproject.toml in the working directory)",
+    )
+    check.add_argument("--format", choices=_FORMATS, default="text")
+    check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    check.set_defaults(func=_check)
+
+    report = sub.add_parser(
+        "report",
+        help="latency statistics and waterfalls of trace files or Jaeger",
+        description="Statistics per workflow, kind and step, and the slowest and median run.",
+    )
+    add_source_arguments(report)
+    report.add_argument("--format", choices=_FORMATS, default="text")
+    report.add_argument(
+        "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
+    )
+    report.set_defaults(func=_report)
+
+    diff = sub.add_parser(
+        "diff",
+        help="compare two trace files per workflow and step (exit 1 on a regression)",
+        description="Compare p50/p95 per workflow and step; flag changes beyond run-to-run "
+        "noise (Mann-Whitney U and a tail test, Holm-adjusted) that exceed --threshold.",
+    )
+    diff.add_argument("baseline", metavar="BASELINE", help="trace file before")
+    diff.add_argument("current", metavar="CURRENT", help="trace file after")
+    diff.add_argument(
+        "--threshold",
+        default="10%",
+        help="slowdown of p50 or p95 that counts as a regression (default 10%%)",
+    )
+    diff.add_argument(
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="significance level for 'beyond noise' (default 0.01)",
+    )
+    diff.add_argument("--format", choices=_FORMATS, default="text")
+    add_reader_options(diff)
+    diff.set_defaults(func=_diff)
+
+    budgets = sub.add_parser("budgets", help="budget files: JSON schema, validation")
+    budgets_sub = budgets.add_subparsers(dest="budgets_command", required=True)
+    schema = budgets_sub.add_parser("schema", help="print the JSON schema of budget files")
+    schema.add_argument("--output", "-o", metavar="FILE", help="write it to FILE")
+    schema.set_defaults(func=_schema)
+    validate = budgets_sub.add_parser("validate", help="check a budget file")
+    validate.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
+    validate.set_defaults(func=_validate)
+
+
+def _runs(sources: list[TraceSource], counters: ReadCounters) -> Any:
+    for source in sources:
+        yield from source.runs(counters)
+
+
+def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputError:
+    if counters.spans == 0:
+        return InputError(f"nothing to judge: no spans in {describe(sources)}")
+    return InputError(
+        f"nothing to judge: {counters.spans} spans in {describe(sources)}, "
+        "none of them a workflow span (gen_ai.operation.name=invoke_workflow)"
+    )
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _write(path: str, text: str, what: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
+
+
+def _check(args: argparse.Namespace) -> int:
+    from chainlat import report
+    from chainlat.budgets import evaluate, load_budgets
+    from chainlat.traces import ReadCounters
+
+    budgets = load_budgets(args.budgets)
+    if not budgets.workflows:
+        raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
+    sources = sources_from(args)
+    counters = ReadCounters()
+    result = evaluate(_runs(sources, counters), budgets)
+    if counters.workflows == 0:
+        raise _nothing_read(sources, counters)
+    if args.format == "json":
+        _emit(json.dumps(report.check_json(result), indent=2))
+    elif args.format == "markdown":
+        _emit(report.check_markdown(result, sources=describe(sources)))
+    else:
+        _emit(report.check_text(result, sources=describe(sources)))
+    if args.junit:
+        _write(args.junit, report.junit_xml(result), "JUnit report")
+    warn(counters)
+    if result.broken:
+        return EXIT_BROKEN
+    if not result.judged:
+        ran = ", ".join(result.stats.workflows) or "none"
+        raise InputError(
+            "nothing to judge: no budgeted workflow has enough runs "
+            f"(budgeted: {', '.join(budgets.workflows)}; in the traces: {ran})"
+        )
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from chainlat import report
+    from chainlat._core.stats import aggregate
+    from chainlat.traces import ReadCounters
+
+    sources = sources_from(args)
+    counters = ReadCounters()
+    tally = None
+    if args.html:
+        from chainlat.analysis.tradeoff import Tally
+
+        tally = Tally()
+    stats = aggregate(
+        _runs(sources, counters) if tally is None else _tallied(sources, counters, tally)
+    )
+    if counters.workflows == 0:
+        raise _nothing_read(sources, counters)
+    warn(counters)
+    waterfalls = _waterfalls(stats, sources)
+    if args.html:
+        tradeoff = tally.comparison() if tally is not None and tally.labelled else None
+        try:
+            page = report.html_page(
+                stats, sources=describe(sources), waterfalls=waterfalls, tradeoff=tradeoff
+            )
+        except ImportError:
+            raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
+        _write(args.html, page, "HTML report")
+    if args.format == "json":
+        _emit(json.dumps(report.stats_json(stats), indent=2))
+    elif args.format == "markdown":
+        _emit(report.stats_markdown(stats, sources=describe(sources), waterfalls=waterfalls))
+    else:
+        _emit(report.stats_text(stats, sources=describe(sources), waterfalls=waterfalls))
+    return EXIT_OK
+
+
+def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally) -> Any:
+    """The runs of the sources; on the way, their variants and outcomes counted into ``tally``."""
+    from chainlat.traces.runs import runs_of_trace
+
+    for source in sources:
+        for trace in source.traces(counters):
+            for tree in runs_of_trace(trace.trace_id, trace.spans):
+                tally.add(tree)
+            runs = trace.workflow_runs()
+            counters.workflows += len(runs)
+            yield from runs
+
+
+def _waterfalls(
+    stats: Stats, sources: list[TraceSource]
+) -> dict[str, list[tuple[str, WorkflowRun]]]:
+    """The slowest run (kept while aggregating) and the median run (a second pass) per workflow."""
+    medians = {name: w.quantities["total"].percentile(50) for name, w in stats.workflows.items()}
+    found: dict[str, WorkflowRun] = {}
+    for run in _runs(sources, _quiet_counters()):
+        if run.workflow not in found and run.total_ms == medians.get(run.workflow):
+            found[run.workflow] = run
+            if len(found) == len(medians):
+                break
+    out: dict[str, list[tuple[str, WorkflowRun]]] = {}
+    for name, workflow in stats.workflows.items():
+        pairs: list[tuple[str, WorkflowRun]] = []
+        if workflow.slowest is not None:
+            pairs.append((f"{name}: slowest run", workflow.slowest))
+        if name in found:
+            pairs.append((f"{name}: median run (p50 of total)", found[name]))
+        out[name] = pairs
+    return out
+
+
+def _quiet_counters() -> ReadCounters:
+    from chainlat.traces import ReadCounters
+
+    return ReadCounters()
+
+
+def _threshold(text: str) -> float:
+    raw = text.strip().removesuffix("%")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"--threshold {text!r}: expected a percentage like 10%") from None
+    if value < 0:
+        raise InputError(f"--threshold {text!r}: expected a percentage of 0 or more")
+    return value / 100
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from chainlat import report
+    from chainlat.analysis.diff import compare
+    from chainlat.traces import FileSource, ReadCounters
+
+    threshold = _threshold(args.threshold)
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha {args.alpha}: expected a probability between 0 and 1")
+    progress = not args.no_progress
+    sides = [
+        FileSource(path, settle_lines=args.settle_lines, progress=progress)
+        for path in (args.baseline, args.current)
+    ]
+    counters = [ReadCounters(), ReadCounters()]
+    result = compare(
+        sides[0].runs(counters[0]),
+        sides[1].runs(counters[1]),
+        threshold=threshold,
+        alpha=args.alpha,
+    )
+    for side, count in zip(sides, counters, strict=True):
+        if count.workflows == 0:
+            raise _nothing_read([side], count)
+    warn(*counters)
+    if args.format == "json":
+        _emit(json.dumps(report.diff_json(result), indent=2))
+    elif args.format == "markdown":
+        _emit(report.diff_markdown(result))
+    else:
+        _emit(report.diff_text(result))
+    if result.regressions:
+        return EXIT_BROKEN
+    if result.judged == 0:
+        raise InputError("nothing to compare: no workflow or step has enough runs on both sides")
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from chainlat.budgets import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        _write(args.output, text, "schema")
+    else:
+        _emit(text)
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from chainlat.budgets import load_budgets
+
+    budgets = load_budgets(args.file)
+    names = ", ".join(budgets.workflows) or "no workflows"
+    _emit(f"{budgets.source}: ok ({names})")
+    return EXIT_OK
