@@ -105,8 +105,8 @@ if reader == "runs":
     report = evaluate(read_runs([path], counters=counters), budgets)
     runs, spans, held = counters.workflows, counters.spans, counters.peak_open_spans
 elif reader == "trees":
-    from chainlat.traces.runs import read_run_trees
-    runs = sum(1 for _ in read_run_trees([path]))
+    from chainlat.traces import read_runs
+    runs = sum(1 for _ in read_runs([path], outcomes=True))
 else:
     from chainlat.analysis.tradeoff import compare
     runs = sum(v.runs for v in compare(path).variants)

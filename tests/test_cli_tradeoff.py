@@ -147,9 +147,9 @@ def test_compare_prints_variants_and_writes_the_chart(
 
 
 def test_compare_takes_an_outcomes_file(traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from chainlat.traces.runs import read_run_trees
+    from chainlat.traces import read_runs
 
-    smalls = [r.trace_id for r in read_run_trees([traces]) if r.variant == "small"]
+    smalls = [r.trace_id for r in read_runs([traces], outcomes=True) if r.variant == "small"]
     outcomes = traces.parent / "outcomes.jsonl"
     outcomes.write_text(
         "".join(json.dumps({"trace_id": t, "success": True}) + "\n" for t in smalls)

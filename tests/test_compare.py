@@ -9,6 +9,7 @@ import pytest
 
 import chainlat
 from chainlat._core.rollup import SpanRecord
+from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat.analysis.tradeoff import (
     Outcome,
     compare,
@@ -17,14 +18,13 @@ from chainlat.analysis.tradeoff import (
     tradeoff_figure,
     wilson_interval,
 )
-from chainlat.traces.runs import RunTree, TracedSpan
 
 MS = 1_000_000
 
 
 def run(
     index: int, variant: str | None, total_ms: float, success: bool | None, score: float = 0.5
-) -> RunTree:
+) -> WorkflowRun:
     start = index * 10_000 * MS
     root = TracedSpan(
         SpanRecord(1, None, "invoke_workflow w", start, start + round(total_ms * MS), "workflow")
@@ -32,7 +32,7 @@ def run(
     step = TracedSpan(
         SpanRecord(2, 1, "chat m", start, start + round(total_ms * 0.8 * MS), "inference")
     )
-    return RunTree(
+    return WorkflowRun.from_spans(
         "w",
         root,
         (step,),
@@ -45,7 +45,7 @@ def run(
 
 def batch(
     variant: str | None, totals: list[float], successes: int, start: int = 0
-) -> list[RunTree]:
+) -> list[WorkflowRun]:
     return [run(start + i, variant, total, i < successes) for i, total in enumerate(totals)]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import chainlat
 from chainlat.testing import Capture
-from chainlat.traces.runs import runs_from_spans
+from chainlat.traces.sdk import runs_from_spans
 
 
 def test_outcome_inside_the_block_goes_on_the_workflow_span(cap: Capture) -> None:
@@ -35,7 +35,7 @@ def test_outcome_after_the_block_is_a_child_span_in_the_same_trace(cap: Capture)
     [tree] = runs_from_spans(cap.spans())
     assert (tree.success, tree.score) == (False, None)
     assert all(s.record.name != "record_outcome" for s in tree.spans)
-    assert tree.rollup().total_ms == 5
+    assert tree.recomputed_rollup().total_ms == 5
 
 
 def test_record_outcome_by_trace_id_reaches_the_only_workflow_of_the_trace(cap: Capture) -> None:
@@ -80,13 +80,15 @@ def test_bad_outcome_arguments_raise_value_error(kwargs: dict[str, object], mess
         chainlat.record_outcome(trace_id, **kwargs)  # type: ignore[arg-type]
 
 
-def test_nested_workflow_is_a_step_not_a_run(cap: Capture) -> None:
+def test_nested_workflow_is_a_step_of_the_outer_run_and_a_nested_run(cap: Capture) -> None:
     p = cap.provider
     with chainlat.workflow("outer", tracer_provider=p):
         cap.clock.advance(1)
         with chainlat.workflow("inner", tracer_provider=p):
             cap.clock.advance(2)
-    [tree] = runs_from_spans(cap.spans())
-    assert tree.workflow == "outer"
+    tree, inner = runs_from_spans(cap.spans())
+    assert (inner.workflow, inner.nested, inner.total_ms) == ("inner", True, 2.0)
+    assert (tree.workflow, tree.nested) == ("outer", False)
+    assert [s.name for s in tree.steps] == ["invoke_workflow inner"]
     assert [s.record.name for s in tree.spans] == ["invoke_workflow inner"]
     assert tree.variant_label == "(none)"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import chainlat
+from chainlat._core.runs import WorkflowRun
 from chainlat.analysis.profiles import (
     LatencyProfile,
     ProfileFileError,
@@ -18,7 +19,7 @@ from chainlat.analysis.profiles import (
     save_profiles,
 )
 from chainlat.testing import Capture
-from chainlat.traces.runs import RunTree, runs_from_spans
+from chainlat.traces.sdk import runs_from_spans
 
 
 def synthetic_runs(
@@ -33,7 +34,7 @@ def synthetic_runs(
     stream: bool,
     fixed_output: int | None = None,
     seed: int = 1,
-) -> list[RunTree]:
+) -> list[WorkflowRun]:
     """Runs of one model call each, timed by a known profile with log-normal noise."""
     rng = random.Random(seed)
     p, clock = cap.provider, cap.clock
@@ -198,7 +199,7 @@ def test_a_hand_written_profile_needs_only_the_base(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("[models.m]\nttft_base_ms = -1\n", "models.m.ttft_base_ms: must be at least 0, got -1"),
-        ("[models.m]\nttft_base_ms = 1\nslots = 4\n", "models.m.slots: unknown key"),
+        ("[models.m]\nttft_base_ms = 1\nqueue_ms = 4\n", "models.m.queue_ms: unknown key"),
         ("[models.m]\nttft_per_input_token_ms = 1\n", "models.m.ttft_base_ms: required key"),
         ("[models.m]\nttft_base_ms = 'fast'\n", "models.m.ttft_base_ms: "),
         ("[models.m]\nttft_base_ms = 1\nqueue_share = 2\n", "queue_share: must be at most 1"),

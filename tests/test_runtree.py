@@ -10,8 +10,7 @@ from opentelemetry import context
 import chainlat
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import Capture
-from chainlat.traces import ReadCounters, read_runs
-from chainlat.traces.runs import load_run_trees, read_run_trees
+from chainlat.traces import ReadCounters, load_runs, read_runs
 from test_traces import graded_file
 from tracegen import DATA_DIR, ChatRun, write_runs
 
@@ -20,8 +19,8 @@ def test_run_trees_hold_open_traces_not_the_file(tmp_path: Path) -> None:
     """The same settle rule as the runs: spans are dropped once their run is handed out."""
     path = write_runs(tmp_path / "t.jsonl", [ChatRun()] * 200, batch=None)
     counters = ReadCounters()
-    trees = read_run_trees([path], counters=counters)
-    totals = [tree.rollup().total_ms for tree in trees]
+    trees = read_runs([path], outcomes=True, counters=counters)
+    totals = [tree.recomputed_rollup().total_ms for tree in trees]
     assert totals == [r.total_ms for r in read_runs([path])]
     assert (counters.spans, counters.workflows, counters.late_spans) == (600, 200, 0)
     assert counters.peak_open_spans <= 3 + 8
@@ -29,7 +28,7 @@ def test_run_trees_hold_open_traces_not_the_file(tmp_path: Path) -> None:
 
 def test_outcomes_recorded_long_after_the_runs_are_merged(cap: Capture, tmp_path: Path) -> None:
     path = graded_file(cap, tmp_path / "t.jsonl", gap_lines=50)
-    trees = list(read_run_trees([path]))
+    trees = list(read_runs([path], outcomes=True))
     assert [(t.variant, t.success, t.score) for t in trees] == [
         ("large", True, 0.5),
         ("small", False, 0.5),
@@ -52,9 +51,9 @@ def test_load_run_trees_lists_each_source_in_start_order(cap: Capture, tmp_path:
     first.__exit__(None, None, None)
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(encode_request([s])) + "\n" for s in cap.spans()))
-    streamed = [t.variant for t in read_run_trees([path])]
+    streamed = [t.variant for t in read_runs([path], outcomes=True)]
     assert streamed == ["second", "first"]  # as the traces completed
-    assert [t.variant for t in load_run_trees([path, DATA_DIR / "jaeger-traces.json"])] == [
+    assert [t.variant for t in load_runs([path, DATA_DIR / "jaeger-traces.json"])] == [
         "first",
         "second",
         None,

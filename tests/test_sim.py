@@ -735,14 +735,48 @@ def test_default_profiles_reproduce_the_classic_example() -> None:
 
 def test_load_profiles_from_toml_table_and_json_array(tmp_path: Path) -> None:
     toml_file = tmp_path / "sim.toml"
-    toml_file.write_text('[models.fast]\nttft_base_ms = 120\nslots = 2\n\n[models."b"]\n')
+    toml_file.write_text(
+        '[models.fast]\nttft_base_ms = 120\nslots = 2\n\n[models."b"]\nttft_base_ms = 100\n'
+    )
     assert load_profiles(toml_file) == [
-        ModelProfile("fast", ttft_base_ms=120, slots=2),
-        ModelProfile("b"),
+        ModelProfile("fast", ttft_base_ms=120, slots=2, decode_ms_per_token=0.0),
+        ModelProfile("b", decode_ms_per_token=0.0),
     ]
     json_file = tmp_path / "sim.json"
-    json_file.write_text(json.dumps({"models": [{"name": "x", "decode_ms_per_token": 2.5}]}))
+    json_file.write_text(
+        json.dumps({"models": [{"name": "x", "ttft_base_ms": 100, "decode_ms_per_token": 2.5}]})
+    )
     assert load_profiles(json_file) == [ModelProfile("x", decode_ms_per_token=2.5)]
+
+
+def test_a_fitted_profile_file_serves_as_a_simulator_file(tmp_path: Path) -> None:
+    """What ``chainlat profile -o`` writes, ``chainlat sim --profiles`` reads."""
+    from chainlat.analysis.profiles import LatencyProfile, save_profiles
+
+    fitted = LatencyProfile(
+        ttft_base_ms=300,
+        ttft_per_input_token_ms=0.25,
+        decode_ms_per_token=12.5,
+        residual_sigma=0.08,
+        queue_share=0.01,
+        calls=40,
+        ttft_calls=40,
+        input_tokens_range=(100, 900),
+        output_tokens_range=(20, 60),
+        note="fitted",
+    )
+    path = tmp_path / "fitted.toml"
+    save_profiles(path, {"gpt-4o": fitted})
+    assert load_profiles(path) == [
+        ModelProfile(
+            "gpt-4o",
+            ttft_base_ms=300,
+            ttft_per_input_token_ms=0.25,
+            decode_ms_per_token=12.5,
+            output_tokens=60,
+            jitter=0.08,
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -750,17 +784,21 @@ def test_load_profiles_from_toml_table_and_json_array(tmp_path: Path) -> None:
     [
         (
             "p.toml",
-            "[models.fast]\nslots = 0\n",
-            "p.toml: models.fast.slots: expected an integer >= 1",
+            "[models.fast]\nttft_base_ms = 1\nslots = 0\n",
+            "p.toml: models.fast.slots: must be at least 1, got 0",
         ),
-        ("p.toml", "[models.fast]\nttft_ms = 1\n", "p.toml: models.fast.ttft_ms: unknown key"),
         (
             "p.toml",
-            '[models.fast]\njitter = "a"\n',
-            "p.toml: models.fast.jitter: expected a number",
+            "[models.fast]\nttft_base_ms = 1\nttft_ms = 1\n",
+            "p.toml: models.fast.ttft_ms: unknown key",
+        ),
+        (
+            "p.toml",
+            '[models.fast]\nttft_base_ms = 1\njitter = "a"\n',
+            "p.toml: models.fast.jitter: input should be a valid number",
         ),
         ("p.toml", "[models\n", "p.toml: invalid TOML"),
-        ("p.toml", "[other]\n", "p.toml: other: unknown key"),
+        ("p.toml", "[other]\n", "p.toml: models: required key missing"),
         (
             "p.json",
             '{"models": [{"name": "a"}, {"name": "a"}]}',
@@ -822,15 +860,14 @@ def test_cli_bad_profiles_file_exits_2_naming_file_and_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "profiles.toml"
-    path.write_text("[models.big]\ndecode_ms_per_token = -1\n")
+    path.write_text("[models.big]\nttft_base_ms = 1\ndecode_ms_per_token = -1\n")
     assert main(["--profiles", str(path)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"chainlat sim: error: {path}: models.big.decode_ms_per_token: "
-        "expected a number >= 0, got -1\n"
+        f"chainlat sim: error: {path}: models.big.decode_ms_per_token: must be at least 0, got -1\n"
     )
     assert main(["--profiles", str(tmp_path / "missing.toml")]) == 2
-    assert "missing.toml: cannot read" in capsys.readouterr().err
+    assert "missing.toml: no such profile file" in capsys.readouterr().err
 
 
 _RUN_MAIN = "import sys; from chainlat.sim import main; sys.exit(main(sys.argv[1:]))"

@@ -200,7 +200,7 @@ def test_trace_spans_keep_the_attributes_the_analyses_read(cap: Capture, tmp_pat
 
 def test_the_quick_path_reads_spans_as_the_full_one_does(tmp_path: Path) -> None:
     """Every span the quick path takes gives what the validating path gives."""
-    from chainlat.traces import _common_otlp_span, _otlp_span
+    from chainlat.traces._parse import _common_otlp_span, _otlp_span
 
     lines = write_runs(tmp_path / "t.jsonl", RUNS, batch=None).read_bytes().splitlines()
     lines += (DATA_DIR / "collector-traces.jsonl").read_bytes().splitlines()

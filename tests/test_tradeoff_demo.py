@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import percentile
 from chainlat.analysis.tradeoff import compare
 from chainlat.analysis.whatif import whatif
 from chainlat.demo.tradeoff import grade
-from chainlat.traces.runs import RunTree, read_run_trees
+from chainlat.traces import read_runs
 
 P50_BOUND = 0.15
 P95_BOUND = 0.20
@@ -38,8 +39,8 @@ jitter (sigma 0.1 per phase) cannot spread a four-step chain that far, a stalled
 machine can (another process hogging both cores stretched one run to 1.4 s)."""
 
 
-def _spread(runs: list[RunTree], variant: str) -> float:
-    totals = sorted(r.rollup().total_ms for r in runs if r.variant == variant)
+def _spread(runs: list[WorkflowRun], variant: str) -> float:
+    totals = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant == variant)
     return percentile(totals, 95) / percentile(totals, 50)
 
 
@@ -66,7 +67,7 @@ def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
             timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        runs = list(read_run_trees([traces]))
+        runs = list(read_runs([traces], outcomes=True))
         spread = (_spread(runs, "large-planner"), _spread(runs, "small-planner"))
         if max(spread) <= SPREAD_LIMIT:
             return traces, done.stdout
@@ -77,10 +78,10 @@ def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_what_if_from_the_large_planner_runs_matches_the_measured_small_planner_runs(
     demo_traces: tuple[Path, str],
 ) -> None:
-    runs = list(read_run_trees([demo_traces[0]]))
+    runs = list(read_runs([demo_traces[0]], outcomes=True))
     result = whatif(runs, variant="large-planner", swap={"chat sim-large": "sim-small"})
     [estimate] = result.workflows
-    measured = sorted(r.rollup().total_ms for r in runs if r.variant == "small-planner")
+    measured = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant == "small-planner")
     assert len(measured) == estimate.runs == 24
     p50_error = estimate.after.p50 / percentile(measured, 50) - 1
     p95_error = estimate.after.p95 / percentile(measured, 95) - 1
@@ -104,7 +105,7 @@ def test_the_demo_prints_the_trade_off_and_records_outcomes_in_the_traces(
 
 
 def test_simulated_grades_are_deterministic_for_a_seed(demo_traces: tuple[Path, str]) -> None:
-    runs = list(read_run_trees([demo_traces[0]]))
+    runs = list(read_runs([demo_traces[0]], outcomes=True))
     assert grade(runs, 3) == grade(runs, 3)
     recorded = {r.trace_id: (r.success, r.score) for r in runs}
     assert grade(runs, 3) == recorded  # what the demo recorded is what grade() gives

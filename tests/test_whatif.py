@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 from collections.abc import Mapping
 
 import pytest
 
 import chainlat
 from chainlat._core.rollup import SpanRecord, compute_rollup
+from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat.analysis.profiles import LatencyProfile
 from chainlat.analysis.whatif import (
     SpecError,
@@ -18,7 +20,7 @@ from chainlat.analysis.whatif import (
     whatif,
 )
 from chainlat.testing import Capture
-from chainlat.traces.runs import RunTree, TracedSpan, runs_from_spans
+from chainlat.traces.sdk import runs_from_spans
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
@@ -51,7 +53,9 @@ TOOL = {"chainlat.step.kind": "tool"}
 DATA = {"chainlat.step.kind": "data"}
 
 
-def run_of(end_ms: float, *steps: Step, trace: str = "t1", variant: str | None = None) -> RunTree:
+def run_of(
+    end_ms: float, *steps: Step, trace: str = "t1", variant: str | None = None
+) -> WorkflowRun:
     """A workflow (span 1, from 0 to ``end_ms``) with the given descendants."""
     root_attributes: dict[str, object] = {
         "chainlat.step.kind": "workflow",
@@ -79,10 +83,10 @@ def run_of(end_ms: float, *steps: Step, trace: str = "t1", variant: str | None =
             output_tokens=tokens_out if isinstance(tokens_out, int) else None,
         )
         spans.append(TracedSpan(record, attributes))
-    return RunTree("w", root, tuple(spans), trace_id=trace, variant=variant)
+    return WorkflowRun.from_spans("w", root, tuple(spans), trace_id=trace, variant=variant)
 
 
-def sequential(chat_ms: float = 200, **chat_extra: object) -> RunTree:
+def sequential(chat_ms: float = 200, **chat_extra: object) -> WorkflowRun:
     """data 10 ms, chat big, tool 5 ms, with 1 ms of glue around each."""
     chat_end = 12 + chat_ms
     return run_of(
@@ -93,7 +97,7 @@ def sequential(chat_ms: float = 200, **chat_extra: object) -> RunTree:
     )
 
 
-def parallel() -> RunTree:
+def parallel() -> WorkflowRun:
     """chat big (200 ms) beside a 300 ms tool; then a 50 ms tool after both."""
     return run_of(
         353,
@@ -103,7 +107,7 @@ def parallel() -> RunTree:
     )
 
 
-def totals(runs: list[RunTree], **changes: object) -> tuple[float, float]:
+def totals(runs: list[WorkflowRun], **changes: object) -> tuple[float, float]:
     result = whatif(runs, profiles=PROFILES, **changes)  # type: ignore[arg-type]
     [estimate] = result.runs
     return estimate.before.total_ms, estimate.after.total_ms
@@ -169,7 +173,7 @@ def test_a_full_cache_hit_rate_costs_the_profiles_cache_hit_time() -> None:
 
 def test_cache_hit_draws_are_deterministic_and_near_the_rate() -> None:
     runs = [sequential() for _ in range(400)]
-    runs = [RunTree(r.workflow, r.root, r.spans, trace_id=f"{i:032x}") for i, r in enumerate(runs)]
+    runs = [dataclasses.replace(r, trace_id=f"{i:032x}") for i, r in enumerate(runs)]
     first = whatif(runs, profiles=PROFILES, cache_hit_rate=["chat big=0.3"], seed=4)
     again = whatif(runs, profiles=PROFILES, cache_hit_rate=["chat big=0.3"], seed=4)
     hits = [e.after.cache_hits for e in first.runs]
@@ -190,7 +194,7 @@ def test_a_tool_cache_hit_costs_the_median_of_its_recorded_hits() -> None:
 
 def test_percentiles_and_shares_before_and_after() -> None:
     runs = [sequential(200 + i) for i in range(20)]
-    runs = [RunTree(r.workflow, r.root, r.spans, trace_id=f"{i}") for i, r in enumerate(runs)]
+    runs = [dataclasses.replace(r, trace_id=f"{i}") for i, r in enumerate(runs)]
     result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
     [effect] = result.workflows
     assert effect.runs == 20
@@ -239,8 +243,8 @@ def test_rebuild_stretches_the_children_of_a_changed_step() -> None:
 
 def test_rebuild_with_nothing_changed_is_the_identity() -> None:
     run = parallel()
-    new_root, new_spans = rebuild_timeline(run.root.record, run.records, {})
-    assert new_root == run.root.record
+    new_root, new_spans = rebuild_timeline(run.root_record, run.records, {})
+    assert new_root == run.root_record
     assert sorted(new_spans, key=lambda r: r.span_id) == sorted(
         run.records, key=lambda r: r.span_id
     )
@@ -334,7 +338,7 @@ def test_parallel_branches_recorded_on_an_injected_clock(cap: Capture) -> None:
             clock.advance(50)
         clock.advance(1)
     runs = runs_from_spans(cap.spans())
-    assert [r.rollup().total_ms for r in runs] == [353]
+    assert [r.recomputed_rollup().total_ms for r in runs] == [353]
     expected = {"small": 353, "same": 353, "slow": 453}
     for model, total in expected.items():
         [estimate] = whatif(runs, profiles=PROFILES, swap={"chat big": model}).runs

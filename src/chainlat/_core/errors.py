@@ -6,7 +6,9 @@
     ├── ConfigError            bad arguments or environment for configure()
     ├── InputError             a file or source the user gave is unusable (exit code 2)
     │   ├── BudgetFileError    a budget file is malformed
-    │   └── TraceSourceError   a trace file or Jaeger source cannot be read
+    │   ├── TraceSourceError   a trace file or Jaeger source cannot be read
+    │   ├── ProfileError       a latency profile or profile file (also a ValueError)
+    │   └── SpecError          a what-if change spec such as --swap (also a ValueError)
     └── LatencyBudgetExceeded  raised on purpose by on_exceed="raise"
     LatencyBudgetWarning       (a UserWarning) issued by on_exceed="warn"
 """
@@ -53,6 +55,17 @@ class BudgetFileError(InputError):
 
 class TraceSourceError(InputError):
     """A trace file or Jaeger source cannot be read: the message names it and the location."""
+
+
+class ProfileError(InputError, ValueError):
+    """A latency profile, or a profile file, cannot be used; the message names the file and key.
+
+    Also a ``ValueError``: a bad argument to ``ModelProfile`` or ``SimServer``.
+    """
+
+
+class SpecError(InputError, ValueError):
+    """A what-if change (``--swap``, ``--prompt-scale``, ...) cannot be parsed or applied."""
 
 
 class LatencyBudgetExceeded(ChainlatError):

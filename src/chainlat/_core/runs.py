@@ -1,9 +1,17 @@
-"""Plain records of finished workflow runs: what budgets, statistics and reports consume.
+"""The run model: one finished workflow run, whatever it was read from.
 
 Pure and stdlib only. A :class:`WorkflowRun` is built the same way from a live
-workflow (the span processor's records) and from a trace file (the readers'
-records), so a run judged in the application and the same run judged in CI
-get the same numbers.
+workflow (the span processor's records) and from a trace (the readers'
+:class:`TracedSpan`), so a run judged in the application and the same run judged
+in CI get the same numbers. Budgets and statistics read its rollup and steps;
+the trade-off analysis (profiles, what-if, compare) reads its span tree, variant
+and outcome, which runs read from traces carry.
+
+Outcomes recorded after the fact (``chainlat.record_outcome(trace_id=...)``) are
+small ``record_outcome`` spans in the run's trace; :func:`runs_of_trace` merges
+them onto the workflow: the workflow span they are a child of, else the trace's
+only top-level workflow. An outcome on the workflow span itself comes first;
+later outcome spans override it, in order of their end time.
 
 Which spans are *steps* here follows the rollup: a span classified as
 inference, data or tool counts, unless it sits inside a step of the same kind
@@ -13,16 +21,23 @@ same call seen twice). A nested workflow counts as a step of the outer one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup
+
+Attributes = Mapping[str, object]
+NO_VARIANT: Final = "(none)"
+"""The variant label of runs recorded without one."""
 
 StepKindName = Literal["inference", "data", "tool", "workflow"]
 
 _NS_PER_MS: Final = 1_000_000
 _COUNTED: Final = frozenset({"inference", "data", "tool"})
+_WORKFLOW_PREFIX: Final = attr.workflow_span_name("")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +61,21 @@ class StepTiming:
         return (self.end_ns - self.start_ns) / _NS_PER_MS
 
 
+@dataclass(slots=True)
+class TracedSpan:
+    """One span of a trace: the rollup's record and the span's attributes.
+
+    Treated as immutable; not frozen for the reader's speed (see ``SpanRecord``).
+    """
+
+    record: SpanRecord
+    attributes: Attributes = field(default_factory=dict)
+    error: bool = False
+    """The span ended with status ERROR."""
+    origin: str = ""
+    """Where the span was read: ``traces.jsonl:17``, a Jaeger URL; empty for live spans."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowRun:
     """One finished run of a workflow: its rollup and its steps in start order."""
@@ -64,11 +94,79 @@ class WorkflowRun:
     """The workflow span ended with status ERROR."""
     origin: str = ""
     """Where the run was seen: ``traces.jsonl:17``, a Jaeger URL, a test id."""
+    root: TracedSpan | None = field(default=None, repr=False, compare=False)
+    """The workflow span with its attributes, for runs read from traces."""
+    spans: tuple[TracedSpan, ...] = field(default=(), repr=False, compare=False)
+    """The workflow span's descendants, in any order, for runs read from traces."""
+    variant: str | None = None
+    """``chainlat.variant``: the configuration the run was made with."""
+    success: bool | None = None
+    """``chainlat.outcome.success``, merged from outcome spans; None when not recorded."""
+    score: float | None = None
+    """``chainlat.outcome.score``, merged from outcome spans; None when not recorded."""
+    nested: bool = False
+    """The workflow ran inside another workflow (it is a step of that run too)."""
 
     @property
     def total_ms(self) -> float:
         """Wall time of the run."""
         return self.rollup.total_ms
+
+    @property
+    def variant_label(self) -> str:
+        """The variant, or ``(none)``."""
+        return self.variant if self.variant is not None else NO_VARIANT
+
+    @property
+    def records(self) -> list[SpanRecord]:
+        """The descendants' records, for :func:`~chainlat._core.rollup.compute_rollup`."""
+        return [s.record for s in self.spans]
+
+    @property
+    def root_record(self) -> SpanRecord:
+        """The workflow span's record (rebuilt from the run's times when not kept)."""
+        if self.root is not None:
+            return self.root.record
+        span_id = int(self.span_id, 16) if self.span_id else 0
+        return SpanRecord(span_id, None, self.workflow, self.start_ns, self.end_ns, "workflow")
+
+    @classmethod
+    def from_spans(
+        cls,
+        workflow: str,
+        root: TracedSpan,
+        spans: Iterable[TracedSpan],
+        *,
+        trace_id: str = "",
+        variant: str | None = None,
+        success: bool | None = None,
+        score: float | None = None,
+        origin: str = "",
+    ) -> WorkflowRun:
+        """A run from its workflow span and descendants, with the rollup computed from them."""
+        kept = tuple(spans)
+        records = [s.record for s in kept]
+        rec = root.record
+        return cls(
+            workflow=workflow,
+            rollup=compute_rollup(rec, records),
+            steps=steps_of(rec, records),
+            start_ns=rec.start_ns,
+            end_ns=max(rec.end_ns, rec.start_ns),
+            trace_id=trace_id,
+            span_id=f"{rec.span_id:016x}",
+            error=root.error,
+            origin=origin or root.origin,
+            root=root,
+            spans=kept,
+            variant=variant,
+            success=success,
+            score=score,
+        )
+
+    def recomputed_rollup(self) -> Rollup:
+        """The rollup computed afresh from the run's spans (the recorded one may be older)."""
+        return compute_rollup(self.root_record, self.records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,3 +284,169 @@ def build_run(
         error=error,
         origin=origin,
     )
+
+
+def record_of(
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: Attributes,
+) -> SpanRecord:
+    """The rollup's record of a span, from its attributes."""
+    return SpanRecord(
+        span_id=span_id,
+        parent_id=parent_id,
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        kind=classify(attributes),
+        cache_hit=attributes.get(attr.CACHE_HIT) is True,
+        input_tokens=_int_or_none(attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)),
+        output_tokens=_int_or_none(attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)),
+    )
+
+
+def _int_or_none(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)  # OTLP JSON carries 64-bit integers as strings
+    return None
+
+
+def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
+    success = attributes.get(attr.OUTCOME_SUCCESS)
+    score = attributes.get(attr.OUTCOME_SCORE)
+    number: float | None = None
+    if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+        number = float(score)
+    return (success if isinstance(success, bool) else None), number
+
+
+def is_outcome(span: TracedSpan) -> bool:
+    """A ``record_outcome`` span: an outcome graded after the run, not a step."""
+    return span.record.name == attr.OUTCOME_SPAN_NAME and span.record.kind is None
+
+
+def workflow_name(span: TracedSpan) -> str:
+    """The name of the workflow a workflow span ran: one rule for every command."""
+    workflow = span.attributes.get(attr.GEN_AI_WORKFLOW_NAME)
+    if isinstance(workflow, str) and workflow:
+        return workflow
+    name = span.record.name
+    return name[len(_WORKFLOW_PREFIX) :] if name.startswith(_WORKFLOW_PREFIX) else name
+
+
+def runs_of_trace(
+    trace_id: str, spans: Iterable[TracedSpan], *, origin: str = ""
+) -> list[WorkflowRun]:
+    """Every workflow run of one trace, with outcomes merged, in start order.
+
+    A workflow nested in another is a run of its own (``nested=True``: budgets judge
+    it) and a step of the outer run. Runs get their recorded rollup when the
+    workflow span carries one (``chainlat.chain.*``), else one computed from the
+    spans. Linear in the spans of the trace for workflows that do not nest.
+    """
+    every = list(spans)
+    by_id: dict[int, TracedSpan] = {}
+    children: dict[int, list[TracedSpan]] = {}
+    workflows: list[TracedSpan] = []
+    late: list[TracedSpan] = []
+    for span in every:
+        rec = span.record
+        by_id[rec.span_id] = span
+        if rec.parent_id is not None:
+            siblings = children.get(rec.parent_id)
+            if siblings is None:
+                children[rec.parent_id] = [span]
+            else:
+                siblings.append(span)
+        if rec.kind == "workflow":
+            workflows.append(span)
+        elif rec.name == attr.OUTCOME_SPAN_NAME and rec.kind is None:
+            late.append(span)
+    if not workflows:
+        return []
+    workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
+    nested = {id(w): _inside_workflow(w, by_id) for w in workflows}
+    tops = [w for w in workflows if not nested[id(w)]]
+
+    outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
+    late.sort(key=lambda s: s.record.end_ns)
+    for span in late:
+        parent_id = span.record.parent_id
+        if parent_id is not None and parent_id in outcomes:
+            target = parent_id
+        elif len(tops) == 1:
+            target = tops[0].record.span_id
+        else:
+            continue
+        success, score = _outcome(span.attributes)
+        old_success, old_score = outcomes[target]
+        outcomes[target] = (
+            success if success is not None else old_success,
+            score if score is not None else old_score,
+        )
+
+    runs: list[WorkflowRun] = []
+    for top in workflows:
+        descendants: list[TracedSpan] = []
+        stack = [top.record.span_id]
+        seen = set(stack)
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                child_id = child.record.span_id
+                if child_id in seen:  # a cycle in a malformed trace
+                    continue
+                seen.add(child_id)
+                if is_outcome(child):
+                    continue
+                descendants.append(child)
+                stack.append(child_id)
+        root = top.record
+        records = [s.record for s in descendants]
+        recorded = (
+            Rollup.from_attributes(top.attributes)
+            if attr.CHAIN_TOTAL_MS in top.attributes
+            else None
+        )
+        variant = top.attributes.get(attr.VARIANT)
+        success, score = outcomes[root.span_id]
+        runs.append(
+            WorkflowRun(
+                workflow=workflow_name(top),
+                rollup=recorded if recorded is not None else compute_rollup(root, records),
+                steps=steps_of(root, records),
+                start_ns=root.start_ns,
+                end_ns=max(root.end_ns, root.start_ns),
+                trace_id=trace_id,
+                span_id=f"{root.span_id:016x}",
+                error=top.error,
+                origin=origin or top.origin,
+                root=top,
+                spans=tuple(descendants),
+                variant=str(variant) if variant is not None else None,
+                success=success,
+                score=score,
+                nested=nested[id(top)],
+            )
+        )
+    return runs
+
+
+def _inside_workflow(span: TracedSpan, by_id: Mapping[int, TracedSpan]) -> bool:
+    seen = {span.record.span_id}
+    parent_id = span.record.parent_id
+    while parent_id is not None and parent_id not in seen:
+        parent = by_id.get(parent_id)
+        if parent is None:
+            return False
+        if parent.record.kind == "workflow":
+            return True
+        seen.add(parent_id)
+        parent_id = parent.record.parent_id
+    return False

@@ -43,8 +43,8 @@ from chainlat.analysis.whatif import KINDS, Percentiles
 
 if TYPE_CHECKING:
     from chainlat._core.rollup import Rollup
+    from chainlat._core.runs import WorkflowRun
     from chainlat.traces import TraceSource
-    from chainlat.traces.runs import RunTree
 
 __all__ = [
     "Comparison",
@@ -200,7 +200,7 @@ def _is_trace_id(text: str) -> bool:
     return len(text) == 32 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def _apply(runs: Iterable[RunTree], outcomes: Mapping[str, Outcome]) -> list[RunTree]:
+def _apply(runs: Iterable[WorkflowRun], outcomes: Mapping[str, Outcome]) -> list[WorkflowRun]:
     merged = []
     for run in runs:
         outcome = outcomes.get(run.trace_id.lower())
@@ -215,10 +215,10 @@ def _apply(runs: Iterable[RunTree], outcomes: Mapping[str, Outcome]) -> list[Run
 
 
 def compare(
-    runs: Iterable[RunTree]
+    runs: Iterable[WorkflowRun]
     | str
     | os.PathLike[str]
-    | Sequence[str | os.PathLike[str] | TraceSource | RunTree],
+    | Sequence[str | os.PathLike[str] | TraceSource | WorkflowRun],
     *,
     workflow: str | None = None,
     outcomes: Mapping[str, Outcome] | str | os.PathLike[str] | None = None,
@@ -239,19 +239,21 @@ def compare(
     Raises:
         InputError: a file cannot be read, or there is no run.
     """
-    from chainlat.traces.runs import RunTree, load_run_trees, source_name
+    from chainlat._core.runs import WorkflowRun
+    from chainlat.traces import load_runs, source_name
 
     if isinstance(runs, (str, os.PathLike)):
         runs = [runs]
     items = list(runs)
-    sources = [r for r in items if not isinstance(r, RunTree)]
-    trees = [r for r in items if isinstance(r, RunTree)]
+    sources = [r for r in items if not isinstance(r, WorkflowRun)]
+    trees = [r for r in items if isinstance(r, WorkflowRun)]
     if sources:
-        trees.extend(load_run_trees(sources))
+        trees.extend([r for r in load_runs(sources) if not r.nested])
     where = ", ".join(source_name(s) for s in sources) or "the runs given"
     if outcomes is not None:
         table = load_outcomes(outcomes) if isinstance(outcomes, (str, os.PathLike)) else outcomes
         trees = _apply(trees, {k.lower(): v for k, v in table.items()})
+    trees = [t for t in trees if not t.nested]  # a nested run is a step of the run around it
     if workflow is not None:
         trees = [t for t in trees if t.workflow == workflow]
     if not trees:
@@ -314,13 +316,13 @@ class Tally:
     def __len__(self) -> int:
         return sum(len(v.by_kind["total"]) for v in self._variants.values())
 
-    def add(self, run: RunTree) -> None:
+    def add(self, run: WorkflowRun) -> None:
         """Count one run, by workflow and variant."""
         key = (run.workflow, run.variant_label)
         variant = self._variants.get(key)
         if variant is None:
             variant = self._variants[key] = _Variant()
-        variant.add(run.rollup(), run.success, run.score)
+        variant.add(run.recomputed_rollup(), run.success, run.score)
         if run.variant is not None or run.success is not None or run.score is not None:
             self.labelled = True
 

@@ -55,15 +55,15 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, Literal
 
-from chainlat._core.errors import InputError
+from chainlat._core.errors import InputError, SpecError
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._core.stats import percentile
 
 if TYPE_CHECKING:
+    from chainlat._core.runs import WorkflowRun
     from chainlat.analysis.profiles import LatencyProfile, ModelCall
     from chainlat.budgets import BudgetReport, Budgets
     from chainlat.traces import TraceSource
-    from chainlat.traces.runs import RunTree
 
 __all__ = [
     "Change",
@@ -88,10 +88,6 @@ FLAGS: Final[dict[ChangeKind, str]] = {
 }
 _NS_PER_MS: Final = 1_000_000
 KINDS: Final = ("inference", "data", "tool", "overhead")
-
-
-class SpecError(InputError, ValueError):
-    """A what-if change that cannot be applied; the message quotes it."""
 
 
 # -- changes ------------------------------------------------------------------------------
@@ -355,7 +351,7 @@ class RunEstimate:
     after: Rollup
     changed_steps: int
     """Steps whose duration was re-estimated (or dropped) in this run."""
-    run: RunTree = field(repr=False, compare=False)
+    run: WorkflowRun = field(repr=False, compare=False)
     after_root: SpanRecord = field(repr=False, compare=False)
     after_spans: tuple[SpanRecord, ...] = field(repr=False, compare=False)
 
@@ -413,14 +409,14 @@ def _draw(seed: int, trace_id: str, span_id: int) -> float:
     return int.from_bytes(digest.digest(), "big") / 2.0**64
 
 
-def _counted_steps(run: RunTree) -> dict[int, SpanRecord]:
+def _counted_steps(run: WorkflowRun) -> dict[int, SpanRecord]:
     """The run's steps by span id: spans of a kind, not nested in a step of the same kind."""
     children: dict[int, list[SpanRecord]] = {}
     for span in run.spans:
         if span.record.parent_id is not None:
             children.setdefault(span.record.parent_id, []).append(span.record)
     steps: dict[int, SpanRecord] = {}
-    stack: list[tuple[SpanRecord, str | None]] = [(run.root.record, None)]
+    stack: list[tuple[SpanRecord, str | None]] = [(run.root_record, None)]
     while stack:
         rec, around = stack.pop()
         for kid in children.get(rec.span_id, ()):
@@ -457,7 +453,7 @@ class _Estimator:
     def note(self, text: str) -> None:
         self.notes[text] = self.notes.get(text, 0) + 1
 
-    def run(self, run: RunTree) -> RunEstimate:
+    def run(self, run: WorkflowRun) -> RunEstimate:
         from chainlat.analysis.profiles import calls_of
 
         steps = _counted_steps(run)
@@ -477,12 +473,12 @@ class _Estimator:
             )
             if override is not None:
                 overrides[span_id] = override
-        new_root, new_spans = rebuild_timeline(run.root.record, run.records, overrides, dropped)
+        new_root, new_spans = rebuild_timeline(run.root_record, run.records, overrides, dropped)
         return RunEstimate(
             workflow=run.workflow,
             variant=run.variant,
             trace_id=run.trace_id,
-            before=run.rollup(),
+            before=run.recomputed_rollup(),
             after=compute_rollup(new_root, new_spans),
             changed_steps=len(overrides) + len(dropped),
             run=run,
@@ -490,7 +486,7 @@ class _Estimator:
             after_spans=tuple(new_spans),
         )
 
-    def step(self, run: RunTree, rec: SpanRecord, changes: list[Change]) -> StepOverride | None:
+    def step(self, run: WorkflowRun, rec: SpanRecord, changes: list[Change]) -> StepOverride | None:
         rate = next((c.value for c in changes if c.kind == "cache_hit_rate"), None)
         if rate is None:
             return None
@@ -504,7 +500,7 @@ class _Estimator:
             hit_ms = 0.0
         return StepOverride(round(hit_ms * _NS_PER_MS), cache_hit=True)
 
-    def call(self, run: RunTree, call: ModelCall, changes: list[Change]) -> StepOverride | None:
+    def call(self, run: WorkflowRun, call: ModelCall, changes: list[Change]) -> StepOverride | None:
         swap = next((c.model for c in changes if c.kind == "swap"), None)
         scale = next((c.value for c in changes if c.kind == "prompt_scale"), None)
         rate = next((c.value for c in changes if c.kind == "cache_hit_rate"), None)
@@ -572,7 +568,7 @@ class _Estimator:
 
 def _validate(
     changes: Sequence[Change],
-    runs: Sequence[RunTree],
+    runs: Sequence[WorkflowRun],
     profiles: Mapping[str, LatencyProfile],
     where: str,
 ) -> None:
@@ -679,7 +675,7 @@ def _shares(rollups: Sequence[Rollup]) -> dict[str, float]:
     return {k: (math.fsum(r.kind_ms(k) for r in rollups) / total if total else 0.0) for k in KINDS}
 
 
-def _hit_ms_by_step(runs: Sequence[RunTree]) -> dict[str, float]:
+def _hit_ms_by_step(runs: Sequence[WorkflowRun]) -> dict[str, float]:
     hits: dict[str, list[float]] = {}
     for run in runs:
         for rec in _counted_steps(run).values():
@@ -692,7 +688,7 @@ Source = str | os.PathLike[str]
 
 
 def whatif(
-    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
+    runs: Iterable[WorkflowRun] | Source | Sequence[Source | TraceSource],
     *,
     swap: Mapping[str, str] | Iterable[str] = (),
     prompt_scale: Mapping[str, float] | Iterable[str] = (),
@@ -769,28 +765,29 @@ def whatif(
 
 
 def _select(
-    runs: Iterable[RunTree] | Source | Sequence[Source | TraceSource],
+    runs: Iterable[WorkflowRun] | Source | Sequence[Source | TraceSource],
     workflow: str | None,
     variant: str | None,
-) -> tuple[list[RunTree], str]:
-    from chainlat.traces.runs import RunTree
+) -> tuple[list[WorkflowRun], str]:
+    from chainlat._core.runs import WorkflowRun
 
     if isinstance(runs, (str, os.PathLike)):
         runs = [runs]
     items = list(runs)
-    if all(isinstance(r, RunTree) for r in items):
-        trees = [r for r in items if isinstance(r, RunTree)]
+    if all(isinstance(r, WorkflowRun) for r in items):
+        trees = [r for r in items if isinstance(r, WorkflowRun)]
         where = "the runs given"
     else:
-        from chainlat.traces.runs import load_run_trees, source_name
+        from chainlat.traces import load_runs, source_name
 
-        sources = [r for r in items if not isinstance(r, RunTree)]
-        trees = load_run_trees(sources)
+        sources = [r for r in items if not isinstance(r, WorkflowRun)]
+        trees = [r for r in load_runs(sources) if not r.nested]
         where = ", ".join(source_name(s) for s in sources)
     selected = [
         t
         for t in trees
-        if (workflow is None or t.workflow == workflow)
+        if not t.nested
+        and (workflow is None or t.workflow == workflow)
         and (variant is None or t.variant_label == variant)
     ]
     if not selected:
@@ -813,7 +810,7 @@ def _judge(
         budgets = budget_module.load_budgets(budgets)
     before = [
         build_run(
-            e.workflow, e.run.root.record, e.run.records, rollup=e.before, trace_id=e.trace_id
+            e.workflow, e.run.root_record, e.run.records, rollup=e.before, trace_id=e.trace_id
         )
         for e in estimates
     ]

@@ -195,14 +195,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally) -> Any:
     """The runs of the sources; on the way, their variants and outcomes counted into ``tally``."""
-    from chainlat.traces.runs import runs_of_trace
-
     for source in sources:
         for trace in source.traces(counters):
-            for tree in runs_of_trace(trace.trace_id, trace.spans):
-                tally.add(tree)
             runs = trace.workflow_runs()
             counters.workflows += len(runs)
+            for run in runs:
+                if not run.nested:
+                    tally.add(run)
             yield from runs
 
 

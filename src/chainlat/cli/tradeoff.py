@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from chainlat._core.runs import WorkflowRun
     from chainlat.analysis.profiles import LatencyProfile
     from chainlat.analysis.tradeoff import Comparison
     from chainlat.analysis.whatif import WhatIfResult
-    from chainlat.traces.runs import RunTree
 
 EXIT_OK = 0
 EXIT_BUDGET = 1
@@ -127,16 +127,18 @@ def _ms(value: float) -> str:
 def _profile(args: argparse.Namespace) -> int:
     from chainlat._core.errors import InputError
     from chainlat.analysis.profiles import dumps_profiles, fit_profiles, save_profiles
-    from chainlat.traces.runs import read_run_trees
+    from chainlat.traces import read_runs
 
     sources = sources_from(args)
     where = describe(sources)
     selected = 0
 
-    def runs() -> Iterator[RunTree]:
+    def runs() -> Iterator[WorkflowRun]:
         # Streamed: the fit keeps each model call's few numbers, not the runs.
         nonlocal selected
-        for run in read_run_trees(sources):
+        for run in read_runs(sources, outcomes=True):
+            if run.nested:
+                continue  # a step of the run around it
             if (args.workflow is None or run.workflow == args.workflow) and (
                 args.variant is None or run.variant_label == args.variant
             ):

@@ -12,6 +12,7 @@ latencies are measured.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import TYPE_CHECKING, Final
 
@@ -19,10 +20,11 @@ from rich.markup import escape
 
 import chainlat
 from chainlat._core.errors import InputError
+from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import percentile
 from chainlat.analysis.tradeoff import compare
 from chainlat.analysis.whatif import whatif
-from chainlat.traces.runs import RunTree, runs_from_spans
+from chainlat.traces.sdk import runs_from_spans
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -35,13 +37,13 @@ SIMULATED_SUCCESS: Final = {"large-planner": (0.92, 17.0, 3.0), "small-planner":
 SWAP: Final = {"chat sim-large": "sim-small"}
 
 
-def grade(runs: Sequence[RunTree], seed: int) -> dict[str, tuple[bool, float]]:
+def grade(runs: Sequence[WorkflowRun], seed: int) -> dict[str, tuple[bool, float]]:
     """Simulated outcomes by trace id, deterministic for a seed (see the module docstring)."""
     grades: dict[str, tuple[bool, float]] = {}
     for variant, (p_success, a, b) in SIMULATED_SUCCESS.items():
         rng = random.Random(f"{seed}:{variant}:outcomes")
         members = sorted(
-            (r for r in runs if r.variant == variant), key=lambda r: r.root.record.start_ns
+            (r for r in runs if r.variant == variant), key=lambda r: r.root_record.start_ns
         )
         for run in members:
             success = rng.random() < p_success
@@ -60,7 +62,7 @@ def tradeoff_section(
     """Grade the runs (recording outcomes into their traces), then print the trade-off."""
     from rich.table import Table
 
-    runs = runs_from_spans(spans)
+    runs = [r for r in runs_from_spans(spans) if not r.nested]
     grades = grade(runs, seed)
     graded = []
     for run in runs:
@@ -73,20 +75,10 @@ def tradeoff_section(
             run.trace_id,
             success=success,
             score=score,
-            span_id=run.root.record.span_id,
+            span_id=run.root_record.span_id,
             tracer_provider=provider,
         )
-        graded.append(
-            RunTree(
-                run.workflow,
-                run.root,
-                run.spans,
-                trace_id=run.trace_id,
-                variant=run.variant,
-                success=success,
-                score=score,
-            )
-        )
+        graded.append(dataclasses.replace(run, success=success, score=score))
     large = [r for r in graded if r.variant == "large-planner"]
     small = [r for r in graded if r.variant == "small-planner"]
     if not large or not small:
@@ -99,7 +91,7 @@ def tradeoff_section(
         console.print(f"[red]no estimate:[/] {escape(str(exc))}")
         return
     [effect] = estimate.workflows
-    measured = sorted(r.rollup().total_ms for r in small)
+    measured = sorted(r.recomputed_rollup().total_ms for r in small)
     table = Table(title_justify="left")
     for column in ("", "p50 total", "p95 total"):
         table.add_column(column, justify="left" if not column else "right")

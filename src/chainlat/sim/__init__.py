@@ -117,9 +117,10 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
+from chainlat._core.errors import ProfileError
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
-from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, ProfileError, load_profiles
+from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, load_profiles
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -128,7 +129,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_PROFILES", "ModelProfile", "ProfileError", "SimServer", "load_profiles", "main"]
 
 # Defined in a private module; report them where users import them from (as httpx does).
-ModelProfile.__module__ = ProfileError.__module__ = load_profiles.__module__ = __name__
+ModelProfile.__module__ = load_profiles.__module__ = __name__
 
 logger = logging.getLogger("chainlat.sim")
 

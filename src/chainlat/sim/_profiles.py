@@ -5,22 +5,14 @@ Public names are re-exported by `chainlat.sim`, which documents the latency mode
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Final
 
-from chainlat._core.errors import InputError
-
-
-class ProfileError(InputError, ValueError):
-    """A model profile, or a profiles file, that cannot be used; the message names where.
-
-    An `InputError` (the CLI's exit code 2) and a `ValueError` (a bad argument).
-    """
+from chainlat._core import latency
+from chainlat._core.errors import ProfileError
 
 
 @dataclass(frozen=True)
@@ -84,6 +76,8 @@ def _profile_problems(values: Mapping[str, object]) -> Iterable[tuple[str, str]]
             yield key, f"expected a number >= 0, got {value!r}"
 
 
+_DEFAULT: Final = ModelProfile("default")
+
 DEFAULT_PROFILES: tuple[ModelProfile, ...] = (
     ModelProfile(
         "sim-large",
@@ -117,94 +111,40 @@ DEFAULT_PROFILES: tuple[ModelProfile, ...] = (
 
 
 def load_profiles(path: str | os.PathLike[str]) -> list[ModelProfile]:
-    """Read model profiles from a TOML or JSON file.
+    """Read model profiles from a TOML or JSON profile file, hand-written or fitted.
 
-    The file holds a ``models`` table keyed by name (or an array of tables with ``name``);
-    keys left out take the `ModelProfile` defaults.
+    The file is the one latency-profile format (:mod:`chainlat._core.latency`): a
+    ``models`` table keyed by name (or an array of tables with ``name``). A file
+    written by ``chainlat profile -o`` serves as it is: keys left out take the
+    `ModelProfile` defaults, a fitted profile's ``residual_sigma`` becomes the
+    jitter and the top of its output-token range the answer length.
 
     Example:
         >>> # sim.toml:  [models.fast]
         >>> #            ttft_base_ms = 120
         >>> profiles = load_profiles("sim.toml")  # doctest: +SKIP
 
-    Args:
-        path: A ``.toml`` or ``.json`` file.
-
-    Returns:
-        The profiles, in file order.
-
     Raises:
         ProfileError: The file cannot be read or parsed, or a value is wrong; the message
-            names the file and the key, e.g. ``sim.toml: models.fast.slots: expected an
-            integer >= 1, got 0``.
+            names the file and the key, e.g. ``sim.toml: models.fast.slots: must be at
+            least 1, got 0``.
     """
-    where = os.fspath(path)
-    suffix = Path(where).suffix.lower()
-    try:
-        text = Path(where).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ProfileError(f"{where}: cannot read: {reason}") from None
-    data: object
-    if suffix == ".toml":
-        data = _parse_toml(where, text)
-    elif suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProfileError(f"{where}: invalid JSON: {exc}") from None
-    else:
-        raise ProfileError(f"{where}: unknown format {suffix or '(none)'!r}; use .toml or .json")
-    return _profiles_from(where, data)
+    return [from_latency(name, p) for name, p in latency.load_profiles(path).items()]
 
 
-def _parse_toml(where: str, text: str) -> object:
-    import tomllib
-
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{where}: invalid TOML: {exc}") from None
-
-
-def _profiles_from(where: str, data: object) -> list[ModelProfile]:
-    if not isinstance(data, dict):
-        raise ProfileError(f"{where}: expected a table with a 'models' key")
-    for key in data:
-        if key != "models":
-            raise ProfileError(f"{where}: {key}: unknown key (expected only 'models')")
-    models = data.get("models")
-    entries: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(models, dict):
-        for name, table in models.items():
-            if not isinstance(table, dict):
-                raise ProfileError(f"{where}: models.{name}: expected a table")
-            if "name" in table and table["name"] != name:
-                raise ProfileError(f"{where}: models.{name}.name: differs from the table name")
-            entries.append((f"models.{name}", {**table, "name": name}))
-    elif isinstance(models, list):
-        for index, table in enumerate(models):
-            if not isinstance(table, dict) or "name" not in table:
-                raise ProfileError(f"{where}: models[{index}]: expected a table with a 'name'")
-            entries.append((f"models[{index}]", table))
-    else:
-        raise ProfileError(f"{where}: models: expected a table of models or an array of them")
-    if not entries:
-        raise ProfileError(f"{where}: models: no model defined")
-    known = {f.name for f in fields(ModelProfile)}
-    profiles: list[ModelProfile] = []
-    for location, table in entries:
-        for key in table:
-            if key not in known:
-                raise ProfileError(
-                    f"{where}: {location}.{key}: unknown key (expected {', '.join(sorted(known))})"
-                )
-        # Checked here first so that a bad value is reported with its place in the file.
-        values = {f.name: table.get(f.name, f.default) for f in fields(ModelProfile)}
-        for key, problem in _profile_problems(values):
-            raise ProfileError(f"{where}: {location}.{key}: {problem}")
-        profile = ModelProfile(**table)
-        if any(p.name == profile.name for p in profiles):
-            raise ProfileError(f"{where}: {location}.name: duplicate model {profile.name!r}")
-        profiles.append(profile)
-    return profiles
+def from_latency(name: str, profile: latency.LatencyProfile) -> ModelProfile:
+    """The simulator's view of a latency profile."""
+    output_tokens = profile.output_tokens
+    if output_tokens is None:
+        fitted = profile.output_tokens_range
+        output_tokens = max(fitted[1], 1) if fitted is not None else _DEFAULT.output_tokens
+    jitter = profile.jitter if profile.jitter is not None else profile.residual_sigma
+    return ModelProfile(
+        name,
+        ttft_base_ms=profile.ttft_base_ms,
+        ttft_per_input_token_ms=profile.ttft_per_input_token_ms,
+        decode_ms_per_token=profile.decode_ms_per_token or 0.0,
+        output_tokens=output_tokens,
+        slots=profile.slots if profile.slots is not None else _DEFAULT.slots,
+        jitter=jitter or 0.0,
+    )

@@ -1,0 +1,225 @@
+"""Assembling parsed spans into complete traces, and the source protocol every reader follows."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome, runs_of_trace
+from chainlat.traces._parse import Parsed
+
+DEFAULT_SETTLE_LINES: Final = 8
+DEFAULT_IDLE_LINES: Final = 1000
+_KEEP_LATE_IDS: Final = 100_000
+
+
+@dataclass
+class ReadCounters:
+    """What a read saw; filled in while the runs are iterated."""
+
+    lines: int = 0
+    spans: int = 0
+    traces: int = 0
+    workflows: int = 0
+    """Workflow runs handed out."""
+    late_spans: int = 0
+    """Spans that arrived after their trace was judged (see ``settle_lines``)."""
+    peak_open_traces: int = 0
+    peak_open_spans: int = 0
+    """The most spans held at once: what memory grows with."""
+    skewed_spans: int = 0
+    """Spans that start before their parent (clock skew between hosts); the rollup clips
+    them to the parent."""
+    orphan_spans: int = 0
+    """Spans whose parent is not in their trace (sampling, a partial Jaeger answer); a
+    span marked as having a remote parent is not counted."""
+
+    def warnings(self) -> list[str]:
+        """One line per kind of oddity seen, for the CLI to print on stderr."""
+        found = []
+        if self.late_spans:
+            found.append(
+                f"{self.late_spans} spans arrived after their trace was judged; "
+                "raise --settle-lines"
+            )
+        if self.skewed_spans:
+            found.append(
+                f"{self.skewed_spans} spans start before their parent (clock skew); "
+                "clipped to the parent"
+            )
+        if self.orphan_spans:
+            found.append(
+                f"{self.orphan_spans} spans have a parent missing from their trace "
+                "(sampling or a partial trace); read without it"
+            )
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """One complete trace: its spans as read, each with the attributes chainlat reads."""
+
+    trace_id: str
+    """32 lower-case hex digits."""
+    spans: tuple[TracedSpan, ...]
+    """In the order read."""
+
+    def workflow_runs(self) -> list[WorkflowRun]:
+        """A run for every workflow span in the trace (nested ones too), in start order."""
+        return runs_of_trace(self.trace_id, self.spans)
+
+
+class TraceSource(Protocol):
+    """Anything traces can be read from, any number of times."""
+
+    name: str
+
+    def traces(self, counters: ReadCounters | None = None) -> Iterator[Trace]:
+        """The traces of the source, each once it is complete."""
+        ...
+
+    def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
+        """The workflow runs of the source, in the order their traces completed."""
+        ...
+
+
+def runs_of(traces: Iterable[Trace], counters: ReadCounters) -> Iterator[WorkflowRun]:
+    for trace in traces:
+        runs = trace.workflow_runs()
+        counters.workflows += len(runs)
+        yield from runs
+
+
+# --- assembling spans into traces ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: list[TracedSpan] = field(default_factory=list)
+    last_line: int = 0
+    root_line: int | None = None
+    remote_parents: int = 0
+    """Local roots whose parent is in another service: not orphans."""
+
+
+class Assembler:
+    """Holds open traces; hands out each trace once it is judged complete.
+
+    ``outcomes``: the outcome spans of the whole input by trace id, found by a scan
+    before the read; each trace gets its own, and one that arrives after its trace
+    was judged is expected, not late.
+    """
+
+    def __init__(
+        self,
+        counters: ReadCounters,
+        settle_lines: int,
+        idle_lines: int,
+        outcomes: Mapping[str, list[TracedSpan]] | None = None,
+    ) -> None:
+        self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
+        self._rooted: collections.deque[tuple[int, str]] = collections.deque()
+        self._judged: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._counters = counters
+        self._settle = max(settle_lines, 0)
+        self._idle = max(idle_lines, 1)
+        self._held = 0
+        self._outcomes = outcomes or {}
+        self._unclaimed = set(self._outcomes)
+
+    def add(self, parsed: Parsed, line: int) -> None:
+        trace_id, local_root, span = parsed
+        counters = self._counters
+        counters.spans += 1
+        trace = self._open.get(trace_id)
+        if trace is None:
+            if trace_id in self._judged:
+                if not (trace_id in self._outcomes and is_outcome(span)):
+                    counters.late_spans += 1
+                return
+            trace = self._open[trace_id] = _Trace()
+            counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
+        elif trace.last_line != line:
+            self._open.move_to_end(trace_id)  # by line is enough for the idle rule
+        trace.spans.append(span)
+        trace.last_line = line
+        self._held += 1
+        if self._held > counters.peak_open_spans:
+            counters.peak_open_spans = self._held
+        if local_root:
+            if span.record.parent_id is not None:
+                trace.remote_parents += 1
+            if trace.root_line is None:
+                trace.root_line = line
+                self._rooted.append((line, trace_id))
+
+    def complete(self, line: int) -> Iterator[Trace]:
+        """The traces complete once ``line`` has been read."""
+        while self._rooted and self._rooted[0][0] + self._settle <= line:
+            _, trace_id = self._rooted.popleft()
+            yield from self._flush(trace_id)
+        while self._open:
+            trace_id, trace = next(iter(self._open.items()))
+            if trace.last_line + self._idle > line:
+                break
+            yield from self._flush(trace_id)
+
+    def add_whole(self, spans: Sequence[Parsed]) -> Iterator[Trace]:
+        """Traces given whole (Jaeger), grouped by trace id."""
+        by_trace: dict[str, list[TracedSpan]] = {}
+        for trace_id, _, span in spans:
+            self._counters.spans += 1
+            by_trace.setdefault(trace_id, []).append(span)
+        for trace_id, trace_spans in by_trace.items():
+            yield self._trace(trace_id, trace_spans)
+
+    def drain(self) -> Iterator[Trace]:
+        """Every trace still open, at the end of the input; then outcomes of unseen traces."""
+        self._rooted.clear()
+        while self._open:
+            yield from self._flush(next(iter(self._open)))
+        for trace_id in [t for t in self._outcomes if t in self._unclaimed]:
+            yield self._trace(trace_id, [])
+
+    def _flush(self, trace_id: str) -> Iterator[Trace]:
+        trace = self._open.pop(trace_id, None)
+        if trace is None:
+            return
+        self._held -= len(trace.spans)
+        self._judged[trace_id] = None
+        if len(self._judged) > _KEEP_LATE_IDS:
+            self._judged.popitem(last=False)
+        yield self._trace(trace_id, trace.spans, trace.remote_parents)
+
+    def _trace(self, trace_id: str, spans: list[TracedSpan], remote_parents: int = 0) -> Trace:
+        counters = self._counters
+        counters.traces += 1
+        self._count_oddities(spans, remote_parents)
+        outcomes = self._outcomes.get(trace_id)
+        if outcomes:
+            self._unclaimed.discard(trace_id)
+            present = {s.record.span_id for s in spans}
+            spans = spans + [s for s in outcomes if s.record.span_id not in present]
+        return Trace(trace_id, tuple(spans))
+
+    def _count_oddities(self, spans: list[TracedSpan], remote_parents: int) -> None:
+        """Count children that start before their parent, and spans whose parent is missing.
+
+        Both are common in real traces (skewed clocks, sampling, partial answers), so
+        they are counted and reported once, not errors.
+        """
+        starts = {s.record.span_id: s.record.start_ns for s in spans}
+        orphans = skewed = 0
+        for span in spans:
+            parent_id = span.record.parent_id
+            if parent_id is None:
+                continue
+            parent_start = starts.get(parent_id)
+            if parent_start is None:
+                orphans += 1
+            elif span.record.start_ns < parent_start:
+                skewed += 1
+        self._counters.orphan_spans += max(orphans - remote_parents, 0)
+        self._counters.skewed_spans += skewed

@@ -1,0 +1,533 @@
+"""Parsing spans into :class:`~chainlat._core.runs.TracedSpan`, with the attributes chainlat reads.
+
+OTLP/JSON (chainlat's exporter, a Collector's file exporter, Jaeger api/v3) and Jaeger JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import types
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import shown
+from chainlat._core.rollup import SpanRecord, classify
+from chainlat._core.runs import TracedSpan
+
+try:  # orjson is several times faster on big files; the standard library is the fallback
+    import orjson
+
+    loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover
+    loads = json.loads
+
+_REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
+_CHAIN_PREFIX: Final = "chainlat.chain."
+_LATENCY_PREFIX: Final = "chainlat.latency."
+
+KEPT_ATTRIBUTES: Final = frozenset(
+    {
+        # the step kind (classify) and the workflow's name
+        attr.STEP_KIND,
+        attr.GEN_AI_OPERATION_NAME,
+        attr.GEN_AI_WORKFLOW_NAME,
+        attr.DB_SYSTEM,
+        attr.DB_SYSTEM_NAME,
+        # model calls: the model, tokens, first token, cache, failure
+        attr.GEN_AI_REQUEST_MODEL,
+        attr.GEN_AI_RESPONSE_MODEL,
+        attr.GEN_AI_USAGE_INPUT_TOKENS,
+        attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+        attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        attr.CACHE_HIT,
+        attr.ERROR_TYPE,
+        # variants and outcomes
+        attr.VARIANT,
+        attr.OUTCOME_SUCCESS,
+        attr.OUTCOME_SCORE,
+        # Jaeger's form of the span status
+        "otel.status_code",
+        "error",
+    }
+)
+"""The attributes a :class:`Trace`'s spans keep, besides every ``chainlat.chain.*`` (the
+recorded rollup) and ``chainlat.latency.*`` (the latency breakdown of a call)."""
+
+_KEYS: Final = {key: key for key in KEPT_ATTRIBUTES}
+_NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
+
+
+# --- span parsing ------------------------------------------------------------------------
+
+Parsed = tuple[str, bool, TracedSpan]
+"""A span as parsed: its trace id, whether it is a local root of the trace, the span."""
+
+names: dict[str, str] = {}
+
+
+def _intern(name: str) -> str:
+    # Span names and attribute values are few and repeat millions of times: keep one
+    # copy of each.
+    found = names.get(name)
+    if found is None:
+        if len(names) > 100_000:
+            names.clear()
+        found = names[name] = name
+    return found
+
+
+def _kept_key(key: object) -> str | None:
+    if not isinstance(key, str):
+        return None
+    known = _KEYS.get(key)
+    if known is not None:
+        return known
+    if key.startswith(_CHAIN_PREFIX) or key.startswith(_LATENCY_PREFIX):
+        return _intern(key)
+    return None
+
+
+_MISSING: Final = object()
+_key_cache: dict[str, str | None] = {}
+
+
+def _cached_key(key: str) -> str | None:
+    """:func:`_kept_key`, remembered: a file repeats the same few keys on every span."""
+    found = _key_cache.get(key, _MISSING)
+    if found is _MISSING:
+        if len(_key_cache) > 10_000:
+            _key_cache.clear()  # keys made of ids: do not let them grow the cache
+        found = _key_cache[key] = _kept_key(key)
+    return found  # type: ignore[return-value]
+
+
+def _kept_value(value: object) -> object:
+    return _intern(value) if isinstance(value, str) and len(value) <= 200 else value
+
+
+class BadSpan(Exception):
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+
+
+def _hex_id(value: object, n_bytes: int, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise BadSpan(where, f"expected a hex id, got {shown(value)}")
+    if len(value) == 2 * n_bytes or (n_bytes == 16 and len(value) == 16):
+        try:
+            int(value, 16)
+        except ValueError:
+            raise BadSpan(where, f"expected a hex id, got {shown(value)}") from None
+        return value.lower().rjust(2 * n_bytes, "0")
+    try:  # protobuf's JSON mapping proper encodes bytes as base64
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != n_bytes:
+        raise BadSpan(where, f"expected {2 * n_bytes} hex digits, got {shown(value)}")
+    return raw.hex()
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, bool):
+        raise BadSpan(where, f"expected an integer, got {shown(value)}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise BadSpan(where, f"expected an integer, got {shown(value)}")
+
+
+def _any_value(value: object) -> object:
+    if not isinstance(value, dict) or not value:
+        return None
+    kind, inner = next(iter(value.items()))
+    if kind == "stringValue" or kind == "boolValue":
+        return inner
+    if kind == "intValue":
+        try:
+            return int(inner)
+        except (TypeError, ValueError):
+            return None
+    if kind == "doubleValue":
+        try:
+            return float(inner)
+        except (TypeError, ValueError):
+            return None
+    if kind == "arrayValue" and isinstance(inner, dict):
+        return [_any_value(v) for v in inner.get("values") or ()]
+    return inner
+
+
+def _type_name(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else type(value).__name__
+
+
+def _list_of_objects(value: object, where: str, what: str) -> list[dict[str, Any]]:
+    """``value`` when it is a list of objects (None: empty); BadSpan naming ``where`` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadSpan(where, f"expected a list of {what}, got {_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise BadSpan(f"{where}[{index}]", f"expected an object, got {_type_name(item)}")
+    return value
+
+
+def _otlp_attributes(items: object, where: str) -> Mapping[str, object]:
+    found: dict[str, object] = {}
+    if items is not None:
+        for item in _list_of_objects(items, where, "key/value pairs"):
+            key = _kept_key(item.get("key"))
+            if key is not None:
+                found[key] = _kept_value(_any_value(item.get("value")))
+    return found or _NO_ATTRIBUTES
+
+
+def _ttft_from(attributes: Mapping[str, object]) -> float | None:
+    ms = attributes.get(attr.LATENCY_TTFT_MS)
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+        return float(ms)
+    seconds = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds) * 1000
+    return None
+
+
+def _make_span(
+    *,
+    trace_id: str,
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, object],
+    error: bool,
+    local_root: bool,
+    first_token_ns: int | None,
+    origin: str,
+) -> Parsed:
+    ttft = _ttft_from(attributes)
+    if ttft is None and first_token_ns is not None:
+        ttft = (first_token_ns - start_ns) / 1e6
+    tokens_in = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
+    tokens_out = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+    record = SpanRecord(
+        span_id=span_id,
+        parent_id=parent_id,
+        name=_intern(name),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        kind=classify(attributes),
+        cache_hit=attributes.get(attr.CACHE_HIT) is True,
+        input_tokens=tokens_in if isinstance(tokens_in, int) else None,
+        output_tokens=tokens_out if isinstance(tokens_out, int) else None,
+        ttft_ms=ttft,
+    )
+    return trace_id, local_root, TracedSpan(record, attributes, error, origin)
+
+
+_NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError)
+
+
+_TTFT_MS: Final = attr.LATENCY_TTFT_MS
+_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
+_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
+_CACHE_HIT: Final = attr.CACHE_HIT
+_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
+
+
+def _common_otlp_span(
+    raw: dict[str, Any],
+    origin: str,
+    # Bound once: the globals a span needs, looked up millions of times.
+    _keys: dict[str, str | None] = _key_cache,
+    names: dict[str, str] = names,
+    _missing: object = _MISSING,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+    _record: type[SpanRecord] = SpanRecord,
+    _traced: type[TracedSpan] = TracedSpan,
+) -> Parsed:
+    """A span as chainlat and the Collector write it, read quickly.
+
+    Raises one of ``_NOT_COMMON`` on anything else (a missing or odd field, ids in
+    base64, numbers as numbers, a negative duration), and the caller reads the span
+    again with :func:`_otlp_span`, which accepts every valid form and names any
+    problem. Two paths rather than one: checking each field for a good message
+    costs more than the whole common case.
+    """
+    trace_id = raw["traceId"]
+    span_hex = raw["spanId"]
+    if len(trace_id) != 32 or len(span_hex) != 16:
+        raise ValueError
+    int(trace_id, 16)
+    span_id = int(span_hex, 16)
+    parent = raw.get("parentSpanId")
+    if parent:
+        if len(parent) != 16:
+            raise ValueError
+        parent_id: int | None = int(parent, 16)
+    else:
+        parent_id = None
+    start = raw["startTimeUnixNano"]
+    end = raw["endTimeUnixNano"]
+    name = raw["name"]
+    if type(start) is not str or type(end) is not str or type(name) is not str:
+        raise TypeError
+    start_ns = int(start)
+    end_ns = int(end)
+    if end_ns < start_ns:
+        raise ValueError
+    kind = tokens_in = tokens_out = None
+    ttft: Any = None
+    cache_hit = False
+    attributes: Mapping[str, object] = _NO_ATTRIBUTES
+    items = raw.get("attributes")
+    if items:
+        found: dict[str, object] = {}
+        for item in items:
+            key = _keys.get(item["key"], _missing)
+            if key is None:
+                continue
+            if key is _missing:
+                key = _cached_key(item["key"])
+                if key is None:
+                    continue
+            for type_, inner in item["value"].items():  # one entry: the type and the value
+                if type_ == "stringValue" and type(inner) is str:
+                    found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+                elif type_ == "intValue" and type(inner) is str:
+                    found[key] = int(inner)  # type: ignore[index]
+                elif type_ == "doubleValue" and type(inner) is float:
+                    found[key] = inner  # type: ignore[index]
+                else:
+                    found[key] = _any_value(item["value"])  # type: ignore[index]
+                break
+        if found:
+            attributes = found
+            kind = _classify(found)
+            ttft = found.get(_TTFT_MS)
+            if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+                ttft = _ttft_from(found)
+            tokens_in = found.get(_TOKENS_IN)
+            tokens_out = found.get(_TOKENS_OUT)
+            cache_hit = found.get(_CACHE_HIT) is True
+    events = raw.get("events")
+    if events is not None and type(events) is not list:
+        raise TypeError
+    if ttft is None and events:
+        for event in events:
+            if event["name"] == _FIRST_TOKEN:
+                ttft = (int(event["timeUnixNano"]) - start_ns) / 1e6
+                break
+    status = raw.get("status")
+    code = status.get("code") if status else None
+    flags = raw.get("flags", 0)
+    record = _record(
+        span_id,
+        parent_id,
+        names.setdefault(name, name),
+        start_ns,
+        end_ns,
+        kind,
+        cache_hit,
+        tokens_in if type(tokens_in) is int else None,
+        tokens_out if type(tokens_out) is int else None,
+        ttft,
+    )
+    local_root = parent_id is None or (
+        type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    )
+    error = code == 2 or code == "STATUS_CODE_ERROR"
+    return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
+
+
+def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
+    if not isinstance(raw, dict):
+        raise BadSpan(where, "expected a span object")
+    trace_id = _hex_id(raw.get("traceId"), 16, f"{where}.traceId")
+    span_id = int(_hex_id(raw.get("spanId"), 8, f"{where}.spanId"), 16)
+    parent = raw.get("parentSpanId")
+    parent_id = int(_hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
+    start_ns = _int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    end_ns = _int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+    attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
+    status = raw.get("status")
+    code = status.get("code") if isinstance(status, dict) else None
+    first_token_ns = None
+    for event in _list_of_objects(raw.get("events"), f"{where}.events", "events"):
+        if event.get("name") == attr.FIRST_TOKEN_EVENT:
+            first_token_ns = _int(event.get("timeUnixNano", 0), f"{where}.events")
+            break
+    flags = raw.get("flags", 0)
+    remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    name = raw.get("name", "")
+    if end_ns < start_ns:
+        raise BadSpan(where, _ends_before_start(name, span_id, start_ns, end_ns))
+    return _make_span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        name=name if isinstance(name, str) else str(name),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        attributes=attributes,
+        error=code in (2, "STATUS_CODE_ERROR"),
+        local_root=parent_id is None or remote,
+        first_token_ns=first_token_ns,
+        origin=origin,
+    )
+
+
+def _ends_before_start(name: object, span_id: int, start_ns: int, end_ns: int) -> str:
+    return (
+        f"span {shown(name)} ({span_id:016x}) ends before it starts "
+        f"(end {end_ns} < start {start_ns} ns): a negative duration"
+    )
+
+
+def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> Iterator[Parsed]:
+    """The spans of an OTLP/JSON request; with ``only``, just the spans of that name."""
+    resource_spans = doc.get("resourceSpans")
+    if not isinstance(resource_spans, list):
+        raise BadSpan("resourceSpans", f"expected a list, got {_type_name(resource_spans)}")
+    for i, resource in enumerate(_list_of_objects(resource_spans, "resourceSpans", "resources")):
+        key = "scopeSpans"
+        scopes = resource.get(key)
+        if scopes is None and "instrumentationLibrarySpans" in resource:
+            key = "instrumentationLibrarySpans"  # before OTLP 0.15
+            scopes = resource[key]
+        at = f"resourceSpans[{i}].{key}"
+        for j, scope in enumerate(_list_of_objects(scopes, at, "scopes")):
+            spans = scope.get("spans")
+            if spans is not None and not isinstance(spans, list):
+                raise BadSpan(f"{at}[{j}].spans", f"expected a list, got {_type_name(spans)}")
+            for k, raw in enumerate(spans or ()):
+                if only is not None and (not isinstance(raw, dict) or raw.get("name") != only):
+                    continue
+                try:
+                    parsed = _common_otlp_span(raw, origin)
+                except _NOT_COMMON:
+                    parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                yield parsed
+
+
+def _jaeger_value(tag: Mapping[str, object]) -> object:
+    value, kind = tag.get("value"), tag.get("type")
+    try:
+        if kind == "int64" and isinstance(value, (str, int)):
+            return int(value)
+        if kind == "float64" and isinstance(value, (str, int, float)):
+            return float(value)
+    except ValueError:
+        return None
+    if kind == "bool" and isinstance(value, str):
+        return value == "true"
+    return value
+
+
+def _jaeger_tags(tags: object, where: str) -> Mapping[str, object]:
+    found: dict[str, object] = {}
+    if tags is not None:
+        for tag in _list_of_objects(tags, where, "tags"):
+            key = _kept_key(tag.get("key"))
+            if key is not None:
+                found[key] = _kept_value(_jaeger_value(tag))
+    return found or _NO_ATTRIBUTES
+
+
+def jaeger_trace(
+    trace: Mapping[str, Any], where: str, origin: str, only: str | None = None
+) -> list[Parsed]:
+    """The spans of a Jaeger trace; with ``only``, just the spans of that name."""
+    spans = trace.get("spans")
+    if not isinstance(spans, list):
+        raise BadSpan(f"{where}.spans", "expected a list of spans")
+    found = []
+    for k, raw in enumerate(spans):
+        at = f"{where}.spans[{k}]"
+        if not isinstance(raw, dict):
+            raise BadSpan(at, "expected a span object")
+        name = raw.get("operationName", "")
+        if only is not None and name != only:
+            continue
+        trace_id = _hex_id(raw.get("traceID", trace.get("traceID")), 16, f"{at}.traceID")
+        span_id = int(_hex_id(raw.get("spanID"), 8, f"{at}.spanID"), 16)
+        parent_id = None
+        references = raw.get("references") or []
+        refs = [r for r in references if isinstance(r, dict)]
+        refs.sort(key=lambda r: r.get("refType") != "CHILD_OF")
+        if refs:
+            parent_id = int(_hex_id(refs[0].get("spanID"), 8, f"{at}.references"), 16)
+        elif raw.get("parentSpanID"):
+            parent_id = int(_hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
+        start_us = _int(raw.get("startTime", 0), f"{at}.startTime")
+        duration_us = _int(raw.get("duration", 0), f"{at}.duration")
+        if duration_us < 0:
+            raise BadSpan(
+                at,
+                _ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000),
+            )
+        attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
+        error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
+        first_token_ns = None
+        for log in raw.get("logs") or ():
+            fields = log.get("fields") if isinstance(log, dict) else None
+            if any(
+                isinstance(f, dict)
+                and f.get("key") == "event"
+                and f.get("value") == attr.FIRST_TOKEN_EVENT
+                for f in fields or ()
+            ):
+                first_token_ns = _int(log.get("timestamp", 0), f"{at}.logs") * 1000
+                break
+        found.append(
+            _make_span(
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_id=parent_id,
+                name=name if isinstance(name, str) else str(name),
+                start_ns=start_us * 1000,
+                end_ns=(start_us + duration_us) * 1000,
+                attributes=attributes,
+                error=error,
+                local_root=parent_id is None,
+                first_token_ns=first_token_ns,
+                origin=origin,
+            )
+        )
+    return found
+
+
+def jaeger_traces(doc: object) -> list[Mapping[str, Any]] | None:
+    if isinstance(doc, dict) and "data" in doc:
+        data = doc["data"]
+        if data is None:
+            return []
+        if isinstance(data, list) and all(isinstance(t, dict) for t in data):
+            return data
+        return None
+    if isinstance(doc, dict) and "spans" in doc and ("traceID" in doc or "processes" in doc):
+        return [doc]
+    return None

@@ -1,0 +1,76 @@
+"""The layering is a checked contract: import-linter's contracts hold, and can fail."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(config: Path, src: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=config.parent,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_the_import_contracts_hold() -> None:
+    done = _lint(ROOT / "pyproject.toml", ROOT / "src")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def test_a_runtime_module_importing_the_report_layer_breaks_the_contract(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    config = tmp_path / "src" / "chainlat" / "_runtime" / "config.py"
+    config.write_text(config.read_text() + "\nimport chainlat.report  # a deliberate violation\n")
+    done = _lint(tmp_path / "pyproject.toml", tmp_path / "src")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "chainlat._runtime.config -> chainlat.report" in done.stdout
+    assert "Layers: imports point one way" in done.stdout
+
+
+def test_the_core_importing_opentelemetry_breaks_the_contract(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    rollup = tmp_path / "src" / "chainlat" / "_core" / "rollup.py"
+    rollup.write_text(
+        rollup.read_text() + "\nimport opentelemetry.trace  # a deliberate violation\n"
+    )
+    done = _lint(tmp_path / "pyproject.toml", tmp_path / "src")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "chainlat._core.rollup -> opentelemetry (l." in done.stdout
+
+
+def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys, chainlat\n"
+        "chainlat.configure('svc', exporter='none')\n"
+        "with chainlat.workflow('w'):\n"
+        "    with chainlat.inference('m'):\n"
+        "        pass\n"
+        "chainlat.shutdown()\n"
+        "heavy = ('pydantic', 'yaml', 'rich', 'plotly', 'pytest', 'chainlat.cli', "
+        "'chainlat.report', 'chainlat.traces', 'chainlat.budgets')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
