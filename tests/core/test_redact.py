@@ -157,6 +157,7 @@ def test_scrub_url_keeps_a_password_containing_at_signs_out() -> None:
         "password",
         "secret",
         "client_secret",
+        "password_reset_token",
     ],
 )
 def test_scrub_url_redacts_secret_query_parameter_values(name: str) -> None:

@@ -1,0 +1,295 @@
+r"""One credential scrubber for everything chainlat records, exports or prints.
+
+Span attributes, exception messages and events, status descriptions, log lines and CLI
+errors pass through `scrub` before they leave the process; header allow-lists pass
+through `is_secret_header`. Pure and standard library only, so every layer may use it.
+
+The text comes from the outside world (an error body, a URL, a bytes repr), so it may be
+large or hostile: a pattern that scans a run starts only where the run starts (behind a
+lookbehind), and every quantifier is possessive, so scrubbing stays linear in the text.
+
+    >>> scrub("Illegal header value b'Bearer sk-proj-AbCdEfGhIjKlMnOpQrStUvWx\\n'")
+    "Illegal header value b'[REDACTED]'"
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Final
+from urllib.parse import unquote
+
+REDACTED: Final = "[REDACTED]"
+
+_SECRET_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-amz-security-token",
+        "x-amz-signature",
+    }
+)
+_SECRET_WORDS: Final = frozenset(
+    {
+        "key",
+        # "token" only: "tokens" names counts, as in x-ratelimit-remaining-tokens.
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwords",
+        "passwd",
+        "pwd",
+        "auth",
+        "authorization",
+        "bearer",
+        "credential",
+        "credentials",
+        "session",
+        "signature",
+        "sig",
+        "cookie",
+        "cookies",
+        "jwt",
+    }
+)
+_SECRET_SUFFIXES: Final = (
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "privatekey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "sessionid",
+    "sessid",
+)
+# A name that ends by saying what it counts or describes is metadata about a credential,
+# not one: token_count, x-token-type, KeyError; password_reset_token still is one.
+_METADATA_WORDS: Final = frozenset(
+    {
+        "count",
+        "counts",
+        "limit",
+        "limits",
+        "remaining",
+        "reset",
+        "usage",
+        "type",
+        "length",
+        "size",
+        "error",
+        "errors",
+        "exception",
+        "expires",
+        "expiry",
+        "expiration",
+        "ttl",
+        "name",
+        "url",
+        "uri",
+        "endpoint",
+    }
+)
+
+_CAMEL: Final = re.compile(r"([a-z0-9])([A-Z])")
+_ACRONYM: Final = re.compile(r"([A-Z])([A-Z][a-z])")
+_NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
+
+_URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s'\"<>\\`]*+")
+
+_AUTHORITY_END: Final = re.compile(r"[/?#\s]")
+_PARAM: Final = re.compile(r"(?<=[?&#;])(?P<name>[^=&#?;\s]*+)=(?P<value>[^&#?;\s]*+)")
+
+_QUOTED: Final = r"b?'(?:[^'\\\n]++|\\.)*+'?|b?\"(?:[^\"\\\n]++|\\.)*+\"?"
+# h11 and http.client put the whole header value in the message, without its name.
+_HEADER_VALUE_REPR: Final = re.compile(
+    r"(?i:(?:illegal|invalid) header value)(?P<sep>:?\s*+)"
+    rf"(?P<value>{_QUOTED}|\S++)"
+)
+_PAIR_NAME: Final = re.compile(
+    r"(?<![\w.-])(?P<q>[\"']?)(?P<name>[A-Za-z_][\w.-]*+)(?P=q)\s*+[:=]\s*+"
+)
+_PAIR_VALUE: Final = re.compile(
+    rf"{_QUOTED}|(?:(?i:bearer|basic|token|digest)\s++)?[^\s,;&'\"<>(){{}}\[\]]++"
+)
+_TUPLE: Final = re.compile(
+    r"\(\s*+b?(?P<q>['\"])(?P<name>[\w.-]++)(?P=q)\s*+,\s*+"
+    r"(?P<value>b?'(?:[^'\\\n]++|\\.)*+'|b?\"(?:[^\"\\\n]++|\\.)*+\")"
+)
+# The value stops at a backslash so that the repr escape ending a header read with its
+# newline (b'Bearer sk-...\n') stays, but a \xNN escape inside the value does not split it.
+_AUTH_SCHEME: Final = re.compile(
+    r"(?<![A-Za-z0-9_-])(?P<scheme>(?i:bearer|basic))(?P<sep>\s++)"
+    r"(?P<value>(?:[^\s'\"\\,;]++|\\x[0-9a-fA-F]{2})++)"
+)
+_SHAPES: Final = re.compile(
+    # OpenAI sk-, sk-proj-, sk-svcacct- and Anthropic sk-ant-; the callback decides.
+    r"(?<![A-Za-z0-9_])sk-[A-Za-z0-9_*-]++"
+    r"|(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}+"
+    r"|(?<![A-Za-z0-9])A[KS]IA[A-Z0-9]{16,}+"
+    r"|(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}+"
+    r"|(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,}+"
+    r"|(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}+"
+    r"|(?<![A-Za-z0-9_-])xox[abeoprs]-[A-Za-z0-9-]{10,}+"
+    r"|(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]++\.eyJ[A-Za-z0-9_-]++"
+    r"\.[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]++)*+"
+)
+_SK_MIN_CHARS: Final = 20
+_WORD_MAX_CHARS: Final = 16
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header carries a credential by its name alone, whatever an allow-list says."""
+    return name.strip().lower() in _SECRET_HEADERS or _is_secret_name(name)
+
+
+def scrub_url(url: str) -> str:
+    """The URL with its userinfo password, secret query values and known key shapes redacted."""
+    # Every "//" and every parameter, not only the first: URLs nest (?next=https://u:p@h).
+    out: list[str] = []
+    pos = 0
+    while (slashes := url.find("//", pos)) >= 0:
+        start = slashes + 2
+        end_match = _AUTHORITY_END.search(url, start)
+        end = end_match.start() if end_match else len(url)
+        at = url.rfind("@", start, end)
+        out.append(url[pos:start])
+        if at >= 0:
+            user, colon, password = url[start:at].partition(":")
+            if colon and password:
+                out.append(f"{user}:{REDACTED}")
+            elif not colon and user:
+                out.append(REDACTED)
+            else:
+                out.append(url[start:at])
+            start = at
+        out.append(url[start:end])
+        pos = end
+    out.append(url[pos:])
+    return _scrub_shapes(_PARAM.sub(_redact_param, "".join(out)))
+
+
+def scrub(text: str) -> str:
+    """Free text (a message, status description, log or CLI line) with every credential redacted.
+
+    Example:
+        >>> scrub("Client error for url 'https://api.example.com/v1?key=hunter2'")
+        "Client error for url 'https://api.example.com/v1?key=[REDACTED]'"
+    """
+    text = _HEADER_VALUE_REPR.sub(_redact_header_repr, text)
+    text = _URL.sub(lambda m: scrub_url(m.group()), text)
+    text = _TUPLE.sub(_redact_tuple, text)
+    text = _scrub_pairs(text)
+    text = _AUTH_SCHEME.sub(_redact_auth_scheme, text)
+    return _scrub_shapes(text)
+
+
+def scrub_value(value: object) -> object:
+    """A span attribute value with its strings scrubbed; other values unchanged."""
+    if isinstance(value, str):
+        return scrub(value)
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, bytes | bytearray)
+        and all(isinstance(item, str) for item in value)
+    ):
+        return tuple(scrub(item) for item in value)
+    return value
+
+
+def _is_secret_name(name: str) -> bool:
+    # Names repeat (the same JSON keys, the same query parameters) and are short.
+    return _is_secret_short_name(name) if len(name) <= 64 else _name_is_secret(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_secret_short_name(name: str) -> bool:
+    return _name_is_secret(name)
+
+
+def _name_is_secret(name: str) -> bool:
+    spaced = _ACRONYM.sub(r"\1 \2", _CAMEL.sub(r"\1 \2", name))
+    words = [word for word in _NON_ALNUM.split(spaced.lower()) if word]
+    if not words or words[-1] in _METADATA_WORDS:
+        return False
+    return any(word in _SECRET_WORDS or word.endswith(_SECRET_SUFFIXES) for word in words)
+
+
+def _redact_param(match: re.Match[str]) -> str:
+    if match["value"] and _is_secret_name(unquote(match["name"])):
+        return f"{match['name']}={REDACTED}"
+    return match.group()
+
+
+def _redact_quoted(value: str) -> str:
+    """`b'x'` -> `b'[REDACTED]'`, keeping the prefix and the quotes that were there."""
+    prefix = "b" if value.startswith("b") and value[1:2] in ("'", '"') else ""
+    quote = value[len(prefix) : len(prefix) + 1]
+    if quote not in ("'", '"'):
+        return REDACTED
+    body = value[len(prefix) + 1 :]
+    closed = len(body) >= 1 and body.endswith(quote) and not _escaped_end(body[:-1])
+    inner = body[:-1] if closed else body
+    if not inner:
+        return value
+    return f"{prefix}{quote}{REDACTED}{quote if closed else ''}"
+
+
+def _escaped_end(text: str) -> bool:
+    return (len(text) - len(text.rstrip("\\"))) % 2 == 1
+
+
+def _redact_header_repr(match: re.Match[str]) -> str:
+    return match.group()[: match.start("value") - match.start()] + _redact_quoted(match["value"])
+
+
+def _redact_tuple(match: re.Match[str]) -> str:
+    if not is_secret_header(match["name"]):
+        return match.group()
+    head = match.group()[: match.start("value") - match.start()]
+    return head + _redact_quoted(match["value"])
+
+
+def _scrub_pairs(text: str) -> str:
+    # A hand-rolled sub that reads a value only after a secret name: after any other name
+    # scanning resumes where its value starts, so "message": "... api_key=..." is still
+    # searched inside, and a run like a=a=a=... costs one pass, not one pass per pair.
+    out: list[str] = []
+    pos = 0
+    while (name := _PAIR_NAME.search(text, pos)) is not None:
+        value_start = name.end()
+        out.append(text[pos:value_start])
+        pos = value_start
+        if _is_secret_name(name["name"]) and (value := _PAIR_VALUE.match(text, pos)):
+            out.append(_redact_quoted(value.group()))
+            pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _redact_auth_scheme(match: re.Match[str]) -> str:
+    value = match["value"]
+    word = value.rstrip("=")
+    # "Bearer token required", "Basic usage", 'Bearer realm="api"' are prose, not credentials.
+    if len(word) <= _WORD_MAX_CHARS and word.isalpha() and word[1:].islower():
+        return match.group()
+    return f"{match['scheme']}{match['sep']}{REDACTED}"
+
+
+def _redact_shape(match: re.Match[str]) -> str:
+    found = match.group()
+    if found.startswith("sk-"):
+        body = found[3:]
+        # A provider's own masking (sk-proj-****abcd) still shows part of the key.
+        if "***" not in body and len(body.replace("*", "")) < _SK_MIN_CHARS:
+            return found
+    return REDACTED
+
+
+def _scrub_shapes(text: str) -> str:
+    return _SHAPES.sub(_redact_shape, text)
