@@ -13,11 +13,11 @@ from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat.analysis.tradeoff import (
     Outcome,
     compare,
-    html_page,
     load_outcomes,
-    tradeoff_figure,
     wilson_interval,
 )
+from chainlat.report import tradeoff_figure
+from chainlat.report import tradeoff_page as html_page
 
 MS = 1_000_000
 

@@ -28,14 +28,13 @@ Example::
 from __future__ import annotations
 
 import array
-import html
 import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import InputError
 from chainlat._core.stats import percentile
@@ -52,9 +51,7 @@ __all__ = [
     "Proportion",
     "VariantSummary",
     "compare",
-    "html_page",
     "load_outcomes",
-    "tradeoff_figure",
     "wilson_interval",
 ]
 
@@ -351,129 +348,3 @@ def _mark_pareto(summaries: Sequence[VariantSummary]) -> list[VariantSummary]:
 
 
 # -- the chart ---------------------------------------------------------------------------
-
-
-def tradeoff_figure(comparison: Comparison) -> Any:
-    """A plotly figure: p95 latency against success rate per variant, Pareto front marked.
-
-    One colour per workflow; error bars are the Wilson 95 % intervals; the front
-    is joined by a dashed line and its points are stars. Variants without
-    outcomes are left out. Needs plotly (``pip install 'chainlat[html]'``).
-
-    Example::
-
-        tradeoff_figure(chainlat.compare("traces.jsonl")).write_html("tradeoff.html")
-    """
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
-    for workflow in comparison.workflows():
-        judged = [(v, v.success) for v in comparison.of(workflow) if v.success is not None]
-        if not judged:
-            continue
-        rates = [p.rate * 100 for _, p in judged]
-        figure.add_trace(
-            go.Scatter(
-                x=[v.total.p95 for v, _ in judged],
-                y=rates,
-                mode="markers+text",
-                name=workflow,
-                legendgroup=workflow,
-                text=[v.variant for v, _ in judged],
-                textposition="top center",
-                marker={
-                    "size": 12,
-                    "symbol": ["star" if v.pareto else "circle" for v, _ in judged],
-                },
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [p.high * 100 - p.rate * 100 for _, p in judged],
-                    "arrayminus": [p.rate * 100 - p.low * 100 for _, p in judged],
-                },
-                customdata=[[v.runs, p.trials] for v, p in judged],
-                hovertemplate=(
-                    "%{text}<br>p95 %{x:.0f} ms<br>success %{y:.1f} %"
-                    "<br>%{customdata[0]} runs, %{customdata[1]} with outcomes<extra></extra>"
-                ),
-            )
-        )
-        front = sorted(((v, p) for v, p in judged if v.pareto), key=lambda vp: vp[0].total.p95)
-        if len(front) > 1:
-            figure.add_trace(
-                go.Scatter(
-                    x=[v.total.p95 for v, _ in front],
-                    y=[p.rate * 100 for _, p in front],
-                    mode="lines",
-                    line={"dash": "dash"},
-                    name=f"{workflow}: Pareto front",
-                    legendgroup=workflow,
-                    hoverinfo="skip",
-                )
-            )
-    figure.update_layout(
-        xaxis_title="p95 latency (ms), lower is better",
-        yaxis_title="success rate (%), higher is better (Wilson 95 % interval)",
-        yaxis_range=[0, 105],
-    )
-    return figure
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f} %"
-
-
-def html_page(comparison: Comparison, *, sources: str = "") -> str:
-    """A self-contained HTML page with the trade-off chart and the table; works offline."""
-    figure = tradeoff_figure(comparison)
-    figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=480)
-    chart = (
-        figure.to_html(
-            full_html=False,
-            include_plotlyjs=True,
-            div_id="chart-tradeoff",
-            config={"displaylogo": False, "responsive": True},
-        )
-        if figure.data
-        else "<p>No variant recorded outcomes: nothing to plot.</p>"
-    )
-    rows = []
-    for v in comparison.variants:
-        success = v.success
-        cells = [
-            html.escape(v.workflow),
-            html.escape(v.variant) + (" &#9733;" if v.pareto else ""),
-            str(v.runs),
-            f"{v.total.p50:,.1f}",
-            f"{v.total.p95:,.1f}",
-            f"{v.total.p99:,.1f}",
-            *(f"{v.share[k] * 100:.0f} %" for k in KINDS),
-            "-" if success is None else f"{success.successes}/{success.trials}",
-            _pct(success.rate if success else None),
-            "-" if success is None else f"{_pct(success.low)} - {_pct(success.high)}",
-            "-" if v.score_mean is None else f"{v.score_mean:.3f}",
-        ]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    heads = [
-        "workflow", "variant", "runs", "p50 ms", "p95 ms", "p99 ms",
-        *(f"{k} share" for k in KINDS), "successes", "success rate", "95 % interval",
-        "mean score",
-    ]  # fmt: skip
-    subtitle = f" from {html.escape(sources)}" if sources else ""
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>chainlat: latency against success rate</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-        "td{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
-        f"<h1>Latency against success rate{subtitle}</h1>"
-        "<p>Percentiles by nearest rank; shares are critical-path time over total time; "
-        "&#9733; marks the Pareto front of each workflow (no other variant is both at least "
-        "as fast at p95 and at least as successful).</p>"
-        f'<section id="tradeoff">{chart}</section>'
-        "<table><thead><tr>"
-        + "".join(f"<th>{h}</th>" for h in heads)
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table></body></html>\n"
-    )

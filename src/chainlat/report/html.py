@@ -1,0 +1,302 @@
+"""Self-contained HTML pages with plotly charts (plotly.js inlined, so they open offline)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from chainlat._core.runs import WorkflowRun
+from chainlat._core.stats import (
+    Samples,
+    Stats,
+)
+from chainlat.analysis.whatif import KINDS
+from chainlat.report._common import (
+    ms,
+    stat_rows,
+)
+from chainlat.report.waterfall import waterfall
+
+if TYPE_CHECKING:
+    from chainlat.analysis.tradeoff import Comparison
+
+# --- HTML ---------------------------------------------------------------------------------
+
+_MAX_POINTS: Final = 2000
+_KIND_COLOURS: Final = {
+    "inference": "#4c78a8",
+    "data": "#f58518",
+    "tool": "#54a24b",
+    "overhead": "#9d9d9d",
+}
+
+
+def _spread(samples: Samples, *, limit: int = _MAX_POINTS) -> list[float]:
+    """At most ``limit`` evenly spaced order statistics: the shape of the distribution, small."""
+    values = samples.sorted()
+    if len(values) <= limit:
+        return values
+    step = (len(values) - 1) / (limit - 1)
+    return [values[round(i * step)] for i in range(limit)]
+
+
+_NO_DATA: Final = {"tradeoff": "No run recorded chainlat.outcome.success: nothing to plot."}
+
+
+def html_page(
+    stats: Stats,
+    *,
+    title: str = "chainlat latency report",
+    sources: str = "",
+    waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None = None,
+    tradeoff: Comparison | None = None,
+) -> str:
+    """One self-contained HTML page with the charts; plotly.js is inlined, so it works offline.
+
+    Charts: latency distribution per workflow, the inference/data/tool/overhead
+    split per workflow, per-step percentiles, time to first token per model call;
+    with ``tradeoff``, p95 latency against success rate per variant
+    (:func:`tradeoff_figure`). Needs plotly
+    (``pip install 'chainlat[html]'``).
+    """
+    import plotly.graph_objects as go
+
+    figures: list[tuple[str, str, Any]] = []
+
+    distribution = go.Figure()
+    for name, workflow in stats.workflows.items():
+        distribution.add_trace(
+            go.Box(y=_spread(workflow.quantities["total"]), name=name, boxpoints=False)
+        )
+    distribution.update_layout(yaxis_title="total ms", showlegend=False)
+    figures.append(("distribution", "Latency distribution per workflow", distribution))
+
+    split = go.Figure()
+    names = list(stats.workflows)
+    for quantity in ("inference", "data", "tool", "overhead"):
+        means = [stats.workflows[n].quantities[quantity].summary().mean or 0.0 for n in names]
+        split.add_trace(
+            go.Bar(
+                y=names,
+                x=means,
+                name=quantity,
+                orientation="h",
+                marker_color=_KIND_COLOURS[quantity],
+            )
+        )
+    split.update_layout(barmode="stack", xaxis_title="mean critical-path ms")
+    figures.append(("split", "Where the time goes (critical path, mean per run)", split))
+
+    steps = go.Figure()
+    for q in ("p50", "p95", "p99"):
+        labels, values = [], []
+        for name, workflow in stats.workflows.items():
+            for step in workflow.steps.values():
+                labels.append(f"{name}: {step.name}")
+                values.append(getattr(step.duration.summary(), q))
+        steps.add_trace(go.Bar(x=labels, y=values, name=q))
+    steps.update_layout(barmode="group", yaxis_title="step ms")
+    figures.append(("steps", "Per-step percentiles", steps))
+
+    ttft = go.Figure()
+    by_call: dict[str, Samples] = {}
+    for workflow in stats.workflows.values():
+        for step in workflow.steps.values():
+            if len(step.ttft):
+                merged = by_call.setdefault(step.name, Samples())
+                for value in step.ttft.sorted():
+                    merged.add(value)
+    for name, samples in by_call.items():
+        ttft.add_trace(go.Box(y=_spread(samples), name=name, boxpoints=False))
+    ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
+    figures.append(("ttft", "Time to first token per model call", ttft))
+
+    if tradeoff is not None:
+        heading = "Latency against success rate per variant (p95, Wilson 95 % interval)"
+        figures.append(("tradeoff", heading, tradeoff_figure(tradeoff)))
+
+    parts: list[str] = []
+    for index, (key, heading, figure) in enumerate(figures):
+        figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=420)
+        parts.append(f'<section id="{key}"><h2>{html.escape(heading)}</h2>')
+        if not figure.data:
+            parts.append(f"<p>{_NO_DATA.get(key, 'No data.')}</p>")
+        parts.append(
+            figure.to_html(
+                full_html=False,
+                include_plotlyjs=index == 0,  # inline once: the page needs no network
+                div_id=f"chart-{key}",
+                config={"displaylogo": False, "responsive": True},
+            )
+        )
+        parts.append("</section>")
+
+    tables = []
+    for workflow in stats.workflows.values():
+        rows = "".join(
+            "<tr><td>{}</td><td>{}</td>{}</tr>".format(
+                html.escape(r.label),
+                html.escape(r.kind),
+                "".join(
+                    f'<td class="n">{html.escape(v)}</td>'
+                    for v in (
+                        str(r.summary.count),
+                        ms(r.summary.p50),
+                        ms(r.summary.p90),
+                        ms(r.summary.p95),
+                        ms(r.summary.p99),
+                        ms(r.summary.max),
+                    )
+                ),
+            )
+            for r in stat_rows(workflow)
+        )
+        tables.append(
+            f"<h3>{html.escape(workflow.name)}: {workflow.runs} runs</h3>"
+            "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
+            "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
+        for label, run in (waterfalls or {}).get(workflow.name, ()):
+            tables.append(f"<h4>{html.escape(label)}</h4><pre>{html.escape(waterfall(run))}</pre>")
+    subtitle = f"{stats.runs} runs" + (f" from {html.escape(sources)}" if sources else "")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+        "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1><p>{subtitle}; percentiles by nearest "
+        "rank.</p>"
+        + "".join(parts)
+        + '<section id="tables"><h2>Statistics</h2>'
+        + "".join(tables)
+        + "</section></body></html>\n"
+    )
+
+
+def tradeoff_figure(comparison: Comparison) -> Any:
+    """A plotly figure: p95 latency against success rate per variant, Pareto front marked.
+
+    One colour per workflow; error bars are the Wilson 95 % intervals; the front
+    is joined by a dashed line and its points are stars. Variants without
+    outcomes are left out. Needs plotly (``pip install 'chainlat[html]'``).
+
+    Example::
+
+        tradeoff_figure(chainlat.compare("traces.jsonl")).write_html("tradeoff.html")
+    """
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for workflow in comparison.workflows():
+        judged = [(v, v.success) for v in comparison.of(workflow) if v.success is not None]
+        if not judged:
+            continue
+        rates = [p.rate * 100 for _, p in judged]
+        figure.add_trace(
+            go.Scatter(
+                x=[v.total.p95 for v, _ in judged],
+                y=rates,
+                mode="markers+text",
+                name=workflow,
+                legendgroup=workflow,
+                text=[v.variant for v, _ in judged],
+                textposition="top center",
+                marker={
+                    "size": 12,
+                    "symbol": ["star" if v.pareto else "circle" for v, _ in judged],
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [p.high * 100 - p.rate * 100 for _, p in judged],
+                    "arrayminus": [p.rate * 100 - p.low * 100 for _, p in judged],
+                },
+                customdata=[[v.runs, p.trials] for v, p in judged],
+                hovertemplate=(
+                    "%{text}<br>p95 %{x:.0f} ms<br>success %{y:.1f} %"
+                    "<br>%{customdata[0]} runs, %{customdata[1]} with outcomes<extra></extra>"
+                ),
+            )
+        )
+        front = sorted(((v, p) for v, p in judged if v.pareto), key=lambda vp: vp[0].total.p95)
+        if len(front) > 1:
+            figure.add_trace(
+                go.Scatter(
+                    x=[v.total.p95 for v, _ in front],
+                    y=[p.rate * 100 for _, p in front],
+                    mode="lines",
+                    line={"dash": "dash"},
+                    name=f"{workflow}: Pareto front",
+                    legendgroup=workflow,
+                    hoverinfo="skip",
+                )
+            )
+    figure.update_layout(
+        xaxis_title="p95 latency (ms), lower is better",
+        yaxis_title="success rate (%), higher is better (Wilson 95 % interval)",
+        yaxis_range=[0, 105],
+    )
+    return figure
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def tradeoff_page(comparison: Comparison, *, sources: str = "") -> str:
+    """A self-contained HTML page with the trade-off chart and the table; works offline."""
+    figure = tradeoff_figure(comparison)
+    figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=480)
+    chart = (
+        figure.to_html(
+            full_html=False,
+            include_plotlyjs=True,
+            div_id="chart-tradeoff",
+            config={"displaylogo": False, "responsive": True},
+        )
+        if figure.data
+        else "<p>No variant recorded outcomes: nothing to plot.</p>"
+    )
+    rows = []
+    for v in comparison.variants:
+        success = v.success
+        cells = [
+            html.escape(v.workflow),
+            html.escape(v.variant) + (" &#9733;" if v.pareto else ""),
+            str(v.runs),
+            f"{v.total.p50:,.1f}",
+            f"{v.total.p95:,.1f}",
+            f"{v.total.p99:,.1f}",
+            *(f"{v.share[k] * 100:.0f} %" for k in KINDS),
+            "-" if success is None else f"{success.successes}/{success.trials}",
+            pct(success.rate if success else None),
+            "-" if success is None else f"{pct(success.low)} - {pct(success.high)}",
+            "-" if v.score_mean is None else f"{v.score_mean:.3f}",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    heads = [
+        "workflow", "variant", "runs", "p50 ms", "p95 ms", "p99 ms",
+        *(f"{k} share" for k in KINDS), "successes", "success rate", "95 % interval",
+        "mean score",
+    ]  # fmt: skip
+    subtitle = f" from {html.escape(sources)}" if sources else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>chainlat: latency against success rate</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+        "td{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+        f"<h1>Latency against success rate{subtitle}</h1>"
+        "<p>Percentiles by nearest rank; shares are critical-path time over total time; "
+        "&#9733; marks the Pareto front of each workflow (no other variant is both at least "
+        "as fast at p95 and at least as successful).</p>"
+        f'<section id="tradeoff">{chart}</section>'
+        "<table><thead><tr>"
+        + "".join(f"<th>{h}</th>" for h in heads)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></body></html>\n"
+    )

@@ -1,0 +1,71 @@
+"""JUnit XML: one test case per limit, for CI systems that show test reports."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from chainlat._core.runs import BudgetViolation
+from chainlat._core.stats import (
+    format_percentile,
+)
+from chainlat.report._common import limit_text, ms, verdict_label
+from chainlat.report.waterfall import waterfall
+
+if TYPE_CHECKING:
+    from chainlat.budgets import BudgetReport
+
+# --- JUnit XML ----------------------------------------------------------------------------
+
+
+def junit_xml(report: BudgetReport) -> str:
+    """The verdicts as a JUnit XML report: one test case per limit, for CI test tabs.
+
+    A broken limit is a failure (its message names the limit and the values,
+    its text holds the worst run's waterfall); a limit without enough runs or
+    without data is skipped.
+    """
+    failures = len(report.broken)
+    skipped = sum(1 for v in report.verdicts if v.status in ("not_enough_runs", "no_data"))
+    suites = ET.Element(
+        "testsuites",
+        name="chainlat",
+        tests=str(len(report.verdicts)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="chainlat latency budgets",
+        tests=str(len(report.verdicts)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="budgets", value=report.budgets_source)
+    for v in report.verdicts:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"chainlat.{v.workflow}", name=v.target, time="0"
+        )
+        over = (
+            f"{v.broken_runs} of {v.runs} runs over"
+            if v.percentile is None
+            else f"{format_percentile(v.percentile)} of {v.runs} runs"
+        )
+        detail = f"{v.key_path}: {ms(v.actual_ms)} ms > {limit_text(v.limit_ms)} ({over})"
+        if v.status == "broken":
+            failure = ET.SubElement(case, "failure", message=detail, type="LatencyBudgetExceeded")
+            if v.worst_run is not None and v.actual_ms is not None:
+                violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
+                failure.text = waterfall(v.worst_run, [violation])
+        elif v.status in ("not_enough_runs", "no_data"):
+            ET.SubElement(case, "skipped", message=f"{v.key_path}: {verdict_label(v)}")
+        else:
+            ET.SubElement(
+                case, "system-out"
+            ).text = f"{v.key_path}: {ms(v.actual_ms)} ms <= {limit_text(v.limit_ms)}"
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")

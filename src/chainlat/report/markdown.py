@@ -1,0 +1,126 @@
+"""Markdown, for pull-request comments and job summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.stats import (
+    Stats,
+    WorkflowStats,
+)
+from chainlat.report._common import (
+    diff_conclusion,
+    diff_header,
+    diff_rows,
+    limit_label,
+    limit_text,
+    ms,
+    stat_rows,
+    verdict_label,
+    verdict_runs,
+)
+
+if TYPE_CHECKING:
+    from chainlat.analysis.diff import DiffResult
+    from chainlat.budgets import BudgetReport
+
+from chainlat.report.text import conclusion
+from chainlat.report.waterfall import waterfall
+
+# --- markdown -----------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _stats_markdown(workflow: WorkflowStats) -> list[str]:
+    lines = [
+        f"### {_md(workflow.name)}: {workflow.runs} runs"
+        + (f", {workflow.errors} with errors" if workflow.errors else ""),
+        "",
+        "| quantity / step (ms) | kind | count | p50 | p90 | p95 | p99 | max |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for row in stat_rows(workflow):
+        s = row.summary
+        lines.append(
+            f"| {_md(row.label)} | {row.kind} | {s.count} | {ms(s.p50)} | {ms(s.p90)} | "
+            f"{ms(s.p95)} | {ms(s.p99)} | {ms(s.max)} |"
+        )
+    lines.append("")
+    return lines
+
+
+def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
+    """The check report as GitHub-flavoured Markdown (for a pull-request comment)."""
+    verdict = "budgets broken" if report.broken else "within budget"
+    lines = [
+        f"## chainlat latency budgets: {verdict}",
+        "",
+        f"{report.stats.runs} runs"
+        + (f" from `{sources}`" if sources else "")
+        + f"; budgets from `{report.budgets_source}`.",
+        "",
+    ]
+    for name in dict.fromkeys(v.workflow for v in report.verdicts):
+        workflow = report.stats.workflows.get(name)
+        if workflow is not None:
+            lines.extend(_stats_markdown(workflow))
+        else:
+            lines.extend([f"### {_md(name)}: no runs", ""])
+        lines.extend(["| limit | budget | actual | runs | verdict |", "|---|--:|--:|--:|---|"])
+        for v in report.verdicts_of(name):
+            label = f"**{verdict_label(v)}**" if v.status == "broken" else verdict_label(v)
+            actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+            lines.append(
+                f"| `{_md(limit_label(v))}` | {limit_text(v.limit_ms)} | {actual} | "
+                f"{verdict_runs(v)} | {label} |"
+            )
+        lines.append("")
+    for v in report.broken:
+        if v.worst_run is not None and v.actual_ms is not None:
+            violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
+            drawn = waterfall(v.worst_run, [violation])
+            lines.extend([f"Worst run for `{_md(v.key_path)}`:", "", "```", drawn, "```", ""])
+    lines.append(conclusion(report))
+    return "\n".join(lines) + "\n"
+
+
+def stats_markdown(
+    stats: Stats,
+    *,
+    sources: str = "",
+    waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None = None,
+) -> str:
+    """The statistics report as Markdown."""
+    lines = [
+        f"## chainlat report: {stats.runs} runs" + (f" from `{sources}`" if sources else ""),
+        "",
+    ]
+    for name, workflow in stats.workflows.items():
+        lines.extend(_stats_markdown(workflow))
+        for label, run in (waterfalls or {}).get(name, ()):
+            lines.extend([f"{label}:", "", "```", waterfall(run), "```", ""])
+    return "\n".join(lines) + "\n"
+
+
+def diff_markdown(result: DiffResult) -> str:
+    """A diff as Markdown."""
+    lines = [
+        f"## chainlat diff: {'regression' if result.regressions else 'no regression'}",
+        "",
+        f"{result.baseline_runs} baseline runs, {result.current_runs} current runs.",
+        "",
+        "| " + " | ".join(diff_header) + " |",
+        "|---|---|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for row, c in zip(diff_rows(result), result.comparisons, strict=True):
+        cells = [_md(cell) for cell in row]
+        if c.regression:
+            cells[-1] = f"**{cells[-1]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.extend(["", *diff_conclusion(result).splitlines()])
+    return "\n".join(lines) + "\n"

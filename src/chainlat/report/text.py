@@ -1,0 +1,204 @@
+"""Text for a terminal: rich tables of statistics, verdicts and diffs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.stats import (
+    Stats,
+    WorkflowStats,
+)
+from chainlat.report._common import (
+    count,
+    diff_conclusion,
+    diff_header,
+    diff_rows,
+    limit_label,
+    limit_text,
+    ms,
+    stat_rows,
+    verdict_label,
+    verdict_runs,
+)
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from chainlat.analysis.diff import DiffResult
+    from chainlat.budgets import BudgetReport, LimitVerdict
+
+from chainlat.report.waterfall import waterfall
+
+# --- text (rich) --------------------------------------------------------------------------
+
+
+def _stats_table(workflow: WorkflowStats) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(
+        title=f"{workflow.name}: {workflow.runs} runs"
+        + (f", {workflow.errors} with errors" if workflow.errors else ""),
+        title_justify="left",
+        show_edge=False,
+    )
+    table.add_column("quantity / step (ms)")
+    table.add_column("kind")
+    for name in ("count", "p50", "p90", "p95", "p99", "max"):
+        table.add_column(name, justify="right")
+    for row in stat_rows(workflow):
+        s = row.summary
+        table.add_row(
+            row.label, row.kind, str(s.count), ms(s.p50), ms(s.p90), ms(s.p95), ms(s.p99),
+            ms(s.max),
+        )  # fmt: skip
+    return table
+
+
+def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_edge=False)
+    table.add_column("limit")
+    table.add_column("budget", justify="right")
+    table.add_column("actual", justify="right")
+    table.add_column("runs", justify="right")
+    table.add_column("verdict")
+    for v in verdicts:
+        style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
+        actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+        table.add_row(
+            limit_label(v),
+            limit_text(v.limit_ms),
+            actual,
+            verdict_runs(v),
+            Text(verdict_label(v), style=style),
+        )
+    return table
+
+
+def render_text(
+    renderables: Iterable[RenderableType | str], *, width: int | None = None, color: bool = False
+) -> str:
+    """Render rich objects (and strings) to text, for logs and captured output."""
+    import io
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width or 120,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        highlight=False,
+        soft_wrap=False,
+    )
+    for item in renderables:
+        if isinstance(item, str):
+            console.print(item, markup=False, soft_wrap=True)
+        else:
+            console.print(item)
+    return buffer.getvalue()
+
+
+def check_renderables(report: BudgetReport, *, sources: str = "") -> list[RenderableType | str]:
+    """The check report as rich renderables: per workflow, statistics then verdicts."""
+    stats = report.stats
+    budgeted = list(dict.fromkeys(v.workflow for v in report.verdicts))
+    out: list[RenderableType | str] = [
+        f"chainlat check: {count(stats.runs, 'run')} of "
+        f"{count(len(stats.workflows), 'workflow')}"
+        + (f" from {sources}" if sources else "")
+        + f"; budgets from {report.budgets_source}",
+        "",
+    ]
+    for name in budgeted:
+        workflow = stats.workflows.get(name)
+        if workflow is None:
+            out.append(f"{name}: no runs in the traces")
+        else:
+            out.append(_stats_table(workflow))
+        out.append(_verdict_table(report.verdicts_of(name)))
+        out.append("")
+    others = [w for w in stats.workflows if w not in budgeted]
+    if others:
+        out.append(
+            "not budgeted: " + ", ".join(f"{w} ({stats.workflows[w].runs} runs)" for w in others)
+        )
+        out.append("")
+    for verdict in report.broken:
+        if verdict.worst_run is not None and verdict.actual_ms is not None:
+            violation = BudgetViolation(
+                verdict.workflow, verdict.target, verdict.limit_ms, verdict.actual_ms
+            )
+            out.append(f"worst run for {verdict.key_path}:")
+            out.append(waterfall(verdict.worst_run, [violation]))
+            out.append("")
+    out.append(conclusion(report))
+    return out
+
+
+def conclusion(report: BudgetReport) -> str:
+    broken = report.broken
+    judged = sum(1 for v in report.verdicts if v.status in ("ok", "broken"))
+    if broken:
+        names = ", ".join(v.key_path for v in broken)
+        return f"BROKEN: {len(broken)} of {judged} judged limits ({names})"
+    return f"OK: all {judged} judged limits kept"
+
+
+def check_text(report: BudgetReport, *, sources: str = "", width: int | None = None) -> str:
+    """The check report as plain text."""
+    return render_text(check_renderables(report, sources=sources), width=width)
+
+
+def stats_renderables(
+    stats: Stats, *, sources: str = "", waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]]
+) -> list[RenderableType | str]:
+    """The statistics report: a table per workflow and the waterfalls given for it."""
+    out: list[RenderableType | str] = [
+        f"chainlat report: {count(stats.runs, 'run')} of "
+        f"{count(len(stats.workflows), 'workflow')}" + (f" from {sources}" if sources else ""),
+        "",
+    ]
+    for name, workflow in stats.workflows.items():
+        out.append(_stats_table(workflow))
+        out.append("")
+        for label, run in waterfalls.get(name, ()):
+            out.append(f"{label}:")
+            out.append(waterfall(run))
+            out.append("")
+    return out
+
+
+def stats_text(
+    stats: Stats,
+    *,
+    sources: str = "",
+    waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None = None,
+    width: int | None = None,
+) -> str:
+    """The statistics report as plain text."""
+    return render_text(
+        stats_renderables(stats, sources=sources, waterfalls=waterfalls or {}), width=width
+    )
+
+
+def diff_text(result: DiffResult, *, width: int | None = None) -> str:
+    """A diff as a text table."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_edge=False)
+    for index, name in enumerate(diff_header):
+        table.add_column(name, justify="right" if 2 <= index <= 7 else "left")
+    for row, c in zip(diff_rows(result), result.comparisons, strict=True):
+        style = "bold red" if c.regression else "green" if c.verdict == "faster" else ""
+        table.add_row(*row[:-1], Text(row[-1], style=style))
+    head = (
+        f"chainlat diff: {result.baseline_runs} baseline runs, {result.current_runs} current runs"
+    )
+    return render_text([head, "", table, "", diff_conclusion(result)], width=width or 140)

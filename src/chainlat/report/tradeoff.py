@@ -1,0 +1,227 @@
+"""The trade-off commands' output: latency profiles, what-if estimates, variant comparisons.
+
+Text tables with rich for a terminal, and JSON documents (finite numbers only).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from chainlat._core.latency import LatencyProfile
+    from chainlat.analysis.tradeoff import Comparison
+    from chainlat.analysis.whatif import WhatIfResult
+
+
+def _x(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def print_profiles(
+    console: Console, profiles: dict[str, LatencyProfile], runs: int, where: str
+) -> None:
+    from rich.table import Table
+
+    table = Table(title=_x(f"latency profiles from {runs} runs in {where}"), title_justify="left")
+    heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
+             "residual", "queue", "network", "input tokens")  # fmt: skip
+    for head in heads:
+        table.add_column(head, justify="left" if head == "model" else "right")
+    notes = []
+    for model, p in profiles.items():
+        low, high = p.input_tokens_range or (0, 0)
+        table.add_row(
+            _x(model),
+            f"{p.calls} ({p.ttft_calls} ttft)",
+            f"{p.ttft_base_ms:.1f}",
+            f"{p.ttft_per_input_token_ms:.4f}",
+            "-" if p.decode_ms_per_token is None else f"{p.decode_ms_per_token:.3f}",
+            "-" if p.residual_sigma is None else f"±{p.residual_sigma:.0%}",
+            "-" if p.queue_share is None else f"{p.queue_share:.0%}",
+            "-" if p.network_share is None else f"{p.network_share:.0%}",
+            f"{low}-{high}",
+        )
+        if p.note:
+            notes.append(f"{model}: {p.note}")
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {_x(note)}", soft_wrap=True)
+
+
+def whatif_json(result: WhatIfResult) -> dict[str, Any]:
+    return {
+        "changes": [c.spec for c in result.changes],
+        "workflows": [
+            {
+                "workflow": w.workflow,
+                "variant": w.variant,
+                "runs": w.runs,
+                "before": {"p50": w.before.p50, "p95": w.before.p95, "p99": w.before.p99},
+                "after": {"p50": w.after.p50, "p95": w.after.p95, "p99": w.after.p99},
+                "share_before": w.share_before,
+                "share_after": w.share_after,
+                "steps": [
+                    {
+                        "step": s.step,
+                        "after": s.after_name,
+                        "kind": s.kind,
+                        "occurrences": s.occurrences,
+                        "p50_before_ms": s.before_p50_ms,
+                        "p50_after_ms": s.after_p50_ms,
+                        "critical_before": s.critical_before,
+                        "critical_after": s.critical_after,
+                    }
+                    for s in w.steps
+                ],
+            }
+            for w in result.workflows
+        ],
+        "budget_ok_before": None if result.budget_before is None else result.budget_before.ok,
+        "budget_ok_after": None if result.budget_after is None else result.budget_after.ok,
+        "notes": list(result.notes),
+    }
+
+
+def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
+    from rich.table import Table
+
+    console.print(
+        _x(f"what-if over {len(result.runs)} runs from {where}: ")
+        + _x(" ".join(c.spec for c in result.changes)),
+        soft_wrap=True,
+    )
+    for w in result.workflows:
+        label = _x(w.workflow + (f" [{w.variant}]" if w.variant else ""))
+        table = Table(title=f"{label}: {w.runs} runs (ms)", title_justify="left")
+        for head in ("", "p50", "p95", "p99", "inference", "data", "tool", "overhead"):
+            table.add_column(head, justify="left" if not head else "right")
+        for name, p, share in (
+            ("recorded", w.before, w.share_before),
+            ("estimated", w.after, w.share_after),
+        ):
+            table.add_row(
+                name,
+                _ms(p.p50),
+                _ms(p.p95),
+                _ms(p.p99),
+                *(f"{share[k]:.0%}" for k in ("inference", "data", "tool", "overhead")),
+            )
+        table.add_row(
+            "change",
+            *(
+                f"{(a / b - 1) * 100:+.1f}%" if b else "-"
+                for a, b in (
+                    (w.after.p50, w.before.p50),
+                    (w.after.p95, w.before.p95),
+                    (w.after.p99, w.before.p99),
+                )
+            ),
+            "",
+            "",
+            "",
+            "",
+        )
+        console.print(table)
+        steps = Table(
+            title="per step: p50 ms, share of runs on the critical path", title_justify="left"
+        )
+        for head in ("step", "after", "p50 before", "p50 after", "critical before", "after"):
+            steps.add_column(head, justify="left" if head in ("step", "after") else "right")
+        for s in w.steps:
+            steps.add_row(
+                _x(s.step),
+                "" if s.after_name == s.step else _x(s.after_name),
+                f"{s.before_p50_ms:,.1f}",
+                f"{s.after_p50_ms:,.1f}",
+                f"{s.critical_before:.0%}",
+                f"{s.critical_after:.0%}",
+            )
+        console.print(steps)
+    for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
+        if report is not None:
+            broken = getattr(report, "broken", [])
+            verdict = (
+                "within budget"
+                if not broken
+                else f"{len(broken)} limit(s) broken: "
+                + ("; ".join(str(v.violation()) for v in broken[:3]))
+            )
+            console.print(f"budget, {when} runs: {_x(verdict)}", soft_wrap=True)
+    for note in result.notes:
+        console.print(f"note: {_x(note)}", soft_wrap=True)
+    console.print(
+        "method: changed calls re-estimated from latency profiles with each run's own tokens "
+        "and residual; timelines rebuilt; queueing not re-simulated (docs/tradeoffs.md)",
+        soft_wrap=True,
+        style="dim",
+    )
+
+
+def compare_json(comparison: Comparison) -> dict[str, Any]:
+    return {
+        "variants": [
+            {
+                "workflow": v.workflow,
+                "variant": v.variant,
+                "runs": v.runs,
+                "p50": v.total.p50,
+                "p95": v.total.p95,
+                "p99": v.total.p99,
+                "split_p50": v.split_p50,
+                "share": v.share,
+                "success": None
+                if v.success is None
+                else {
+                    "successes": v.success.successes,
+                    "trials": v.success.trials,
+                    "rate": v.success.rate,
+                    "low": v.success.low,
+                    "high": v.success.high,
+                },
+                "score_mean": v.score_mean,
+                "pareto": v.pareto,
+            }
+            for v in comparison.variants
+        ]
+    }
+
+
+def print_compare(console: Console, comparison: Comparison) -> None:
+    from rich.table import Table
+
+    kinds = ("inference", "data", "tool", "overhead")
+    for workflow in comparison.workflows():
+        table = Table(title=f"{_x(workflow)}: variants (ms)", title_justify="left")
+        heads = ("variant", "runs", "p50", "p95", "p99", *kinds, "success", "95% CI", "score",
+                 "Pareto")  # fmt: skip
+        for head in heads:
+            table.add_column(head, justify="left" if head == "variant" else "right")
+        for v in comparison.of(workflow):
+            p = v.success
+            table.add_row(
+                _x(v.variant),
+                str(v.runs),
+                _ms(v.total.p50),
+                _ms(v.total.p95),
+                _ms(v.total.p99),
+                *(f"{v.share[k]:.0%}" for k in kinds),
+                "-" if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
+                "-" if p is None else f"{p.low:.0%}-{p.high:.0%}",
+                "-" if v.score_mean is None else f"{v.score_mean:.2f}",
+                "yes" if v.pareto else ("" if p is not None else "-"),
+            )
+        console.print(table)
+    console.print(
+        "kind columns: share of critical-path time; success: runs with a recorded outcome; "
+        "Pareto: no other variant is both as fast at p95 and as successful",
+        soft_wrap=True,
+        style="dim",
+    )

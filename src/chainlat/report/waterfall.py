@@ -1,0 +1,124 @@
+"""Waterfalls: a run's steps as ASCII bars, the same in a terminal, a CI log and pytest."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat.report._common import limit_text
+
+if TYPE_CHECKING:
+    pass
+
+_BAR_WIDTH: Final = 40
+
+# --- waterfalls ---------------------------------------------------------------------------
+
+
+def waterfall(
+    run: WorkflowRun,
+    violations: Sequence[BudgetViolation] = (),
+    *,
+    width: int = _BAR_WIDTH,
+    title: str | None = None,
+) -> str:
+    """A plain-text waterfall of one run, with the limits it broke marked on their rows.
+
+    Example::
+
+        print(waterfall(run, check_run(run, budget)))
+    """
+    total_ns = max(run.end_ns - run.start_ns, 1)
+    notes: dict[int, list[str]] = {}  # row 0 is the workflow, row i the step i - 1
+    for violation in violations:
+        row = _row_of(run, violation)
+        limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
+        notes.setdefault(row, []).append(
+            f"<-- {limit} {violation.actual_ms:.1f} ms > {limit_text(violation.limit_ms)}"
+        )
+    rows: list[tuple[str, str, float, float, str, str]] = [
+        (
+            f"invoke_workflow {run.workflow}",
+            "workflow",
+            0.0,
+            run.total_ms,
+            _bar(0, total_ns, total_ns, width),
+            "",
+        )
+    ]
+    for step in run.steps:
+        start = step.start_ns - run.start_ns
+        extra = f"ttft {step.ttft_ms:.1f} ms" if step.ttft_ms is not None else ""
+        if step.cache_hit:
+            extra = (extra + " cached").strip()
+        rows.append(
+            (
+                "  " * (step.depth + 1) + step.name,
+                step.kind,
+                start / 1e6,
+                step.duration_ms,
+                _bar(start, step.end_ns - step.start_ns, total_ns, width),
+                extra,
+            )
+        )
+    name_width = max(len(r[0]) for r in rows)
+    head = title or (
+        f"{run.workflow} run"
+        + (f" {run.trace_id[:16]}" if run.trace_id else "")
+        + (f" ({run.origin})" if run.origin else "")
+        + f": total {run.total_ms:.1f} ms"
+        + (", status ERROR" if run.error else "")
+    )
+    scale = limit_text(round(run.total_ms, 1))
+    lines = [
+        head,
+        f"  {'step':<{name_width}}  {'kind':<9} {'start ms':>9} {'took ms':>9}  "
+        f"|0{scale:>{width - 1}}|",
+    ]
+    for index, (label, kind, start_ms, took_ms, bar, extra) in enumerate(rows):
+        found = ([extra] if extra else []) + notes.get(index, [])
+        lines.append(
+            f"  {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
+            + ("  " + "  ".join(found) if found else "")
+        )
+    c = run.rollup
+    lines.append(
+        f"  critical path: inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
+        f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
+    )
+    return "\n".join(lines)
+
+
+def _row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
+    """The waterfall row a violation belongs on: its step's worst occurrence, else the workflow."""
+    if not violation.target.startswith("steps."):
+        return 0
+    name = _step_of(violation.target)
+    ttft = violation.target.split(".")[-1].startswith("ttft")
+    best, best_gap = 0, math.inf
+    for index, step in enumerate(run.steps, 1):
+        if step.name != name:
+            continue
+        value = step.ttft_ms if ttft else step.duration_ms
+        gap = abs(value - violation.actual_ms) if value is not None else math.inf / 2
+        if best == 0 or gap < best_gap:
+            best, best_gap = index, gap
+    return best
+
+
+def _step_of(target: str) -> str:
+    """The step name in ``steps."chat gpt-4o".max``."""
+    inner = target[len("steps.") :].rsplit(".", 1)[0]
+    if inner.startswith('"') and inner.endswith('"'):
+        return str(json.loads(inner))
+    return inner
+
+
+def _bar(start_ns: int, length_ns: int, total_ns: int, width: int) -> str:
+    begin = min(int(start_ns * width / total_ns), width - 1)
+    cells = max(1, math.ceil(length_ns * width / total_ns)) if length_ns > 0 else 1
+    cells = min(cells, width - begin)
+    return " " * begin + "#" * cells + " " * (width - begin - cells)
