@@ -18,6 +18,8 @@ same operation seen twice and is counted once.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -50,6 +52,11 @@ class SpanRecord:
     output_tokens: int | None = None
     ttft_ms: float | None = None
     """Time to first token of a model call; not used by the rollup, kept for budgets."""
+    model: str | None = None
+    """The model of a model call, when known: tells the same call seen twice from two."""
+    source: str | None = None
+    """The convention that classified the span (``chainlat``, ``gen_ai``, ``openinference``...):
+    two instrumentations seeing one call write two spans of different sources."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,20 +152,26 @@ class Rollup:
                 if isinstance(path, (list, tuple))
                 else (),
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
 
 
 def _as_float(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        # "NaN" is how protobuf's JSON mapping writes a NaN double: a rollup holding one
+        # is no rollup (the readers rebuild it from the spans), never a number that
+        # passes every limit.
+        raise ValueError(value)
+    return number
 
 
 def _as_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
-    return int(value)
+    return int(value)  # int("nan") and int(float("inf")) raise ValueError / OverflowError
 
 
 _KIND_LABELS: Final[dict[object, SpanKindLabel]] = {
@@ -204,6 +217,62 @@ class _Node:
     kids: list[_Node] = field(default_factory=list)
 
 
+def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
+    """Model calls seen twice: each duplicate span's id, mapped to the span that counts.
+
+    Two instrumentations of one call (a framework's callback span and the wire-level
+    span, which callbacks do not make current, so it lands beside the framework
+    span rather than inside it) write two inference spans of different sources that
+    overlap in time, for the same model. Whatever their parent links, the longer one
+    counts and the other is the same call seen twice. Spans of one source are never
+    twins: two parallel calls of one model are two calls. Each span is the twin of
+    at most one other, matched by the largest overlap (at least half the shorter).
+    """
+    calls = [r for r in spans if r.kind == "inference" and r.span_id != root_id]
+    if len(calls) < 2:
+        return {}
+    first = calls[0].source
+    if all(r.source == first for r in calls):
+        return {}  # the common case: one instrumentation
+    calls.sort(key=lambda r: (r.start_ns - r.end_ns, r.start_ns, r.span_id))  # longest first
+    primaries: list[SpanRecord] = []
+    matched: set[tuple[int, str | None]] = set()  # (primary, source) pairs already used
+    twins: dict[int, SpanRecord] = {}
+    for rec in calls:
+        best: SpanRecord | None = None
+        best_overlap = 0
+        duration = rec.end_ns - rec.start_ns
+        for primary in primaries:
+            if primary.source == rec.source or (primary.span_id, rec.source) in matched:
+                continue
+            if not _same_model(primary.model, rec.model):
+                continue
+            overlap = min(primary.end_ns, rec.end_ns) - max(primary.start_ns, rec.start_ns)
+            if overlap > best_overlap and 2 * overlap >= duration:
+                best, best_overlap = primary, overlap
+        if best is None:
+            primaries.append(rec)
+        else:
+            matched.add((best.span_id, rec.source))
+            twins[rec.span_id] = best
+    return twins
+
+
+def _same_model(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return True
+    return a == b or _model_key(a) == _model_key(b)
+
+
+_SNAPSHOT: Final = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+def _model_key(model: str) -> str:
+    # One model as different instrumentations name it: a response model with its snapshot
+    # date (gpt-4o-mini-2024-07-18), a router's provider prefix (openai/gpt-4o-mini).
+    return _SNAPSHOT.sub("", model.rsplit("/", 1)[-1].lower())
+
+
 def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     """Roll the spans of one workflow up into chain latency.
 
@@ -215,8 +284,9 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     # Runs at the end of every workflow, in the application's thread: written for
     # speed (locals, no per-span generators), tested against the definition.
     root_id = root.span_id
+    records = spans if isinstance(spans, list) else list(spans)
     by_parent: dict[int, list[SpanRecord]] = {}
-    for rec in spans:
+    for rec in records:
         parent_id = rec.parent_id
         if parent_id is not None and rec.span_id != root_id:
             siblings = by_parent.get(parent_id)
@@ -224,6 +294,13 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                 by_parent[parent_id] = [rec]
             else:
                 siblings.append(rec)
+    twins = find_twins(root_id, records)
+    widened: dict[int, tuple[int, int]] = {}
+    twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
+    for twin_id, primary in twins.items():
+        twin = twin_records[twin_id]
+        low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
+        widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
 
     top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
     counts = {"inference": 0, "data": 0, "tool": 0}
@@ -231,9 +308,11 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     step_count = 0
     top_level_ns = 0
     calls: list[_Node] = []  # counted inference steps
+    group_of: dict[int, int] = {}  # span id of an inference span -> its counted call's
     tokens_in: dict[int, int] = {}
     tokens_out: dict[int, int] = {}
     cached: set[int] = set()
+    seen_twice: list[SpanRecord] = []
 
     queue = [top]
     seen = {root_id}
@@ -250,16 +329,21 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                 continue
             seen.add(span_id)
             start = rec.start_ns
+            end = rec.end_ns
+            if widened and span_id in widened:
+                start, end = widened[span_id]
             if start < p_start:
                 start = p_start
             elif start > p_end:
                 start = p_end
-            end = rec.end_ns
             if end > p_end:
                 end = p_end
             if end < start:
                 end = start
             kind = rec.kind
+            if twins and span_id in twins:
+                seen_twice.append(rec)
+                kind = None  # the call counts once, as its twin
             if kind in _STEP_KINDS:
                 assert kind is not None
                 attribution: str = kind
@@ -283,16 +367,22 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
             if kind == "inference":
                 group = node.owner
                 if group is not None:
-                    key = id(group)
-                    if rec.input_tokens is not None:
-                        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
-                    if rec.output_tokens is not None:
-                        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
-                    if rec.cache_hit:
-                        cached.add(key)
-            p_kids.append(node)
+                    key = group.rec.span_id
+                    group_of[span_id] = key
+                    _add_usage(rec, key, tokens_in, tokens_out, cached)
+            if kind is None:
+                # Transparent: its children take its place among its parent's children,
+                # so a framework span that ends last cannot hide the steps beside it
+                # from the critical path; its own time is its parent's either way.
+                node.kids = p_kids
+            else:
+                p_kids.append(node)
             if span_id in by_parent:
                 queue.append(node)
+    for rec in seen_twice:
+        call = group_of.get(twins[rec.span_id].span_id)
+        if call is not None:
+            _add_usage(rec, call, tokens_in, tokens_out, cached)
 
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
@@ -311,7 +401,7 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         path += chain
 
     total = top.end - top.start
-    call_keys = [id(n) for n in calls]
+    call_keys = [n.rec.span_id for n in calls]
     return Rollup(
         total_ms=total / _NS_PER_MS,
         inference_ms=split["inference"] / _NS_PER_MS,
@@ -331,6 +421,22 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         output_tokens=sum(tokens_out.get(k, 0) for k in call_keys),
         critical_path=tuple(path),
     )
+
+
+def _add_usage(
+    rec: SpanRecord,
+    key: int,
+    tokens_in: dict[int, int],
+    tokens_out: dict[int, int],
+    cached: set[int],
+) -> None:
+    # The same call seen by several spans: its tokens once (the largest count seen).
+    if rec.input_tokens is not None:
+        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
+    if rec.output_tokens is not None:
+        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
+    if rec.cache_hit:
+        cached.add(key)
 
 
 def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:

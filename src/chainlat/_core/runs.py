@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
-from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup
+from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup, find_twins
 
 Attributes = Mapping[str, object]
 NO_VARIANT: Final = "(none)"
@@ -199,8 +199,10 @@ def step_key(name: str) -> str:
 
 def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming, ...]:
     """The steps under a workflow span, in start order (ties: outer first)."""
+    records = spans if isinstance(spans, list) else list(spans)
+    twins = find_twins(root.span_id, records)
     by_parent: dict[int, list[SpanRecord]] = {}
-    for rec in spans:
+    for rec in records:
         if rec.parent_id is not None and rec.span_id != root.span_id:
             by_parent.setdefault(rec.parent_id, []).append(rec)
     found: list[StepTiming] = []
@@ -216,6 +218,9 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                 continue
             seen.add(rec.span_id)
             kind = rec.kind
+            if twins and rec.span_id in twins:
+                stack.append((rec, around, depth, owner))  # the same call, counted as its twin
+                continue
             if kind == "workflow" or (kind in _COUNTED and kind != around):
                 assert kind is not None
                 found.append(
@@ -251,8 +256,37 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         outer.cache_hit or rec.cache_hit,
                     )
             stack.append((rec, around, depth, owner))
+    if twins:
+        _merge_twins(found, twins, records)
     found.sort(key=_start_then_depth)  # stable: ties keep the order found
     return tuple(found)
+
+
+def _merge_twins(
+    found: list[StepTiming], twins: Mapping[int, SpanRecord], records: Iterable[SpanRecord]
+) -> None:
+    """Give each counted call the first token and cache hit its twin saw, and its extent."""
+    index = {(s.name, s.start_ns): i for i, s in enumerate(found)}
+    for rec in records:
+        primary = twins.get(rec.span_id)
+        if primary is None:
+            continue
+        i = index.get((primary.name, primary.start_ns))
+        if i is None:
+            continue
+        step = found[i]
+        ttft = step.ttft_ms
+        if ttft is None and rec.ttft_ms is not None:
+            ttft = (rec.start_ns - step.start_ns) / _NS_PER_MS + rec.ttft_ms
+        found[i] = StepTiming(
+            step.name,
+            step.kind,
+            min(step.start_ns, rec.start_ns),
+            max(step.end_ns, rec.end_ns),
+            step.depth,
+            ttft,
+            step.cache_hit or rec.cache_hit,
+        )
 
 
 def _start_then_depth(step: StepTiming) -> tuple[int, int]:
