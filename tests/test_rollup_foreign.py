@@ -127,7 +127,8 @@ def test_the_steps_of_a_run_list_a_call_seen_twice_once_with_its_first_token() -
         rec(3, 1, "chat m", 12, 58, "inference", source="chainlat", model="m", ttft_ms=20.0),
     ]
     [step] = steps_of(ROOT, records)
-    assert (step.name, step.duration_ms, step.ttft_ms) == ("ChatOpenAI", 50.0, pytest.approx(22.0))
+    assert (step.name, step.duration_ms) == ("ChatOpenAI", 50.0)
+    assert step.ttft_ms == pytest.approx(22.0)
 
 
 def test_a_nan_recorded_rollup_is_no_rollup() -> None:
