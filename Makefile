@@ -21,6 +21,7 @@ lint: install  ## ruff (lint + format check) and the strict type check
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format src tests examples benchmarks
