@@ -376,14 +376,20 @@ def workflow_name(span: TracedSpan) -> str:
 
 
 def runs_of_trace(
-    trace_id: str, spans: Iterable[TracedSpan], *, origin: str = ""
+    trace_id: str, spans: Iterable[TracedSpan], *, origin: str = "", roots: bool = False
 ) -> list[WorkflowRun]:
     """Every workflow run of one trace, with outcomes merged, in start order.
 
-    A workflow nested in another is a run of its own (``nested=True``: budgets judge
-    it) and a step of the outer run. Runs get their recorded rollup when the
-    workflow span carries one (``chainlat.chain.*``), else one computed from the
-    spans. Linear in the spans of the trace for workflows that do not nest.
+    A run is made by every span classified ``workflow`` (chainlat's workflow, GenAI
+    ``invoke_workflow`` / ``invoke_agent``, OpenLLMetry workflows and agents,
+    OpenInference agents), by a top-level span that a convention marks as a run
+    root (an OpenInference CHAIN without a parent), and with ``roots`` by every local
+    root of the trace (a span whose parent is not in it: ``POST /chat``), so that a
+    plain service with model calls can be budgeted. A workflow nested in another is
+    a run of its own (``nested=True``: budgets judge it) and a step of the outer run.
+    Runs get their recorded rollup when the workflow span carries one
+    (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
+    the trace for workflows that do not nest.
     """
     every = list(spans)
     by_id: dict[int, TracedSpan] = {}
@@ -403,10 +409,20 @@ def runs_of_trace(
             workflows.append(span)
         elif rec.name == attr.OUTCOME_SPAN_NAME and rec.kind is None:
             late.append(span)
+    for span in every:
+        rec = span.record
+        top_level = rec.parent_id is None or rec.parent_id not in by_id
+        if (
+            rec.kind is None
+            and top_level
+            and ((roots and not is_outcome(span)) or is_run_root(span))
+        ):
+            workflows.append(span)
     if not workflows:
         return []
     workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
-    nested = {id(w): _inside_workflow(w, by_id) for w in workflows}
+    run_ids = {w.record.span_id for w in workflows}
+    nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
     tops = [w for w in workflows if not nested[id(w)]]
 
     outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
@@ -472,14 +488,19 @@ def runs_of_trace(
     return runs
 
 
-def _inside_workflow(span: TracedSpan, by_id: Mapping[int, TracedSpan]) -> bool:
+def is_run_root(span: TracedSpan) -> bool:
+    """A top-level span that a convention marks as a run (an OpenInference CHAIN root)."""
+    return span.attributes.get("openinference.span.kind") == "CHAIN"
+
+
+def _inside_run(span: TracedSpan, by_id: Mapping[int, TracedSpan], run_ids: set[int]) -> bool:
     seen = {span.record.span_id}
     parent_id = span.record.parent_id
     while parent_id is not None and parent_id not in seen:
         parent = by_id.get(parent_id)
         if parent is None:
             return False
-        if parent.record.kind == "workflow":
+        if parent_id in run_ids:
             return True
         seen.add(parent_id)
         parent_id = parent.record.parent_id
