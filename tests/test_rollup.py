@@ -198,7 +198,7 @@ def test_rollup_attributes_round_trip() -> None:
         ({"db.system.name": "sqlite"}, "data"),
         ({"gen_ai.operation.name": "invoke_workflow"}, "workflow"),
         ({"http.request.method": "POST"}, None),
-        ({"gen_ai.operation.name": "invoke_agent"}, None),
+        ({"gen_ai.operation.name": "invoke_agent"}, "workflow"),
     ],
 )
 def test_classify_other_instrumentations(attributes: dict[str, object], kind: str | None) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
+from chainlat._core import conventions
 
 SpanKindLabel = Literal["inference", "data", "tool", "workflow"]
 
@@ -174,36 +175,58 @@ def _as_int(value: object) -> int:
     return int(value)  # int("nan") and int(float("inf")) raise ValueError / OverflowError
 
 
-_KIND_LABELS: Final[dict[object, SpanKindLabel]] = {
-    "inference": "inference",
-    "data": "data",
-    "tool": "tool",
-    "workflow": "workflow",
-}
-_OPERATION_KINDS: Final[dict[object, SpanKindLabel]] = {
-    **dict.fromkeys(attr.INFERENCE_OPERATIONS, "inference"),
-    attr.OP_EXECUTE_TOOL: "tool",
-    attr.OP_INVOKE_WORKFLOW: "workflow",
-    attr.OP_RETRIEVAL: "data",
-}
+classify: Final = conventions.classify
+"""The step kind of a span from its attributes, chainlat's own or another instrumentation's
+(see :mod:`chainlat._core.conventions` and docs/integrations.md)."""
 
 
-def classify(attributes: Mapping[str, object]) -> SpanKindLabel | None:
-    """The step kind of a span from its attributes, chainlat's own or another instrumentation's."""
-    # Called once per span read from a file: two dict look-ups in the common case.
-    own = attributes.get(attr.STEP_KIND)
-    if type(own) is str:
-        label = _KIND_LABELS.get(own)
-        if label is not None:
-            return label
-    operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
-    if type(operation) is str:
-        label = _OPERATION_KINDS.get(operation)
-        if label is not None:
-            return label
-    if attr.DB_SYSTEM in attributes or attr.DB_SYSTEM_NAME in attributes:
-        return "data"
-    return None
+def source_of(attributes: Mapping[str, object]) -> str:
+    """The convention a span's kind came from: two instrumentations of one call differ here.
+
+    Another convention's marker wins over ``chainlat.step.kind``, which chainlat's span
+    processor adds to the foreign steps of a workflow.
+    """
+    if conventions.OPENINFERENCE_SPAN_KIND in attributes:
+        return "openinference"
+    if conventions.LANGSMITH_SPAN_KIND in attributes:
+        return "langsmith"
+    if conventions.TRACELOOP_SPAN_KIND in attributes or conventions.LLM_REQUEST_TYPE in attributes:
+        return "traceloop"
+    if conventions.STEP_KIND in attributes:
+        return "chainlat"
+    if conventions.GEN_AI_OPERATION_NAME in attributes:
+        return "gen_ai"
+    return "other"
+
+
+def call_record(
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    kind: SpanKindLabel | None,
+    attributes: Mapping[str, object],
+    ttft_ms: float | None = None,
+) -> SpanRecord:
+    """A span's record with what any convention says of a model call: tokens, model, TTFT."""
+    if kind != "inference":
+        return SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind,
+                          attributes.get(attr.CACHE_HIT) is True)  # fmt: skip
+    return SpanRecord(
+        span_id,
+        parent_id,
+        name,
+        start_ns,
+        end_ns,
+        kind,
+        attributes.get(attr.CACHE_HIT) is True,
+        conventions.input_tokens_of(attributes),
+        conventions.output_tokens_of(attributes),
+        ttft_ms if ttft_ms is not None else conventions.ttft_ms_of(attributes),
+        conventions.model_of(attributes),
+        source_of(attributes),
+    )
 
 
 @dataclass(slots=True)

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
-from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup, find_twins
+from chainlat._core import conventions
+from chainlat._core.rollup import (
+    Rollup,
+    SpanRecord,
+    call_record,
+    classify,
+    compute_rollup,
+    find_twins,
+)
 
 Attributes = Mapping[str, object]
 NO_VARIANT: Final = "(none)"
@@ -37,7 +45,6 @@ StepKindName = Literal["inference", "data", "tool", "workflow"]
 
 _NS_PER_MS: Final = 1_000_000
 _COUNTED: Final = frozenset({"inference", "data", "tool"})
-_WORKFLOW_PREFIX: Final = attr.workflow_span_name("")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,27 +336,7 @@ def record_of(
     attributes: Attributes,
 ) -> SpanRecord:
     """The rollup's record of a span, from its attributes."""
-    return SpanRecord(
-        span_id=span_id,
-        parent_id=parent_id,
-        name=name,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        kind=classify(attributes),
-        cache_hit=attributes.get(attr.CACHE_HIT) is True,
-        input_tokens=_int_or_none(attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)),
-        output_tokens=_int_or_none(attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)),
-    )
-
-
-def _int_or_none(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)  # OTLP JSON carries 64-bit integers as strings
-    return None
+    return call_record(span_id, parent_id, name, start_ns, end_ns, classify(attributes), attributes)
 
 
 def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
@@ -367,12 +354,8 @@ def is_outcome(span: TracedSpan) -> bool:
 
 
 def workflow_name(span: TracedSpan) -> str:
-    """The name of the workflow a workflow span ran: one rule for every command."""
-    workflow = span.attributes.get(attr.GEN_AI_WORKFLOW_NAME)
-    if isinstance(workflow, str) and workflow:
-        return workflow
-    name = span.record.name
-    return name[len(_WORKFLOW_PREFIX) :] if name.startswith(_WORKFLOW_PREFIX) else name
+    """The name of the workflow a run-root span ran: one rule for every command."""
+    return conventions.workflow_name_of(span.attributes, span.record.name)
 
 
 def runs_of_trace(
@@ -490,7 +473,7 @@ def runs_of_trace(
 
 def is_run_root(span: TracedSpan) -> bool:
     """A top-level span that a convention marks as a run (an OpenInference CHAIN root)."""
-    return span.attributes.get("openinference.span.kind") == "CHAIN"
+    return conventions.is_run_root(span.attributes, span.record.name, top_level=True)
 
 
 def _inside_run(span: TracedSpan, by_id: Mapping[int, TracedSpan], run_ids: set[int]) -> bool:

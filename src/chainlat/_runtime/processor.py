@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
+from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
-from chainlat._core.rollup import SpanRecord, classify
+from chainlat._core.rollup import SpanRecord, call_record, classify
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -127,7 +128,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         span_id = span.context.span_id
         if kind == "workflow":
             outer = entry[0] if entry is not None else None
-            name = str(attributes.get(attr.GEN_AI_WORKFLOW_NAME, span.name))
+            name = conventions.workflow_name_of(attributes, span.name)
             state = _WorkflowState(span_id, name, outer)
             self._states[span_id] = state
             if entry is not None:
@@ -297,23 +298,15 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
         return None
     if attributes is None:
         attributes = attributes_of(span)
-    input_tokens = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
-    output_tokens = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
-    ttft_ms = attributes.get(attr.LATENCY_TTFT_MS)
-    if ttft_ms is None:  # other instrumentations set only the semconv key, in seconds
-        ttft_s = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-        ttft_ms = ttft_s * 1000 if isinstance(ttft_s, (int, float)) else None
-    return SpanRecord(
-        span_id=context.span_id,
-        parent_id=span.parent.span_id if span.parent is not None else None,
-        name=span.name,
-        start_ns=span.start_time,
-        end_ns=span.end_time,
-        kind=classify(attributes),
-        cache_hit=attributes.get(attr.CACHE_HIT) is True,
-        input_tokens=input_tokens if isinstance(input_tokens, int) else None,
-        output_tokens=output_tokens if isinstance(output_tokens, int) else None,
-        ttft_ms=float(ttft_ms) if isinstance(ttft_ms, (int, float)) else None,
+    # Tokens, first token, model and source as any convention writes them (call_record).
+    return call_record(
+        context.span_id,
+        span.parent.span_id if span.parent is not None else None,
+        span.name,
+        span.start_time,
+        span.end_time,
+        classify(attributes),
+        attributes,
     )
 
 

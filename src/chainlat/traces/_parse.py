@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
+from chainlat._core import conventions
 from chainlat._core.errors import shown
-from chainlat._core.rollup import SpanRecord, classify
+from chainlat._core.rollup import SpanRecord, call_record, classify
 from chainlat._core.runs import TracedSpan
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -28,7 +29,7 @@ _REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
 _CHAIN_PREFIX: Final = "chainlat.chain."
 _LATENCY_PREFIX: Final = "chainlat.latency."
 
-KEPT_ATTRIBUTES: Final = frozenset(
+KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
     {
         # the step kind (classify) and the workflow's name
         attr.STEP_KIND,
@@ -227,22 +228,18 @@ def _make_span(
     first_token_ns: int | None,
     origin: str,
 ) -> Parsed:
-    ttft = _ttft_from(attributes)
+    ttft = conventions.ttft_ms_of(attributes)
     if ttft is None and first_token_ns is not None:
         ttft = (first_token_ns - start_ns) / 1e6
-    tokens_in = attributes.get(attr.GEN_AI_USAGE_INPUT_TOKENS)
-    tokens_out = attributes.get(attr.GEN_AI_USAGE_OUTPUT_TOKENS)
-    record = SpanRecord(
-        span_id=span_id,
-        parent_id=parent_id,
-        name=_intern(name),
-        start_ns=start_ns,
-        end_ns=end_ns,
-        kind=classify(attributes),
-        cache_hit=attributes.get(attr.CACHE_HIT) is True,
-        input_tokens=tokens_in if isinstance(tokens_in, int) else None,
-        output_tokens=tokens_out if isinstance(tokens_out, int) else None,
-        ttft_ms=ttft,
+    record = call_record(
+        span_id,
+        parent_id,
+        _intern(name),
+        start_ns,
+        end_ns,
+        classify(attributes),
+        attributes,
+        ttft,
     )
     return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
@@ -299,7 +296,7 @@ def _common_otlp_span(
     end_ns = int(end)
     if end_ns < start_ns:
         raise ValueError
-    kind = tokens_in = tokens_out = None
+    kind = tokens_in = tokens_out = model = source = None
     ttft: Any = None
     cache_hit = False
     attributes: Mapping[str, object] = _NO_ATTRIBUTES
@@ -333,6 +330,14 @@ def _common_otlp_span(
             tokens_in = found.get(_TOKENS_IN)
             tokens_out = found.get(_TOKENS_OUT)
             cache_hit = found.get(_CACHE_HIT) is True
+            if kind == "inference":
+                # Tokens, first token, model and source by any convention; the record
+                # is made below as for every span.
+                foreign = call_record(0, None, "", 0, 0, kind, found)
+                tokens_in, tokens_out = foreign.input_tokens, foreign.output_tokens
+                if ttft is None:
+                    ttft = foreign.ttft_ms
+                model, source = foreign.model, foreign.source
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
@@ -355,6 +360,8 @@ def _common_otlp_span(
         tokens_in if type(tokens_in) is int else None,
         tokens_out if type(tokens_out) is int else None,
         ttft,
+        model,
+        source,
     )
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS

@@ -1,0 +1,696 @@
+"""How other instrumentations' spans become steps: one classifier, one versioned table.
+
+chainlat reads traces written by many instrumentations. Each names the same things
+differently, so every fact chainlat takes from a span goes through this module: the
+step kind (:func:`classify`), whether the span makes a workflow run
+(:func:`is_run_root`), the run's name (:func:`workflow_name_of`), and a model call's
+model, provider, tokens and time to first token. :data:`KEYS` lists every attribute key
+read here, so a trace reader can drop the rest as it parses.
+
+Which convention decides the kind, first match wins:
+
+1. chainlat's own ``chainlat.step.kind``.
+2. ``gen_ai.operation.name``, with the values of the GenAI conventions and of every
+   instrumentation that extends them (OpenLLMetry, LiteLLM, pydantic-ai, util-genai).
+   LangSmith writes ``chat`` on prompt spans and ``embeddings`` on retriever spans, so on
+   those two values its ``langsmith.span.kind`` has the last word.
+3. ``openinference.span.kind``, ``traceloop.span.kind``, ``langsmith.span.kind``,
+   OpenLLMetry's older ``llm.request.type``, then the presence of ``db.system`` or
+   ``db.system.name`` (databases and vector stores are data stages).
+4. Anything else is transparent (None): framework glue, HTTP spans, chains, unknown
+   conventions.
+
+:data:`CONVENTIONS` is the table: per convention, the packages whose source it was read
+in (name and version), the keys that classify a span with each value's kind, and the
+other keys read. The classifier's value tables are built from it, so the table is what
+runs. ``docs/integrations.md`` is the same table for people, with the caveats.
+
+Decisions the packages leave open, taken here:
+
+- ``invoke_agent``, OpenInference ``AGENT``, OpenLLMetry ``workflow`` and ``agent``
+  make a run (``workflow``); a nested one is a run of its own inside the outer run.
+- ``create_agent`` (building an agent object) and ``plan`` (a span around the model
+  call that writes the plan) are transparent: the model call under ``plan`` is the step.
+- OpenLLMetry ``task`` spans are transparent, whatever their name: retrieval under
+  LangChain is its own ``vector_db_retrieve`` span, and guessing from names would need
+  a pattern match on the hot path.
+- Reranking (OpenInference ``RERANKER``, OpenLLMetry ``rerank``, LiteLLM ``rerank``) is
+  a data stage: it is part of retrieval, even when a model serves it.
+- ``fetch_response`` (fetching a background response) is inference: the wait is the
+  model's.
+- Logfire's pending spans (``logfire.span_type = pending_span``, a zero-length copy of a
+  span taken at its start) never make a run; as steps they nest in the real span with
+  the same kind, and the rollup counts such a pair once.
+- Placeholder values ``unknown`` (OpenLLMetry writes ``gen_ai.response.model =
+  "unknown"``, LiteLLM ``gen_ai.system = "Unknown"``) count as absent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+StepKind = Literal["inference", "data", "tool", "workflow"]
+"""What a span is to the rollup; a workflow span makes a run."""
+
+# --- chainlat's own ---------------------------------------------------------------
+STEP_KIND: Final = "chainlat.step.kind"
+LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
+
+# --- OpenTelemetry GenAI semantic conventions --------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_SYSTEM: Final = "gen_ai.system"
+"""Deprecated for ``gen_ai.provider.name``; LiteLLM, LangSmith and OpenLLMetry write it."""
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+"""Deprecated for ``gen_ai.usage.input_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+"""Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+"""Seconds, on streamed inference spans (util-genai, hence openai-v2)."""
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+"""Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+
+# --- OpenInference (Arize) ----------------------------------------------------------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_REQUEST_MODEL_NAME: Final = "llm.request.model_name"
+LLM_RESPONSE_MODEL_NAME: Final = "llm.response.model_name"
+LLM_PROVIDER: Final = "llm.provider"
+LLM_SYSTEM: Final = "llm.system"
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
+RERANKER_MODEL_NAME: Final = "reranker.model_name"
+DECISION_MODEL_NAME: Final = "decision.model_name"
+DECISION_REQUEST_MODEL_NAME: Final = "decision.request.model_name"
+DECISION_RESPONSE_MODEL_NAME: Final = "decision.response.model_name"
+DECISION_PROVIDER: Final = "decision.provider"
+DECISION_SYSTEM: Final = "decision.system"
+DECISION_TOKEN_COUNT_INPUT: Final = "decision.token_count.input"
+DECISION_TOKEN_COUNT_OUTPUT: Final = "decision.token_count.output"
+AGENT_NAME: Final = "agent.name"
+
+# --- OpenLLMetry (Traceloop) --------------------------------------------------------
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+"""The span's own entity: the decorated function, or the LangChain run."""
+LLM_REQUEST_TYPE: Final = "llm.request.type"
+"""OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
+
+# --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
+LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"
+PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
+"""pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
+LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
+
+# --- databases ----------------------------------------------------------------------
+DB_SYSTEM: Final = "db.system"
+DB_SYSTEM_NAME: Final = "db.system.name"
+
+ANY_VALUE: Final = "*"
+"""In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """One instrumentation's vocabulary, as read in the source of the packages named.
+
+    Attributes:
+        name: Short name of the convention.
+        checked: ``distribution==version`` of each package read, or a repository path.
+        kinds: Attribute key -> value -> step kind; None marks a value known to be
+            transparent, so it is not mistaken for one nobody has checked.
+        reads: The other keys read from its spans: model, provider, tokens, TTFT, names.
+    """
+
+    name: str
+    checked: tuple[str, ...]
+    kinds: Mapping[str, Mapping[str, StepKind | None]]
+    reads: tuple[str, ...] = ()
+
+
+def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
+    return dict.fromkeys(values, kind)
+
+
+def _frozen(
+    kinds: Mapping[str, Mapping[str, StepKind | None]],
+) -> Mapping[str, Mapping[str, StepKind | None]]:
+    return MappingProxyType({key: MappingProxyType(dict(v)) for key, v in kinds.items()})
+
+
+_GEN_AI_MODEL_CALL: Final = (
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+)
+
+CONVENTIONS: Final[tuple[Convention, ...]] = (
+    Convention(
+        name="chainlat",
+        checked=("chainlat (this package)",),
+        kinds=_frozen(
+            {
+                STEP_KIND: {
+                    "inference": "inference",
+                    "data": "data",
+                    "tool": "tool",
+                    "workflow": "workflow",
+                },
+            }
+        ),
+        reads=(LATENCY_TTFT_MS,),
+    ),
+    Convention(
+        name="gen_ai",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2",
+            "open-telemetry/semantic-conventions-genai model/gen-ai/registry.yaml, spans.yaml",
+            "opentelemetry-util-genai==1.3b0",
+            "opentelemetry-instrumentation-openai-v2==2.4b0",
+        ),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "chat": "inference",
+                    "text_completion": "inference",
+                    "generate_content": "inference",
+                    "embeddings": "inference",
+                    "fetch_response": "inference",
+                    "retrieval": "data",
+                    "create_memory_store": "data",
+                    "search_memory": "data",
+                    "create_memory": "data",
+                    "update_memory": "data",
+                    "upsert_memory": "data",
+                    "delete_memory": "data",
+                    "delete_memory_store": "data",
+                    "execute_tool": "tool",
+                    "invoke_agent": "workflow",
+                    "invoke_workflow": "workflow",
+                    "create_agent": None,
+                    "plan": None,
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+            GEN_AI_WORKFLOW_NAME,
+            GEN_AI_AGENT_NAME,
+        ),
+    ),
+    Convention(
+        name="openinference",
+        checked=(
+            "openinference-semantic-conventions==0.1.42",
+            "openinference-instrumentation-langchain==0.1.80",
+        ),
+        kinds=_frozen(
+            {
+                OPENINFERENCE_SPAN_KIND: {
+                    "LLM": "inference",
+                    "EMBEDDING": "inference",
+                    "DECISION": "inference",
+                    "RETRIEVER": "data",
+                    "RERANKER": "data",
+                    "TOOL": "tool",
+                    "AGENT": "workflow",
+                    "CHAIN": None,
+                    "PROMPT": None,
+                    "GUARDRAIL": None,
+                    "EVALUATOR": None,
+                    "UNKNOWN": None,
+                },
+            }
+        ),
+        reads=(
+            LLM_RESPONSE_MODEL_NAME,
+            LLM_REQUEST_MODEL_NAME,
+            LLM_MODEL_NAME,
+            EMBEDDING_MODEL_NAME,
+            RERANKER_MODEL_NAME,
+            DECISION_RESPONSE_MODEL_NAME,
+            DECISION_REQUEST_MODEL_NAME,
+            DECISION_MODEL_NAME,
+            LLM_PROVIDER,
+            LLM_SYSTEM,
+            DECISION_PROVIDER,
+            DECISION_SYSTEM,
+            LLM_TOKEN_COUNT_PROMPT,
+            LLM_TOKEN_COUNT_COMPLETION,
+            DECISION_TOKEN_COUNT_INPUT,
+            DECISION_TOKEN_COUNT_OUTPUT,
+            AGENT_NAME,
+        ),
+    ),
+    Convention(
+        name="openllmetry",
+        checked=(
+            "opentelemetry-semantic-conventions-ai==0.5.1",
+            "traceloop-sdk==0.62.4",
+            "opentelemetry-instrumentation-langchain==0.62.4",
+            "opentelemetry-instrumentation-openai==0.62.4",
+            "opentelemetry-instrumentation-chromadb==0.62.4",
+            "opentelemetry-instrumentation-pinecone==0.62.4",
+            "opentelemetry-instrumentation-qdrant==0.62.4",
+            "opentelemetry-instrumentation-lancedb==0.62.4",
+        ),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "llm_request": "inference",
+                    "vector_db_retrieve": "data",
+                    "execute_task": None,
+                    "guardrail.run": None,
+                    "guard": None,
+                },
+                TRACELOOP_SPAN_KIND: {
+                    "workflow": "workflow",
+                    "agent": "workflow",
+                    "tool": "tool",
+                    "task": None,
+                    "unknown": None,
+                },
+                LLM_REQUEST_TYPE: {
+                    "chat": "inference",
+                    "completion": "inference",
+                    "embedding": "inference",
+                    "rerank": "data",
+                    "unknown": None,
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_USAGE_PROMPT_TOKENS,
+            GEN_AI_USAGE_COMPLETION_TOKENS,
+            GEN_AI_AGENT_NAME,
+            TRACELOOP_ENTITY_NAME,
+        ),
+    ),
+    Convention(
+        name="pydantic-ai",
+        checked=("pydantic-ai-slim==2.68.0", "logfire==5.4.0 (logfire-sdk==5.4.0)"),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "decide": "inference",
+                    "image_generation": "inference",
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+            GEN_AI_AGENT_NAME,
+            PYDANTIC_AI_AGENT_NAME,
+            LOGFIRE_SPAN_TYPE,
+        ),
+    ),
+    Convention(
+        name="langsmith",
+        checked=("langsmith==0.15.1",),
+        kinds=_frozen(
+            {
+                LANGSMITH_SPAN_KIND: {
+                    "llm": "inference",
+                    "embedding": "inference",
+                    "retriever": "data",
+                    "tool": "tool",
+                    "chain": None,
+                    "prompt": None,
+                    "parser": None,
+                },
+            }
+        ),
+        reads=(GEN_AI_SYSTEM, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL),
+    ),
+    Convention(
+        name="litellm",
+        checked=("litellm==1.110.2",),
+        kinds=_frozen(
+            {
+                # Without OTEL_SEMCONV_STABILITY_OPT_IN the operation is LiteLLM's call
+                # type as called (``acompletion``), ``chat`` only for ``completion``; the
+                # opt-in and LITELLM_OTEL_V2 write the conventions' values, V2 also its own
+                # ``litellm.*`` ones.
+                GEN_AI_OPERATION_NAME: {
+                    **_all(
+                        "inference",
+                        "acompletion",
+                        "completion_with_retries",
+                        "atext_completion",
+                        "embedding",
+                        "aembedding",
+                        "responses",
+                        "aresponses",
+                        "anthropic_messages",
+                        "aanthropic_messages",
+                        "agenerate_content",
+                        "generate_content_stream",
+                        "agenerate_content_stream",
+                        "aimage_generation",
+                        "image_edit",
+                        "aimage_edit",
+                        "transcription",
+                        "atranscription",
+                        "speech",
+                        "aspeech",
+                        "ocr",
+                        "aocr",
+                        "moderation",
+                        "amoderation",
+                        "decisions",
+                        "adecisions",
+                        "litellm.moderation",
+                    ),
+                    **_all(
+                        "data",
+                        "rerank",
+                        "arerank",
+                        "search",
+                        "asearch",
+                        "vector_store_search",
+                        "avector_store_search",
+                        "query",
+                        "aquery",
+                        "litellm.vector_store_management",
+                        "litellm.vector_store_file_management",
+                    ),
+                    "call_mcp_tool": "tool",
+                    "litellm.responses_management": None,
+                    "litellm.passthrough": None,
+                },
+            }
+        ),
+        reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
+    ),
+    Convention(
+        name="db",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2",
+            "opentelemetry-instrumentation-chromadb==0.62.4 and the other vector stores above",
+        ),
+        kinds=_frozen({DB_SYSTEM: {ANY_VALUE: "data"}, DB_SYSTEM_NAME: {ANY_VALUE: "data"}}),
+    ),
+)
+"""Every convention understood, the versions checked, and how its spans classify."""
+
+
+def _values_of(key: str) -> dict[str, StepKind | None]:
+    merged: dict[str, StepKind | None] = {}
+    for convention in CONVENTIONS:
+        merged.update(convention.kinds.get(key, {}))
+    return merged
+
+
+# Plain dicts, not the table's read-only views: a look-up in a dict is the cheapest there is.
+_OWN_KINDS: Final = _values_of(STEP_KIND)
+_OPERATION_KINDS: Final = _values_of(GEN_AI_OPERATION_NAME)
+_LANGSMITH_KINDS: Final = _values_of(LANGSMITH_SPAN_KIND)
+_OPENINFERENCE_KINDS: Final = _values_of(OPENINFERENCE_SPAN_KIND)
+_TRACELOOP_KINDS: Final = _values_of(TRACELOOP_SPAN_KIND)
+_REQUEST_TYPE_KINDS: Final = _values_of(LLM_REQUEST_TYPE)
+_LANGSMITH_RELABELLED: Final = frozenset({"chat", "embeddings"})
+"""Operations LangSmith writes for more than one run type (``prompt`` is ``chat`` too)."""
+_PENDING_SPAN: Final = "pending_span"
+
+_MODEL_KEYS: Final = (
+    GEN_AI_RESPONSE_MODEL,
+    LLM_RESPONSE_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    GEN_AI_REQUEST_MODEL,
+    LLM_REQUEST_MODEL_NAME,
+    DECISION_REQUEST_MODEL_NAME,
+    LLM_MODEL_NAME,
+    DECISION_MODEL_NAME,
+    EMBEDDING_MODEL_NAME,
+    RERANKER_MODEL_NAME,
+)
+_PROVIDER_KEYS: Final = (
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_SYSTEM,
+    LLM_PROVIDER,
+    LLM_SYSTEM,
+    DECISION_PROVIDER,
+    DECISION_SYSTEM,
+)
+_INPUT_TOKEN_KEYS: Final = (
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    LLM_TOKEN_COUNT_PROMPT,
+    DECISION_TOKEN_COUNT_INPUT,
+)
+_OUTPUT_TOKEN_KEYS: Final = (
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    LLM_TOKEN_COUNT_COMPLETION,
+    DECISION_TOKEN_COUNT_OUTPUT,
+)
+_TTFT_SECONDS_KEYS: Final = (
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+)
+_WORKFLOW_NAME_KEYS: Final = (
+    GEN_AI_WORKFLOW_NAME,
+    TRACELOOP_ENTITY_NAME,
+    GEN_AI_AGENT_NAME,
+    AGENT_NAME,
+    PYDANTIC_AI_AGENT_NAME,
+)
+"""The span's own name first: ``traceloop.workflow.name`` and ``chainlat.workflow.name``
+are stamped on every span under a workflow, so they name the enclosing one, and are not
+read."""
+_WORKFLOW_PREFIXES: Final = ("invoke_workflow ", "invoke_agent ")
+
+KEYS: Final[frozenset[str]] = frozenset(
+    {key for convention in CONVENTIONS for key in (*convention.kinds, *convention.reads)}
+)
+"""Every attribute key a function here reads: a trace reader may drop all others."""
+
+
+def classify(attributes: Mapping[str, object]) -> StepKind | None:
+    """The step kind of a span, from chainlat's attributes or another instrumentation's.
+
+    Args:
+        attributes: The span's attributes, values as OTLP or Jaeger JSON decode them.
+
+    Returns:
+        ``inference``, ``data``, ``tool``, ``workflow`` for a span that makes a run, or
+        None for a transparent span (framework glue, HTTP, unknown conventions).
+
+    Example:
+        >>> classify({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"})
+        'inference'
+    """
+    # Called for every span read from a file: chainlat's own kind costs one look-up, a
+    # GenAI operation two (three on chat and embeddings, which LangSmith also writes for
+    # prompts and retrievers); the other conventions are asked only after both miss.
+    own = attributes.get(STEP_KIND)
+    if type(own) is str:
+        kind = _OWN_KINDS.get(own)
+        if kind is not None:
+            return kind
+    operation = attributes.get(GEN_AI_OPERATION_NAME)
+    if type(operation) is str and operation in _OPERATION_KINDS:
+        if operation in _LANGSMITH_RELABELLED:
+            langsmith = attributes.get(LANGSMITH_SPAN_KIND)
+            if type(langsmith) is str and langsmith in _LANGSMITH_KINDS:
+                return _LANGSMITH_KINDS[langsmith]
+        kind = _OPERATION_KINDS[operation]
+        return kind if kind != "workflow" else _checked(kind, attributes)
+    return _foreign(attributes)
+
+
+def _checked(kind: StepKind | None, attributes: Mapping[str, object]) -> StepKind | None:
+    """``kind``, unless it makes a run and the span is Logfire's placeholder for a running one."""
+    if kind == "workflow" and attributes.get(LOGFIRE_SPAN_TYPE) == _PENDING_SPAN:
+        return None
+    return kind
+
+
+def _foreign(attributes: Mapping[str, object]) -> StepKind | None:
+    """The kind by the conventions that do not write ``gen_ai.operation.name``."""
+    # Unrolled: most spans that get here are HTTP or framework spans that match nothing.
+    value = attributes.get(OPENINFERENCE_SPAN_KIND)
+    if type(value) is str and value in _OPENINFERENCE_KINDS:
+        return _checked(_OPENINFERENCE_KINDS[value], attributes)
+    value = attributes.get(TRACELOOP_SPAN_KIND)
+    if type(value) is str and value in _TRACELOOP_KINDS:
+        return _checked(_TRACELOOP_KINDS[value], attributes)
+    value = attributes.get(LANGSMITH_SPAN_KIND)
+    if type(value) is str and value in _LANGSMITH_KINDS:
+        return _LANGSMITH_KINDS[value]
+    value = attributes.get(LLM_REQUEST_TYPE)
+    if type(value) is str and value in _REQUEST_TYPE_KINDS:
+        return _REQUEST_TYPE_KINDS[value]
+    if DB_SYSTEM in attributes or DB_SYSTEM_NAME in attributes:
+        return "data"
+    return None
+
+
+def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: bool) -> bool:
+    """Whether a span makes a workflow run.
+
+    A span classified ``workflow`` always does. A framework chain does when it is the
+    top of its trace (OpenInference ``CHAIN``, LangSmith ``chain``): LangChain and
+    LangGraph name no workflow, so the outermost chain is the run.
+
+    Args:
+        attributes: The span's attributes.
+        span_name: The span's name; no rule reads it today, it is here so callers hand
+            this function what they hand :func:`workflow_name_of`.
+        top_level: The span has no parent in its trace.
+
+    Example:
+        >>> is_run_root({"openinference.span.kind": "CHAIN"}, "LangGraph", top_level=True)
+        True
+    """
+    if classify(attributes) == "workflow":
+        return True
+    if not top_level:
+        return False
+    return (
+        attributes.get(OPENINFERENCE_SPAN_KIND) == "CHAIN"
+        or attributes.get(LANGSMITH_SPAN_KIND) == "chain"
+    ) and attributes.get(LOGFIRE_SPAN_TYPE) != _PENDING_SPAN
+
+
+def workflow_name_of(attributes: Mapping[str, object], span_name: str) -> str:
+    """The name of the workflow a run-root span ran: one rule for every command.
+
+    The span's own workflow or agent name, by whichever convention wrote one, else the
+    span name without its ``invoke_workflow `` or ``invoke_agent `` prefix.
+
+    Example:
+        >>> workflow_name_of({}, "invoke_workflow support-chat")
+        'support-chat'
+    """
+    name = _first_text(attributes, _WORKFLOW_NAME_KEYS)
+    if name is not None:
+        return name
+    for prefix in _WORKFLOW_PREFIXES:
+        if span_name.startswith(prefix) and len(span_name) > len(prefix):
+            return span_name[len(prefix) :]
+    return span_name
+
+
+def model_of(attributes: Mapping[str, object]) -> str | None:
+    """The model of a model call: the response's, else the request's, else any convention's.
+
+    Example:
+        >>> model_of({"gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-0806"})
+        'gpt-4o-0806'
+    """
+    return _first_text(attributes, _MODEL_KEYS)
+
+
+def provider_of(attributes: Mapping[str, object]) -> str | None:
+    """The model provider, as the instrumentation named it (``openai``, ``aws.bedrock``).
+
+    Example:
+        >>> provider_of({"gen_ai.system": "openai"})
+        'openai'
+    """
+    return _first_text(attributes, _PROVIDER_KEYS)
+
+
+def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Input (prompt) tokens of a model call.
+
+    Example:
+        >>> input_tokens_of({"llm.token_count.prompt": "120"})
+        120
+    """
+    return _first_count(attributes, _INPUT_TOKEN_KEYS)
+
+
+def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Output (completion) tokens of a model call.
+
+    Example:
+        >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
+        30
+    """
+    return _first_count(attributes, _OUTPUT_TOKEN_KEYS)
+
+
+def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
+    """Time to first token in milliseconds; finite and non-negative, else None.
+
+    ``chainlat.latency.ttft_ms`` is milliseconds; the GenAI keys (also pydantic-ai's)
+    are seconds.
+
+    Example:
+        >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
+        250.0
+    """
+    ms = _duration(attributes.get(LATENCY_TTFT_MS))
+    if ms is not None:
+        return ms
+    for key in _TTFT_SECONDS_KEYS:
+        seconds = _duration(attributes.get(key))
+        if seconds is not None:
+            return seconds * 1000.0
+    return None
+
+
+def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
+    """The first non-empty, non-placeholder string among ``keys``."""
+    for key in keys:
+        value = attributes.get(key)
+        if type(value) is str:
+            text = value.strip()
+            if text and text.casefold() != "unknown":
+                return text
+    return None
+
+
+def _first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
+    """The first token count among ``keys``."""
+    for key in keys:
+        count = _count(attributes.get(key))
+        if count is not None:
+            return count
+    return None
+
+
+def _count(value: object) -> int | None:
+    """A non-negative int, a string of ASCII digits (OTLP JSON's 64-bit ints), or a whole float."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if type(value) is str:
+        return int(value) if value.isascii() and value.isdigit() else None
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def _duration(value: object) -> float | None:
+    """A finite, non-negative number, also from a numeric string (protobuf JSON doubles)."""
+    if type(value) is float or type(value) is int:
+        number = float(value)
+    elif type(value) is str:
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
