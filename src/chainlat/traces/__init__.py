@@ -155,6 +155,7 @@ def read_runs(
     progress: bool = False,
     counters: ReadCounters | None = None,
     outcomes: bool = False,
+    roots: bool = False,
 ) -> Iterator[WorkflowRun]:
     """The workflow runs of every source, streamed: a run per workflow span of each trace
     :func:`read_traces` hands out, nested workflows included (``run.nested``).
@@ -168,6 +169,9 @@ def read_runs(
         outcomes: Also merge the ``record_outcome`` spans written after the runs, wherever
             they are in their file (a scan of the file first); the trade-off analysis needs
             them, budgets do not.
+        roots: Also make a run of every trace's local root that is not a workflow
+            (``POST /chat``), named by its span name: traces without any workflow or agent
+            span can then be judged.
 
     Raises:
         TraceSourceError: a file is missing, empty, truncated or has a corrupt line;
@@ -175,9 +179,9 @@ def read_runs(
     """
     counters = counters if counters is not None else ReadCounters()
     for source in _opened(sources, settle_lines, idle_lines, progress):
-        if outcomes:
+        if outcomes or roots:
             for trace in source.traces(counters):
-                runs = trace.workflow_runs()
+                runs = trace.workflow_runs(roots=roots)
                 counters.workflows += len(runs)
                 yield from runs
         else:
@@ -185,12 +189,15 @@ def read_runs(
 
 
 def load_runs(
-    sources: Iterable[str | os.PathLike[str] | TraceSource], *, outcomes: bool = True
+    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    *,
+    outcomes: bool = True,
+    roots: bool = False,
 ) -> list[WorkflowRun]:
     """Every run of the sources, one source after the other, each source's in start order."""
     runs: list[WorkflowRun] = []
     for source in sources:
-        found = read_runs([source], outcomes=outcomes)
+        found = read_runs([source], outcomes=outcomes, roots=roots)
         runs.extend(sorted(found, key=lambda r: (r.start_ns, r.span_id)))
     return runs
 

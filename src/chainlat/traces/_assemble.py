@@ -66,9 +66,10 @@ class Trace:
     spans: tuple[TracedSpan, ...]
     """In the order read."""
 
-    def workflow_runs(self) -> list[WorkflowRun]:
-        """A run for every workflow span in the trace (nested ones too), in start order."""
-        return runs_of_trace(self.trace_id, self.spans)
+    def workflow_runs(self, *, roots: bool = False) -> list[WorkflowRun]:
+        """A run for every workflow span in the trace (nested ones too), in start order;
+        with ``roots``, also for every local root (see :func:`runs_of_trace`)."""
+        return runs_of_trace(self.trace_id, self.spans, roots=roots)
 
 
 class TraceSource(Protocol):
