@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from chainlat._core import attributes as attr
-from chainlat._core.errors import internal_errors
+from chainlat._core.errors import internal_errors, logger, shown
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._runtime.processor import ChainlatSpanProcessor, processor_for
+from chainlat._runtime.scrubbing import exception_type, record_error
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -51,11 +52,31 @@ def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     return tracer
 
 
-def _error_type(exc: BaseException) -> str:
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
+_warned: set[str] = set()
+"""The invalid-argument warnings already logged: one line per kind, not one per call."""
+
+
+def _warn_once(key: str, message: str, *args: object) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message, *args)
+
+
+def _token_count(value: object) -> int | None:
+    """A token count as recorded: a whole number >= 0, else None."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None  # NaN, inf: False
+    if isinstance(value, int | str):
+        try:
+            count = int(value)
+        except ValueError:
+            return None
+        return count if count >= 0 else None
+    return None
 
 
 class StepHandle:
@@ -63,6 +84,8 @@ class StepHandle:
 
     kind: str = ""
     _provider: trace.TracerProvider | None = None
+    _opened_by: object = None
+    """The step spec whose ``with`` block opened this handle; found again on exit."""
     _identity: Mapping[str, AttributeValue] | None = None
     """The attributes the step was started with, kept to restore them (see _finish)."""
 
@@ -110,10 +133,10 @@ class StepHandle:
         # Only Exception is an error: GeneratorExit, KeyboardInterrupt and
         # task cancellation end the span without marking it failed.
         if isinstance(exc, Exception):
+            # Scrubbed: an exception's text may hold a key (a header value, a URL's query).
             with internal_errors("recording an exception"):
-                self.span.record_exception(exc, timestamp=end_ns, escaped=True)
-                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                self.span.set_attribute(attr.ERROR_TYPE, _error_type(exc))
+                record_error(self.span, exc, end_ns)
+                self.span.set_attribute(attr.ERROR_TYPE, exception_type(exc))
         # The guards on the hot path are try/except, free when nothing fails; the
         # internal_errors context manager is entered only to report a failure.
         try:
@@ -164,13 +187,29 @@ class InferenceHandle(StepHandle):
         output_tokens: int | None = None,
         cache_read_tokens: int | None = None,
     ) -> None:
-        """Record token usage (``gen_ai.usage.*``)."""
-        if input_tokens is not None:
-            self.set_attribute(attr.GEN_AI_USAGE_INPUT_TOKENS, int(input_tokens))
-        if output_tokens is not None:
-            self.set_attribute(attr.GEN_AI_USAGE_OUTPUT_TOKENS, int(output_tokens))
-        if cache_read_tokens is not None:
-            self.set_attribute(attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, int(cache_read_tokens))
+        """Record token usage (``gen_ai.usage.*``).
+
+        A value that is not a whole number of tokens >= 0 (``"abc"``, NaN, -1) is not
+        recorded; one warning per argument says so, and nothing is raised.
+        """
+        for key, name, value in (
+            (attr.GEN_AI_USAGE_INPUT_TOKENS, "input_tokens", input_tokens),
+            (attr.GEN_AI_USAGE_OUTPUT_TOKENS, "output_tokens", output_tokens),
+            (attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, "cache_read_tokens", cache_read_tokens),
+        ):
+            if value is None:
+                continue
+            count = _token_count(value)
+            if count is None:
+                _warn_once(
+                    f"record_usage.{name}",
+                    "chainlat: record_usage(%s=%s): expected a whole number of tokens >= 0; "
+                    "not recorded (this warning is logged once)",
+                    name,
+                    shown(value),
+                )
+            else:
+                self.set_attribute(key, count)
 
     def first_token(self, *, at_ns: int | None = None) -> None:
         """Mark now (or ``at_ns``, read from the same clock) as the first content token.
@@ -264,7 +303,6 @@ class _Step(Generic[H]):
         self._span_kind = span_kind
         self._attributes = dict(attributes)
         self._provider = tracer_provider
-        self._active: list[H] = []
 
     def _start_detached(self) -> H:
         """Start the span without making it current, for a step that outlives the call starting it.
@@ -331,9 +369,13 @@ class _Step(Generic[H]):
         handle._finish(exc)
 
     # -- context manager ------------------------------------------------------------
+    # Nothing about an activation is kept on this object: a module-level step shared by
+    # concurrent tasks or threads would hand one's handle to the other's exit. Each
+    # handle is found again through the context it was entered in (the current step,
+    # a per-context stack), so that each exit closes its own.
     def __enter__(self) -> H:
         handle = self._open()
-        self._active.append(handle)
+        handle._opened_by = self
         return handle
 
     def __exit__(
@@ -342,7 +384,17 @@ class _Step(Generic[H]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._close(self._active.pop(), exc)
+        handle = _current.get()
+        while handle is not None and handle._opened_by is not self:
+            handle = handle._parent_step  # an inner step left open: skip it
+        if handle is None:
+            _warn_once(
+                "exit-without-enter",
+                "chainlat: %s exited in a context where it was not entered; nothing to end",
+                self._name,
+            )
+            return
+        self._close(handle, exc)  # type: ignore[arg-type]  # opened by self: an H
 
     async def __aenter__(self) -> H:
         return self.__enter__()
