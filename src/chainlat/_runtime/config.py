@@ -23,9 +23,11 @@ from chainlat._runtime.export import (
     DEFAULT_EXPORT_TIMEOUT_S,
     BoundedBatchSpanProcessor,
     CountingSimpleSpanProcessor,
+    clamp_shutdown_timeout_s,
     export_processor,
     shutdown_timeout_s,
     start_in_thread,
+    wait_s,
 )
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat._runtime.processor import ChainlatSpanProcessor, Clock, processor_for, register
@@ -122,7 +124,11 @@ def _otlp_span_exporter() -> SpanExporter:
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    return HttpSpanExporter(timeout=timeout)
+    from chainlat._runtime.otlp_http import deadline_session
+
+    # requests bounds each socket read, not the request: a collector dripping its answer
+    # would hold the export thread far beyond the timeout. This session bounds it whole.
+    return HttpSpanExporter(timeout=timeout, session=deadline_session())
 
 
 def _otlp_metric_reader() -> MetricReader:
@@ -135,7 +141,11 @@ def _otlp_metric_reader() -> MetricReader:
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return PeriodicExportingMetricReader(HttpMetricExporter(timeout=timeout))
+    from chainlat._runtime.otlp_http import deadline_session
+
+    return PeriodicExportingMetricReader(
+        HttpMetricExporter(timeout=timeout, session=deadline_session())
+    )
 
 
 def configure(
@@ -332,7 +342,7 @@ def _set_global(provider: TracerProvider, meter_provider: MeterProvider | None) 
 def _shutdown_installed(installed: _Installed, timeout_s: float | None = None) -> bool:
     # The provider itself stays up: it may be the global one, which cannot be
     # replaced, and a later configure() adds fresh exporters to it.
-    bound_s = shutdown_timeout_s() if timeout_s is None else max(timeout_s, 0.0)
+    bound_s = shutdown_timeout_s() if timeout_s is None else clamp_shutdown_timeout_s(timeout_s)
     deadline = time.monotonic() + bound_s
     metrics_done = None
     meter_provider = installed.meter_provider
@@ -343,15 +353,18 @@ def _shutdown_installed(installed: _Installed, timeout_s: float | None = None) -
         )
     ok = True
     for processor in installed.processors:
+        # A shutdown that failed is not a shutdown that lost nothing: report False.
+        finished = False
         with internal_errors("shutting down an exporter"):
             if isinstance(processor, (BoundedBatchSpanProcessor, CountingSimpleSpanProcessor)):
-                ok = processor.shutdown_by(deadline) and ok
+                finished = processor.shutdown_by(deadline)
             else:
-                ok = processor.force_flush() and ok
+                finished = processor.force_flush(int(bound_s * 1000))
                 processor.shutdown()
+        ok = finished and ok
     installed.processors.clear()
     if metrics_done is not None:
-        metrics_done.wait(max(deadline - time.monotonic(), 0.0))
+        metrics_done.wait(wait_s(deadline - time.monotonic()))
     return ok
 
 
@@ -373,10 +386,10 @@ def _shutdown_at_exit() -> None:
 def shutdown(*, timeout_ms: float | None = None) -> bool:
     """Flush and close what configure() set up; True when every span was exported.
 
-    Returns within ``timeout_ms`` (default ``OTEL_BSP_EXPORT_TIMEOUT``, else 5000 ms)
-    even when the collector hangs; spans it could not export are counted and logged
-    in one line. It also runs when the interpreter exits, if the application did not
-    call it.
+    Returns within ``timeout_ms`` (default ``OTEL_BSP_EXPORT_TIMEOUT``, else 5000 ms;
+    never more than 60 000 ms, ``inf`` included) even when the collector hangs; spans it
+    could not export are counted and logged in one line. It also runs when the
+    interpreter exits, if the application did not call it.
 
     Example::
 

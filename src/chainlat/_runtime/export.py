@@ -20,6 +20,7 @@ appends it to a queue.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from chainlat._core.errors import internal_errors, logger
+from chainlat._runtime.scrubbing import describe
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, MeterProvider
@@ -52,22 +54,130 @@ DROPPED_SPANS_METRIC: Final = "chainlat.export.dropped_spans"
 ExporterFactory = Callable[[], SpanExporter]
 
 
+MAX_SHUTDOWN_TIMEOUT_MS: Final = 60_000
+"""The longest shutdown waits, whatever ``OTEL_BSP_EXPORT_TIMEOUT`` or ``timeout_ms`` say."""
+
+_DEFAULT_BATCH: Final = {
+    "OTEL_BSP_MAX_QUEUE_SIZE": 2048,
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512,
+    "OTEL_BSP_SCHEDULE_DELAY": 5000,
+}
+_MAX_BATCH: Final = {
+    "OTEL_BSP_MAX_QUEUE_SIZE": 10_000_000,
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 10_000_000,
+    # The SDK's worker waits this long between exports: beyond a day, a typo.
+    "OTEL_BSP_SCHEDULE_DELAY": 86_400_000,
+}
+_reported_env: set[str] = set()
+
+
+def _invalid(name: str, raw: str, expected: str, using: float) -> None:
+    # One line per variable and value: configure() may run many times (tests, reloads).
+    key = f"{name}={raw}"
+    if key not in _reported_env:
+        _reported_env.add(key)
+        logger.warning("chainlat: %s=%r: expected %s; using %g", name, raw, expected, using)
+
+
+def _env_positive(name: str, default: float, maximum: float, *, integer: bool) -> float:
+    """A positive, finite number from the environment, clamped to ``maximum``; else ``default``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    expected = "a whole number > 0" if integer else "a number > 0"
+    try:
+        value = float(raw)
+    except ValueError:
+        _invalid(name, raw, expected, default)
+        return default
+    if not (0 < value < math.inf) or (integer and not value.is_integer()):
+        _invalid(name, raw, expected, default)
+        return default
+    if value > maximum:
+        _invalid(name, raw, f"{expected}, at most {maximum:g}", maximum)
+        return maximum
+    return value
+
+
+def clamp_shutdown_timeout_s(timeout_s: float) -> float:
+    """A shutdown bound in seconds within [0, MAX_SHUTDOWN_TIMEOUT_MS]; NaN gives the default."""
+    if math.isnan(timeout_s):
+        return DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
+    return min(max(timeout_s, 0.0), MAX_SHUTDOWN_TIMEOUT_MS / 1000)
+
+
 def shutdown_timeout_s() -> float:
-    """The shutdown bound: ``OTEL_BSP_EXPORT_TIMEOUT`` (milliseconds) or the default."""
+    """The shutdown bound: ``OTEL_BSP_EXPORT_TIMEOUT`` (milliseconds) or the default.
+
+    Clamped to `MAX_SHUTDOWN_TIMEOUT_MS` (``inf`` or a huge value included, with one
+    warning): a process never waits for its telemetry longer than that.
+    """
     raw = os.environ.get("OTEL_BSP_EXPORT_TIMEOUT", "").strip()
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            logger.warning(
-                "chainlat: OTEL_BSP_EXPORT_TIMEOUT=%r is not a number of milliseconds; using %d",
-                raw,
-                DEFAULT_SHUTDOWN_TIMEOUT_MS,
-            )
-        else:
-            if value >= 0:
-                return value / 1000
-    return DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
+    if not raw:
+        return DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        _invalid("OTEL_BSP_EXPORT_TIMEOUT", raw, "milliseconds >= 0", DEFAULT_SHUTDOWN_TIMEOUT_MS)
+        return DEFAULT_SHUTDOWN_TIMEOUT_MS / 1000
+    if value > MAX_SHUTDOWN_TIMEOUT_MS:
+        _invalid(
+            "OTEL_BSP_EXPORT_TIMEOUT",
+            raw,
+            f"milliseconds, at most {MAX_SHUTDOWN_TIMEOUT_MS}",
+            MAX_SHUTDOWN_TIMEOUT_MS,
+        )
+        return MAX_SHUTDOWN_TIMEOUT_MS / 1000
+    return value / 1000
+
+
+def batch_settings() -> dict[str, int]:
+    """The BatchSpanProcessor's arguments from ``OTEL_BSP_*``, each valid or its default.
+
+    The SDK raises on a negative size and logs a traceback on a non-integer; chainlat
+    reads the variables itself, logs one line for a bad value and uses the default.
+    """
+    queue = int(
+        _env_positive(
+            "OTEL_BSP_MAX_QUEUE_SIZE",
+            _DEFAULT_BATCH["OTEL_BSP_MAX_QUEUE_SIZE"],
+            _MAX_BATCH["OTEL_BSP_MAX_QUEUE_SIZE"],
+            integer=True,
+        )
+    )
+    batch = int(
+        _env_positive(
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+            _DEFAULT_BATCH["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"],
+            _MAX_BATCH["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"],
+            integer=True,
+        )
+    )
+    if batch > queue:
+        raw = os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", str(batch)).strip()
+        _invalid("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", raw, f"at most the queue size {queue}", queue)
+        batch = queue
+    delay = _env_positive(
+        "OTEL_BSP_SCHEDULE_DELAY",
+        _DEFAULT_BATCH["OTEL_BSP_SCHEDULE_DELAY"],
+        _MAX_BATCH["OTEL_BSP_SCHEDULE_DELAY"],
+        integer=False,
+    )
+    return {
+        "max_queue_size": queue,
+        "max_export_batch_size": batch,
+        "schedule_delay_millis": max(int(delay), 1),
+        "export_timeout_millis": int(shutdown_timeout_s() * 1000),
+    }
+
+
+def wait_s(timeout_s: float) -> float:
+    """A timeout that ``Event.wait`` accepts: NaN and negatives are 0, inf the platform's max."""
+    if not timeout_s > 0:
+        return 0.0
+    return min(timeout_s, threading.TIMEOUT_MAX)
 
 
 def start_in_thread(work: Callable[[], object], name: str) -> threading.Event:
@@ -90,7 +200,7 @@ def start_in_thread(work: Callable[[], object], name: str) -> threading.Event:
 
 def run_bounded(work: Callable[[], object], timeout_s: float, name: str) -> bool:
     """Run ``work`` in a daemon thread and wait at most ``timeout_s``; True if it finished."""
-    return start_in_thread(work, name).wait(max(timeout_s, 0.0))
+    return start_in_thread(work, name).wait(wait_s(timeout_s))
 
 
 class ExportCounts:
@@ -220,7 +330,7 @@ class GuardedExporter(SpanExporter):
         try:
             result = self.inner.export(spans)
         except Exception as exc:
-            self.counts.fail(count, f"{type(exc).__name__}: {exc}")
+            self.counts.fail(count, describe(exc))
             return SpanExportResult.FAILURE
         if result is SpanExportResult.SUCCESS:
             self.counts.confirm(count)
@@ -259,11 +369,19 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         *,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        # The SDK reads the OTEL_BSP_* variables for the queue, batch size and delay.
+        # chainlat reads the OTEL_BSP_* variables itself: a bad value is logged and
+        # replaced by its default, where the SDK would raise or log a traceback.
+        s = batch_settings()
+        args = (
+            s["max_queue_size"],
+            s["schedule_delay_millis"],
+            s["max_export_batch_size"],
+            s["export_timeout_millis"],
+        )
         if meter_provider is not None and _accepts_meter_provider(BatchSpanProcessor):
-            super().__init__(guard, meter_provider=meter_provider)
+            super().__init__(guard, *args, meter_provider=meter_provider)
         else:
-            super().__init__(guard)
+            super().__init__(guard, *args)
         self._guard = guard
         self._closing = threading.Lock()
         self._closed: bool | None = None
