@@ -10,6 +10,7 @@ strings, enums as integers, default values left out). A Collector's
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import math
 import os
@@ -20,7 +21,8 @@ from typing import IO, TYPE_CHECKING, Any
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
-from chainlat._core.errors import internal_errors, logger
+from chainlat._core.errors import logger
+from chainlat._runtime.scrubbing import describe
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -181,6 +183,12 @@ def encode_request(spans: Sequence[ReadableSpan]) -> Json:
 class JsonLinesSpanExporter(SpanExporter):
     """Appends each batch as one OTLP/JSON line to a file (the embedded default).
 
+    A line is written whole or counts as lost: the file is unbuffered, so that no span
+    reported as failed sits in a buffer to be written later, and after a failed write
+    (a full disk) or on opening a file whose last line was cut, the next line starts
+    with a newline, so that a reader loses at most the line that was cut. The first
+    failure of an episode is logged, once; the recovery too.
+
     Example::
 
         exporter = JsonLinesSpanExporter("chainlat-traces.jsonl")
@@ -190,43 +198,92 @@ class JsonLinesSpanExporter(SpanExporter):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._closed = False
+        self._cut = False
+        """The file may end in the middle of a line: start the next one on a new line."""
+        self._failing = False
+        self._lost_batches = 0
+
+    def _open(self) -> IO[bytes]:
+        """The file, opened for appending without a buffer (tests replace it)."""
+        directory = os.path.dirname(self.path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        return open(self.path, "ab", buffering=0)
+
+    def _ends_cut(self, file: IO[bytes]) -> bool:
+        # A run killed mid-write, or a full disk, may have left a line without its end.
+        try:
+            size = os.fstat(file.fileno()).st_size
+            if size == 0:
+                return False
+            with open(self.path, "rb") as reader:
+                reader.seek(size - 1)
+                return reader.read(1) != b"\n"
+        except (OSError, ValueError):
+            return False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._closed:
-            return SpanExportResult.FAILURE
         line = json.dumps(
             encode_request(spans), separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
         # As the Collector's encoder does: U+2028 and U+2029 end a line for many text tools.
         line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-        try:
-            with self._lock:
+        data = (line + "\n").encode("utf-8", errors="replace")
+        with self._lock:
+            if self._closed:  # checked under the lock: shutdown may run in another thread
+                return SpanExportResult.FAILURE
+            try:
                 if self._file is None:
-                    directory = os.path.dirname(self.path)
-                    if directory:
-                        os.makedirs(directory, exist_ok=True)
-                    self._file = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
-                # One write per line, so that a reader never sees half a request
-                # from this process.
-                self._file.write(line + "\n")
-                self._file.flush()
-        except OSError as exc:
-            logger.warning("chainlat: cannot write traces to %s: %s", self.path, exc)
-            return SpanExportResult.FAILURE
+                    self._file = self._open()
+                    self._cut = self._ends_cut(self._file)
+                if self._cut:
+                    data = b"\n" + data
+                self._write_all(self._file, data)
+            except OSError as exc:
+                # Some of the line may be in the file: the next one starts on a new line.
+                self._cut = True
+                self._lost_batches += 1
+                if not self._failing:
+                    self._failing = True
+                    logger.warning(
+                        "chainlat: cannot write traces to %s: %s; spans that cannot be "
+                        "written are dropped and counted (logged once until writing works again)",
+                        self.path,
+                        describe(exc),
+                    )
+                return SpanExportResult.FAILURE
+            self._cut = False
+            if self._failing:
+                logger.warning(
+                    "chainlat: writing traces to %s again, after %d batches could not be written",
+                    self.path,
+                    self._lost_batches,
+                )
+                self._failing = False
+                self._lost_batches = 0
         return SpanExportResult.SUCCESS
 
+    @staticmethod
+    def _write_all(file: IO[bytes], data: bytes) -> None:
+        # An unbuffered write may write part of the data (a disk filling up) and return.
+        view = memoryview(data)
+        while view:
+            written = file.write(view)
+            if not written:  # nothing taken and no error: do not spin
+                raise OSError(errno.EIO, "the traces file accepted no bytes")
+            view = view[written:]
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        with self._lock, internal_errors("flushing the traces file"):
-            if self._file is not None:
-                self._file.flush()
-        return True
+        return True  # nothing is buffered
 
     def shutdown(self) -> None:
         with self._lock:
             self._closed = True
-            if self._file is not None:
-                with internal_errors("closing the traces file"):
-                    self._file.close()
-                self._file = None
+            file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as exc:
+                logger.warning("chainlat: cannot close %s: %s", self.path, describe(exc))
