@@ -27,8 +27,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
+from chainlat._core.redact import is_secret_header, scrub
 from chainlat._runtime.spans import Inference, InferenceHandle
 from chainlat.httpx._formats import (
+    STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,
     Reader,
     SseDecoder,
@@ -98,9 +100,17 @@ DEFAULT_RESPONSE_HEADERS: Final = frozenset(
 
 
 def recordable(name: str) -> bool:
-    """Whether a header may ever be recorded: never a credential, whatever the allow-list."""
-    name = name.lower()
-    return name not in NEVER_RECORDED and not any(p in name for p in _NEVER_RECORDED_PARTS)
+    """Whether a header may ever be recorded: never a credential, whatever the allow-list.
+
+    Denied by name alone: the fixed list above, and any name the scrubber's rule calls a
+    credential (``x-access-token``, ``x-amz-security-token``, ``x-goog-signature``, ...).
+    """
+    name = name.strip().lower()
+    return (
+        name not in NEVER_RECORDED
+        and not any(p in name for p in _NEVER_RECORDED_PARTS)
+        and not is_secret_header(name)
+    )
 
 
 @dataclass(frozen=True)
@@ -453,6 +463,8 @@ class ModelCall:
             found[attr.CONTENT_TRUNCATED] = True
         if self._events is not None:
             found[attr.STREAM_CHUNKS] = len(self.timeline.chunk_times)
+            if self._events.skipped:
+                found[STREAM_EVENTS_SKIPPED] = self._events.skipped
         found.update(
             breakdown(
                 self.timeline,
@@ -462,7 +474,12 @@ class ModelCall:
                 output_tokens=facts.output_tokens,
             )
         )
-        error = str(self._error_status) if self._error_status is not None else facts.error_type
+        # A stream's error event is the provider's text: scrubbed like an exception's.
+        error = (
+            str(self._error_status)
+            if self._error_status is not None
+            else (scrub(facts.error_type) if facts.error_type is not None else None)
+        )
         if error is not None:
             found[attr.ERROR_TYPE] = error
         span.set_attributes(found)

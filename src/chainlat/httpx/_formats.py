@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -503,51 +503,128 @@ Event = tuple["str | None", Any]
 """(SSE event name or None, decoded JSON data)."""
 
 
-class SseDecoder:
-    """Server-sent events out of arbitrary byte chunks; yields each event once complete."""
+MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+"""The most bytes kept for one stream event (an SSE event's data, an NDJSON line).
 
-    def __init__(self) -> None:
-        self._buffer = b""
+A larger event is skipped, not read: it is counted (``chainlat.stream.events_skipped``
+on the span) and the stream goes on, passed to the application untouched."""
+STREAM_EVENTS_SKIPPED: Final = "chainlat.stream.events_skipped"
+
+
+class _LineDecoder:
+    """Lines out of arbitrary byte chunks, in time linear in the bytes fed.
+
+    The bytes not yet cut into lines are kept in one ``bytearray`` (appending and
+    dropping its head cost what was appended or dropped), and each byte is searched for
+    a line end once: the search resumes where the last one stopped. A line that would
+    hold more than ``max_bytes`` is dropped as it arrives, and the event it belongs to
+    skipped and counted in ``skipped``.
+    """
+
+    def __init__(self, max_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.skipped = 0
+        """Events skipped because they were larger than ``max_bytes``."""
+        self._buffer = bytearray()
+        self._dropping = False
+        """Inside a line that passed the cap: its bytes are dropped until its end."""
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for the event being read: never more than ``max_bytes``."""
+        return len(self._buffer) + self._event_bytes()
+
+    def _event_bytes(self) -> int:
+        return 0
+
+    def _lines(self, chunk: bytes) -> list[bytes | None]:
+        """The lines that ``chunk`` completes; None where an over-long line starts being dropped."""
+        lines: list[bytes | None] = []
+        if self._dropping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                return lines
+            self._dropping = False  # the over-long line ends here; its event was skipped
+            chunk = chunk[end + 1 :]
+        buffer = self._buffer
+        search = len(buffer)  # what is buffered holds no line end: it was searched
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", search)) >= 0:
+            lines.append(bytes(buffer[start:end]))
+            start = search = end + 1
+        del buffer[:start]
+        if self.buffered_bytes > self.max_bytes:
+            buffer.clear()
+            self._dropping = True
+            lines.append(None)  # the event is skipped now, so that no more of it is kept
+        return lines
+
+
+class SseDecoder(_LineDecoder):
+    """Server-sent events out of arbitrary byte chunks; each event once complete."""
+
+    def __init__(self, max_bytes: int = MAX_EVENT_BYTES) -> None:
+        super().__init__(max_bytes)
         self._name: str | None = None
         self._data: list[bytes] = []
+        self._data_bytes = 0
+        self._skipping = False
 
-    def feed(self, chunk: bytes) -> Iterator[Event]:
-        self._buffer += chunk
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                return
-            line = self._buffer[:end].rstrip(b"\r")
-            self._buffer = self._buffer[end + 1 :]
+    def _event_bytes(self) -> int:
+        return self._data_bytes
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that ``chunk`` completes."""
+        events: list[Event] = []
+        for raw in self._lines(chunk):
+            if raw is None:
+                self._skip()
+                continue
+            line = raw.rstrip(b"\r")
             if not line:
-                if self._data:
+                if self._skipping:
+                    self.skipped += 1
+                elif self._data:
                     data = _loads(b"\n".join(self._data))
                     if data is not None:
-                        yield self._name, data
-                self._name, self._data = None, []
+                        events.append((self._name, data))
+                self._name, self._data, self._data_bytes = None, [], 0
+                self._skipping = False
             elif line.startswith(b"data:"):
-                self._data.append(line[5:].lstrip(b" "))
+                if self._skipping:
+                    continue
+                value = line[5:].lstrip(b" ")
+                self._data_bytes += len(value) + 1
+                if self._data_bytes > self.max_bytes:
+                    self._skip()
+                else:
+                    self._data.append(value)
             elif line.startswith(b"event:"):
                 self._name = line[6:].strip().decode("utf-8", "replace")
+        return events
+
+    def _skip(self) -> None:
+        self._skipping = True
+        self._data, self._data_bytes = [], 0
 
 
-class NdjsonDecoder:
+class NdjsonDecoder(_LineDecoder):
     """One JSON value per line (Ollama's streams)."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, chunk: bytes) -> Iterator[Event]:
-        self._buffer += chunk
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                return
-            line, self._buffer = self._buffer[:end].strip(), self._buffer[end + 1 :]
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that ``chunk`` completes."""
+        events: list[Event] = []
+        for raw in self._lines(chunk):
+            if raw is None:
+                self.skipped += 1
+                continue
+            line = raw.strip()
             if line:
                 data = _loads(line)
                 if data is not None:
-                    yield None, data
+                    events.append((None, data))
+        return events
 
 
 def _loads(raw: bytes) -> Any:
