@@ -1,11 +1,28 @@
+"""Fixtures for the whole suite; plain helpers live in tests/support/ (``from support import``).
+
+    cap          Capture          in-memory pipeline on a fake clock, span ids 1, 2, 3, ...
+    live         Capture          in-memory pipeline on the real clock
+    sim          SimServer        a chainlat.sim server as ``sim_options`` describes
+    sim_options  SimOptions       what ``sim`` serves; a test module overrides it
+    start_sim    StartSim         start more servers (``start_sim(profiles=[...], ...)``)
+    fake_jaeger  StartFakeJaeger  start fake Jaeger query services (``fake_jaeger(v3=True)``)
+
+Every server a fixture starts listens on a free 127.0.0.1 port and is stopped when the
+test ends, whatever the test did.
+"""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any, Unpack
 
 import pytest
 
 import chainlat._core.errors
+from chainlat.sim import SimServer
 from chainlat.testing import Capture, capture
+from support import FakeJaeger, SimOptions, StartFakeJaeger, StartSim
 
 # chainlat swallows its own errors in applications; in its own test suite they
 # must stay loud.
@@ -29,3 +46,45 @@ def live() -> Iterator[Capture]:
     """An in-memory pipeline on the real clock."""
     with capture() as c:
         yield c
+
+
+# --- chainlat.sim -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def start_sim() -> Iterator[StartSim]:
+    """Start chainlat.sim servers (in background threads); all stop when the test ends."""
+    with ExitStack() as servers:
+
+        def start(**options: Unpack[SimOptions]) -> SimServer:
+            return servers.enter_context(SimServer(**options))
+
+        yield start
+
+
+@pytest.fixture
+def sim_options() -> SimOptions:
+    """What `sim` serves: the default profiles, no network delay. Override per module."""
+    return SimOptions()
+
+
+@pytest.fixture
+def sim(start_sim: StartSim, sim_options: SimOptions) -> SimServer:
+    """A chainlat.sim server as `sim_options` describes, stopped when the test ends."""
+    return start_sim(**sim_options)
+
+
+# --- a fake Jaeger ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_jaeger() -> Iterator[StartFakeJaeger]:
+    """Start fake Jaeger query services (see `support.FakeJaeger`); all stop with the test."""
+    with ExitStack() as servers:
+
+        def start(
+            *, v3: bool, otlp: dict[str, Any] | None = None, service: str = "support-api"
+        ) -> FakeJaeger:
+            return servers.enter_context(FakeJaeger(v3=v3, otlp=otlp, service=service))
+
+        yield start

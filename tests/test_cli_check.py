@@ -8,16 +8,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from chainlat.cli import main
-from test_budgets import MISTAKES
-from test_traces import FakeJaeger, serve
+from support import MISTAKES, StartFakeJaeger
 from tracegen import DATA_DIR, ChatRun, write_runs
-
-__all__ = ["serve"]  # the fixture, shared with test_traces
 
 BUDGETS = """\
 [workflows.support-chat]
@@ -109,8 +105,10 @@ def test_collector_file_and_jaeger_json(tmp_path: Path, capsys: pytest.CaptureFi
     assert report["workflows"]["support-chat"]["runs"] == 4
 
 
-def test_jaeger_api_source(serve: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    jaeger: FakeJaeger = serve(v3=True)
+def test_jaeger_api_source(
+    fake_jaeger: StartFakeJaeger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jaeger = fake_jaeger(v3=True)
     budgets = tmp_path / "b.toml"
     budgets.write_text('[workflows.support-chat]\ntotal = "600ms"\n')
     code, out, _ = run(

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,9 +14,7 @@ from chainlat._runtime.otlp_json import encode_request
 from chainlat.analysis.profiles import load_profiles
 from chainlat.cli import main
 from chainlat.testing import Capture
-from test_traces import FakeJaeger, serve
-
-__all__ = ["serve"]  # the fixture, shared with test_traces
+from support import StartFakeJaeger
 
 PROFILES = """
 [models.big]
@@ -173,12 +170,12 @@ JAEGER_COMMANDS = {
 def test_jaeger_is_read_as_the_same_traces_in_a_file_are(
     command: str,
     traces: Path,
-    serve: Any,
+    fake_jaeger: StartFakeJaeger,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(traces.parent)
-    jaeger: FakeJaeger = serve(v3=True, otlp=json.loads(traces.read_text()), service="agent")
+    jaeger = fake_jaeger(v3=True, otlp=json.loads(traces.read_text()), service="agent")
     args = [command, *JAEGER_COMMANDS[command], "--format", "json"]
     assert main([*args, str(traces)]) == 0
     from_file = json.loads(capsys.readouterr().out)
@@ -191,9 +188,9 @@ def test_jaeger_is_read_as_the_same_traces_in_a_file_are(
 
 
 def test_text_output_names_the_jaeger_source(
-    traces: Path, serve: Any, capsys: pytest.CaptureFixture[str]
+    traces: Path, fake_jaeger: StartFakeJaeger, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    jaeger: FakeJaeger = serve(v3=True, otlp=json.loads(traces.read_text()), service="agent")
+    jaeger = fake_jaeger(v3=True, otlp=json.loads(traces.read_text()), service="agent")
     assert main(["profile", "--jaeger", jaeger.url, "--service", "agent"]) == 0
     assert f"latency profiles from 6 runs in {jaeger.url} (service agent)" in " ".join(
         capsys.readouterr().out.split()

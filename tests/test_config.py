@@ -21,6 +21,7 @@ import chainlat
 from chainlat._runtime import config as _config
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.testing import Capture, FakeClock
+from support import FakeCollector
 
 
 @pytest.fixture(autouse=True)
@@ -104,28 +105,8 @@ def test_otlp_endpoint_sends_protobuf_with_the_configured_headers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A real OTLP/HTTP round trip to a receiver on 127.0.0.1."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    received: list[tuple[str, str | None, bytes]] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((self.path, self.headers.get("x-team"), body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    with FakeCollector("ok") as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=latency")
         provider = chainlat.configure(set_global=False, metric_readers=[])
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -134,12 +115,9 @@ def test_otlp_endpoint_sends_protobuf_with_the_configured_headers(
         with chainlat.workflow("over-the-wire", tracer_provider=provider):
             pass
         assert chainlat.shutdown()
-    finally:
-        server.shutdown()
-        server.server_close()
-    [(path, team, body)] = received
-    assert (path, team) == ("/v1/traces", "latency")
-    request = ExportTraceServiceRequest.FromString(body)
+    [received] = receiver.received
+    assert (received.path, received.headers["x-team"]) == ("/v1/traces", "latency")
+    request = ExportTraceServiceRequest.FromString(received.body)
     assert request.resource_spans[0].scope_spans[0].spans[0].name == "invoke_workflow over-the-wire"
 
 

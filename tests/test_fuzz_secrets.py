@@ -11,8 +11,6 @@ log at DEBUG. No byte of any of them contains a secret.
 from __future__ import annotations
 
 import logging
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,7 +21,7 @@ import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import instrument_httpx
 from chainlat.sim import ModelProfile, SimServer
-from test_faults import FakeCollector
+from support import FakeCollector, SimOptions, free_port
 
 SECRETS = {
     "authorization": "sk-SECRET-authorization-7d41",
@@ -37,17 +35,9 @@ MESSAGES = [{"role": "user", "content": "Where is my order?"}]
 
 
 @pytest.fixture
-def sim() -> Iterator[SimServer]:
+def sim_options() -> SimOptions:
     zero = ModelProfile("sim-zero", ttft_base_ms=0, decode_ms_per_token=0, output_tokens=8)
-    with SimServer([zero]) as server:
-        yield server
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    return SimOptions(profiles=[zero])
 
 
 def test_no_secret_in_any_exported_byte(
@@ -58,7 +48,7 @@ def test_no_secret_in_any_exported_byte(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     traces_file = tmp_path / "traces.jsonl"
-    with FakeCollector("ok", keep_bodies=True) as collector:
+    with FakeCollector("ok") as collector:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
         monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
         provider = chainlat.configure("secrets", set_global=False)  # OTLP traces and metrics
@@ -87,7 +77,7 @@ def test_no_secret_in_any_exported_byte(
             assert failed.status_code == 500
             assert client.post(chat, json={**body, "model": "no-such-model"}).status_code == 404
             with pytest.raises(httpx.ConnectError):
-                client.post(f"http://127.0.0.1:{_closed_port()}/v1/chat/completions", json=body)
+                client.post(f"http://127.0.0.1:{free_port()}/v1/chat/completions", json=body)
         assert chainlat.shutdown()
         received = b"".join(collector.bodies)
 

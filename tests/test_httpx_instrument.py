@@ -29,6 +29,7 @@ from chainlat.httpx import (
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture
 from httpx_checks import check_identity, model_spans, server_spans
+from support import SimOptions
 
 PROFILE = ModelProfile("sim-fast", ttft_base_ms=20, decode_ms_per_token=2, output_tokens=5)
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
@@ -36,9 +37,8 @@ CLASSES = (httpx.Client, httpx.AsyncClient, httpx2.Client, httpx2.AsyncClient)
 
 
 @pytest.fixture
-def sim(live: Capture) -> Iterator[SimServer]:
-    with SimServer([PROFILE], tracer_provider=live.provider) as server:
-        yield server
+def sim_options(live: Capture) -> SimOptions:
+    return SimOptions(profiles=[PROFILE], tracer_provider=live.provider)
 
 
 @pytest.fixture

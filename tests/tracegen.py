@@ -8,6 +8,7 @@ run-to-run noise where a test wants it.
 from __future__ import annotations
 
 import gzip
+import json
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
 import chainlat
-from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter, encode_request
 from chainlat.testing import Capture, capture
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -128,3 +129,28 @@ def write_profile(
     """``runs`` runs drawn from a profile with a seeded generator."""
     rng = random.Random(seed)
     return write_runs(path, [profile.sample(rng) for _ in range(runs)], batch=batch)
+
+
+def graded_file(cap: Capture, path: Path, *, gap_lines: int) -> Path:
+    """Two runs, one span per line; ``gap_lines`` lines later, their outcome spans.
+
+    As when answers are graded after the runs, in the same process: the outcome
+    spans reach the file long after their traces' roots.
+    """
+    p = cap.provider
+    for variant in ("large", "small"):
+        with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run:
+            cap.clock.advance(1)
+            with chainlat.inference("big", tracer_provider=p) as call:
+                cap.clock.advance(5)
+                call.record_usage(100, 10)
+        context = run.span.get_span_context()
+        chainlat.record_outcome(
+            context.trace_id, success=variant == "large", score=0.5, tracer_provider=p
+        )
+    runs = [s for s in cap.spans() if s.name != "record_outcome"]
+    outcomes = [s for s in cap.spans() if s.name == "record_outcome"]
+    lines = [json.dumps(encode_request([span])) for span in runs]
+    lines += [""] * gap_lines + [json.dumps(encode_request(outcomes))]
+    path.write_text("\n".join(lines) + "\n")
+    return path

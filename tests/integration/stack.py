@@ -8,12 +8,12 @@ yield, for annotations in tests.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from support import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR_DIR = REPO_ROOT / "collector"
@@ -108,17 +108,6 @@ def find_binary(*, build: bool) -> Path:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise BinaryUnavailable(lines[-1] if lines else f"build.sh exited {done.returncode}")
     return Path(done.stdout.strip().splitlines()[-1])
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free TCP ports on 127.0.0.1 (held together while chosen, then released)."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:

@@ -1,0 +1,30 @@
+"""Helpers shared by the test files: one of each fake server, one free-port helper.
+
+Test files import them by name (``from support import FakeCollector``): tests/ is on
+``sys.path`` because the rootdir conftest lives there (pytest's default ``prepend``
+import mode), for tests/integration too. The fixtures built on them (``sim``,
+``start_sim``, ``fake_jaeger``) are in tests/conftest.py. Test files never import from
+one another: what two of them share lives here, in httpx_checks.py or in tracegen.py.
+"""
+
+from __future__ import annotations
+
+from .budgets import MISTAKES
+from .jaeger import FakeJaeger, StartFakeJaeger
+from .net import free_port, free_ports
+from .otlp import HANG_S, FakeCollector, Mode, Received
+from .sim import SimOptions, StartSim
+
+__all__ = [
+    "HANG_S",
+    "MISTAKES",
+    "FakeCollector",
+    "FakeJaeger",
+    "Mode",
+    "Received",
+    "SimOptions",
+    "StartFakeJaeger",
+    "StartSim",
+    "free_port",
+    "free_ports",
+]
