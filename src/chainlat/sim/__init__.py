@@ -33,12 +33,60 @@ Timeline of one request (all deadlines measured with ``time.perf_counter_ns``):
 
 Token rule:
     input tokens = ``ceil(characters / 4)`` over the text of all messages (OpenAI: every
-    message's string content or text parts; Anthropic: ``system`` plus the messages;
-    embeddings: each input, token arrays counted by length). Output tokens = the profile's
-    ``output_tokens``, capped by ``max_completion_tokens``/``max_tokens`` (then
-    ``finish_reason`` is ``length``, ``stop_reason`` ``max_tokens``). The text is filler
-    words, deterministic for a seed, model and prompt, and counts back to the same number
-    of tokens under the rule above.
+    message's string content or text parts, and an assistant message's tool-call names
+    and arguments; Anthropic: ``system`` plus the messages, ``tool_use`` blocks as name
+    and input JSON, ``tool_result`` blocks as their content; embeddings: each input,
+    token arrays counted by length), plus the compact JSON of the request's ``tools``.
+    Output tokens = the profile's ``output_tokens`` for a text answer, the tokens of the
+    arguments JSON for a tool-call answer (below), capped by
+    ``max_completion_tokens``/``max_tokens`` (then ``finish_reason`` is ``length``,
+    ``stop_reason`` ``max_tokens``). The text is filler words, deterministic for a seed,
+    model and prompt, and counts back to the same number of tokens under the rule above.
+
+Tool calls (``/v1/chat/completions`` and ``/v1/messages``):
+    So that agent loops (the SDKs' tool loops, LangGraph, pydantic-ai, LiteLLM, the
+    OpenAI Agents SDK with its chat-completions model) run offline. Function tools
+    (OpenAI ``{"type": "function", ...}``, Anthropic custom tools) are called; hosted
+    tools are ignored. Which answer a request gets:
+
+    - no tools, or ``tool_choice`` ``"none"`` (Anthropic ``{"type": "none"}``): text.
+    - a named tool (``{"type": "function", "function": {"name": ...}}``, Anthropic
+      ``{"type": "tool", "name": ...}``): a call to it, always. A name not in ``tools``
+      is a 400.
+    - ``"auto"`` (the default with tools; Anthropic ``auto``): a call to the first tool,
+      unless the current turn already holds a tool result (OpenAI: a ``tool`` message
+      after the last ``user`` message; Anthropic: the last user message carries a
+      ``tool_result`` block), then text. So the classic loop, call -> result -> text,
+      ends after one round.
+    - ``"required"`` (Anthropic ``any``): a call, to tool number ``k`` (modulo the number
+      of tools), where ``k`` counts the tool results of the current turn: each round moves
+      on one tool, so a loop that forces tool use and ends on an output tool (pydantic-ai's
+      ``final_result`` comes after the function tools) finishes.
+
+    A call's arguments are made from the tool's JSON schema (``parameters``,
+    ``input_schema``): the required properties only; a string is a short word (or a
+    fixed value for ``format`` date, date-time, time, email, uri, uuid), an integer
+    1-9 and a number 1.0-9.9 (both kept within ``minimum``/``maximum``), a boolean,
+    ``enum`` its first value, ``const`` its value, an array one item (or ``minItems``),
+    an object recursed into; local ``$ref`` and the first non-null ``anyOf``/``oneOf``
+    option are followed, and past depth 6 objects and arrays are empty. Values and call
+    ids (``call_...``, ``toolu_...``) are deterministic for a seed, model and prompt, so
+    the same request gives the same calls.
+
+    OpenAI answers ``message.tool_calls`` (``content`` null, ``finish_reason``
+    ``tool_calls``); a stream sends each call's index, id and name with empty
+    arguments, then the arguments in fragments of one token (four characters) each.
+    Anthropic answers one ``tool_use`` block per call (``stop_reason`` ``tool_use``);
+    a stream sends ``content_block_start`` (``tool_use``), one ``input_json_delta`` per
+    token and ``content_block_stop`` for each call. The latency is the same formula with
+    the arguments' tokens as output tokens; ``max_tokens`` below them cuts the last
+    arguments short (``length``/``max_tokens``, an Anthropic block then has input
+    ``{}`` when not streamed), as the real APIs do.
+
+    One call per answer, unless the request header ``x-sim-tool-calls: N`` (1-64) asks
+    for N parallel calls: the chosen tool and the ones after it in turn (a named tool N
+    times). ``parallel_tool_calls: false`` (Anthropic ``disable_parallel_tool_use``)
+    keeps it to one. The header does nothing to a text answer.
 
 Jitter:
     A profile's ``jitter`` is the sigma of a log-normal factor on prefill and on decode
@@ -62,6 +110,8 @@ Fault injection (request headers; a malformed value is a 400):
       response at all: the connection drops when the answer would have been sent.
     - ``x-sim-delay-ms: X``: stall X ms before anything else (after the network delay).
       It delays the headers and counts as processing time (``stall`` in Server-Timing).
+
+Other request headers: ``x-sim-tool-calls: N``, parallel tool calls (see Tool calls).
 
 Tracing:
     With a ``tracer_provider`` or an ``otlp_endpoint``, each request gets a SERVER span

@@ -33,6 +33,7 @@ from chainlat.sim._formats import (
     Messages,
     generate_tokens,
     openai_error,
+    plan_tool_calls,
 )
 from chainlat.sim._http import Headers, Request, Responder
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 FAULT_STATUSES = (429, 500, 503)
 """Statuses ``x-sim-status`` may ask for."""
+MAX_TOOL_CALLS = 64
+"""The most parallel tool calls ``x-sim-tool-calls`` may ask for."""
 
 _JSON = ("content-type", "application/json")
 
@@ -359,20 +362,28 @@ class Engine:
             profile = self._profiles.get(job.model)
             if profile is None:
                 raise ApiError(404, _unknown_model(job.model), "model_not_found")
+            tool_calls = _header_number(request.headers, "x-sim-tool-calls", integer=True)
+            if tool_calls is not None and not 1 <= tool_calls <= MAX_TOOL_CALLS:
+                raise ApiError(400, f"x-sim-tool-calls must be 1..{MAX_TOOL_CALLS}")
         except ApiError as exc:
             await self._send_error(record, responder, exc)
             return
         job.created = int(time.time())
+        # Made before queueing: the deadlines below are absolute, so this work
+        # is off the measured path.
+        plan_tool_calls(job, self._seed, None if tool_calls is None else int(tool_calls))
         if not isinstance(api, Embeddings):
-            job.output_tokens = profile.output_tokens
+            # A tool-call answer's tokens are its arguments' tokens: one latency formula.
+            job.output_tokens = len(job.pieces) if job.tool_calls else profile.output_tokens
             if job.max_tokens is not None and job.max_tokens < job.output_tokens:
                 job.output_tokens = job.max_tokens
                 job.truncated = True
         record.job = job
         record.plan = self._plan(record.plan.network_ns, profile, job)
-        # Made before queueing: the deadlines below are absolute, so this work
-        # is off the measured path.
-        tokens = generate_tokens(self._seed, job.model, job.prompt, job.output_tokens)
+        if job.tool_calls:
+            tokens = [piece.text for piece in job.pieces[: job.output_tokens]]
+        else:
+            tokens = generate_tokens(self._seed, job.model, job.prompt, job.output_tokens)
         slots = self._slots[job.model]
         record.queued_ns = time.perf_counter_ns()
         await slots.acquire()
@@ -448,7 +459,7 @@ class Engine:
             await sleep_until(record.slot_ns + plan.token_offset_ns(index))
             if index == 0:
                 record.first_token_ns = time.perf_counter_ns()
-            await send([api.stream_token(job, index, token)])
+            await send(api.stream_token(job, index, token))
         record.done_ns = time.perf_counter_ns()
         lease.release()
         closing = api.stream_close(job)
