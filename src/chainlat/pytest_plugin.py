@@ -158,6 +158,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report with broken limits: the limits, then a waterfall."""
     from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
+    from chainlat.report._common import visible
 
     broken = report.broken
     if not broken:
@@ -169,7 +170,9 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             how = f"in {v.broken_runs} of {_runs_label(v.runs)}"
         else:
             how = f"over {_runs_label(v.runs)}"
-        lines.append(f"  {v.workflow}: {v.target} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms {how}")
+        # Names come from the code under test: shown with their control characters escaped.
+        name = visible(f"{v.workflow}: {v.target}")
+        lines.append(f"  {name} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms {how}")
     shown: set[int] = set()
     for v in broken:
         run = v.worst_run

@@ -1,8 +1,16 @@
-"""What every format of the report shares: number formats, table rows, verdict labels."""
+"""What every format of the report shares: number formats, table rows, verdict labels, and
+the cleaning of names that come from traces before any format prints them.
+
+Names (workflows, steps, sources) come from trace files and so from anyone: they may
+hold rich markup (``load [/mnt/data]``), control characters (tab, ESC, NUL), lone
+surrogates, or a credential in a source URL. Every renderer passes them through
+:func:`visible` (and source names through :func:`source_name`) at print time.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,9 +26,61 @@ if TYPE_CHECKING:
 
 DASH: Final = "-"
 
+# C0 controls, DEL and C1 controls; newline is kept or not by the caller.
+_CONTROLS: Final = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+_CONTROLS_AND_NEWLINE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def visible(text: str, *, newline: bool = False) -> str:
+    """A name as a terminal or a file may show it: control characters as ``\\x1b``-style
+    escapes (newline kept when ``newline``), lone surrogates as U+FFFD."""
+    text = _SURROGATES.sub("\ufffd", text)
+    return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)
+
+
+def source_name(text: str) -> str:
+    """Where the runs came from, as printed: no credential (a Jaeger URL's password), no
+    control character."""
+    from chainlat._core.redact import scrub
+
+    return visible(scrub(text))
+
+
+def finite(value: float | None) -> bool:
+    """A measured value that can be judged and written as a JSON number."""
+    return value is not None and math.isfinite(value)
+
+
+def json_ready(value: Any) -> Any:
+    """A JSON document with every non-finite float (NaN, infinities) as None: JSON has no
+    such numbers, and ``json.dumps`` would write bare ``NaN`` that parsers reject."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
+
+
+def dumps(document: Any) -> str:
+    """A JSON document as text: non-finite numbers as null, never bare NaN."""
+    import json
+
+    return json.dumps(json_ready(document), indent=2, allow_nan=False)
+
 
 def ms(value: float | None) -> str:
-    return DASH if value is None else f"{value:,.1f}"
+    if value is None:
+        return DASH
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return f"{value:,.1f}"
 
 
 def count(n: int, noun: str) -> str:

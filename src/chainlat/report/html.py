@@ -14,7 +14,9 @@ from chainlat._core.stats import (
 from chainlat.analysis.whatif import KINDS
 from chainlat.report._common import (
     ms,
+    source_name,
     stat_rows,
+    visible,
 )
 from chainlat.report.waterfall import waterfall
 
@@ -22,6 +24,13 @@ if TYPE_CHECKING:
     from chainlat.analysis.tradeoff import Comparison
 
 # --- HTML ---------------------------------------------------------------------------------
+
+
+def _h(text: str) -> str:
+    """Text from a trace in HTML: escaped, controls made visible, lone surrogates replaced
+    (which the page's UTF-8 and plotly's JSON encoder cannot hold)."""
+    return html.escape(visible(text, newline=True))
+
 
 _MAX_POINTS: Final = 2000
 _KIND_COLOURS: Final = {
@@ -67,7 +76,7 @@ def html_page(
     distribution = go.Figure()
     for name, workflow in stats.workflows.items():
         distribution.add_trace(
-            go.Box(y=_spread(workflow.quantities["total"]), name=name, boxpoints=False)
+            go.Box(y=_spread(workflow.quantities["total"]), name=visible(name), boxpoints=False)
         )
     distribution.update_layout(yaxis_title="total ms", showlegend=False)
     figures.append(("distribution", "Latency distribution per workflow", distribution))
@@ -78,7 +87,7 @@ def html_page(
         means = [stats.workflows[n].quantities[quantity].summary().mean or 0.0 for n in names]
         split.add_trace(
             go.Bar(
-                y=names,
+                y=[visible(n) for n in names],
                 x=means,
                 name=quantity,
                 orientation="h",
@@ -93,7 +102,7 @@ def html_page(
         labels, values = [], []
         for name, workflow in stats.workflows.items():
             for step in workflow.steps.values():
-                labels.append(f"{name}: {step.name}")
+                labels.append(visible(f"{name}: {step.name}"))
                 values.append(getattr(step.duration.summary(), q))
         steps.add_trace(go.Bar(x=labels, y=values, name=q))
     steps.update_layout(barmode="group", yaxis_title="step ms")
@@ -108,7 +117,7 @@ def html_page(
                 for value in step.ttft.sorted():
                     merged.add(value)
     for name, samples in by_call.items():
-        ttft.add_trace(go.Box(y=_spread(samples), name=name, boxpoints=False))
+        ttft.add_trace(go.Box(y=_spread(samples), name=visible(name), boxpoints=False))
     ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
     figures.append(("ttft", "Time to first token per model call", ttft))
 
@@ -136,8 +145,8 @@ def html_page(
     for workflow in stats.workflows.values():
         rows = "".join(
             "<tr><td>{}</td><td>{}</td>{}</tr>".format(
-                html.escape(r.label),
-                html.escape(r.kind),
+                _h(r.label),
+                _h(r.kind),
                 "".join(
                     f'<td class="n">{html.escape(v)}</td>'
                     for v in (
@@ -153,21 +162,21 @@ def html_page(
             for r in stat_rows(workflow)
         )
         tables.append(
-            f"<h3>{html.escape(workflow.name)}: {workflow.runs} runs</h3>"
+            f"<h3>{_h(workflow.name)}: {workflow.runs} runs</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
         for label, run in (waterfalls or {}).get(workflow.name, ()):
-            tables.append(f"<h4>{html.escape(label)}</h4><pre>{html.escape(waterfall(run))}</pre>")
-    subtitle = f"{stats.runs} runs" + (f" from {html.escape(sources)}" if sources else "")
+            tables.append(f"<h4>{_h(label)}</h4><pre>{_h(waterfall(run))}</pre>")
+    subtitle = f"{stats.runs} runs" + (f" from {_h(source_name(sources))}" if sources else "")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>"
+        f"<title>{_h(title)}</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
         "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
         "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1><p>{subtitle}; percentiles by nearest "
+        f"</head><body><h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest "
         "rank.</p>"
         + "".join(parts)
         + '<section id="tables"><h2>Statistics</h2>'
@@ -200,9 +209,9 @@ def tradeoff_figure(comparison: Comparison) -> Any:
                 x=[v.total.p95 for v, _ in judged],
                 y=rates,
                 mode="markers+text",
-                name=workflow,
-                legendgroup=workflow,
-                text=[v.variant for v, _ in judged],
+                name=visible(workflow),
+                legendgroup=visible(workflow),
+                text=[visible(v.variant) for v, _ in judged],
                 textposition="top center",
                 marker={
                     "size": 12,
@@ -229,8 +238,8 @@ def tradeoff_figure(comparison: Comparison) -> Any:
                     y=[p.rate * 100 for _, p in front],
                     mode="lines",
                     line={"dash": "dash"},
-                    name=f"{workflow}: Pareto front",
-                    legendgroup=workflow,
+                    name=visible(f"{workflow}: Pareto front"),
+                    legendgroup=visible(workflow),
                     hoverinfo="skip",
                 )
             )
@@ -264,8 +273,8 @@ def tradeoff_page(comparison: Comparison, *, sources: str = "") -> str:
     for v in comparison.variants:
         success = v.success
         cells = [
-            html.escape(v.workflow),
-            html.escape(v.variant) + (" &#9733;" if v.pareto else ""),
+            _h(v.workflow),
+            _h(v.variant) + (" &#9733;" if v.pareto else ""),
             str(v.runs),
             f"{v.total.p50:,.1f}",
             f"{v.total.p95:,.1f}",
@@ -282,7 +291,7 @@ def tradeoff_page(comparison: Comparison, *, sources: str = "") -> str:
         *(f"{k} share" for k in KINDS), "successes", "success rate", "95 % interval",
         "mean score",
     ]  # fmt: skip
-    subtitle = f" from {html.escape(sources)}" if sources else ""
+    subtitle = f" from {_h(source_name(sources))}" if sources else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>chainlat: latency against success rate</title>"

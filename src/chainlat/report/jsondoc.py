@@ -1,4 +1,8 @@
-"""JSON documents of statistics, verdicts and diffs (finite numbers only)."""
+"""JSON documents of statistics, verdicts and diffs (finite numbers only).
+
+A value that is not a finite number (a recorded rollup of ``"NaN"``) is written as
+``null``; a verdict on such a value is ``broken`` and its ``note`` says why.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    dumps,
+    finite,
+    json_ready,
     summary_json,
 )
 
 if TYPE_CHECKING:
     from chainlat.analysis.diff import DiffResult
-    from chainlat.budgets import BudgetReport
+    from chainlat.budgets import BudgetReport, LimitVerdict
 
 # --- json ---------------------------------------------------------------------------------
 
@@ -39,65 +46,89 @@ def _workflow_json(workflow: WorkflowStats) -> dict[str, Any]:
 
 def stats_json(stats: Stats) -> dict[str, Any]:
     """The statistics as a JSON-ready dict (milliseconds)."""
-    return {
-        "runs": stats.runs,
-        "percentile_method": "nearest-rank",
-        "workflows": {name: _workflow_json(w) for name, w in stats.workflows.items()},
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "runs": stats.runs,
+            "percentile_method": "nearest-rank",
+            "workflows": {name: _workflow_json(w) for name, w in stats.workflows.items()},
+        }
+    )
+    return document
+
+
+def _note(v: LimitVerdict) -> str | None:
+    if v.actual_ms is not None and not finite(v.actual_ms):
+        return (
+            f"the measured value is not a finite number ({v.actual_ms}): "
+            "counted as broken, written as null"
+        )
+    return None
 
 
 def check_json(report: BudgetReport) -> dict[str, Any]:
     """The check report as a JSON-ready dict."""
-    return {
-        "ok": report.ok,
-        "judged": report.judged,
-        "budgets": report.budgets_source,
-        **stats_json(report.stats),
-        "verdicts": [
-            {
-                "workflow": v.workflow,
-                "target": v.target,
-                "key_path": v.key_path,
-                "kind": "percentile" if v.percentile is not None else "run",
-                "percentile": v.percentile,
-                "limit_ms": v.limit_ms,
-                "actual_ms": v.actual_ms,
-                "status": v.status,
-                "runs": v.runs,
-                "broken_runs": v.broken_runs,
-                "min_runs": v.min_runs,
-                "worst_trace_id": v.worst_run.trace_id if v.worst_run else None,
-            }
-            for v in report.verdicts
-        ],
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "ok": report.ok,
+            "judged": report.judged,
+            "budgets": report.budgets_source,
+            **stats_json(report.stats),
+            "verdicts": [
+                {
+                    "workflow": v.workflow,
+                    "target": v.target,
+                    "key_path": v.key_path,
+                    "kind": "percentile" if v.percentile is not None else "run",
+                    "percentile": v.percentile,
+                    "limit_ms": v.limit_ms,
+                    "actual_ms": v.actual_ms,
+                    "status": v.status,
+                    "runs": v.runs,
+                    "broken_runs": v.broken_runs,
+                    "min_runs": v.min_runs,
+                    "worst_trace_id": v.worst_run.trace_id if v.worst_run else None,
+                    "note": _note(v),
+                }
+                for v in report.verdicts
+            ],
+        }
+    )
+    return document
 
 
 def diff_json(result: DiffResult) -> dict[str, Any]:
     """A diff as a JSON-ready dict."""
-    return {
-        "regression": bool(result.regressions),
-        "threshold": result.threshold,
-        "alpha": result.alpha,
-        "baseline_runs": result.baseline_runs,
-        "current_runs": result.current_runs,
-        "comparisons": [
-            {
-                "workflow": c.workflow,
-                "item": c.item,
-                "kind": c.kind,
-                "n_before": c.n_before,
-                "n_after": c.n_after,
-                "p50_before_ms": c.p50_before,
-                "p50_after_ms": c.p50_after,
-                "p50_change": c.p50_change,
-                "p95_before_ms": c.p95_before,
-                "p95_after_ms": c.p95_after,
-                "p95_change": c.p95_change,
-                "p_value": c.p_value,
-                "verdict": c.verdict,
-                "regression": c.regression,
-            }
-            for c in result.comparisons
-        ],
-    }
+    document: dict[str, Any] = json_ready(
+        {
+            "regression": bool(result.regressions),
+            "threshold": result.threshold,
+            "alpha": result.alpha,
+            "baseline_runs": result.baseline_runs,
+            "current_runs": result.current_runs,
+            "comparisons": [
+                {
+                    "workflow": c.workflow,
+                    "item": c.item,
+                    "kind": c.kind,
+                    "n_before": c.n_before,
+                    "n_after": c.n_after,
+                    "p50_before_ms": c.p50_before,
+                    "p50_after_ms": c.p50_after,
+                    "p50_change": c.p50_change,
+                    "p95_before_ms": c.p95_before,
+                    "p95_after_ms": c.p95_after,
+                    "p95_change": c.p95_change,
+                    "p_value": c.p_value,
+                    "verdict": c.verdict,
+                    "regression": c.regression,
+                }
+                for c in result.comparisons
+            ],
+        }
+    )
+    return document
+
+
+def to_json(document: dict[str, Any]) -> str:
+    """A document of this module (or any dict) as JSON text: never a bare NaN or Infinity."""
+    return dumps(document)

@@ -9,13 +9,19 @@ from chainlat._core.runs import BudgetViolation
 from chainlat._core.stats import (
     format_percentile,
 )
-from chainlat.report._common import limit_text, ms, verdict_label
+from chainlat.report._common import limit_text, ms, source_name, verdict_label, visible
 from chainlat.report.waterfall import waterfall
 
 if TYPE_CHECKING:
     from chainlat.budgets import BudgetReport
 
 # --- JUnit XML ----------------------------------------------------------------------------
+
+
+def _xml(text: str) -> str:
+    """Text XML 1.0 can hold: control characters (which it forbids, but for tab, newline and
+    CR) as visible escapes, lone surrogates and U+FFFE/U+FFFF as U+FFFD."""
+    return visible(text, newline=True).replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
 
 
 def junit_xml(report: BudgetReport) -> str:
@@ -45,10 +51,16 @@ def junit_xml(report: BudgetReport) -> str:
         skipped=str(skipped),
     )
     properties = ET.SubElement(suite, "properties")
-    ET.SubElement(properties, "property", name="budgets", value=report.budgets_source)
+    ET.SubElement(
+        properties, "property", name="budgets", value=_xml(source_name(report.budgets_source))
+    )
     for v in report.verdicts:
         case = ET.SubElement(
-            suite, "testcase", classname=f"chainlat.{v.workflow}", name=v.target, time="0"
+            suite,
+            "testcase",
+            classname=_xml(f"chainlat.{v.workflow}"),
+            name=_xml(v.target),
+            time="0",
         )
         over = (
             f"{v.broken_runs} of {v.runs} runs over"
@@ -57,15 +69,17 @@ def junit_xml(report: BudgetReport) -> str:
         )
         detail = f"{v.key_path}: {ms(v.actual_ms)} ms > {limit_text(v.limit_ms)} ({over})"
         if v.status == "broken":
-            failure = ET.SubElement(case, "failure", message=detail, type="LatencyBudgetExceeded")
+            failure = ET.SubElement(
+                case, "failure", message=_xml(detail), type="LatencyBudgetExceeded"
+            )
             if v.worst_run is not None and v.actual_ms is not None:
                 violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
-                failure.text = waterfall(v.worst_run, [violation])
+                failure.text = _xml(waterfall(v.worst_run, [violation]))
         elif v.status in ("not_enough_runs", "no_data"):
-            ET.SubElement(case, "skipped", message=f"{v.key_path}: {verdict_label(v)}")
+            ET.SubElement(case, "skipped", message=_xml(f"{v.key_path}: {verdict_label(v)}"))
         else:
-            ET.SubElement(
-                case, "system-out"
-            ).text = f"{v.key_path}: {ms(v.actual_ms)} ms <= {limit_text(v.limit_ms)}"
+            ET.SubElement(case, "system-out").text = _xml(
+                f"{v.key_path}: {ms(v.actual_ms)} ms <= {limit_text(v.limit_ms)}"
+            )
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")

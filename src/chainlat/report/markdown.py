@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from chainlat._core.runs import BudgetViolation, WorkflowRun
 from chainlat._core.stats import (
@@ -17,9 +18,11 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    source_name,
     stat_rows,
     verdict_label,
     verdict_runs,
+    visible,
 )
 
 if TYPE_CHECKING:
@@ -32,8 +35,29 @@ from chainlat.report.waterfall import waterfall
 # --- markdown -----------------------------------------------------------------------------
 
 
+_MD_SPECIAL: Final = re.compile(r"([\\`*\[\]<>|])")
+
+
 def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text from a trace as Markdown shows it literally, one line, safe in a table cell."""
+    return _MD_SPECIAL.sub(r"\\\1", visible(text))
+
+
+def _code(text: str) -> str:
+    """Text from a trace as an inline code span: its delimiter is longer than any run of
+    backticks inside, and ``|`` is escaped (GFM tables split cells even in code spans)."""
+    shown = visible(text).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if shown[:1] in ("`", " ") or shown[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def _fenced(block: str) -> list[str]:
+    """A code block whose fence no run of backticks in ``block`` can close."""
+    longest = max((len(run) for run in re.findall(r"`+", block)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, block, fence]
 
 
 def _stats_markdown(workflow: WorkflowStats) -> list[str]:
@@ -47,7 +71,7 @@ def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     for row in stat_rows(workflow):
         s = row.summary
         lines.append(
-            f"| {_md(row.label)} | {row.kind} | {s.count} | {ms(s.p50)} | {ms(s.p90)} | "
+            f"| {_md(row.label)} | {_md(row.kind)} | {s.count} | {ms(s.p50)} | {ms(s.p90)} | "
             f"{ms(s.p95)} | {ms(s.p99)} | {ms(s.max)} |"
         )
     lines.append("")
@@ -61,8 +85,8 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         f"## chainlat latency budgets: {verdict}",
         "",
         f"{report.stats.runs} runs"
-        + (f" from `{sources}`" if sources else "")
-        + f"; budgets from `{report.budgets_source}`.",
+        + (f" from {_code(source_name(sources))}" if sources else "")
+        + f"; budgets from {_code(source_name(report.budgets_source))}.",
         "",
     ]
     for name in dict.fromkeys(v.workflow for v in report.verdicts):
@@ -76,7 +100,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
             label = f"**{verdict_label(v)}**" if v.status == "broken" else verdict_label(v)
             actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
             lines.append(
-                f"| `{_md(limit_label(v))}` | {limit_text(v.limit_ms)} | {actual} | "
+                f"| {_code(limit_label(v))} | {limit_text(v.limit_ms)} | {actual} | "
                 f"{verdict_runs(v)} | {label} |"
             )
         lines.append("")
@@ -84,8 +108,8 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         if v.worst_run is not None and v.actual_ms is not None:
             violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
             drawn = waterfall(v.worst_run, [violation])
-            lines.extend([f"Worst run for `{_md(v.key_path)}`:", "", "```", drawn, "```", ""])
-    lines.append(conclusion(report))
+            lines.extend([f"Worst run for {_code(v.key_path)}:", "", *_fenced(drawn), ""])
+    lines.append(_md(conclusion(report)))
     return "\n".join(lines) + "\n"
 
 
@@ -97,13 +121,14 @@ def stats_markdown(
 ) -> str:
     """The statistics report as Markdown."""
     lines = [
-        f"## chainlat report: {stats.runs} runs" + (f" from `{sources}`" if sources else ""),
+        f"## chainlat report: {stats.runs} runs"
+        + (f" from {_code(source_name(sources))}" if sources else ""),
         "",
     ]
     for name, workflow in stats.workflows.items():
         lines.extend(_stats_markdown(workflow))
         for label, run in (waterfalls or {}).get(name, ()):
-            lines.extend([f"{label}:", "", "```", waterfall(run), "```", ""])
+            lines.extend([f"{_md(label)}:", "", *_fenced(waterfall(run)), ""])
     return "\n".join(lines) + "\n"
 
 
@@ -122,5 +147,5 @@ def diff_markdown(result: DiffResult) -> str:
         if c.regression:
             cells[-1] = f"**{cells[-1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines.extend(["", *diff_conclusion(result).splitlines()])
+    lines.extend(["", *(_md(line) for line in diff_conclusion(result).splitlines())])
     return "\n".join(lines) + "\n"

@@ -18,13 +18,16 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    source_name,
     stat_rows,
     verdict_label,
     verdict_runs,
+    visible,
 )
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.text import Text
 
     from chainlat.analysis.diff import DiffResult
     from chainlat.budgets import BudgetReport, LimitVerdict
@@ -34,12 +37,21 @@ from chainlat.report.waterfall import waterfall
 # --- text (rich) --------------------------------------------------------------------------
 
 
+def _cell(text: str, style: str = "") -> Text:
+    """Text from a trace as a rich cell: never read as markup, controls made visible."""
+    from rich.text import Text
+
+    return Text(visible(text, newline=True), style=style)
+
+
 def _stats_table(workflow: WorkflowStats) -> RenderableType:
     from rich.table import Table
 
     table = Table(
-        title=f"{workflow.name}: {workflow.runs} runs"
-        + (f", {workflow.errors} with errors" if workflow.errors else ""),
+        title=_cell(
+            f"{workflow.name}: {workflow.runs} runs"
+            + (f", {workflow.errors} with errors" if workflow.errors else "")
+        ),
         title_justify="left",
         show_edge=False,
     )
@@ -50,8 +62,8 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
     for row in stat_rows(workflow):
         s = row.summary
         table.add_row(
-            row.label, row.kind, str(s.count), ms(s.p50), ms(s.p90), ms(s.p95), ms(s.p99),
-            ms(s.max),
+            _cell(row.label), _cell(row.kind), str(s.count), ms(s.p50), ms(s.p90), ms(s.p95),
+            ms(s.p99), ms(s.max),
         )  # fmt: skip
     return table
 
@@ -70,7 +82,7 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
         style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
         actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
         table.add_row(
-            limit_label(v),
+            _cell(limit_label(v)),
             limit_text(v.limit_ms),
             actual,
             verdict_runs(v),
@@ -98,7 +110,7 @@ def render_text(
     )
     for item in renderables:
         if isinstance(item, str):
-            console.print(item, markup=False, soft_wrap=True)
+            console.print(visible(item, newline=True), markup=False, soft_wrap=True)
         else:
             console.print(item)
     return buffer.getvalue()
@@ -111,8 +123,8 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
     out: list[RenderableType | str] = [
         f"chainlat check: {count(stats.runs, 'run')} of "
         f"{count(len(stats.workflows), 'workflow')}"
-        + (f" from {sources}" if sources else "")
-        + f"; budgets from {report.budgets_source}",
+        + (f" from {source_name(sources)}" if sources else "")
+        + f"; budgets from {source_name(report.budgets_source)}",
         "",
     ]
     for name in budgeted:
@@ -161,7 +173,8 @@ def stats_renderables(
     """The statistics report: a table per workflow and the waterfalls given for it."""
     out: list[RenderableType | str] = [
         f"chainlat report: {count(stats.runs, 'run')} of "
-        f"{count(len(stats.workflows), 'workflow')}" + (f" from {sources}" if sources else ""),
+        f"{count(len(stats.workflows), 'workflow')}"
+        + (f" from {source_name(sources)}" if sources else ""),
         "",
     ]
     for name, workflow in stats.workflows.items():
@@ -190,14 +203,13 @@ def stats_text(
 def diff_text(result: DiffResult, *, width: int | None = None) -> str:
     """A diff as a text table."""
     from rich.table import Table
-    from rich.text import Text
 
     table = Table(show_edge=False)
     for index, name in enumerate(diff_header):
         table.add_column(name, justify="right" if 2 <= index <= 7 else "left")
     for row, c in zip(diff_rows(result), result.comparisons, strict=True):
         style = "bold red" if c.regression else "green" if c.verdict == "faster" else ""
-        table.add_row(*row[:-1], Text(row[-1], style=style))
+        table.add_row(*(_cell(cell) for cell in row[:-1]), _cell(row[-1], style))
     head = (
         f"chainlat diff: {result.baseline_runs} baseline runs, {result.current_runs} current runs"
     )

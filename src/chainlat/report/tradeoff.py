@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chainlat.report._common import json_ready, source_name, visible
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -16,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def _x(text: str) -> str:
+    """Text from a trace as rich markup that shows it literally, controls made visible."""
     from rich.markup import escape
 
-    return escape(text)
+    return escape(visible(text, newline=True))
 
 
 def _ms(value: float) -> str:
@@ -30,7 +33,9 @@ def print_profiles(
 ) -> None:
     from rich.table import Table
 
-    table = Table(title=_x(f"latency profiles from {runs} runs in {where}"), title_justify="left")
+    table = Table(
+        title=_x(f"latency profiles from {runs} runs in {source_name(where)}"), title_justify="left"
+    )
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
     for head in heads:
@@ -57,44 +62,48 @@ def print_profiles(
 
 
 def whatif_json(result: WhatIfResult) -> dict[str, Any]:
-    return {
-        "changes": [c.spec for c in result.changes],
-        "workflows": [
-            {
-                "workflow": w.workflow,
-                "variant": w.variant,
-                "runs": w.runs,
-                "before": {"p50": w.before.p50, "p95": w.before.p95, "p99": w.before.p99},
-                "after": {"p50": w.after.p50, "p95": w.after.p95, "p99": w.after.p99},
-                "share_before": w.share_before,
-                "share_after": w.share_after,
-                "steps": [
-                    {
-                        "step": s.step,
-                        "after": s.after_name,
-                        "kind": s.kind,
-                        "occurrences": s.occurrences,
-                        "p50_before_ms": s.before_p50_ms,
-                        "p50_after_ms": s.after_p50_ms,
-                        "critical_before": s.critical_before,
-                        "critical_after": s.critical_after,
-                    }
-                    for s in w.steps
-                ],
-            }
-            for w in result.workflows
-        ],
-        "budget_ok_before": None if result.budget_before is None else result.budget_before.ok,
-        "budget_ok_after": None if result.budget_after is None else result.budget_after.ok,
-        "notes": list(result.notes),
-    }
+    """The what-if estimate as a JSON-ready dict (non-finite numbers as None)."""
+    document: dict[str, Any] = json_ready(
+        {
+            "changes": [c.spec for c in result.changes],
+            "workflows": [
+                {
+                    "workflow": w.workflow,
+                    "variant": w.variant,
+                    "runs": w.runs,
+                    "before": {"p50": w.before.p50, "p95": w.before.p95, "p99": w.before.p99},
+                    "after": {"p50": w.after.p50, "p95": w.after.p95, "p99": w.after.p99},
+                    "share_before": w.share_before,
+                    "share_after": w.share_after,
+                    "steps": [
+                        {
+                            "step": s.step,
+                            "after": s.after_name,
+                            "kind": s.kind,
+                            "occurrences": s.occurrences,
+                            "p50_before_ms": s.before_p50_ms,
+                            "p50_after_ms": s.after_p50_ms,
+                            "critical_before": s.critical_before,
+                            "critical_after": s.critical_after,
+                        }
+                        for s in w.steps
+                    ],
+                }
+                for w in result.workflows
+            ],
+            "budget_ok_before": None if result.budget_before is None else result.budget_before.ok,
+            "budget_ok_after": None if result.budget_after is None else result.budget_after.ok,
+            "notes": list(result.notes),
+        }
+    )
+    return document
 
 
 def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
     from rich.table import Table
 
     console.print(
-        _x(f"what-if over {len(result.runs)} runs from {where}: ")
+        _x(f"what-if over {len(result.runs)} runs from {source_name(where)}: ")
         + _x(" ".join(c.spec for c in result.changes)),
         soft_wrap=True,
     )
@@ -166,32 +175,36 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
 
 
 def compare_json(comparison: Comparison) -> dict[str, Any]:
-    return {
-        "variants": [
-            {
-                "workflow": v.workflow,
-                "variant": v.variant,
-                "runs": v.runs,
-                "p50": v.total.p50,
-                "p95": v.total.p95,
-                "p99": v.total.p99,
-                "split_p50": v.split_p50,
-                "share": v.share,
-                "success": None
-                if v.success is None
-                else {
-                    "successes": v.success.successes,
-                    "trials": v.success.trials,
-                    "rate": v.success.rate,
-                    "low": v.success.low,
-                    "high": v.success.high,
-                },
-                "score_mean": v.score_mean,
-                "pareto": v.pareto,
-            }
-            for v in comparison.variants
-        ]
-    }
+    """The variant comparison as a JSON-ready dict (non-finite numbers as None)."""
+    document: dict[str, Any] = json_ready(
+        {
+            "variants": [
+                {
+                    "workflow": v.workflow,
+                    "variant": v.variant,
+                    "runs": v.runs,
+                    "p50": v.total.p50,
+                    "p95": v.total.p95,
+                    "p99": v.total.p99,
+                    "split_p50": v.split_p50,
+                    "share": v.share,
+                    "success": None
+                    if v.success is None
+                    else {
+                        "successes": v.success.successes,
+                        "trials": v.success.trials,
+                        "rate": v.success.rate,
+                        "low": v.success.low,
+                        "high": v.success.high,
+                    },
+                    "score_mean": v.score_mean,
+                    "pareto": v.pareto,
+                }
+                for v in comparison.variants
+            ]
+        }
+    )
+    return document
 
 
 def print_compare(console: Console, comparison: Comparison) -> None:

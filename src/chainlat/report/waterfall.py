@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from chainlat._core.runs import BudgetViolation, WorkflowRun
-from chainlat.report._common import limit_text
-
-if TYPE_CHECKING:
-    pass
+from chainlat.report._common import limit_text, source_name, visible
 
 _BAR_WIDTH: Final = 40
 
@@ -41,7 +38,7 @@ def waterfall(
         )
     rows: list[tuple[str, str, float, float, str, str]] = [
         (
-            f"invoke_workflow {run.workflow}",
+            visible(f"invoke_workflow {run.workflow}"),
             "workflow",
             0.0,
             run.total_ms,
@@ -56,8 +53,8 @@ def waterfall(
             extra = (extra + " cached").strip()
         rows.append(
             (
-                "  " * (step.depth + 1) + step.name,
-                step.kind,
+                "  " * (step.depth + 1) + visible(step.name),
+                visible(step.kind),
                 start / 1e6,
                 step.duration_ms,
                 _bar(start, step.end_ns - step.start_ns, total_ns, width),
@@ -65,12 +62,16 @@ def waterfall(
             )
         )
     name_width = max(len(r[0]) for r in rows)
-    head = title or (
-        f"{run.workflow} run"
-        + (f" {run.trace_id[:16]}" if run.trace_id else "")
-        + (f" ({run.origin})" if run.origin else "")
-        + f": total {run.total_ms:.1f} ms"
-        + (", status ERROR" if run.error else "")
+    head = (
+        visible(title)
+        if title is not None
+        else (
+            f"{visible(run.workflow)} run"
+            + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
+            + (f" ({source_name(run.origin)})" if run.origin else "")
+            + f": total {run.total_ms:.1f} ms"
+            + (", status ERROR" if run.error else "")
+        )
     )
     scale = limit_text(round(run.total_ms, 1))
     lines = [
@@ -109,11 +110,15 @@ def _row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
     return best
 
 
+_KEY_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
+
+
 def _step_of(target: str) -> str:
-    """The step name in ``steps."chat gpt-4o".max``."""
+    """The step name in ``steps."chat gpt-4o".max``: the inverse of ``step_key``, which escapes
+    only backslashes and quotes (so a tab or a newline in the name stays as it is)."""
     inner = target[len("steps.") :].rsplit(".", 1)[0]
-    if inner.startswith('"') and inner.endswith('"'):
-        return str(json.loads(inner))
+    if len(inner) >= 2 and inner.startswith('"') and inner.endswith('"'):
+        return _KEY_ESCAPE.sub(r"\1", inner[1:-1])
     return inner
 
 
