@@ -416,6 +416,14 @@ def load_budgets(
         line = raw[: exc.start].count(b"\n") + 1
         raise BudgetFileError(f"{file}:{line}: not UTF-8 text") from None
 
+    try:
+        return _load_text(file, text)
+    except RecursionError:
+        # Nesting a few hundred levels deep exhausts a parser's (or the validator's) stack.
+        raise BudgetFileError(f"{file}: nested too deeply to be a budget file") from None
+
+
+def _load_text(file: Path, text: str) -> Budgets:
     suffix = file.suffix.lower()
     prefix: tuple[str, ...] = ()
     yaml_root: yaml.Node | None = None
@@ -431,10 +439,7 @@ def load_budgets(
     elif suffix in (".yaml", ".yml"):
         data, yaml_root = _parse_yaml(file, text)
     elif suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BudgetFileError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        data = _parse_json(file, text)
     else:
         raise BudgetFileError(
             f"{file}: unknown budget file type {file.suffix or '(none)'!r}: "
@@ -495,10 +500,51 @@ def _parse_toml(file: Path, text: str) -> dict[str, Any]:
         raise BudgetFileError(f"{where}: invalid TOML: {message}") from None
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: object, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+# libyaml's parser when PyYAML has it: the pure-Python one takes seconds on a small file
+# nested a thousand levels deep.
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+
+class _UniqueKeyLoader(_SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error, as in TOML:
+    PyYAML's own keeps the last, so a duplicated workflow silently loses its limits.
+    Keys merged in with ``<<`` may still be overridden, as YAML means them to."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it
+            if duplicate:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
 def _parse_yaml(file: Path, text: str) -> tuple[object, yaml.Node | None]:
+    loader = _UniqueKeyLoader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except _DuplicateKey as exc:
+        raise BudgetFileError(
+            f"{file}:{exc.line}: duplicate key {_show(exc.key)} (each key may appear once)"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(file)
@@ -506,7 +552,48 @@ def _parse_yaml(file: Path, text: str) -> tuple[object, yaml.Node | None]:
         raise BudgetFileError(f"{where}: invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise BudgetFileError(f"{file}: invalid YAML: {' '.join(str(exc).split())}") from None
+    finally:
+        loader.dispose()
     return data, root
+
+
+def _parse_json(file: Path, text: str) -> object:
+    """JSON, but a key given twice in one object is an error (``json`` keeps the last)."""
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+    try:
+        return decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        raise BudgetFileError(f"{file}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        line = _json_key_line(text, exc.key)
+        where = f"{file}:{line}" if line is not None else str(file)
+        raise BudgetFileError(
+            f"{where}: duplicate key {_show(exc.key)} (each key may appear once)"
+        ) from None
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key, 0)
+        found[key] = value
+    return found
+
+
+def _json_key_line(text: str, key: object) -> int | None:
+    """The line of a key's second occurrence as written (the hook sees no positions)."""
+    if not isinstance(key, str):
+        return None
+    spellings = {json.dumps(key), json.dumps(key, ensure_ascii=False)}
+    starts = sorted(
+        m.start()
+        for spelling in spellings
+        for m in re.finditer(re.escape(spelling) + r"\s*:", text)
+    )
+    if len(starts) < 2:
+        return None
+    return text.count("\n", 0, starts[1]) + 1
 
 
 # --- error messages -------------------------------------------------------------------------
@@ -668,11 +755,26 @@ class _StepMeasure(_Measure):
         return max(found) if found else None
 
 
+def _over(actual: float, limit: float) -> bool:
+    """Whether a measured value breaks a limit. A value that is not a finite number (a
+    recorded rollup of ``"NaN"``) breaks every limit: it cannot be shown to keep one, and a
+    gate that passed it would pass a run it never measured."""
+    return not (math.isfinite(actual) and actual <= limit)
+
+
+def _worse(actual: float, than: float | None) -> bool:
+    if than is None:
+        return True
+    if not math.isfinite(actual):
+        return math.isfinite(than)
+    return math.isfinite(than) and actual > than
+
+
 def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]:
     """The per-run limits of ``budget`` that ``run`` broke (percentiles are not judged here).
 
     A step's ``max`` and ``ttft`` apply to each of its occurrences; the
-    violation reports the worst one.
+    violation reports the worst one. A value that is not a finite number breaks the limit.
 
     Example::
 
@@ -682,7 +784,7 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
     violations: list[BudgetViolation] = []
     for target, limit, measure in _run_checks(budget):
         actual = measure.of(run)
-        if actual is not None and actual > limit:
+        if actual is not None and _over(actual, limit):
             violations.append(BudgetViolation(run.workflow, target, limit, actual))
     return violations
 
@@ -767,6 +869,9 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
     Streams ``runs`` once, keeping one float per sample (see :mod:`chainlat._core.stats`).
     A percentile verdict needs ``min_runs`` samples, otherwise it is
     ``not_enough_runs`` and does not count; a limit without any sample is ``no_data``.
+    A measured value that is not a finite number (NaN, infinity) is never within a limit:
+    the run breaks each per-run limit it is measured against, and a percentile over samples
+    holding one is broken, with that value as its actual.
     """
     checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
     tallies: dict[tuple[str, str], _RunTally] = {}
@@ -779,9 +884,9 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
                 continue
             tally = tallies.setdefault((run.workflow, target), _RunTally())
             tally.judged += 1
-            if actual > limit:
+            if _over(actual, limit):
                 tally.broken += 1
-            if tally.worst is None or actual > tally.worst:
+            if _worse(actual, tally.worst):
                 tally.worst, tally.worst_run = actual, run
 
     verdicts: list[LimitVerdict] = []
@@ -821,11 +926,15 @@ def _percentile_verdicts(
             return
         actual = samples.percentile(q, exclude_cached=exclude) if samples is not None else None
         assert actual is not None
+        odd = next((v for v in values if not math.isfinite(v)), None)
         status: VerdictStatus
-        if len(values) < min_runs:
+        if odd is not None:
+            # No percentile of a set holding NaN means anything: broken, whatever min_runs.
+            actual, status = odd, "broken"
+        elif len(values) < min_runs:
             status = "not_enough_runs"
         else:
-            status = "broken" if actual > limit else "ok"
+            status = "broken" if _over(actual, limit) else "ok"
         found.append(
             LimitVerdict(
                 name, target, limit, actual, status, len(values), percentile=q, min_runs=min_runs
