@@ -1,0 +1,1 @@
+"""The interop matrix: framework agents traced against chainlat.sim (see README.md)."""
