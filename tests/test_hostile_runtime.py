@@ -340,6 +340,22 @@ def test_record_usage_accepts_whole_numbers_however_spelled(cap: Capture) -> Non
     assert attributes[attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 0
 
 
+def test_bad_outcomes_and_first_token_times_log_and_carry_on(
+    cap: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    with chainlat.workflow("w", tracer_provider=cap.provider) as run:
+        with chainlat.inference("m", tracer_provider=cap.provider) as call:
+            cap.clock.advance(7)
+            call.first_token(at_ns="soon")  # type: ignore[arg-type]
+        run.record_outcome(score=math.nan)
+        run.record_outcome()
+    run.record_outcome(success=1)  # type: ignore[arg-type]
+    assert dict(cap.span("chat m").attributes or {})[attr.LATENCY_TTFT_MS] == 7.0
+    assert attr.OUTCOME_SCORE not in dict(cap.span("invoke_workflow w").attributes or {})
+    lines = [r.getMessage() for r in caplog.records if r.name == "chainlat"]
+    assert len(lines) == 4 and all("not recorded" in m or "using now" in m for m in lines)
+
+
 @pytest.mark.parametrize(
     ("name", "raw"),
     [

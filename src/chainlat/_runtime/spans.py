@@ -216,7 +216,16 @@ class InferenceHandle(StepHandle):
 
         Sets ``gen_ai.response.time_to_first_chunk`` (seconds), ``chainlat.latency.ttft_ms``
         and a ``chainlat.first_token`` span event at this instant. Only the first call counts.
+        An ``at_ns`` that is not an int is logged once and replaced by now.
         """
+        if at_ns is not None and type(at_ns) is not int:
+            _warn_once(
+                "first_token.at_ns",
+                "chainlat: first_token(at_ns=%s): expected integer nanoseconds; using now "
+                "(this warning is logged once)",
+                shown(at_ns),
+            )
+            at_ns = None
         with internal_errors("marking the first token"):
             if self._first_token_ns is not None:
                 return
@@ -254,8 +263,15 @@ class WorkflowHandle(StepHandle):
             with chainlat.workflow("support-chat", variant="small-planner") as run:
                 reply = respond(question)
             run.record_outcome(success=grade(reply) >= 0.5, score=grade(reply))
+
+        Called from the application, it never raises: a call that records nothing, or a
+        value that is not a bool / a number (NaN included), is logged once and ignored.
         """
-        values = outcome_attributes(success, score)
+        try:
+            values = outcome_attributes(success, score)
+        except ValueError as exc:
+            _warn_once(f"record_outcome:{exc}", "chainlat: record_outcome: %s; not recorded", exc)
+            return
         if self.end_ns is None:
             with internal_errors("recording an outcome"):
                 self.span.set_attributes(values)
