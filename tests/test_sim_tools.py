@@ -433,6 +433,10 @@ def test_anthropic_loop_call_then_tool_result_then_text(claude: anthropic.Anthro
     assert message.stop_reason == "end_turn"
     assert message.content[0].type == "text"
     assert len(messages) == 3
+    # The tool_use block and its tool_result are input of the second turn.
+    [call] = messages[1]["content"]
+    expected = QUESTION + call.name + _compact(call.input) + "Sunny, 21 C"
+    assert message.usage.input_tokens == _tokens(expected + _compact(ANTHROPIC_TOOLS))
 
 
 def test_anthropic_tool_choice_any_tool_and_none(claude: anthropic.Anthropic) -> None:

@@ -11,7 +11,9 @@ Endpoints:
     ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI, streaming or not),
     ``POST /v1/embeddings`` (prefill only), ``POST /v1/messages`` (Anthropic, streaming or
     not), ``GET /v1/models``, ``GET /v1/models/{id}`` and ``GET /health``. An unknown model
-    is a 404 and a body that is not JSON a 400, in the provider's error format.
+    is a 404 and a body that is not JSON a 400, in the provider's error format. The
+    Responses API (``/v1/responses``) is not served: point the OpenAI Agents SDK at
+    chat completions (``OpenAIChatCompletionsModel``).
 
 Timeline of one request (all deadlines measured with ``time.perf_counter_ns``):
     1. network: ``network_delay_ms`` (+ Gaussian ``network_jitter_ms``), simulated transit
@@ -47,7 +49,14 @@ Tool calls (``/v1/chat/completions`` and ``/v1/messages``):
     So that agent loops (the SDKs' tool loops, LangGraph, pydantic-ai, LiteLLM, the
     OpenAI Agents SDK with its chat-completions model) run offline. Function tools
     (OpenAI ``{"type": "function", ...}``, Anthropic custom tools) are called; hosted
-    tools are ignored. Which answer a request gets:
+    tools are ignored::
+
+        weather = {"type": "function", "function": {"name": "weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+        reply = client.chat.completions.create(model="sim-small", messages=m, tools=[weather])
+        reply.choices[0].message.tool_calls[0].function.arguments  # '{"city":"the"}'
+
+    Which answer a request gets:
 
     - no tools, or ``tool_choice`` ``"none"`` (Anthropic ``{"type": "none"}``): text.
     - a named tool (``{"type": "function", "function": {"name": ...}}``, Anthropic
