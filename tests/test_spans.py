@@ -413,15 +413,28 @@ def test_threads_running_workflows_never_mix(live: Capture) -> None:
 
 
 def test_real_clock_durations_cover_known_sleeps(live: Capture) -> None:
-    """Against the real clock: a 30 ms sleep measures 30 ms, within -0/+50 ms on a busy machine."""
+    """Against the real clock: a step around a 30 ms sleep measures the sleep, and little more."""
     import time
 
-    with chainlat.workflow("w", tracer_provider=live.provider) as run:
-        with chainlat.tool("sleep", tracer_provider=live.provider):
-            time.sleep(0.030)
-    assert run.rollup is not None
-    assert 30.0 <= run.rollup.tool_ms < 80.0
-    assert run.rollup.total_ms >= run.rollup.tool_ms
+    extras_ms: list[float] = []
+    for _ in range(5):
+        with chainlat.workflow("w", tracer_provider=live.provider) as run:
+            with chainlat.tool("sleep", tracer_provider=live.provider):
+                started = time.perf_counter()
+                time.sleep(0.030)
+                slept_ms = (time.perf_counter() - started) * 1000
+        assert run.rollup is not None
+        # Never shorter than the sleep: the span's clock and perf_counter differ by
+        # their granularity at most (0.1 ms is far above both).
+        assert run.rollup.tool_ms >= 30.0
+        assert run.rollup.tool_ms >= slept_ms - 0.1
+        assert run.rollup.total_ms >= run.rollup.tool_ms
+        # Load stretches the sleep itself (measured here as slept_ms), not what the
+        # span adds around it: a few microseconds, 5 ms in the best of up to 5 runs.
+        extras_ms.append(run.rollup.tool_ms - slept_ms)
+        if min(extras_ms) < 5.0:
+            break
+    assert min(extras_ms) < 5.0, extras_ms
 
 
 def test_internal_errors_are_logged_once_and_never_reach_user_code(
