@@ -439,11 +439,19 @@ def test_broken_limits_become_events_on_the_exported_span(budgeted: Capture) -> 
     assert span.status.status_code is StatusCode.UNSET  # the budget does not touch the status
 
 
-def test_record_policy_neither_warns_nor_raises(budgeted: Capture) -> None:
+def test_record_policy_records_the_violation_and_neither_warns_nor_raises(
+    budgeted: Capture,
+) -> None:
     enforce(budgeted, "record")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        run_chat(budgeted, data_ms=40, ttft_ms=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_chat(budgeted, data_ms=40, ttft_ms=1)  # raising would fail the test here
+    assert [str(w.message) for w in caught] == []
+    span = budgeted.span("invoke_workflow support-chat")
+    assert (span.attributes or {})[attr.BUDGET_OK] is False
+    assert [dict(e.attributes or {}) for e in span.events] == [
+        {attr.BUDGET_TARGET: "data", attr.BUDGET_LIMIT_MS: 30.0, attr.BUDGET_ACTUAL_MS: 40.0}
+    ]
 
 
 def test_warn_policy_warns_at_the_workflow_block(budgeted: Capture) -> None:
