@@ -84,6 +84,9 @@ __all__ = [
 _ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
 """Parts of a model call's duration that do not depend on the model."""
 _NS_PER_MS: Final = 1_000_000
+MAX_TOKENS: Final = 10**9
+"""Token counts above this (a billion) are not a call's: a hostile or corrupt trace, left
+out of fits so that their squares stay finite floats."""
 
 
 ProfileFileError = ProfileError
@@ -125,6 +128,12 @@ def _number(attributes: Mapping[str, object], key: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def _tokens(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        return None
+    return value
 
 
 def _model_of(span: TracedSpan) -> str | None:
@@ -194,8 +203,8 @@ def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> Mode
         if found is not None:
             ttft = found + (span.record.start_ns - step.record.start_ns) / _NS_PER_MS
             break
-    tokens_in = [s.record.input_tokens for s in group if s.record.input_tokens is not None]
-    tokens_out = [s.record.output_tokens for s in group if s.record.output_tokens is not None]
+    tokens_in = [t for s in group if (t := _tokens(s.record.input_tokens)) is not None]
+    tokens_out = [t for s in group if (t := _tokens(s.record.output_tokens)) is not None]
     env: float = 0.0
     parts: dict[str, float] = {}
     for key in _ENV_KEYS:
@@ -332,6 +341,8 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
             )
         base = max(base, 0.0)
 
+    if not all(math.isfinite(v) for v in (base, per_input, decode_ms or 0.0)):
+        return None  # no fit: a profile holds finite numbers only
     profile = LatencyProfile(
         ttft_base_ms=_round(base),
         ttft_per_input_token_ms=_round(per_input),

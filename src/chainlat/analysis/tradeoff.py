@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from chainlat._core.errors import InputError
+from chainlat._core.errors import InputError, shorten, shown
 from chainlat._core.stats import percentile
 from chainlat.analysis.whatif import KINDS, Percentiles
 
@@ -168,25 +168,27 @@ def load_outcomes(path: str | os.PathLike[str]) -> dict[str, Outcome]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{where}: nested too deeply to be an outcome") from None
         if not isinstance(item, dict):
             raise InputError(f"{where}: expected an object with trace_id, success and/or score")
         unknown = sorted(set(item) - {"trace_id", "success", "score"})
         if unknown:
             raise InputError(
-                f"{where}: {unknown[0]}: unknown key (expected trace_id, success, score)"
+                f"{where}: {shorten(unknown[0])}: unknown key (expected trace_id, success, score)"
             )
         trace_id = item.get("trace_id")
         if not isinstance(trace_id, str) or not _is_trace_id(trace_id):
-            raise InputError(f"{where}: trace_id: expected 32 hex digits, got {trace_id!r}")
+            raise InputError(f"{where}: trace_id: expected 32 hex digits, got {shown(trace_id)}")
         success, score = item.get("success"), item.get("score")
         if success is not None and not isinstance(success, bool):
-            raise InputError(f"{where}: success: expected true or false, got {success!r}")
+            raise InputError(f"{where}: success: expected true or false, got {shown(success)}")
         if score is not None and (
             isinstance(score, bool)
             or not isinstance(score, (int, float))
             or not math.isfinite(score)
         ):
-            raise InputError(f"{where}: score: expected a number, got {score!r}")
+            raise InputError(f"{where}: score: expected a number, got {shown(score)}")
         if success is None and score is None:
             raise InputError(f"{where}: expected success, score or both")
         found[trace_id.lower()] = Outcome(success, float(score) if score is not None else None)

@@ -116,6 +116,10 @@ class Change:
         return f'{FLAGS[self.kind]} "{self.step}{right}"'
 
 
+MAX_PROMPT_SCALE: Final = 1000.0
+"""The largest ``--prompt-scale``: a prompt a thousand times longer is already no estimate."""
+
+
 def parse_change(kind: ChangeKind, text: str) -> Change:
     """A change from its command-line form: ``chat gpt-4o=gpt-4o-mini``, ``data rerank``.
 
@@ -149,8 +153,13 @@ def parse_change(kind: ChangeKind, text: str) -> Change:
 def _checked(change: Change, text: str) -> Change:
     flag, value = FLAGS[change.kind], change.value
     assert value is not None
+    # Bounded above: "1e308" is finite, but the token counts it scales are not (OverflowError).
     if change.kind == "prompt_scale" and not (math.isfinite(value) and value > 0):
         raise SpecError(f'{flag} "{text}": the scale must be above 0, got {value:g}')
+    if change.kind == "prompt_scale" and value > MAX_PROMPT_SCALE:
+        raise SpecError(
+            f'{flag} "{text}": the scale must be at most {MAX_PROMPT_SCALE:g}, got {value:g}'
+        )
     if change.kind == "cache_hit_rate" and not (0 <= value <= 1):
         raise SpecError(f'{flag} "{text}": the rate must be between 0 and 1, got {value:g}')
     return change

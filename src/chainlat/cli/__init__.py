@@ -1,8 +1,11 @@
 """The ``chainlat`` command: thin subcommands over the library's modules.
 
 Exit codes: 0 ok, 1 a latency budget was broken (or a regression found),
-2 bad input, an unreachable source or nothing to judge. User errors print one
-line on stderr and no traceback.
+2 bad input, an unreachable source or nothing to judge, 3 a bug in chainlat. Every
+error is one line on stderr, passed through the credential scrubber, and no
+traceback: :func:`main`'s handler is the safety net for an input a reader or
+loader did not expect (nesting that exhausts the stack, an undecodable string, a
+number out of range), which it reports naming the command and its inputs.
 """
 
 from __future__ import annotations
@@ -13,21 +16,73 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from chainlat._core.errors import ChainlatError, InputError
+from chainlat._core import errors as _errors
+from chainlat._core.errors import ChainlatError, shorten
+from chainlat._core.redact import scrub
 from chainlat.cli import budgets as _cli_budgets
 from chainlat.cli import tradeoff as _cli_tradeoff
 
 EXIT_OK = 0
 EXIT_BUDGET = 1
 EXIT_INPUT = 2
+EXIT_INTERNAL = 3
 
 Command = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse's own usage errors are bad input too: one line, exit 2.
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+        # argparse's own usage errors are bad input too: one line, exit 2. They quote the
+        # argument given, which may be a URL with a password.
+        self.exit(EXIT_INPUT, f"{_line(f'{self.prog}: error: {message}')}\n")
+
+
+# Exceptions a parser raises on input it did not expect: the input's fault, so exit 2,
+# even in chainlat's own test suite. (pydantic's ValidationError is a ValueError.)
+_INPUT_FAILURES: tuple[type[BaseException], ...] = (
+    RecursionError,
+    UnicodeError,
+    OverflowError,
+    ValueError,
+)
+_INPUT_ARGUMENTS = ("sources", "budgets", "outcomes", "profiles", "baseline", "current", "file")
+
+
+def _line(text: str) -> str:
+    """An error as the CLI prints it: one line, no credential, no control character."""
+    from chainlat.report._common import visible
+
+    return visible(" ".join(line.strip() for line in scrub(text).splitlines()))
+
+
+def _inputs(args: argparse.Namespace) -> str:
+    """The files and sources a command was given, for an error that cannot name one."""
+    found: list[str] = []
+    for name in _INPUT_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(str(v) for v in value)
+    jaeger = getattr(args, "jaeger", None)
+    if jaeger:
+        found.append(str(jaeger))
+    return ", ".join(found) or "its arguments"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":
+        # pydantic: the first problem, by its location, as a one-liner.
+        try:
+            first = errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return shorten(f"{where + ': ' if where else ''}{first['msg']}", 200)
+        except Exception:  # a message, at worst a plainer one
+            pass
+    return shorten(f"{type(exc).__name__}: {exc}", 200)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -104,14 +159,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         args = parser.parse_args(arguments)
     func: Command = args.func
+    command = getattr(args, "command", None) or (arguments[0] if arguments else "chainlat")
     try:
         with _few_collections():
             return func(args)
-    except InputError as exc:
-        print(f"chainlat: {exc}", file=sys.stderr)
-        return EXIT_INPUT
     except ChainlatError as exc:
-        print(f"chainlat: {exc}", file=sys.stderr)
+        # InputError and its kinds name the file and the place themselves.
+        print(_line(f"chainlat: {exc}"), file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return 130
+    except _INPUT_FAILURES as exc:
+        print(
+            _line(f"chainlat {command}: cannot use {_inputs(args)}: {_reason(exc)}"),
+            file=sys.stderr,
+        )
+        return EXIT_INPUT
+    except Exception as exc:
+        if _errors.RAISE_INTERNAL_ERRORS:
+            raise  # chainlat's own tests: a bug stays a traceback
+        print(
+            _line(
+                f"chainlat {command}: internal error ({_reason(exc)}) while reading "
+                f"{_inputs(args)}; please report it"
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chainlat._core.errors import InputError
+from chainlat._core.errors import InputError, shown
 from chainlat.cli.sources import (
     add_reader_options,
     add_source_arguments,
@@ -112,6 +113,13 @@ def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputEr
     )
 
 
+def to_json(document: dict[str, Any]) -> str:
+    """A report document as JSON: non-finite numbers as null, never a bare NaN."""
+    from chainlat.report.jsondoc import to_json as dumps
+
+    return dumps(document)
+
+
 def _emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -137,7 +145,7 @@ def _check(args: argparse.Namespace) -> int:
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     if args.format == "json":
-        _emit(json.dumps(report.check_json(result), indent=2))
+        _emit(to_json(report.check_json(result)))
     elif args.format == "markdown":
         _emit(report.check_markdown(result, sources=describe(sources)))
     else:
@@ -185,7 +193,7 @@ def _report(args: argparse.Namespace) -> int:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         _write(args.html, page, "HTML report")
     if args.format == "json":
-        _emit(json.dumps(report.stats_json(stats), indent=2))
+        _emit(to_json(report.stats_json(stats)))
     elif args.format == "markdown":
         _emit(report.stats_markdown(stats, sources=describe(sources), waterfalls=waterfalls))
     else:
@@ -238,9 +246,10 @@ def _threshold(text: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise InputError(f"--threshold {text!r}: expected a percentage like 10%") from None
-    if value < 0:
-        raise InputError(f"--threshold {text!r}: expected a percentage of 0 or more")
+        raise InputError(f"--threshold {shown(text)}: expected a percentage like 10%") from None
+    # float() reads "nan" and "inf" too; a NaN threshold would turn every regression off.
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"--threshold {shown(text)}: expected a finite percentage of 0 or more")
     return value / 100
 
 
@@ -250,7 +259,7 @@ def _diff(args: argparse.Namespace) -> int:
     from chainlat.traces import FileSource, ReadCounters
 
     threshold = _threshold(args.threshold)
-    if not 0 < args.alpha < 1:
+    if not 0 < args.alpha < 1:  # False for NaN too
         raise InputError(f"--alpha {args.alpha}: expected a probability between 0 and 1")
     progress = not args.no_progress
     sides = [
@@ -269,7 +278,7 @@ def _diff(args: argparse.Namespace) -> int:
             raise _nothing_read([side], count)
     warn(*counters)
     if args.format == "json":
-        _emit(json.dumps(report.diff_json(result), indent=2))
+        _emit(to_json(report.diff_json(result)))
     elif args.format == "markdown":
         _emit(report.diff_markdown(result))
     else:

@@ -175,8 +175,7 @@ def _whatif(args: argparse.Namespace) -> int:
     )
     after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
-        json.dump(tradeoff_report.whatif_json(result), sys.stdout, indent=2)
-        print()
+        print(json.dumps(tradeoff_report.whatif_json(result), indent=2, allow_nan=False))
     else:
         tradeoff_report.print_whatif(_console(), result, describe(sources))
     return EXIT_OK if after_ok else EXIT_BUDGET
@@ -204,8 +203,7 @@ def _compare(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
     if args.format == "json":
-        json.dump(tradeoff_report.compare_json(comparison), sys.stdout, indent=2)
-        print()
+        print(json.dumps(tradeoff_report.compare_json(comparison), indent=2, allow_nan=False))
         return EXIT_OK
     tradeoff_report.print_compare(_console(), comparison)
     if args.html:
