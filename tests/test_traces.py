@@ -236,11 +236,21 @@ def _error(path: Path) -> str:
     return message
 
 
-def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
+def test_corrupt_line_is_skipped_counted_and_named(tmp_path: Path) -> None:
+    """One bad line costs its own spans, not the file (issue 11, item 16)."""
     good = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join([good[0], '{"resourceSpans": [}', good[1]]) + "\n")
-    assert _error(path).startswith(f"{path}:2: not valid JSON (")
+    counters = ReadCounters()
+    runs = list(read_runs([path], counters=counters))
+    assert runs and counters.bad_lines == 1
+    assert counters.first_bad_line.startswith(f"{path}:2: not valid JSON (")
+
+
+def test_a_file_where_no_line_parses_names_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"resourceSpans": [}\n{"nope": 1}\n')
+    assert _error(path).startswith(f"{path}:1: not valid JSON (")
 
 
 def test_truncated_file_is_named_as_such(tmp_path: Path) -> None:

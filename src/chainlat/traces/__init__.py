@@ -92,7 +92,7 @@ def open_source(
     spec: str | os.PathLike[str] | TraceSource,
     *,
     settle_lines: int = DEFAULT_SETTLE_LINES,
-    idle_lines: int = DEFAULT_IDLE_LINES,
+    idle_lines: int | None = DEFAULT_IDLE_LINES,
     progress: bool = False,
 ) -> TraceSource:
     """A source from a file path (or a source, returned as is)."""
@@ -105,7 +105,7 @@ def read_traces(
     sources: Iterable[str | os.PathLike[str] | TraceSource],
     *,
     settle_lines: int = DEFAULT_SETTLE_LINES,
-    idle_lines: int = DEFAULT_IDLE_LINES,
+    idle_lines: int | None = DEFAULT_IDLE_LINES,
     progress: bool = False,
     counters: ReadCounters | None = None,
 ) -> Iterator[Trace]:
@@ -139,7 +139,7 @@ def read_traces(
 def _opened(
     sources: Iterable[str | os.PathLike[str] | TraceSource],
     settle_lines: int,
-    idle_lines: int,
+    idle_lines: int | None,
     progress: bool,
 ) -> Iterator[TraceSource]:
     """Each source opened in turn, as it is reached (a later one is not opened early)."""
@@ -151,7 +151,7 @@ def read_runs(
     sources: Iterable[str | os.PathLike[str] | TraceSource],
     *,
     settle_lines: int = DEFAULT_SETTLE_LINES,
-    idle_lines: int = DEFAULT_IDLE_LINES,
+    idle_lines: int | None = DEFAULT_IDLE_LINES,
     progress: bool = False,
     counters: ReadCounters | None = None,
     outcomes: bool = False,

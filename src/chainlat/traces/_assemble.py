@@ -11,7 +11,10 @@ from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome, runs_of_tra
 from chainlat.traces._parse import Parsed
 
 DEFAULT_SETTLE_LINES: Final = 8
-DEFAULT_IDLE_LINES: Final = 1000
+DEFAULT_IDLE_LINES: Final[int | None] = None
+"""By default a trace is never judged on a line count alone (see :class:`Assembler`)."""
+DEFAULT_MAX_OPEN_TRACES: Final = 100_000
+DEFAULT_MAX_OPEN_BYTES: Final = 512 * 1024 * 1024
 _KEEP_LATE_IDS: Final = 100_000
 
 
@@ -29,16 +32,51 @@ class ReadCounters:
     peak_open_traces: int = 0
     peak_open_spans: int = 0
     """The most spans held at once: what memory grows with."""
+    peak_open_bytes: int = 0
+    """The most input bytes (the JSON of the spans) held at once."""
+    evicted_traces: int = 0
+    """Traces judged before their end because ``max_open_traces`` or ``max_open_bytes`` was
+    reached: their later spans are late."""
+    evicted_by: str = ""
+    """The option whose bound was reached first (``--max-open-traces``, ``--max-open-bytes``)."""
     skewed_spans: int = 0
     """Spans that start before their parent (clock skew between hosts); the rollup clips
     them to the parent."""
     orphan_spans: int = 0
     """Spans whose parent is not in their trace (sampling, a partial Jaeger answer); a
     span marked as having a remote parent is not counted."""
+    bad_lines: int = 0
+    """Lines skipped because they are not JSON or not a trace (a half-written record)."""
+    first_bad_line: str = ""
+    """Where the first skipped line is and what is wrong with it."""
+    nonfinite_values: int = 0
+    """NaN or infinite numbers in span attributes, ignored; a recorded rollup holding one is
+    recomputed from the spans."""
+
+    def add(self, other: ReadCounters) -> None:
+        """Add ``other``'s counts (peaks: the larger) to these."""
+        for name, value in vars(other).items():
+            mine = getattr(self, name)
+            if name.startswith("peak_"):
+                setattr(self, name, max(mine, value))
+            elif isinstance(value, str):
+                setattr(self, name, mine or value)
+            else:
+                setattr(self, name, mine + value)
 
     def warnings(self) -> list[str]:
         """One line per kind of oddity seen, for the CLI to print on stderr."""
         found = []
+        if self.bad_lines:
+            found.append(
+                f"{self.bad_lines} lines are not spans and were skipped "
+                f"(the first: {self.first_bad_line})"
+            )
+        if self.evicted_traces:
+            found.append(
+                f"{self.evicted_traces} traces were judged before their end because too many "
+                f"were open at once; raise {self.evicted_by or '--max-open-traces'}"
+            )
         if self.late_spans:
             found.append(
                 f"{self.late_spans} spans arrived after their trace was judged; "
@@ -53,6 +91,11 @@ class ReadCounters:
             found.append(
                 f"{self.orphan_spans} spans have a parent missing from their trace "
                 "(sampling or a partial trace); read without it"
+            )
+        if self.nonfinite_values:
+            found.append(
+                f"{self.nonfinite_values} NaN or infinite numbers in span attributes were "
+                "ignored; a recorded rollup holding one is recomputed from the spans"
             )
         return found
 
@@ -103,10 +146,19 @@ class _Trace:
     root_line: int | None = None
     remote_parents: int = 0
     """Local roots whose parent is in another service: not orphans."""
+    size: int = 0
+    """Input bytes of its spans."""
 
 
 class Assembler:
     """Holds open traces; hands out each trace once it is judged complete.
+
+    A trace is judged ``settle_lines`` lines after a local root of it arrived, or at
+    the end of the input. A trace whose root has not arrived is kept however long it
+    takes (a slow run written span by span ends with its root, thousands of lines
+    after its first step), unless ``idle_lines`` is given; memory is bounded instead by
+    ``max_open_traces`` and ``max_open_bytes``: past either, the least recently
+    extended traces are judged early and counted (``evicted_traces``).
 
     ``outcomes``: the outcome spans of the whole input by trace id, found by a scan
     before the read; each trace gets its own, and one that arrives after its trace
@@ -117,20 +169,27 @@ class Assembler:
         self,
         counters: ReadCounters,
         settle_lines: int,
-        idle_lines: int,
+        idle_lines: int | None = DEFAULT_IDLE_LINES,
         outcomes: Mapping[str, list[TracedSpan]] | None = None,
+        *,
+        max_open_traces: int = DEFAULT_MAX_OPEN_TRACES,
+        max_open_bytes: int = DEFAULT_MAX_OPEN_BYTES,
     ) -> None:
         self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
         self._rooted: collections.deque[tuple[int, str]] = collections.deque()
         self._judged: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._counters = counters
         self._settle = max(settle_lines, 0)
-        self._idle = max(idle_lines, 1)
+        self._idle = None if idle_lines is None else max(idle_lines, 1)
+        self._max_traces = max(max_open_traces, 1)
+        self._max_bytes = max(max_open_bytes, 1)
         self._held = 0
+        self._held_bytes = 0
         self._outcomes = outcomes or {}
         self._unclaimed = set(self._outcomes)
 
-    def add(self, parsed: Parsed, line: int) -> None:
+    def add(self, parsed: Parsed, line: int, size: int = 0) -> None:
+        """One span read on ``line``; ``size``: its share of the line's bytes."""
         trace_id, local_root, span = parsed
         counters = self._counters
         counters.spans += 1
@@ -143,12 +202,16 @@ class Assembler:
             trace = self._open[trace_id] = _Trace()
             counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
         elif trace.last_line != line:
-            self._open.move_to_end(trace_id)  # by line is enough for the idle rule
+            self._open.move_to_end(trace_id)  # least recently extended first, for eviction
         trace.spans.append(span)
         trace.last_line = line
+        trace.size += size
         self._held += 1
+        self._held_bytes += size
         if self._held > counters.peak_open_spans:
             counters.peak_open_spans = self._held
+        if self._held_bytes > counters.peak_open_bytes:
+            counters.peak_open_bytes = self._held_bytes
         if local_root:
             if span.record.parent_id is not None:
                 trace.remote_parents += 1
@@ -157,15 +220,26 @@ class Assembler:
                 self._rooted.append((line, trace_id))
 
     def complete(self, line: int) -> Iterator[Trace]:
-        """The traces complete once ``line`` has been read."""
+        """The traces complete once ``line`` has been read, and those judged early to keep
+        within the bounds."""
         while self._rooted and self._rooted[0][0] + self._settle <= line:
             _, trace_id = self._rooted.popleft()
             yield from self._flush(trace_id)
-        while self._open:
-            trace_id, trace = next(iter(self._open.items()))
-            if trace.last_line + self._idle > line:
-                break
-            yield from self._flush(trace_id)
+        if self._idle is not None:
+            while self._open:
+                trace_id, trace = next(iter(self._open.items()))
+                if trace.last_line + self._idle > line:
+                    break
+                yield from self._flush(trace_id)
+        while len(self._open) > self._max_traces or (
+            self._held_bytes > self._max_bytes and self._open
+        ):
+            counters = self._counters
+            counters.evicted_traces += 1
+            if not counters.evicted_by:
+                too_many = len(self._open) > self._max_traces
+                counters.evicted_by = "--max-open-traces" if too_many else "--max-open-bytes"
+            yield from self._flush(next(iter(self._open)))
 
     def add_whole(self, spans: Sequence[Parsed]) -> Iterator[Trace]:
         """Traces given whole (Jaeger), grouped by trace id."""
@@ -189,6 +263,7 @@ class Assembler:
         if trace is None:
             return
         self._held -= len(trace.spans)
+        self._held_bytes -= trace.size
         self._judged[trace_id] = None
         if len(self._judged) > _KEEP_LATE_IDS:
             self._judged.popitem(last=False)

@@ -8,15 +8,17 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.errors import TraceSourceError
+from chainlat._core.errors import TraceSourceError, shown
 from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome
 from chainlat.traces._assemble import (
     DEFAULT_IDLE_LINES,
+    DEFAULT_MAX_OPEN_BYTES,
+    DEFAULT_MAX_OPEN_TRACES,
     DEFAULT_SETTLE_LINES,
     Assembler,
     ReadCounters,
@@ -28,12 +30,21 @@ from chainlat.traces._parse import (
     Parsed,
     jaeger_trace,
     jaeger_traces,
-    loads,
+    loads_lenient,
     names,
     otlp_spans,
+    tally,
 )
 
 _PROGRESS_MIN_BYTES: Final = 4 * 1024 * 1024
+DEFAULT_MAX_LINE_BYTES: Final = 128 * 1024 * 1024
+"""The longest line read (``--max-line-bytes``): a line is held whole while it is parsed."""
+MAX_DOCUMENT_BYTES: Final = 256 * 1024 * 1024
+"""The largest file read as one JSON document (rather than as JSON lines): a document is
+held whole, with every object parsed from it."""
+_SKIP_CHUNK: Final = 1024 * 1024
+_GZIP_ERRORS: Final = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
+_Stream = gzip.GzipFile | IO[bytes]
 _OUTCOME_MARK: Final = f'"{attr.OUTCOME_SPAN_NAME}"'.encode()
 
 
@@ -89,14 +100,20 @@ class FileSource:
         path: str | os.PathLike[str],
         *,
         settle_lines: int = DEFAULT_SETTLE_LINES,
-        idle_lines: int = DEFAULT_IDLE_LINES,
+        idle_lines: int | None = DEFAULT_IDLE_LINES,
         progress: bool = False,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_open_traces: int = DEFAULT_MAX_OPEN_TRACES,
+        max_open_bytes: int = DEFAULT_MAX_OPEN_BYTES,
     ) -> None:
         self.path = Path(path)
         self.name = str(path)
         self.settle_lines = settle_lines
         self.idle_lines = idle_lines
         self.progress = progress
+        self.max_line_bytes = max(max_line_bytes, 1)
+        self.max_open_traces = max_open_traces
+        self.max_open_bytes = max_open_bytes
 
     def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
         """The runs in the file, each as soon as its trace is complete."""
@@ -110,17 +127,25 @@ class FileSource:
 
     def _traces(self, counters: ReadCounters, *, outcomes: bool) -> Iterator[Trace]:
         found = self._outcome_spans() if outcomes else None
+        nonfinite = tally.nonfinite_values
         with self._open() as raw:
             size = os.fstat(raw.fileno()).st_size
-            compressed = raw.read(2) == b"\x1f\x8b"
-            raw.seek(0)
-            stream: Iterable[bytes] = gzip.GzipFile(fileobj=raw) if compressed else raw
+            compressed = _is_gzip(raw)
+            stream: _Stream = gzip.GzipFile(fileobj=raw) if compressed else raw
             progress = _Progress(self.path.name, size, self.progress and sys.stderr.isatty())
-            assembler = Assembler(counters, self.settle_lines, self.idle_lines, found)
+            assembler = Assembler(
+                counters,
+                self.settle_lines,
+                self.idle_lines,
+                found,
+                max_open_traces=self.max_open_traces,
+                max_open_bytes=self.max_open_bytes,
+            )
             try:
                 yield from self._read(stream, raw, progress, assembler, counters, compressed)
             finally:
                 progress.close()
+                counters.nonfinite_values += tally.nonfinite_values - nonfinite
 
     def _open(self) -> IO[bytes]:
         try:
@@ -139,22 +164,23 @@ class FileSource:
         """
         found: dict[str, list[TracedSpan]] = {}
         with self._open() as raw:
-            compressed = raw.read(2) == b"\x1f\x8b"
-            raw.seek(0)
-            stream: Iterable[bytes] = gzip.GzipFile(fileobj=raw) if compressed else raw
+            compressed = _is_gzip(raw)
+            stream: _Stream = gzip.GzipFile(fileobj=raw) if compressed else raw
             try:
-                for line_no, line in enumerate(stream, 1):
+                for line_no, line in enumerate(_lines(stream, self.max_line_bytes), 1):
+                    if line is None:
+                        break  # the read proper reports it
                     if _OUTCOME_MARK not in line:
                         continue
                     try:
-                        doc = loads(line)
+                        doc = loads_lenient(line)
                         spans = self._named(doc, f"{self.name}:{line_no}", attr.OUTCOME_SPAN_NAME)
-                    except (ValueError, BadSpan):
+                    except (ValueError, BadSpan, RecursionError):
                         continue
                     for trace_id, _, span in spans:
                         if is_outcome(span):
                             found.setdefault(trace_id, []).append(span)
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+            except _GZIP_ERRORS:
                 pass
         return found
 
@@ -170,7 +196,7 @@ class FileSource:
 
     def _read(
         self,
-        stream: Iterable[bytes],
+        stream: _Stream,
         raw: IO[bytes],
         progress: _Progress,
         assembler: Assembler,
@@ -179,94 +205,179 @@ class FileSource:
     ) -> Iterator[Trace]:
         line_no = 0
         seen_content = False
-        lines = iter(stream)
+        first_problem = self._document_problem = ""
+        tried_document = False
+        lines = _lines(stream, self.max_line_bytes)
         while True:
             try:
                 line = next(lines)
             except StopIteration:
                 break
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            except _GZIP_ERRORS as exc:
                 raise TraceSourceError(
                     f"{self.name}:{line_no + 1}: truncated or corrupt gzip data "
                     f"({' '.join(str(exc).split()) or type(exc).__name__})"
                 ) from None
             line_no += 1
             counters.lines += 1
+            if line is None:
+                raise TraceSourceError(
+                    f"{self.name}:{line_no}: a line longer than {_size(self.max_line_bytes)}: "
+                    "not a trace file, or raise --max-line-bytes"
+                )
             if not line.strip():
                 yield from assembler.complete(line_no)
                 continue
+            origin = f"{self.name}:{line_no}"
+            problem = ""
             try:
-                doc = loads(line)
+                try:
+                    spans, whole = self._spans(loads_lenient(line), origin)
+                except RecursionError:
+                    raise ValueError("nested too deep") from None
             except ValueError as exc:
                 if not line.endswith(b"\n"):
+                    if first_problem and not seen_content:
+                        raise TraceSourceError(first_problem) from None
                     raise TraceSourceError(
                         f"{self.name}:{line_no}: truncated: the file ends in the middle of a "
                         "record (was it still being written?)"
                     ) from None
-                if not seen_content and line.lstrip()[:1] in (b"{", b"["):
+                if not seen_content and not tried_document and line.lstrip()[:1] in (b"{", b"["):
                     # Perhaps one pretty-printed document rather than JSON lines.
-                    yield from self._read_document(assembler, compressed)
-                    return
-                raise TraceSourceError(
-                    f"{self.name}:{line_no}: not valid JSON ({_json_problem(exc)})"
-                ) from None
-            seen_content = True
-            origin = f"{self.name}:{line_no}"
-            try:
-                yield from self._document(doc, assembler, line_no, origin)
+                    tried_document = True
+                    document = self._read_document(assembler, compressed)
+                    if document is not None:
+                        yield from document
+                        return
+                problem = f"{origin}: not valid JSON ({_json_problem(exc)})"
             except BadSpan as exc:
-                raise TraceSourceError(f"{self.name}:{line_no}: {exc}") from None
+                problem = f"{origin}: {exc}"
+            if problem:
+                # One bad line (a record half-written when the disk filled up) costs its own
+                # spans, not the file: skipped, counted and reported once.
+                counters.bad_lines += 1
+                counters.first_bad_line = counters.first_bad_line or problem
+                first_problem = first_problem or problem
+                continue
+            seen_content = True
+            if whole:
+                yield from assembler.add_whole(spans)
+            else:
+                size = len(line) // (len(spans) or 1)
+                for span in spans:
+                    assembler.add(span, line_no, size)
             yield from assembler.complete(line_no)
             if line_no % 64 == 0:
                 if len(names) > 100_000:
                     names.clear()  # names made of ids: keep memory flat
                 progress.update(raw.tell())
         if not seen_content:
+            if first_problem:
+                raise TraceSourceError(self._document_problem or first_problem)
             raise TraceSourceError(f"{self.name}: empty file: no spans to read")
         yield from assembler.drain()
 
-    def _read_document(self, assembler: Assembler, compressed: bool) -> Iterator[Trace]:
+    _document_problem: str = ""
+
+    def _read_document(self, assembler: Assembler, compressed: bool) -> Iterator[Trace] | None:
+        """The file read as one JSON document; None when it is none (too big, or not JSON)."""
         with open(self.path, "rb") as raw:
-            data = gzip.GzipFile(fileobj=raw).read() if compressed else raw.read()
+            reader: _Stream = gzip.GzipFile(fileobj=raw) if compressed else raw
+            try:
+                data = reader.read(MAX_DOCUMENT_BYTES + 1)
+            except _GZIP_ERRORS:
+                return None
+        if len(data) > MAX_DOCUMENT_BYTES:
+            return None
         try:
-            doc = json.loads(data)
+            doc = loads_lenient(data)
+        except (ValueError, RecursionError):
+            self._document_problem = self._json_error(data)
+            return None
+        del data
+        return self._whole_document(doc, assembler)
+
+    def _json_error(self, data: bytes) -> str:
+        """Where the document is not JSON, from the standard library's better message."""
+        try:
+            json.loads(data)
         except json.JSONDecodeError as exc:
             if exc.pos >= len(data.rstrip()):
-                raise TraceSourceError(
-                    f"{self.name}:{exc.lineno}: truncated: the document ends early"
-                ) from None
-            raise TraceSourceError(
-                f"{self.name}:{exc.lineno}: not valid JSON ({_json_problem(exc)})"
-            ) from None
+                return f"{self.name}:{exc.lineno}: truncated: the document ends early"
+            return f"{self.name}:{exc.lineno}: not valid JSON ({_json_problem(exc)})"
         except ValueError as exc:
-            raise TraceSourceError(f"{self.name}: not valid JSON ({exc})") from None
+            return f"{self.name}: not valid JSON ({_json_problem(exc)})"
+        except RecursionError:
+            return f"{self.name}: not valid JSON (nested too deep)"
+        return f"{self.name}: not valid JSON"
+
+    def _whole_document(self, doc: object, assembler: Assembler) -> Iterator[Trace]:
         documents = doc if isinstance(doc, list) else [doc]
-        try:
-            for doc in documents:
-                yield from self._document(doc, assembler, 1, f"{self.name}:1")
-        except BadSpan as exc:
-            raise TraceSourceError(f"{self.name}: {exc}") from None
+        for index, item in enumerate(documents):
+            origin = f"{self.name}:1"
+            try:
+                spans, whole = self._spans(item, origin)
+            except BadSpan as exc:
+                where = f"[{index}]." if isinstance(doc, list) else ""
+                raise TraceSourceError(f"{self.name}: {where}{exc}") from None
+            if whole:
+                yield from assembler.add_whole(spans)
+            else:
+                for span in spans:
+                    assembler.add(span, 1)
         yield from assembler.drain()
 
-    def _document(
-        self, doc: object, assembler: Assembler, line: int, origin: str
-    ) -> Iterator[Trace]:
+    def _spans(self, doc: object, origin: str) -> tuple[list[Parsed], bool]:
+        """Every span of one document (read whole before any is used, so that a bad span
+        skips its line, not half of it); True when the traces are whole (Jaeger)."""
         if isinstance(doc, dict) and isinstance(doc.get("result"), dict):
             doc = doc["result"]  # a saved api/v3 response
         if isinstance(doc, dict) and "resourceSpans" in doc:
-            for span in otlp_spans(doc, origin):
-                assembler.add(span, line)
-            return
+            return list(otlp_spans(doc, origin)), False
         traces = jaeger_traces(doc)
         if traces is None:
             keys = ", ".join(sorted(doc)[:5]) if isinstance(doc, dict) else type(doc).__name__
             raise BadSpan(
                 "expected an OTLP/JSON request (resourceSpans) or a Jaeger trace "
                 "(data, traceID/spans)",
-                f"got {keys or 'an empty object'}",
+                f"got {shown(keys) if keys else 'an empty object'}",
             )
+        spans: list[Parsed] = []
         for index, trace in enumerate(traces):
-            yield from assembler.add_whole(jaeger_trace(trace, f"data[{index}]", origin))
+            spans.extend(jaeger_trace(trace, f"data[{index}]", origin))
+        return spans, True
+
+
+def _is_gzip(raw: IO[bytes]) -> bool:
+    compressed = raw.read(2) == b"\x1f\x8b"
+    raw.seek(0)
+    return compressed
+
+
+def _lines(stream: _Stream, limit: int) -> Iterator[bytes | None]:
+    """The lines of ``stream``, each read with at most ``limit + 1`` bytes in memory; None
+    for a longer line, after skipping the rest of it (so that /dev/zero or one 4 GiB line
+    never fills memory)."""
+    readline = stream.readline
+    while True:
+        line = readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            del line
+            yield None
+            while True:  # the rest of the line, a chunk at a time
+                rest = readline(_SKIP_CHUNK)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            continue
+        yield line
+
+
+def _size(n_bytes: int) -> str:
+    mib = n_bytes / (1024 * 1024)
+    return f"{mib:g} MiB" if mib >= 1 else f"{n_bytes} bytes"
 
 
 def _json_problem(exc: ValueError) -> str:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import math
+import re
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
@@ -24,6 +27,44 @@ try:  # orjson is several times faster on big files; the standard library is the
     loads: Callable[[bytes], Any] = orjson.loads
 except ImportError:  # pragma: no cover
     loads = json.loads
+
+_MAX_NS: Final = 2**64 - 1
+"""OTLP's timestamps are fixed64: anything past that is not a time (and would overflow a float)."""
+_MAX_ARRAY_DEPTH: Final = 8
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+class Tally:
+    """What parsing dropped, counted where no :class:`ReadCounters` is at hand."""
+
+    nonfinite_values: int = 0
+    """NaN or infinite numbers (protobuf's JSON spells them "NaN", "Infinity"), dropped."""
+
+
+tally: Final = Tally()
+
+
+def loads_lenient(data: bytes) -> Any:
+    """JSON ``data`` as orjson reads it; lone surrogates (``"\\ud800"``) replaced by U+FFFD.
+
+    Raises ValueError for anything that is not JSON, nested too deep included (orjson stops
+    at 1024 levels; the standard library's RecursionError is turned into a ValueError).
+    """
+    try:
+        return loads(data)
+    except ValueError as exc:
+        if "surrogate" not in str(exc):
+            raise
+    # Rare: another writer escaped a lone surrogate. Read it with the standard library,
+    # which keeps them, and write it back with each replaced, so that no later rendering
+    # (a report, a terminal) meets a string that cannot be encoded.
+    try:
+        doc = json.loads(data)
+        text = json.dumps(doc, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    return loads(_SURROGATE.sub("\ufffd", text).encode())
+
 
 _REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
 _CHAIN_PREFIX: Final = "chainlat.chain."
@@ -133,21 +174,38 @@ def _hex_id(value: object, n_bytes: int, where: str) -> str:
 
 
 def _int(value: object, where: str) -> int:
+    found: int | None = None
     if isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        found = value
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            found = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        found = int(value)
+    if found is None:
         raise BadSpan(where, f"expected an integer, got {shown(value)}")
-    if isinstance(value, int):
+    if not -_MAX_NS <= found <= _MAX_NS:
+        raise BadSpan(where, f"expected a 64-bit integer, got {shown(value)}")
+    return found
+
+
+def _time_ns(value: object, where: str) -> int:
+    found = _int(value, where)
+    if not 0 <= found <= _MAX_NS:
+        raise BadSpan(where, f"expected a time in ns since 1970, got {shown(value)}")
+    return found
+
+
+def _finite(value: float) -> float | None:
+    if math.isfinite(value):
         return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise BadSpan(where, f"expected an integer, got {shown(value)}")
+    tally.nonfinite_values += 1
+    return None
 
 
-def _any_value(value: object) -> object:
+def _any_value(value: object, depth: int = 0) -> object:
     if not isinstance(value, dict) or not value:
         return None
     kind, inner = next(iter(value.items()))
@@ -155,17 +213,21 @@ def _any_value(value: object) -> object:
         return inner
     if kind == "intValue":
         try:
-            return int(inner)
+            number = int(inner)
         except (TypeError, ValueError):
             return None
+        return number if -_MAX_NS <= number <= _MAX_NS else None
     if kind == "doubleValue":
         try:
-            return float(inner)
+            return _finite(float(inner))
         except (TypeError, ValueError):
             return None
     if kind == "arrayValue" and isinstance(inner, dict):
-        return [_any_value(v) for v in inner.get("values") or ()]
-    return inner
+        if depth >= _MAX_ARRAY_DEPTH:
+            return None
+        values = inner.get("values")
+        return [_any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
+    return inner if isinstance(inner, (str, int, float, bool)) else None
 
 
 def _type_name(value: object) -> str:
@@ -244,7 +306,7 @@ def _make_span(
     return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
 
-_NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError)
+_NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError, OverflowError)
 
 
 _TTFT_MS: Final = attr.LATENCY_TTFT_MS
@@ -294,7 +356,7 @@ def _common_otlp_span(
         raise TypeError
     start_ns = int(start)
     end_ns = int(end)
-    if end_ns < start_ns:
+    if not 0 <= start_ns <= end_ns <= _MAX_NS:
         raise ValueError
     kind = tokens_in = tokens_out = model = source = None
     ttft: Any = None
@@ -314,7 +376,7 @@ def _common_otlp_span(
             for type_, inner in item["value"].items():  # one entry: the type and the value
                 if type_ == "stringValue" and type(inner) is str:
                     found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-                elif type_ == "intValue" and type(inner) is str:
+                elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
                     found[key] = int(inner)  # type: ignore[index]
                 elif type_ == "doubleValue" and type(inner) is float:
                     found[key] = inner  # type: ignore[index]
@@ -377,15 +439,15 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     span_id = int(_hex_id(raw.get("spanId"), 8, f"{where}.spanId"), 16)
     parent = raw.get("parentSpanId")
     parent_id = int(_hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
-    start_ns = _int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
-    end_ns = _int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+    start_ns = _time_ns(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    end_ns = _time_ns(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
     attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
     status = raw.get("status")
     code = status.get("code") if isinstance(status, dict) else None
     first_token_ns = None
     for event in _list_of_objects(raw.get("events"), f"{where}.events", "events"):
         if event.get("name") == attr.FIRST_TOKEN_EVENT:
-            first_token_ns = _int(event.get("timeUnixNano", 0), f"{where}.events")
+            first_token_ns = _time_ns(event.get("timeUnixNano", 0), f"{where}.events")
             break
     flags = raw.get("flags", 0)
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
@@ -446,12 +508,12 @@ def _jaeger_value(tag: Mapping[str, object]) -> object:
         if kind == "int64" and isinstance(value, (str, int)):
             return int(value)
         if kind == "float64" and isinstance(value, (str, int, float)):
-            return float(value)
-    except ValueError:
+            return _finite(float(value))
+    except (ValueError, OverflowError):
         return None
     if kind == "bool" and isinstance(value, str):
         return value == "true"
-    return value
+    return value if isinstance(value, (str, int, float, bool)) else None
 
 
 def _jaeger_tags(tags: object, where: str) -> Mapping[str, object]:
@@ -489,8 +551,10 @@ def jaeger_trace(
             parent_id = int(_hex_id(refs[0].get("spanID"), 8, f"{at}.references"), 16)
         elif raw.get("parentSpanID"):
             parent_id = int(_hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
-        start_us = _int(raw.get("startTime", 0), f"{at}.startTime")
+        start_us = _time_ns(raw.get("startTime", 0), f"{at}.startTime")
         duration_us = _int(raw.get("duration", 0), f"{at}.duration")
+        if (start_us + duration_us) * 1000 > _MAX_NS:
+            raise BadSpan(f"{at}.startTime", f"expected a time in µs since 1970, got {start_us}")
         if duration_us < 0:
             raise BadSpan(
                 at,
@@ -507,7 +571,7 @@ def jaeger_trace(
                 and f.get("value") == attr.FIRST_TOKEN_EVENT
                 for f in fields or ()
             ):
-                first_token_ns = _int(log.get("timestamp", 0), f"{at}.logs") * 1000
+                first_token_ns = _time_ns(log.get("timestamp", 0), f"{at}.logs") * 1000
                 break
         found.append(
             _make_span(
