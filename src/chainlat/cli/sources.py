@@ -2,8 +2,9 @@
 
 ``chainlat check``, ``report``, ``profile``, ``whatif`` and ``compare`` take::
 
-    SOURCE ... [--jaeger URL --service NAME [--lookback 1h] [--limit 100]]
-    [--settle-lines N] [--no-progress]
+    SOURCE ... [--jaeger URL --service NAME [--lookback 1h] [--limit 100] [--timeout 60]
+    [--max-response-bytes N]] [--settle-lines N] [--max-line-bytes N] [--max-open-traces N]
+    [--max-open-bytes N] [--no-progress]
 """
 
 from __future__ import annotations
@@ -31,11 +32,25 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     jaeger.add_argument("--service", metavar="NAME", help="service to read traces of")
     jaeger.add_argument("--lookback", default="1h", help="how far back (default 1h)")
     jaeger.add_argument("--limit", type=int, default=100, help="most traces (default 100)")
+    jaeger.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="longest the whole read of Jaeger may take, every request and byte (default 60)",
+    )
+    jaeger.add_argument(
+        "--max-response-bytes",
+        type=_positive_int,
+        default=256 * 1024 * 1024,
+        metavar="N",
+        help="largest answer read, decompressed (default 256 MiB)",
+    )
     add_reader_options(parser)
 
 
 def add_reader_options(parser: argparse.ArgumentParser) -> None:
-    """``--settle-lines`` and ``--no-progress``."""
+    """``--settle-lines``, the memory bounds of a read, and ``--no-progress``."""
     parser.add_argument(
         "--settle-lines",
         type=int,
@@ -43,7 +58,48 @@ def add_reader_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="lines to wait after a trace's root before judging it (default 8)",
     )
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive_int,
+        default=128 * 1024 * 1024,
+        metavar="N",
+        help="longest line of a trace file (default 128 MiB)",
+    )
+    parser.add_argument(
+        "--max-open-traces",
+        type=_positive_int,
+        default=100_000,
+        metavar="N",
+        help="traces held open at once while reading a file (default 100000)",
+    )
+    parser.add_argument(
+        "--max-open-bytes",
+        type=_positive_int,
+        default=512 * 1024 * 1024,
+        metavar="N",
+        help="bytes of spans held open at once while reading a file (default 512 MiB)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def sources_from(args: argparse.Namespace) -> list[TraceSource]:
@@ -52,13 +108,28 @@ def sources_from(args: argparse.Namespace) -> list[TraceSource]:
 
     progress = not args.no_progress
     found: list[TraceSource] = [
-        FileSource(s, settle_lines=args.settle_lines, progress=progress) for s in args.sources
+        FileSource(
+            s,
+            settle_lines=args.settle_lines,
+            progress=progress,
+            max_line_bytes=args.max_line_bytes,
+            max_open_traces=args.max_open_traces,
+            max_open_bytes=args.max_open_bytes,
+        )
+        for s in args.sources
     ]
     if args.jaeger:
         if not args.service:
             raise InputError("--jaeger needs --service NAME")
         found.append(
-            JaegerSource(args.jaeger, args.service, lookback=args.lookback, limit=args.limit)
+            JaegerSource(
+                args.jaeger,
+                args.service,
+                lookback=args.lookback,
+                limit=args.limit,
+                timeout_s=args.timeout,
+                max_response_bytes=args.max_response_bytes,
+            )
         )
     elif args.service:
         raise InputError("--service needs --jaeger URL")
@@ -73,13 +144,12 @@ def describe(sources: list[TraceSource]) -> str:
 
 
 def warn(*counters: ReadCounters) -> None:
-    """One line on stderr per kind of oddity the reads saw (late, skewed, orphan spans)."""
+    """One line on stderr per kind of oddity the reads saw (skipped lines, traces judged early,
+    late, skewed and orphan spans, NaN values)."""
     from chainlat.traces import ReadCounters
 
     total = ReadCounters()
     for count in counters:
-        total.late_spans += count.late_spans
-        total.skewed_spans += count.skewed_spans
-        total.orphan_spans += count.orphan_spans
+        total.add(count)
     for line in total.warnings():
         print(f"chainlat: warning: {line}", file=sys.stderr)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
+import time
+import zlib
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import InputError, TraceSourceError
@@ -14,9 +16,27 @@ if TYPE_CHECKING:
     import httpx
 
 from chainlat.traces._assemble import Assembler, ReadCounters, Trace, runs_of
-from chainlat.traces._parse import BadSpan, Parsed, jaeger_trace, jaeger_traces, otlp_spans
+from chainlat.traces._parse import (
+    BadSpan,
+    Parsed,
+    jaeger_trace,
+    jaeger_traces,
+    loads_lenient,
+    otlp_spans,
+    tally,
+)
+
+DEFAULT_TIMEOUT_S: Final = 60.0
+"""The longest a read of Jaeger takes, every request and byte of it (``--timeout``)."""
+DEFAULT_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
+"""The largest answer read, decompressed (``--max-response-bytes``)."""
 
 # --- Jaeger's HTTP API -----------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    _Decode = Callable[[bytes, int], tuple[bytes, bytes]]
 
 _LOOKBACK_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _LOOKBACK_UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -27,7 +47,10 @@ def parse_lookback(text: str) -> dt.timedelta:
     match = _LOOKBACK_RE.match(text)
     if match is None:
         raise InputError(f"--lookback {text!r}: expected a duration like 30m, 1h or 2d")
-    return dt.timedelta(seconds=float(match.group(1)) * _LOOKBACK_UNIT_S[match.group(2)])
+    try:
+        return dt.timedelta(seconds=float(match.group(1)) * _LOOKBACK_UNIT_S[match.group(2)])
+    except OverflowError:
+        raise InputError(f"--lookback {text!r}: too long a duration") from None
 
 
 class JaegerSource:
@@ -50,7 +73,8 @@ class JaegerSource:
         *,
         lookback: str | dt.timedelta = "1h",
         limit: int = 100,
-        timeout_s: float = 30.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
@@ -60,7 +84,11 @@ class JaegerSource:
         if limit < 1:
             raise InputError(f"--limit {limit}: expected a positive number of traces")
         self.limit = limit
+        if not timeout_s > 0:
+            raise InputError(f"--timeout {timeout_s}: expected a positive number of seconds")
         self.timeout_s = timeout_s
+        """The whole read: every request, the fallback and every byte of the answers."""
+        self.max_response_bytes = max_response_bytes
         self._transport = transport
         self._spans: list[Parsed] | None = None
         self.api: str | None = None
@@ -75,7 +103,11 @@ class JaegerSource:
         """The traces Jaeger returned, each whole."""
         counters = counters if counters is not None else ReadCounters()
         if self._spans is None:
-            self._spans = self._fetch()
+            nonfinite = tally.nonfinite_values
+            try:
+                self._spans = self._fetch()
+            finally:
+                counters.nonfinite_values += tally.nonfinite_values - nonfinite
         assembler = Assembler(counters, 0, 1)
         yield from assembler.add_whole(self._spans)
 
@@ -83,10 +115,17 @@ class JaegerSource:
         import httpx
 
         end = dt.datetime.now(dt.UTC)
-        start = end - self.lookback
         try:
-            with httpx.Client(timeout=self.timeout_s, transport=self._transport) as client:
-                v3 = client.get(
+            start = end - self.lookback
+        except OverflowError:
+            start = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # "everything"
+        start = max(start, dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            with httpx.Client(transport=self._transport) as client:
+                v3 = self._get(
+                    client,
+                    deadline,
                     f"{self.url}/api/v3/traces",
                     params={
                         "query.service_name": self.service,
@@ -96,7 +135,7 @@ class JaegerSource:
                         "query.search_depth": str(self.limit),
                     },
                 )
-                body = _json_body(v3)
+                body = _json_body(v3.content)
                 if v3.status_code == 200 and isinstance(body, dict):
                     self.api = "v3"
                     return self._otlp(body.get("result", body))
@@ -105,7 +144,9 @@ class JaegerSource:
                     return []  # api/v3 answers 404 "No traces found"
                 if v3.status_code not in (404, 405, 501) and v3.status_code >= 400:
                     raise TraceSourceError(f"{self.name}: {_http_problem(v3, body)}")
-                v1 = client.get(
+                v1 = self._get(
+                    client,
+                    deadline,
                     f"{self.url}/api/traces",
                     params={
                         "service": self.service,
@@ -115,7 +156,7 @@ class JaegerSource:
                         "limit": str(self.limit),
                     },
                 )
-                body = _json_body(v1)
+                body = _json_body(v1.content)
                 self.api = "v1"
                 if v1.status_code == 404:
                     return []  # a service Jaeger has never seen
@@ -128,10 +169,72 @@ class JaegerSource:
                 for index, trace in enumerate(traces):
                     spans.extend(jaeger_trace(trace, f"data[{index}]", self.url))
                 return spans
-        except httpx.HTTPError as exc:
-            raise TraceSourceError(f"{self.name}: cannot reach Jaeger: {exc}") from None
+        except httpx.TimeoutException:
+            raise self._timed_out() from None
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise TraceSourceError(f"{self.name}: cannot reach Jaeger: {detail}") from None
         except BadSpan as exc:
             raise TraceSourceError(f"{self.name}: {exc}") from None
+        except RecursionError:
+            raise TraceSourceError(f"{self.name}: the answer is nested too deep") from None
+
+    def _too_big(self, path: str) -> TraceSourceError:
+        return TraceSourceError(
+            f"{self.name}: {path}: the answer is over {self.max_response_bytes} bytes "
+            "(decompressed); ask for fewer traces (--limit, --lookback) or raise "
+            "--max-response-bytes"
+        )
+
+    def _timed_out(self) -> TraceSourceError:
+        return TraceSourceError(
+            f"{self.name}: Jaeger did not answer in full within {self.timeout_s:g} s; "
+            "raise --timeout"
+        )
+
+    def _get(
+        self, client: httpx.Client, deadline: float, url: str, params: Mapping[str, str]
+    ) -> httpx.Response:
+        """GET ``url`` within ``deadline`` (all of it: connecting, waiting, every byte), with
+        at most ``max_response_bytes`` of answer once decompressed."""
+        import httpx
+
+        def left() -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._timed_out()
+            return remaining
+
+        # Each socket operation waits at most what is left; a server that drips a byte at a
+        # time is stopped by the checks between chunks.
+        headers = {"Accept-Encoding": "gzip, deflate"}
+        with client.stream(
+            "GET", url, params=params, headers=headers, timeout=httpx.Timeout(left())
+        ) as response:
+            body = bytearray()
+            path = response.request.url.path
+            cap = self.max_response_bytes
+            decode, finish = _decoder(
+                response.headers.get("content-encoding", ""), f"{self.name}: {path}"
+            )
+            for chunk in response.iter_raw():
+                left()
+                while chunk:
+                    data, chunk = decode(chunk, cap + 1 - len(body))
+                    body += data
+                    if len(body) > cap:
+                        raise self._too_big(path)
+            body += finish()
+            if len(body) > cap:
+                raise self._too_big(path)
+            left()
+            # The body as read, without its encoding: a response's text and JSON are ours.
+            return httpx.Response(
+                response.status_code,
+                headers={"content-type": response.headers.get("content-type", "")},
+                content=bytes(body),
+                request=response.request,
+            )
 
     def _otlp(self, doc: object) -> list[Parsed]:
         if not isinstance(doc, dict):
@@ -150,9 +253,30 @@ def _lookback_text(delta: dt.timedelta) -> str:
     return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{max(seconds // 60, 1)}m"
 
 
-def _json_body(response: httpx.Response) -> object:
+def _decoder(encoding: str, where: str) -> tuple[_Decode, Callable[[], bytes]]:
+    """Functions decoding one raw chunk into at most ``room`` bytes (returning those and the
+    chunk's unused rest), and the last bytes at the end. Bounded, so that a gzip bomb never
+    holds more than the cap in memory."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return (lambda chunk, room: (chunk, b"")), bytes
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        state = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header, detected
+
+        def decode(chunk: bytes, room: int) -> tuple[bytes, bytes]:
+            try:
+                data = state.decompress(chunk, max(room, 1))
+            except zlib.error as exc:
+                raise TraceSourceError(f"{where}: a corrupt {encoding} answer ({exc})") from None
+            return data, state.unconsumed_tail
+
+        return decode, state.flush
+    raise TraceSourceError(f"{where}: an answer in an encoding chainlat cannot read: {encoding}")
+
+
+def _json_body(content: bytes) -> object:
     try:
-        return response.json()
+        return loads_lenient(content)
     except ValueError:
         return None
 
