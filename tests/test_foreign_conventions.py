@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opentelemetry import trace
+from opentelemetry.util.types import Attributes
+
 import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.testing import Capture
 from chainlat.traces import read_runs
 
-OPENINFERENCE_LLM = {
+OPENINFERENCE_LLM: Attributes = {
     "openinference.span.kind": "LLM",
     "llm.model_name": "gpt-4o-mini",
     "llm.token_count.prompt": 120,
@@ -32,8 +35,6 @@ def _agent(cap: Capture) -> None:
     graph = oi.start_span(
         "LangGraph", attributes={"openinference.span.kind": "CHAIN"}, start_time=clock()
     )
-    from opentelemetry import trace
-
     in_graph = trace.set_span_in_context(graph)
     clock.advance(1)
     retriever = oi.start_span(
@@ -109,8 +110,6 @@ def test_an_invoke_agent_span_is_a_run_named_by_its_agent(cap: Capture, tmp_path
         attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
         start_time=clock(),
     )
-    from opentelemetry import trace
-
     chat = tracer.start_span(
         "chat gpt-4o",
         context=trace.set_span_in_context(agent),
