@@ -9,10 +9,33 @@ error that reading the file raised.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from typing import Any
 
+from chainlat import WorkflowRun
 from chainlat.traces import read_runs
+
+
+def llm_wrap_ms(run: WorkflowRun) -> float | None:
+    """The median time a framework's model-call span adds around the call on the wire.
+
+    Where chainlat's HTTP-level span of a call (the cases with ``instrument_httpx``) lies
+    inside a framework's model-call span, as its descendant or only in time (OpenInference's
+    LangChain spans are never current, so the HTTP span is their sibling), the difference
+    of their durations is the framework's own processing inside its span: time that the
+    reference, traced at the wire, counts as overhead. None when no call was seen twice.
+    """
+    records = [s.record for s in run.spans if s.record.kind == "inference"]
+    wires = [r for r in records if r.source == "chainlat"]
+    outers = [r for r in records if r.source != "chainlat"]
+    wraps: list[float] = []
+    for wire in wires:
+        around = [o for o in outers if o.start_ns <= wire.start_ns and o.end_ns >= wire.end_ns]
+        if around:
+            outer = min(around, key=lambda o: o.end_ns - o.start_ns)
+            wraps.append(((outer.end_ns - outer.start_ns) - (wire.end_ns - wire.start_ns)) / 1e6)
+    return statistics.median(wraps) if wraps else None
 
 
 def runs_of(path: str) -> dict[str, Any]:
@@ -41,6 +64,7 @@ def runs_of(path: str) -> dict[str, Any]:
                     "overhead": r.overhead_ms,
                 },
                 "critical_path": list(r.critical_path),
+                "llm_wrap_ms": llm_wrap_ms(run),
             }
         )
     return {"runs": out}

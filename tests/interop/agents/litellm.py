@@ -26,6 +26,9 @@ def main() -> None:
     case = _agent.parse_case()
     exporter = _agent.install(case, _agent.tracer_provider("litellm"))
 
+    # Without it, LiteLLM writes a call's attributes onto the caller's current span (here
+    # the application's root) instead of a span of its own; documented for SDK callers.
+    os.environ["USE_OTEL_LITELLM_REQUEST_SPAN"] = "true"
     import litellm
 
     litellm.callbacks = ["otel"]

@@ -9,7 +9,8 @@ answer node that streams. The graph's own span is the run's root.
 # mypy: ignore-errors
 # (the framework is installed only in this stack's environment, not in the dev one)
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: LangGraph reads the state's annotations at
+# run time, and this state is defined in a function, after the httpx instrumentation.
 
 import operator
 import os

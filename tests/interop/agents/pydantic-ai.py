@@ -35,9 +35,14 @@ def main() -> None:
 
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
     sim = OpenAIProvider(base_url=case.base_url, api_key="sk-interop")
-    planner = Agent(OpenAIChatModel(_agent.PLAN_MODEL, provider=sim), system_prompt=_agent.SYSTEM)
-    fast = Agent(OpenAIChatModel(_agent.FAST_MODEL, provider=sim))
-    answerer = Agent(OpenAIChatModel(_agent.ANSWER_MODEL, provider=sim))
+    # Named: an unnamed agent's run is ``invoke_agent agent``, the name of the workflow.
+    planner = Agent(
+        OpenAIChatModel(_agent.PLAN_MODEL, provider=sim),
+        name="planner",
+        system_prompt=_agent.SYSTEM,
+    )
+    fast = Agent(OpenAIChatModel(_agent.FAST_MODEL, provider=sim), name="fast")
+    answerer = Agent(OpenAIChatModel(_agent.ANSWER_MODEL, provider=sim), name="answerer")
 
     @planner.tool_plain(name=_agent.TOOL_NAME)
     def lookup_order(order_id: str) -> str:
