@@ -440,3 +440,13 @@ def test_a_bug_stays_a_traceback_in_chainlats_tests_and_is_one_line_exit_3_elsew
     code, _, err = run(capsys, "budgets", "validate", "b.toml")
     assert code == 3
     assert_one_line_error(err, "internal error", "TypeError: a bug", "please report it")
+
+
+def test_budgets_validate_prints_workflow_names_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "b.json"
+    path.write_text('{"workflows": {"w\\u001b[2J\\ud800": {"total": 1}}}')
+    code, out, err = run(capsys, "budgets", "validate", path)
+    assert (code, err) == (0, "")
+    assert out.endswith(": ok (w\\x1b[2J\ufffd)\n")

@@ -303,8 +303,9 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from chainlat.budgets import load_budgets
+    from chainlat.report._common import source_name, visible
 
     budgets = load_budgets(args.file)
     names = ", ".join(budgets.workflows) or "no workflows"
-    _emit(f"{budgets.source}: ok ({names})")
+    _emit(visible(f"{source_name(budgets.source)}: ok ({names})"))
     return EXIT_OK
