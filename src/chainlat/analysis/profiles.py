@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core import attributes as attr
+from chainlat._core import conventions
 from chainlat._core.errors import ProfileError
 from chainlat._core.latency import (
     LatencyProfile,
@@ -64,6 +65,7 @@ from chainlat._core.latency import (
     parse_profiles,
     save_profiles,
 )
+from chainlat._core.rollup import find_twins
 
 if TYPE_CHECKING:
     from chainlat._core.runs import TracedSpan, WorkflowRun
@@ -137,18 +139,15 @@ def _tokens(value: object) -> int | None:
 
 
 def _model_of(span: TracedSpan) -> str | None:
-    for key in (attr.GEN_AI_REQUEST_MODEL, attr.GEN_AI_RESPONSE_MODEL):
-        value = span.attributes.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    # The model asked for first: what-if swaps name the requested model.
+    value = span.attributes.get(attr.GEN_AI_REQUEST_MODEL)
+    if isinstance(value, str) and value:
+        return value
+    return conventions.model_of(span.attributes)
 
 
 def _ttft_of(span: TracedSpan) -> float | None:
-    ttft = _number(span.attributes, attr.LATENCY_TTFT_MS)
-    if ttft is None:
-        seconds = _number(span.attributes, attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-        ttft = seconds * 1000 if seconds is not None else None
+    ttft = conventions.ttft_ms_of(span.attributes)
     # The trace readers also take it from the chainlat.first_token event.
     return ttft if ttft is not None else span.record.ttft_ms
 
@@ -160,8 +159,13 @@ def calls_of(run: WorkflowRun) -> list[ModelCall]:
     HTTP-level span inside a hand-written ``chainlat.inference``): its model,
     tokens and latency parts fill in what the outer span lacks.
     """
+    twins = find_twins(run.root_record.span_id, run.records)
+    seen_twice: dict[int, list[TracedSpan]] = {}
     children: dict[int, list[TracedSpan]] = {}
     for span in run.spans:
+        primary = twins.get(span.record.span_id)
+        if primary is not None:  # the same call seen by a second instrumentation
+            seen_twice.setdefault(primary.span_id, []).append(span)
         if span.record.parent_id is not None:
             children.setdefault(span.record.parent_id, []).append(span)
     calls: list[ModelCall] = []
@@ -172,8 +176,10 @@ def calls_of(run: WorkflowRun) -> list[ModelCall]:
         span, in_inference = stack.pop()
         for child in children.get(span.record.span_id, ()):
             kind = child.record.kind
+            if twins and child.record.span_id in twins:
+                kind = None
             if kind == "inference" and not in_inference:
-                calls.append(_call_of(child, children))
+                calls.append(_call_of(child, children, seen_twice.get(child.record.span_id, ())))
                 stack.append((child, True))
             else:
                 # A data stage, tool or workflow inside a model call is a step of its own.
@@ -183,8 +189,12 @@ def calls_of(run: WorkflowRun) -> list[ModelCall]:
     return calls
 
 
-def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> ModelCall:
-    # The step and the same-kind spans nested in it, outer first.
+def _call_of(
+    step: TracedSpan,
+    children: Mapping[int, list[TracedSpan]],
+    twins: Sequence[TracedSpan] = (),
+) -> ModelCall:
+    # The step and the same-kind spans nested in it, outer first, then its twins.
     group = [step]
     stack = [step]
     while stack:
@@ -194,6 +204,7 @@ def _call_of(step: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> Mode
             if child.record.kind == "inference":
                 group.append(child)
             stack.append(child)
+    group.extend(twins)
     model = next((m for m in map(_model_of, group) if m is not None), None)
     if model is None:
         model = step.record.name.split(" ", 1)[-1]
