@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
 import http.server
 import json
 import os
@@ -161,10 +160,7 @@ def peak_mib(path: str | Path, max_line_bytes: int) -> tuple[str, int]:
 def test_a_gzip_of_one_512_mib_line_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     """Before: the line was decompressed whole (memory = its size)."""
     path = tmp_path / "bomb.jsonl.gz"
-    chunk = b"\0" * (1024 * 1024)
-    with gzip.open(path, "wb", compresslevel=1) as out:
-        for _ in range(512):
-            out.write(chunk)
+    path.write_bytes(_bomb(512, prefix=b""))
     assert path.stat().st_size < 4 * 1024 * 1024
     message, grown = peak_mib(path, 8 * 1024 * 1024)
     assert message == (
@@ -419,12 +415,11 @@ def _gzip_bomb(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.wfile.write(body)
 
 
-def _bomb(mib: int = 2048) -> bytes:
+def _bomb(mib: int = 2048, prefix: bytes = b'{"data": ["') -> bytes:
     """A gzip answer of ``mib`` MiB of zeros, built fast: after a full flush, deflate writes
     the same bytes for every MiB of zeros, so one block is compressed and repeated."""
     packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
     chunk = b"\0" * (1024 * 1024)
-    prefix = b'{"data": ["'
     head = packer.compress(prefix) + packer.flush(zlib.Z_FULL_FLUSH)
     block = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
     assert packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH) == block

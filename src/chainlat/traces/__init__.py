@@ -29,15 +29,22 @@ first. The reader keeps the spans of each *open* trace and judges a trace once
    is remote: OTLP ``flags`` bit 0x200) and ``settle_lines`` further lines have
    passed (default 8), which leaves room for children that ended after the root
    and were exported in a later batch; or
-2. no span of it arrived in the last ``idle_lines`` lines (default 1000), for
-   traces whose root is in another file; or
-3. the input ends.
+2. the input ends.
 
-A span that arrives for a trace already judged is counted in
-``ReadCounters.late_spans`` and otherwise ignored; raise ``settle_lines`` when
-that happens. Memory therefore grows with the spans of the traces open at once
-(bounded by about ``settle_lines`` lines' worth for chainlat's own files), not
-with the size of the file; the statistics then keep one float per sample.
+A trace whose root has not come is never judged on a line count alone (a slow run
+written span by span ends with its root, thousands of lines after its first step),
+unless ``idle_lines`` is given. Memory is bounded instead: past ``max_open_traces``
+open traces or ``max_open_bytes`` bytes of their spans' JSON, the least recently
+extended traces are judged early, counted in ``ReadCounters.evicted_traces``. A
+span that arrives for a trace already judged is counted in
+``ReadCounters.late_spans`` and otherwise ignored; raise ``settle_lines`` when that
+happens. Memory therefore grows with the spans of the traces open at once (about
+``settle_lines`` lines' worth for chainlat's own files) and one line (at most
+``max_line_bytes``), not with the size of the file.
+
+A line that is not JSON or not spans is skipped and counted
+(``ReadCounters.bad_lines``); a file where no line is spans raises
+:class:`~chainlat.TraceSourceError`.
 
 The exception is outcomes: a ``record_outcome`` span is written when the run is
 graded, often long after the run. :func:`read_traces` first scans a file for
@@ -123,7 +130,8 @@ def read_traces(
     Args:
         sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
         settle_lines: Lines to wait after a trace's root before judging it complete.
-        idle_lines: Lines after which a trace without a root is judged anyway.
+        idle_lines: Lines after which a trace without a root is judged anyway (default:
+            never; the open-trace bounds of :class:`FileSource` keep memory bounded).
         progress: Show a progress bar on a terminal for files over 4 MiB.
         counters: Filled in with what was read.
 
@@ -163,7 +171,8 @@ def read_runs(
     Args:
         sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
         settle_lines: Lines to wait after a trace's root before judging it complete.
-        idle_lines: Lines after which a trace without a root is judged anyway.
+        idle_lines: Lines after which a trace without a root is judged anyway (default:
+            never; the open-trace bounds of :class:`FileSource` keep memory bounded).
         progress: Show a progress bar on a terminal for files over 4 MiB.
         counters: Filled in with what was read.
         outcomes: Also merge the ``record_outcome`` spans written after the runs, wherever

@@ -89,6 +89,11 @@ class FileSource:
     """A trace file: OTLP/JSON lines (plain or gzip), a Jaeger JSON download, or one
     OTLP/JSON document.
 
+    Memory is bounded whatever the file: a line is read up to ``max_line_bytes`` (a
+    longer one is an error), and at most ``max_open_traces`` traces or ``max_open_bytes``
+    bytes of their spans are held (past that the oldest are judged early and counted).
+    A line that is not spans is skipped and counted (``ReadCounters.bad_lines``).
+
     Example::
 
         source = FileSource("chainlat-traces.jsonl")

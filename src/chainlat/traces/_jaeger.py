@@ -188,7 +188,7 @@ class JaegerSource:
 
     def _timed_out(self) -> TraceSourceError:
         return TraceSourceError(
-            f"{self.name}: Jaeger did not answer in full within {self.timeout_s:g} s; "
+            f"{self.name}: timed out: Jaeger did not answer in full within {self.timeout_s:g} s; "
             "raise --timeout"
         )
 
