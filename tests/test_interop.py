@@ -62,7 +62,17 @@ def test_compare_holds_within_the_tolerance() -> None:
 def test_compare_names_each_difference() -> None:
     """Counts, and a kind beyond its tolerance, are named in the verdict."""
     differs = run.compare("openai-v2", _run_dict(), [_run_dict(inference=4, tool=20.0)] * 3)
-    assert differs == ["inference count 4, reference 5", "tool -5.0 ms (tolerance 2)"]
+    assert differs == ["inference count 4, reference 5", "tool -5.0 ms (tolerance 2 + noise 0.0)"]
+
+
+def test_tolerance_adds_the_noise_and_the_frameworks_own_time() -> None:
+    """Inference may differ by the framework's time per call on the critical path, plus noise."""
+    reference = {**_run_dict(), "spread_ms": {"inference": 1.5, "tool": 0.5}}
+    assert run.tolerance_ms("openai-v2", "inference", reference, 2.0) == (
+        11.5,
+        "2 + noise 1.5 + framework 4 x 2.0",
+    )
+    assert run.tolerance_ms("openai-v2", "tool", reference, 2.0) == (2.5, "2 + noise 0.5")
 
 
 def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
