@@ -109,9 +109,9 @@ WHOLE_ANSWER = (
     Part(("wait",), WAIT_MS, early_ms=SHIFT_MS),  # from "request written", which may be late
     Part(("server",), SERVER_MS, floor=True),  # the server's own measurement
     Part(("send", "network"), NETWORK_MS, floor=True),  # (send + wait) - server
-    Part(("network",), NETWORK_MS, early_ms=SHIFT_MS),
-    Part(("queue",), 0),
-    Part(("receive",), 0),
+    Part(("network",), NETWORK_MS, early_ms=SHIFT_MS),  # wait - server: as short as wait
+    Part(("queue",), 0),  # no pool limit: no wait for a connection
+    Part(("receive",), 0),  # the whole body comes right behind the headers
 )
 """The breakdown of non-streamed calls to PROFILE."""
 
@@ -121,8 +121,8 @@ STREAM = (
     Part(("generation",), GENERATION_MS, early_ms=SHIFT_MS),  # from a first chunk read late
     Part(("tpot",), DECODE_MS),  # generation / 19: shifted by 1 ms at most
     Part(("send", "wait"), NETWORK_MS, floor=True),  # headers go out when a slot is taken
-    Part(("network",), NETWORK_MS, early_ms=SHIFT_MS),
-    Part(("server",), 0),
+    Part(("network",), NETWORK_MS, early_ms=SHIFT_MS),  # = wait, from "request written"
+    Part(("server",), 0),  # openai-processing-ms 0: the headers go out before prefill
     # request going out -> last byte, and headers -> last byte (from headers read late)
     Part(("send", "wait", "receive"), NETWORK_MS + TTFT_MS + GENERATION_MS, floor=True),
     Part(("receive",), TTFT_MS + GENERATION_MS, early_ms=SHIFT_MS),

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import os
+import queue
 import signal
 import socket
 import struct
@@ -19,10 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anthropic
 import httpx
@@ -30,7 +30,6 @@ import httpx2
 import openai
 import pytest
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -44,6 +43,7 @@ from chainlat.sim import (
     load_profiles,
     main,
 )
+from support import FakeCollector, SimOptions, StartSim, free_port
 
 EARLY_MS = 2.0
 """The server may look early by this much: clock reads on both sides of a socket."""
@@ -62,14 +62,8 @@ MESSAGES: list[Any] = [{"role": "user", "content": "Say something."}]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer([PROFILE, *DEFAULT_PROFILES], network_delay_ms=NETWORK_MS) as server:
-        yield server
+def sim_options() -> SimOptions:
+    return SimOptions(profiles=[PROFILE, *DEFAULT_PROFILES], network_delay_ms=NETWORK_MS)
 
 
 @pytest.fixture
@@ -194,13 +188,11 @@ def test_max_tokens_caps_output_and_shortens_decode(client: openai.OpenAI) -> No
     assert reply.usage.completion_tokens == 5
 
 
-def test_prefill_grows_with_input_tokens() -> None:
+def test_prefill_grows_with_input_tokens(start_sim: StartSim) -> None:
     profile = ModelProfile("p", ttft_base_ms=50, ttft_per_input_token_ms=1.0, output_tokens=1)
     prompt = "x" * 400  # 100 tokens -> +100 ms
-    with (
-        SimServer([profile]) as server,
-        openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0) as c,
-    ):
+    server = start_sim(profiles=[profile])
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0) as c:
         c.models.list()
         timings = _Timings(total=150.0)
         for _ in timings.runs():
@@ -241,20 +233,22 @@ async def test_async_client_non_stream_and_stream(sim: SimServer) -> None:
 
 
 @pytest.mark.anyio
-async def test_requests_beyond_the_slots_queue_fifo_one_request_longer_per_pair() -> None:
+async def test_requests_beyond_the_slots_queue_fifo_one_request_longer_per_pair(
+    start_sim: StartSim,
+) -> None:
     profile = ModelProfile(
         "slow", ttft_base_ms=200, decode_ms_per_token=25, output_tokens=5, slots=2
     )
     request_ms = profile.latency_ms(input_tokens=4)  # 300 ms
     provider, exporter = _provider()
-    with SimServer([profile], tracer_provider=provider) as server:
-        async with openai.AsyncOpenAI(
-            base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0
-        ) as c:
-            call = c.chat.completions.with_raw_response.create
-            await call(model="slow", messages=MESSAGES)  # warm the client's code path
-            exporter.clear()
-            raws = await asyncio.gather(*(call(model="slow", messages=MESSAGES) for _ in range(8)))
+    server = start_sim(profiles=[profile], tracer_provider=provider)
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0
+    ) as c:
+        call = c.chat.completions.with_raw_response.create
+        await call(model="slow", messages=MESSAGES)  # warm the client's code path
+        exporter.clear()
+        raws = await asyncio.gather(*(call(model="slow", messages=MESSAGES) for _ in range(8)))
     # Slot hand-over instants, read on the server so client overhead does not blur them.
     acquired_ns = sorted(
         span.end_time
@@ -264,10 +258,19 @@ async def test_requests_beyond_the_slots_queue_fifo_one_request_longer_per_pair(
     assert len(acquired_ns) == 8
     offsets_ms = [(t - acquired_ns[0]) / 1e6 for t in acquired_ns]
     for index, offset_ms in enumerate(offsets_ms):
-        pair = index // 2
-        assert offset_ms >= pair * request_ms - EARLY_MS, offsets_ms
-        # Less than one more whole request: anything else would mean an idle slot.
-        assert offset_ms < (pair + 1) * request_ms, offsets_ms
+        # Two slots, each held a whole request: pair k waited k requests at least.
+        assert offset_ms >= index // 2 * request_ms - EARLY_MS, offsets_ms
+    # No slot stayed idle: each hand-over after the first pair came as a request ended
+    # (its decode, on the server's clock), not a whole request later. Not cumulative, so
+    # load stretching every request does not add up; the median, so one stall does not
+    # decide, and even the worst gap is well short of a request.
+    released_ns = [
+        span.end_time
+        for span in exporter.get_finished_spans()
+        if span.name == "decode" and span.end_time
+    ]
+    gaps_ms = sorted(min(abs(t - r) for r in released_ns) / 1e6 for t in acquired_ns[2:])
+    assert gaps_ms[len(gaps_ms) // 2] <= LATE_MS and gaps_ms[-1] < request_ms / 2, gaps_ms
     queued_ms = sorted(_timing(r.headers["server-timing"])["queue"] for r in raws)
     assert queued_ms[1] < request_ms / 2 <= queued_ms[2], queued_ms
 
@@ -275,18 +278,32 @@ async def test_requests_beyond_the_slots_queue_fifo_one_request_longer_per_pair(
 # -- headers ----------------------------------------------------------------------------
 
 
+def _in_one_of_a_few_runs(attempt: Callable[[], bool]) -> bool:
+    """True once ``attempt`` is: up to `MAX_RUNS` tries, for the bounds load can break."""
+    return any(attempt() for _ in range(MAX_RUNS))
+
+
 def test_non_stream_headers_report_queue_prefill_decode(client: openai.OpenAI) -> None:
-    raw = client.chat.completions.with_raw_response.create(model="sim-test", messages=MESSAGES)
-    timing = _timing(raw.headers["server-timing"])
-    assert set(timing) == {"queue", "prefill", "decode"}
-    assert timing["queue"] < 1.0
-    assert timing["prefill"] >= 120.0 - EARLY_MS
-    # Decode deadlines count from the planned first token, so a late prefill shortens
-    # decode by as much: only the sum is bound to the plan.
-    assert timing["prefill"] + timing["decode"] >= 405.0 - EARLY_MS
-    processing_ms = int(raw.headers["openai-processing-ms"])
-    assert processing_ms >= round(sum(timing.values())) - 1
-    assert processing_ms <= sum(timing.values()) + LATE_MS
+    raws: list[Any] = []
+
+    def attempt() -> bool:
+        """Checks the floors of one request; whether its upper bounds held too."""
+        raw = client.chat.completions.with_raw_response.create(model="sim-test", messages=MESSAGES)
+        raws.append(raw)
+        timing = _timing(raw.headers["server-timing"])
+        assert set(timing) == {"queue", "prefill", "decode"}
+        assert timing["prefill"] >= 120.0 - EARLY_MS
+        # Decode deadlines count from the planned first token, so a late prefill shortens
+        # decode by as much: only the sum is bound to the plan.
+        assert timing["prefill"] + timing["decode"] >= 405.0 - EARLY_MS
+        processing_ms = int(raw.headers["openai-processing-ms"])
+        assert processing_ms >= round(sum(timing.values())) - 1
+        # A free slot is taken at once, and the headers follow the decode: unless the
+        # server thread was held up, which a busy machine does now and then.
+        return timing["queue"] < 1.0 and processing_ms <= sum(timing.values()) + LATE_MS
+
+    assert _in_one_of_a_few_runs(attempt), [r.headers["server-timing"] for r in raws]
+    raw = raws[0]
     plan = _timing(raw.headers["x-sim-plan"])
     assert plan == {"network": 40.0, "prefill": 120.0, "decode": 285.0}
     assert raw.headers["x-request-id"].startswith("req_")
@@ -297,18 +314,25 @@ def test_non_stream_headers_report_queue_prefill_decode(client: openai.OpenAI) -
 def test_stream_headers_come_with_the_slot_and_report_queue_only(
     client: openai.OpenAI,
 ) -> None:
-    start = time.perf_counter()
-    with client.chat.completions.with_streaming_response.create(
-        model="sim-test", messages=MESSAGES, stream=True
-    ) as response:
-        headers_ms = _ms_since(start)
-        assert set(_timing(response.headers["server-timing"])) == {"queue"}
-        assert int(response.headers["openai-processing-ms"]) == 0
-        assert response.headers["content-type"].startswith("text/event-stream")
-        body = b"".join(response.iter_bytes())
-    # Headers leave before prefill: at the network delay, well before the first token.
-    assert NETWORK_MS - EARLY_MS <= headers_ms < EXPECTED_TTFT_MS
-    assert body.rstrip().endswith(b"data: [DONE]")
+    headers_ms: list[float] = []
+
+    def attempt() -> bool:
+        start = time.perf_counter()
+        with client.chat.completions.with_streaming_response.create(
+            model="sim-test", messages=MESSAGES, stream=True
+        ) as response:
+            headers_ms.append(_ms_since(start))
+            assert set(_timing(response.headers["server-timing"])) == {"queue"}
+            assert int(response.headers["openai-processing-ms"]) == 0
+            assert response.headers["content-type"].startswith("text/event-stream")
+            body = b"".join(response.iter_bytes())
+        assert body.rstrip().endswith(b"data: [DONE]")
+        # Headers leave before prefill: never before the network delay, and (unless the
+        # machine held the client up) well before the first token.
+        assert headers_ms[-1] >= NETWORK_MS - EARLY_MS
+        return headers_ms[-1] < EXPECTED_TTFT_MS
+
+    assert _in_one_of_a_few_runs(attempt), headers_ms
 
 
 # -- other endpoints ----------------------------------------------------------------------
@@ -422,11 +446,12 @@ def test_expect_100_continue_is_answered_before_the_body(sim: SimServer) -> None
     assert reply.startswith(b"HTTP/1.1 200 OK\r\n")
 
 
-def test_same_seed_same_text_and_jitter_other_seed_differs() -> None:
+def test_same_seed_same_text_and_jitter_other_seed_differs(start_sim: StartSim) -> None:
     jittery = ModelProfile("j", ttft_base_ms=20, decode_ms_per_token=1, output_tokens=8, jitter=0.5)
 
     def run(seed: int) -> list[tuple[str, str]]:
-        with SimServer([jittery], seed=seed) as server, httpx.Client() as http:
+        server = start_sim(profiles=[jittery], seed=seed)
+        with httpx.Client() as http:
             url = server.base_url + "/v1/chat/completions"
             replies = [http.post(url, json={"model": "j", "messages": MESSAGES}) for _ in range(3)]
         return [
@@ -548,13 +573,11 @@ def _by_name(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     return span
 
 
-def test_server_spans_join_the_client_trace_with_phase_children() -> None:
+def test_server_spans_join_the_client_trace_with_phase_children(start_sim: StartSim) -> None:
     client_provider, client_spans = _provider()
     server_provider, server_spans = _provider()
-    with (
-        SimServer([PROFILE], network_delay_ms=NETWORK_MS, tracer_provider=server_provider) as s,
-        openai.OpenAI(base_url=s.base_url + "/v1", api_key="sk-test", max_retries=0) as c,
-    ):
+    s = start_sim(profiles=[PROFILE], network_delay_ms=NETWORK_MS, tracer_provider=server_provider)
+    with openai.OpenAI(base_url=s.base_url + "/v1", api_key="sk-test", max_retries=0) as c:
         tracer = client_provider.get_tracer("test")
         with tracer.start_as_current_span("client call") as client_span:
             carrier: dict[str, str] = {}
@@ -597,10 +620,10 @@ def test_server_spans_join_the_client_trace_with_phase_children() -> None:
     assert (server.start_time - client_finished.start_time) / 1e6 >= NETWORK_MS - EARLY_MS
 
 
-def test_fault_spans_are_errors(client: openai.OpenAI) -> None:
+def test_fault_spans_are_errors(start_sim: StartSim) -> None:
     provider, exporter = _provider()
+    s = start_sim(profiles=[PROFILE], tracer_provider=provider)
     with (
-        SimServer([PROFILE], tracer_provider=provider) as s,
         openai.OpenAI(base_url=s.base_url + "/v1", api_key="sk-test", max_retries=0) as c,
         pytest.raises(openai.InternalServerError),
     ):
@@ -613,31 +636,9 @@ def test_fault_spans_are_errors(client: openai.OpenAI) -> None:
     assert span.attributes["error.type"] == "500"
 
 
-class _Collector(BaseHTTPRequestHandler):
-    requests: list[ExportTraceServiceRequest]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["content-length"]))
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        type(self).requests.append(request)
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 def test_otlp_endpoint_exports_with_service_name_chainlat_sim() -> None:
-    handler: type[_Collector] = type("Collector", (_Collector,), {"requests": []})
-    collector = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=collector.serve_forever, daemon=True)
-    thread.start()
-    try:
-        endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
-        with SimServer([PROFILE], otlp_endpoint=endpoint) as s, httpx.Client() as http:
+    with FakeCollector("ok") as collector:
+        with SimServer([PROFILE], otlp_endpoint=collector.endpoint) as s, httpx.Client() as http:
             http.get(s.base_url + "/health")
         # stop() flushed the server's own provider.
         names = [
@@ -645,15 +646,12 @@ def test_otlp_endpoint_exports_with_service_name_chainlat_sim() -> None:
                 {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"],
                 span.name,
             )
-            for request in handler.requests
+            for request in collector.traces
             for rs in request.resource_spans
             for ss in rs.scope_spans
             for span in ss.spans
         ]
-        assert names == [("chainlat-sim", "GET /health")]
-    finally:
-        collector.shutdown()
-        collector.server_close()
+    assert names == [("chainlat-sim", "GET /health")]
 
 
 # -- lifecycle --------------------------------------------------------------------------
@@ -693,7 +691,7 @@ def test_stop_returns_promptly_with_streams_open() -> None:
 async def test_async_context_manager_and_serve() -> None:
     async with SimServer([PROFILE], port=0) as server, httpx.AsyncClient() as http:
         assert (await http.get(server.base_url + "/health")).status_code == 200
-    port = _free_port()
+    port = free_port()
     task = asyncio.create_task(SimServer([PROFILE], port=port).serve())
     try:
         async with httpx.AsyncClient() as http:
@@ -708,12 +706,6 @@ async def test_async_context_manager_and_serve() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_port_in_use_raises_on_start() -> None:
@@ -870,33 +862,57 @@ def test_cli_bad_profiles_file_exits_2_naming_file_and_key(
     assert "missing.toml: no such profile file" in capsys.readouterr().err
 
 
-_RUN_MAIN = "import sys; from chainlat.sim import main; sys.exit(main(sys.argv[1:]))"
+# Python leaves SIGINT ignored, with no KeyboardInterrupt, in a process started with it
+# ignored, as every background job of a non-interactive shell is (CI steps, `cmd &`):
+# restore the terminal's default so that the test sends the Ctrl-C of an interactive run.
+_RUN_MAIN = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from chainlat.sim import main; sys.exit(main(sys.argv[1:]))"
+)
+STARTUP_S = 60.0
+"""Bound on interpreter start, imports and the first line on a loaded machine."""
+EXIT_S = 60.0
+"""Bound on a clean stop after Ctrl-C; a process that ignored it hangs until killed."""
+
+
+def _first_line(stream: IO[str], timeout_s: float) -> str:
+    """The first line of ``stream``, or "" when none came within ``timeout_s``."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout_s)
+    except queue.Empty:
+        return ""
 
 
 def test_cli_subprocess_serves_until_interrupted(tmp_path: Path) -> None:
     profiles = tmp_path / "p.json"
     profiles.write_text(json.dumps({"models": {"cli-model": {"ttft_base_ms": 5}}}))
-    process = subprocess.Popen(
+    # The context manager closes the pipes and reaps the process, however the test ends.
+    with subprocess.Popen(
         [sys.executable, "-c", _RUN_MAIN, "--port", "0", "--profiles", str(profiles)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "error"},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("chainlat sim: serving http://127.0.0.1:")
-        base_url = line.split()[3]
-        models = httpx.get(base_url + "/v1/models").json()
-        assert [m["id"] for m in models["data"]] == ["cli-model"]
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=10)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == 0
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = _first_line(process.stdout, STARTUP_S)
+            assert line.startswith("chainlat sim: serving http://127.0.0.1:"), line
+            base_url = line.split()[3]
+            with httpx.Client(timeout=STARTUP_S) as http:
+                models = http.get(base_url + "/v1/models").json()
+            assert [m["id"] for m in models["data"]] == ["cli-model"]
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=EXIT_S)
+        finally:
+            if process.poll() is None:  # a failure above: never leave it running
+                process.kill()
+                process.communicate()
+    assert process.returncode == 0, err
     assert "Traceback" not in err
+    assert out == ""  # everything after the first line: nothing
 
 
 def test_cli_subprocess_bad_input_exits_2_without_traceback() -> None:
