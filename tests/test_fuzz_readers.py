@@ -153,52 +153,79 @@ OTLP_LINE = st.one_of(
     JSON,
 )
 
-JAEGER_SPAN = (
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "traceID": HEX_ID | JSON,
-            "spanID": SPAN_ID | JSON,
-            "operationName": st.sampled_from(["invoke_workflow w", "chat m"]) | SCALARS,
-            "references": st.lists(
-                st.fixed_dictionaries({"refType": st.just("CHILD_OF"), "spanID": SPAN_ID | JSON})
-                | JSON,
-                max_size=2,
-            )
-            | JSON,
-            "startTime": TIME,
-            "duration": TIME,
-            "tags": st.lists(
-                st.fixed_dictionaries(
-                    {
-                        "key": KEYS,
-                        "type": st.sampled_from(["string", "int64", "float64", "bool"]) | JSON,
-                        "value": SCALARS | JSON,
-                    }
-                )
-                | JSON,
-                max_size=4,
-            )
-            | JSON,
-            "logs": st.lists(JSON, max_size=2) | JSON,
-        },
-    )
-    | JSON
+TAG = st.fixed_dictionaries(
+    {
+        "key": KEYS,
+        "type": st.sampled_from(["string", "int64", "float64", "bool"]) | JSON,
+        "value": SCALARS | JSON,
+    }
 )
-JAEGER_DOC = (
+
+
+def _jaeger_span() -> st.SearchStrategy[Any]:
+    """Mostly well-formed Jaeger spans, one or two fields at a time made hostile."""
+    required = {
+        "traceID": st.just("ab" * 16),
+        "spanID": st.sampled_from(["00000000000000a1", "00000000000000a2", "00000000000000a3"]),
+        "operationName": st.sampled_from(["invoke_workflow w", "chat m"]),
+        "startTime": st.integers(min_value=1_700_000_000_000_000, max_value=1_700_000_010_000_000),
+        "duration": st.integers(min_value=0, max_value=10_000_000),
+        "tags": st.lists(TAG, max_size=4),
+    }
+    optional = {
+        "references": st.lists(
+            st.fixed_dictionaries(
+                {"refType": st.just("CHILD_OF"), "spanID": st.just("00000000000000a1")}
+            ),
+            max_size=1,
+        ),
+        "logs": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "timestamp": TIME,
+                    "fields": st.just([{"key": "event", "value": "gen_ai.content.first_token"}]),
+                }
+            ),
+            max_size=1,
+        ),
+    }
+    hostile = {
+        "traceID": HEX_ID | JSON,
+        "spanID": SPAN_ID | JSON,
+        "operationName": SCALARS | JSON,
+        "startTime": TIME,
+        "duration": TIME,
+        "tags": st.lists(TAG | JSON, max_size=4) | JSON,
+        "references": st.lists(
+            st.fixed_dictionaries({"refType": JSON, "spanID": SPAN_ID | JSON}) | JSON, max_size=2
+        )
+        | JSON,
+        "logs": st.lists(st.fixed_dictionaries({"timestamp": TIME, "fields": JSON}) | JSON) | JSON,
+    }
+
+    @st.composite
+    def span(draw: st.DrawFn) -> dict[str, Any]:
+        raw = draw(st.fixed_dictionaries(required, optional=optional))
+        for key in draw(st.lists(st.sampled_from(sorted(hostile)), max_size=2)):
+            raw[key] = draw(hostile[key])
+        return raw
+
+    return span()
+
+
+JAEGER_SPAN = _jaeger_span()
+_JAEGER_WELL_FORMED = st.builds(
+    lambda spans: {"data": [{"traceID": "ab" * 16, "spans": spans}]},
+    st.lists(JAEGER_SPAN, min_size=1, max_size=5),
+)
+JAEGER_DOC = st.one_of(
+    _JAEGER_WELL_FORMED,
+    _JAEGER_WELL_FORMED,
+    _JAEGER_WELL_FORMED,
     st.fixed_dictionaries(
-        {
-            "data": st.lists(
-                st.fixed_dictionaries(
-                    {"traceID": HEX_ID, "spans": st.lists(JAEGER_SPAN, max_size=5) | JSON}
-                )
-                | JSON,
-                max_size=3,
-            )
-            | JSON
-        }
-    )
-    | JSON
+        {"data": st.lists(st.fixed_dictionaries({"traceID": HEX_ID, "spans": JSON}) | JSON) | JSON}
+    ),
+    JSON,
 )
 
 
@@ -274,8 +301,30 @@ def test_otlp_json_lines_give_runs_or_one_clear_line(lines: list[Any], cut: bool
     _read_file(data[: len(data) // 2] if cut else data)
 
 
+_JAEGER_SPAN = {
+    "traceID": "ab" * 16,
+    "spanID": "00000000000000a1",
+    "operationName": "invoke_workflow w",
+    "startTime": 1_700_000_000_000_000,
+    "duration": 5,
+}
+
+
+def _jaeger(**changes: Any) -> dict[str, Any]:
+    return {"data": [{"traceID": "ab" * 16, "spans": [{**_JAEGER_SPAN, **changes}]}]}
+
+
 @FUZZ
 @given(JAEGER_DOC, st.booleans())
+# What crashed the Jaeger reader before issue 11: logs or references that are not lists
+# (TypeError), a float tag of "NaN", a start time past 64 bits.
+@example(_jaeger(logs=5), False)
+@example(_jaeger(references=5), False)
+@example(_jaeger(logs=[{"fields": 5}]), False)
+@example(
+    _jaeger(tags=[{"key": "chainlat.chain.total_ms", "type": "float64", "value": "NaN"}]), False
+)
+@example(_jaeger(startTime=2**80), False)
 def test_jaeger_json_files_give_runs_or_one_clear_line(doc: Any, pretty: bool) -> None:
     _read_file(json.dumps(doc, indent=2 if pretty else None).encode())
 

@@ -544,8 +544,8 @@ def jaeger_trace(
         trace_id = _hex_id(raw.get("traceID", trace.get("traceID")), 16, f"{at}.traceID")
         span_id = int(_hex_id(raw.get("spanID"), 8, f"{at}.spanID"), 16)
         parent_id = None
-        references = raw.get("references") or []
-        refs = [r for r in references if isinstance(r, dict)]
+        references = _list_of_objects(raw.get("references"), f"{at}.references", "references")
+        refs = list(references)
         refs.sort(key=lambda r: r.get("refType") != "CHILD_OF")
         if refs:
             parent_id = int(_hex_id(refs[0].get("spanID"), 8, f"{at}.references"), 16)
@@ -563,13 +563,13 @@ def jaeger_trace(
         attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
         error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
         first_token_ns = None
-        for log in raw.get("logs") or ():
-            fields = log.get("fields") if isinstance(log, dict) else None
-            if any(
+        for log in _list_of_objects(raw.get("logs"), f"{at}.logs", "logs"):
+            fields = log.get("fields")
+            if isinstance(fields, list) and any(
                 isinstance(f, dict)
                 and f.get("key") == "event"
                 and f.get("value") == attr.FIRST_TOKEN_EVENT
-                for f in fields or ()
+                for f in fields
             ):
                 first_token_ns = _time_ns(log.get("timestamp", 0), f"{at}.logs") * 1000
                 break
