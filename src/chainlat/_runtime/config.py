@@ -30,7 +30,13 @@ from chainlat._runtime.export import (
     wait_s,
 )
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
-from chainlat._runtime.processor import ChainlatSpanProcessor, Clock, processor_for, register
+from chainlat._runtime.processor import (
+    ChainlatSpanProcessor,
+    Clock,
+    processor_for,
+    register,
+    set_default_provider,
+)
 
 if TYPE_CHECKING:
     from chainlat._runtime.budgets import OnExceed
@@ -174,8 +180,11 @@ def configure(
         exporter: ``"file"``, ``"otlp"``, ``"console"``, ``"none"`` or any SpanExporter;
             default ``OTEL_TRACES_EXPORTER``, else otlp when an endpoint is set, else file.
         traces_file: Where the file exporter appends.
-        tracer_provider: An existing SDK provider to add chainlat's processors to,
-            instead of creating one (it is then neither replaced nor shut down by chainlat).
+        tracer_provider: An existing provider to add chainlat's span processor to, instead
+            of creating one; chainlat's own spans go to it, global or not. It is neither
+            replaced nor shut down by chainlat, and gets no exporter unless ``exporter``
+            asks for one. When None and a global provider was already set up by another
+            library (Logfire, OpenLLMetry), chainlat joins that one the same way.
         resource_attributes: Extra resource attributes (``OTEL_RESOURCE_ATTRIBUTES`` is read too).
         metric_readers: Readers for the GenAI metrics; default an OTLP reader when the
             exporter is otlp, none otherwise.
@@ -201,15 +210,22 @@ def configure(
     global _installed, _owned_provider
     loaded_budgets = _load_budgets(budgets, on_exceed)
     with _lock:
+        if tracer_provider is None and set_global:
+            # Another library (Logfire, OpenLLMetry's Traceloop.init, the application)
+            # owns the global provider: chainlat joins it rather than make a second one
+            # that the application's spans would never reach.
+            tracer_provider = _foreign_global()
+        owned = tracer_provider is None
         chosen = _choose_exporter(exporter)
-        span_exporter = _make_exporter(chosen, traces_file)
+        # A provider the user brings already exports: chainlat adds an exporter only when
+        # asked, so spans are not sent twice and no stray traces file appears.
+        span_exporter = _make_exporter(chosen, traces_file) if owned or exporter else None
         if metric_readers is None:
-            metric_readers = [_otlp_metric_reader()] if chosen == "otlp" else []
+            metric_readers = [_otlp_metric_reader()] if chosen == "otlp" and span_exporter else []
 
         if _installed is not None:
             _shutdown_installed(_installed)
             _installed = None
-        owned = tracer_provider is None
         if tracer_provider is None:
             if _owned_provider is None or not set_global:
                 tracer_provider = TracerProvider(
@@ -219,10 +235,14 @@ def configure(
                 tracer_provider = _owned_provider
             if set_global:
                 _owned_provider = tracer_provider
+        resource = getattr(tracer_provider, "resource", None)
         meter_provider = (
             # Metrics describe the same service as the traces, also when the
             # provider was reused from an earlier configure().
-            MeterProvider(metric_readers=metric_readers, resource=tracer_provider.resource)
+            MeterProvider(
+                metric_readers=metric_readers,
+                resource=resource if isinstance(resource, Resource) else _resource(None, None),
+            )
             if metric_readers
             else None
         )
@@ -251,8 +271,31 @@ def configure(
         if set_global and owned:
             _set_global(tracer_provider, meter_provider)
         _installed = installed
+        set_default_provider(tracer_provider)
         _install_budgets(loaded_budgets, on_exceed)
         return tracer_provider
+
+
+def _foreign_global() -> TracerProvider | None:
+    """The global provider when another library set one that can take chainlat's processor."""
+    current = trace.get_tracer_provider()
+    if current is _owned_provider or isinstance(
+        current, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    ):
+        return None
+    if isinstance(current, TracerProvider) or callable(
+        getattr(current, "add_span_processor", None)
+    ):
+        logger.info(
+            "chainlat: joining the global TracerProvider (%s) set up before configure(); "
+            "it keeps its own exporters (pass exporter= to add one)",
+            type(current).__name__,
+        )
+        return current  # type: ignore[return-value]
+    raise ConfigError(
+        f"the global TracerProvider is a {type(current).__name__}, which takes no span "
+        "processor: pass configure(tracer_provider=...) the SDK TracerProvider behind it"
+    )
 
 
 def _load_budgets(
@@ -402,5 +445,6 @@ def shutdown(*, timeout_ms: float | None = None) -> bool:
         if _installed is None:
             return True
         installed, _installed = _installed, None
+        set_default_provider(None)
         _install_budgets(None, "record")
         return _shutdown_installed(installed, None if timeout_ms is None else timeout_ms / 1000)

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
 
@@ -310,22 +311,45 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
     )
 
 
-_registry: weakref.WeakKeyDictionary[TracerProvider, ChainlatSpanProcessor] = (
-    weakref.WeakKeyDictionary()
-)
+_registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()
 
 
 def processor_for(provider: object, *, install: bool = True) -> ChainlatSpanProcessor | None:
-    """The chainlat processor on an SDK provider, added on first use; None for other providers."""
-    if not isinstance(provider, TracerProvider):
+    """The chainlat processor on a provider, added on first use; None for providers that take
+    no span processor (the API's no-op and proxy providers).
+
+    An SDK ``TracerProvider`` takes one; so does a provider that wraps one and offers
+    ``add_span_processor`` (Logfire's), which is the provider the application's spans go to.
+    """
+    if not isinstance(provider, TracerProvider) and not callable(
+        getattr(provider, "add_span_processor", None)
+    ):
         return None
-    found = _registry.get(provider)
+    try:
+        found = _registry.get(provider)
+    except TypeError:  # not weak-referenceable
+        return None
     if found is None and install:
         found = ChainlatSpanProcessor()
-        provider.add_span_processor(found)
+        add: Callable[[ChainlatSpanProcessor], object] = provider.add_span_processor  # type: ignore[attr-defined]
+        add(found)
         _registry[provider] = found
         logger.debug("chainlat: added its span processor to %r", provider)
     return found
+
+
+_default_provider: trace.TracerProvider | None = None
+
+
+def set_default_provider(provider: trace.TracerProvider | None) -> None:
+    """The provider chainlat's spans go to when a step names none (configure() sets it)."""
+    global _default_provider
+    _default_provider = provider
+
+
+def default_provider() -> trace.TracerProvider:
+    """The provider configure() chose, global or not; else the global one."""
+    return _default_provider if _default_provider is not None else trace.get_tracer_provider()
 
 
 def register(provider: TracerProvider, processor: ChainlatSpanProcessor) -> None:

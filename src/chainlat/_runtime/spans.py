@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, logger, shown
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
-from chainlat._runtime.processor import ChainlatSpanProcessor, processor_for
+from chainlat._runtime.processor import ChainlatSpanProcessor, default_provider, processor_for
 from chainlat._runtime.scrubbing import exception_type, record_error
 
 if TYPE_CHECKING:
@@ -284,6 +284,7 @@ class WorkflowHandle(StepHandle):
         processor = self._processor
         context = self.span.get_span_context()
         if processor is None or not self.span.is_recording():
+            _no_rollup(self.name, self._provider, processor is None)
             return
         root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
         rollup = compute_rollup(root, list(processor.records_of(context.span_id)))
@@ -295,6 +296,26 @@ class WorkflowHandle(StepHandle):
     def _after_end(self, exc: BaseException | None) -> None:
         for hook in _workflow_after_hooks:
             hook(self, exc)
+
+
+def _no_rollup(name: str, provider: object, no_processor: bool) -> None:
+    """One warning per reason: a workflow whose rollup stays None says why, once."""
+    if no_processor:
+        _warn_once(
+            "no-rollup:processor",
+            "chainlat: workflow %r has no rollup: its TracerProvider (%s) takes no span "
+            "processor, so chainlat cannot see its steps; call chainlat.configure() or pass "
+            "tracer_provider= an SDK TracerProvider",
+            name,
+            type(provider).__name__,
+        )
+    else:
+        _warn_once(
+            "no-rollup:sampled",
+            "chainlat: workflow %r has no rollup: its span is not recording (sampled out "
+            "or a no-op tracer)",
+            name,
+        )
 
 
 _workflow_end_hooks: list[Callable[[WorkflowHandle], None]] = []
@@ -326,7 +347,7 @@ class _Step(Generic[H]):
         The HTTP transports use it: their span ends when the response body has been read,
         maybe in another thread or task, with ``handle._finish(exc, end_ns=...)``.
         """
-        provider = self._provider or trace.get_tracer_provider()
+        provider = self._provider or default_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else time.time_ns()
         span: trace.Span
@@ -341,7 +362,7 @@ class _Step(Generic[H]):
         return self._handle_type(self._name, span, processor, start_ns)
 
     def _open(self) -> H:
-        provider = self._provider or trace.get_tracer_provider()
+        provider = self._provider or default_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else time.time_ns()
         span: trace.Span
@@ -620,7 +641,7 @@ def _emit_outcome(
             is_remote=True,
             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
         )
-        provider = tracer_provider or trace.get_tracer_provider()
+        provider = tracer_provider or default_provider()
         context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
         span = _tracer(provider).start_span(
             attr.OUTCOME_SPAN_NAME, context=context, kind=SpanKind.INTERNAL, attributes=values
