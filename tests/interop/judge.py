@@ -14,28 +14,44 @@ import sys
 from typing import Any
 
 from chainlat import WorkflowRun
+from chainlat._core.rollup import SpanRecord
 from chainlat.traces import read_runs
 
 
 def llm_wrap_ms(run: WorkflowRun) -> float | None:
     """The median time a framework's model-call span adds around the call on the wire.
 
-    Where chainlat's HTTP-level span of a call (the cases with ``instrument_httpx``) lies
-    inside a framework's model-call span, as its descendant or only in time (OpenInference's
-    LangChain spans are never current, so the HTTP span is their sibling), the difference
-    of their durations is the framework's own processing inside its span: time that the
-    reference, traced at the wire, counts as overhead. None when no call was seen twice.
+    In the cases with ``instrument_httpx`` a call is seen twice: chainlat's HTTP-level
+    span lies inside the framework's model-call span, as its descendant, or only in time
+    (OpenInference's LangChain spans are never current, so the HTTP span is their
+    sibling). The difference of their durations is the framework's own processing inside
+    its span: time that the reference, traced at the wire, counts as overhead. None when
+    no call was seen twice.
     """
-    records = [s.record for s in run.spans if s.record.kind == "inference"]
-    wires = [r for r in records if r.source == "chainlat"]
-    outers = [r for r in records if r.source != "chainlat"]
+    records = {s.record.span_id: s.record for s in run.spans}
+    calls = [r for r in records.values() if r.kind == "inference"]
     wraps: list[float] = []
-    for wire in wires:
-        around = [o for o in outers if o.start_ns <= wire.start_ns and o.end_ns >= wire.end_ns]
-        if around:
-            outer = min(around, key=lambda o: o.end_ns - o.start_ns)
-            wraps.append(((outer.end_ns - outer.start_ns) - (wire.end_ns - wire.start_ns)) / 1e6)
+    for call in calls:
+        outer = _inference_ancestor(call, records)
+        if outer is None and call.source == "chainlat":
+            around = [
+                o
+                for o in calls
+                if o.source != "chainlat"
+                and o.start_ns <= call.start_ns
+                and o.end_ns >= call.end_ns
+            ]
+            outer = min(around, key=lambda o: o.end_ns - o.start_ns) if around else None
+        if outer is not None:
+            wraps.append(((outer.end_ns - outer.start_ns) - (call.end_ns - call.start_ns)) / 1e6)
     return statistics.median(wraps) if wraps else None
+
+
+def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> SpanRecord | None:
+    parent = records.get(rec.parent_id) if rec.parent_id is not None else None
+    while parent is not None and parent.kind != "inference":
+        parent = records.get(parent.parent_id) if parent.parent_id is not None else None
+    return parent
 
 
 def runs_of(path: str) -> dict[str, Any]:
