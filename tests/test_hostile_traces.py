@@ -91,8 +91,10 @@ def test_past_the_open_trace_bound_traces_are_judged_early_counted_and_named(
     list(FileSource(path, max_open_traces=1).runs(counters))
     assert counters.evicted_traces >= 1 and counters.evicted_by == "--max-open-traces"
     assert counters.peak_open_traces <= 2
-    _code, err = check(capsys, path, "--budgets", budgets, "--max-open-traces", "1")
+    assert counters.reopened_traces >= 1  # the slow run's root, after its steps were judged
+    code, err = check(capsys, path, "--budgets", budgets, "--max-open-traces", "1")
     assert "raise --max-open-traces" in err
+    assert code == 1, "the slow run's root, come after its trace was judged, is still judged"
     counters = ReadCounters()
     list(FileSource(path, max_open_bytes=1000).runs(counters))
     assert counters.evicted_by == "--max-open-bytes"

@@ -35,7 +35,9 @@ A trace whose root has not come is never judged on a line count alone (a slow ru
 written span by span ends with its root, thousands of lines after its first step),
 unless ``idle_lines`` is given. Memory is bounded instead: past ``max_open_traces``
 open traces or ``max_open_bytes`` bytes of their spans' JSON, the least recently
-extended traces are judged early, counted in ``ReadCounters.evicted_traces``. A
+extended traces are judged early, counted in ``ReadCounters.evicted_traces``; spans
+that come for one later (a slow run's root) make a trace again, judged apart
+(``reopened_traces``), so that the run is still judged by its recorded rollup. A
 span that arrives for a trace already judged is counted in
 ``ReadCounters.late_spans`` and otherwise ignored; raise ``settle_lines`` when that
 happens. Memory therefore grows with the spans of the traces open at once (about

@@ -37,6 +37,9 @@ class ReadCounters:
     evicted_traces: int = 0
     """Traces judged before their end because ``max_open_traces`` or ``max_open_bytes`` was
     reached: their later spans are late."""
+    reopened_traces: int = 0
+    """Traces judged early that got more spans, read as a trace again (a late root is still
+    a run)."""
     evicted_by: str = ""
     """The option whose bound was reached first (``--max-open-traces``, ``--max-open-bytes``)."""
     skewed_spans: int = 0
@@ -75,12 +78,14 @@ class ReadCounters:
         if self.evicted_traces:
             found.append(
                 f"{self.evicted_traces} traces were judged before their end because too many "
-                f"were open at once; raise {self.evicted_by or '--max-open-traces'}"
+                f"were open at once ({self.reopened_traces} got more spans later, judged "
+                f"apart); raise {self.evicted_by or '--max-open-traces'}"
             )
         if self.late_spans:
+            also = f" (or {self.evicted_by}, above)" if self.evicted_traces else ""
             found.append(
                 f"{self.late_spans} spans arrived after their trace was judged; "
-                "raise --settle-lines"
+                f"raise --settle-lines{also}"
             )
         if self.skewed_spans:
             found.append(
@@ -158,7 +163,8 @@ class Assembler:
     takes (a slow run written span by span ends with its root, thousands of lines
     after its first step), unless ``idle_lines`` is given; memory is bounded instead by
     ``max_open_traces`` and ``max_open_bytes``: past either, the least recently
-    extended traces are judged early and counted (``evicted_traces``).
+    extended traces are judged early and counted (``evicted_traces``); a span that comes
+    for one later opens it again (``reopened_traces``) rather than being dropped.
 
     ``outcomes``: the outcome spans of the whole input by trace id, found by a scan
     before the read; each trace gets its own, and one that arrives after its trace
@@ -177,7 +183,8 @@ class Assembler:
     ) -> None:
         self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
         self._rooted: collections.deque[tuple[int, str]] = collections.deque()
-        self._judged: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._judged: collections.OrderedDict[str, bool] = collections.OrderedDict()
+        """Trace ids judged, and whether early (by a bound): those are opened again."""
         self._counters = counters
         self._settle = max(settle_lines, 0)
         self._idle = None if idle_lines is None else max(idle_lines, 1)
@@ -195,7 +202,14 @@ class Assembler:
         counters.spans += 1
         trace = self._open.get(trace_id)
         if trace is None:
-            if trace_id in self._judged:
+            early = self._judged.get(trace_id)
+            if early:
+                # Judged early to keep within the bounds: its later spans (a slow run's
+                # root among them) make a trace again rather than be dropped, so that the
+                # run is still judged, by its recorded rollup if not by all its spans.
+                del self._judged[trace_id]
+                counters.reopened_traces += 1
+            elif early is not None:
                 if not (trace_id in self._outcomes and is_outcome(span)):
                     counters.late_spans += 1
                 return
@@ -230,7 +244,7 @@ class Assembler:
                 trace_id, trace = next(iter(self._open.items()))
                 if trace.last_line + self._idle > line:
                     break
-                yield from self._flush(trace_id)
+                yield from self._flush(trace_id, early=trace.root_line is None)
         while len(self._open) > self._max_traces or (
             self._held_bytes > self._max_bytes and self._open
         ):
@@ -239,7 +253,7 @@ class Assembler:
             if not counters.evicted_by:
                 too_many = len(self._open) > self._max_traces
                 counters.evicted_by = "--max-open-traces" if too_many else "--max-open-bytes"
-            yield from self._flush(next(iter(self._open)))
+            yield from self._flush(next(iter(self._open)), early=True)
 
     def add_whole(self, spans: Sequence[Parsed]) -> Iterator[Trace]:
         """Traces given whole (Jaeger), grouped by trace id."""
@@ -258,13 +272,13 @@ class Assembler:
         for trace_id in [t for t in self._outcomes if t in self._unclaimed]:
             yield self._trace(trace_id, [])
 
-    def _flush(self, trace_id: str) -> Iterator[Trace]:
+    def _flush(self, trace_id: str, *, early: bool = False) -> Iterator[Trace]:
         trace = self._open.pop(trace_id, None)
         if trace is None:
             return
         self._held -= len(trace.spans)
         self._held_bytes -= trace.size
-        self._judged[trace_id] = None
+        self._judged[trace_id] = early
         if len(self._judged) > _KEEP_LATE_IDS:
             self._judged.popitem(last=False)
         yield self._trace(trace_id, trace.spans, trace.remote_parents)
