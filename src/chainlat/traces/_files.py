@@ -288,6 +288,8 @@ class FileSource:
     def _read_document(self, assembler: Assembler, compressed: bool) -> Iterator[Trace] | None:
         """The file read as one JSON document; None when it is none (too big, or not JSON)."""
         with open(self.path, "rb") as raw:
+            if not compressed and os.fstat(raw.fileno()).st_size > MAX_DOCUMENT_BYTES:
+                return None  # known too big without reading it
             reader: _Stream = gzip.GzipFile(fileobj=raw) if compressed else raw
             try:
                 data = reader.read(MAX_DOCUMENT_BYTES + 1)
