@@ -200,8 +200,18 @@ def _bad_sources(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
+def test_a_corrupt_line_is_skipped_counted_and_the_rest_judged(
+    tmp_path: Path, budgets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = _bad_sources(tmp_path)["corrupt line"]
+    code, out, err = run(capsys, "check", path, "--budgets", budgets)
+    assert code == 0, err
+    assert "limits kept" in out
+    assert "1 line" in err and "skipped" in err
+
+
 @pytest.mark.parametrize(
-    "case", ["corrupt line", "truncated file", "empty file", "missing file", "no workflow spans"]
+    "case", ["truncated file", "empty file", "missing file", "no workflow spans"]
 )
 def test_unusable_traces_exit_2(
     tmp_path: Path, budgets: Path, capsys: pytest.CaptureFixture[str], case: str
