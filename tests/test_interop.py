@@ -65,6 +65,15 @@ def test_compare_names_each_difference() -> None:
     assert differs == ["inference count 4, reference 5", "tool -5.0 ms (tolerance 2 + noise 0.0)"]
 
 
+def test_tokens_may_be_what_the_framework_sent() -> None:
+    """Other tokens than the reference's are right when they are the wire's for the stack."""
+    case = {**_run_dict(), "tokens": {"input": 90, "output": 100}}
+    assert run.compare("x", _run_dict(), [case], wire_tokens={"input": 90, "output": 100}) == []
+    assert run.compare("x", _run_dict(), [case], wire_tokens={"input": 95, "output": 100}) == [
+        "input tokens 90, reference 100, on the wire 95"
+    ]
+
+
 def test_tolerance_adds_the_noise_and_the_frameworks_own_time() -> None:
     """Inference may differ by the framework's time per call on the critical path, plus noise."""
     reference = {**_run_dict(), "spread_ms": {"inference": 1.5, "tool": 0.5}}

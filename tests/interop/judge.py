@@ -18,19 +18,20 @@ from chainlat._core.rollup import SpanRecord
 from chainlat.traces import read_runs
 
 
-def llm_wrap_ms(run: WorkflowRun) -> float | None:
-    """The median time a framework's model-call span adds around the call on the wire.
+def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
+    """Model calls seen both by the framework and by chainlat at the wire (``+httpx``).
 
-    In the cases with ``instrument_httpx`` a call is seen twice: chainlat's HTTP-level
-    span lies inside the framework's model-call span, as its descendant, or only in time
-    (OpenInference's LangChain spans are never current, so the HTTP span is their
-    sibling). The difference of their durations is the framework's own processing inside
-    its span: time that the reference, traced at the wire, counts as overhead. None when
-    no call was seen twice.
+    A call's HTTP-level span lies inside the framework's model-call span, as its
+    descendant, or only in time (OpenInference's LangChain spans are never current, so
+    the HTTP span is their sibling). Returns, per call seen twice, how much longer the
+    framework's span is (its own processing: time the reference, traced at the wire,
+    counts as overhead); and the tokens of the innermost spans (what the sim counted on
+    the wire), or None when no call was seen twice.
     """
     records = {s.record.span_id: s.record for s in run.spans}
     calls = [r for r in records.values() if r.kind == "inference"]
     wraps: list[float] = []
+    outer_ids: set[int] = set()
     for call in calls:
         outer = _inference_ancestor(call, records)
         if outer is None and call.source == "chainlat":
@@ -43,8 +44,16 @@ def llm_wrap_ms(run: WorkflowRun) -> float | None:
             ]
             outer = min(around, key=lambda o: o.end_ns - o.start_ns) if around else None
         if outer is not None:
+            outer_ids.add(outer.span_id)
             wraps.append(((outer.end_ns - outer.start_ns) - (call.end_ns - call.start_ns)) / 1e6)
-    return statistics.median(wraps) if wraps else None
+    if not wraps:
+        return [], None
+    inner = [c for c in calls if c.span_id not in outer_ids]
+    wire = {
+        "input": sum(c.input_tokens or 0 for c in inner),
+        "output": sum(c.output_tokens or 0 for c in inner),
+    }
+    return wraps, wire
 
 
 def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> SpanRecord | None:
@@ -63,6 +72,7 @@ def runs_of(path: str) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for run in sorted(runs, key=lambda r: r.start_ns):
         r = run.rollup
+        wraps, wire = seen_twice(run)
         out.append(
             {
                 "workflow": run.workflow,
@@ -80,7 +90,8 @@ def runs_of(path: str) -> dict[str, Any]:
                     "overhead": r.overhead_ms,
                 },
                 "critical_path": list(r.critical_path),
-                "llm_wrap_ms": llm_wrap_ms(run),
+                "llm_wrap_ms": statistics.median(wraps) if wraps else None,
+                "wire_tokens": wire,
             }
         )
     return {"runs": out}
