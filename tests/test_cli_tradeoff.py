@@ -125,9 +125,12 @@ def test_a_missing_or_corrupt_trace_file_exits_2(
     assert main(["profile", str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl: no such file" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")  # nothing parses: a line that does not is skipped otherwise
+    assert main(["compare", str(bad)]) == 2
+    assert "bad.jsonl:1: not valid JSON" in capsys.readouterr().err
     bad.write_text('{"resourceSpans": []}\n{oops\n')
     assert main(["compare", str(bad)]) == 2
-    assert "bad.jsonl:2: not valid JSON" in capsys.readouterr().err
+    assert "bad.jsonl: no workflow run to compare" in capsys.readouterr().err
 
 
 def test_compare_prints_variants_and_writes_the_chart(

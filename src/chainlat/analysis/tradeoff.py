@@ -221,6 +221,7 @@ def compare(
     *,
     workflow: str | None = None,
     outcomes: Mapping[str, Outcome] | str | os.PathLike[str] | None = None,
+    roots: bool = False,
 ) -> Comparison:
     """Group runs by workflow and variant: latency, split, success rate and the Pareto front.
 
@@ -234,6 +235,8 @@ def compare(
             or runs already read.
         workflow: Only this workflow.
         outcomes: Outcomes by trace id, or an outcomes file; they override the traces'.
+        roots: Also make a run of every trace's root span that is not a workflow
+            (:func:`chainlat.traces.read_runs`).
 
     Raises:
         InputError: a file cannot be read, or there is no run.
@@ -247,7 +250,7 @@ def compare(
     sources = [r for r in items if not isinstance(r, WorkflowRun)]
     trees = [r for r in items if isinstance(r, WorkflowRun)]
     if sources:
-        trees.extend([r for r in load_runs(sources) if not r.nested])
+        trees.extend([r for r in load_runs(sources, roots=roots) if not r.nested])
     where = ", ".join(source_name(s) for s in sources) or "the runs given"
     if outcomes is not None:
         table = load_outcomes(outcomes) if isinstance(outcomes, (str, os.PathLike)) else outcomes

@@ -708,6 +708,7 @@ def whatif(
     workflow: str | None = None,
     variant: str | None = None,
     seed: int = 0,
+    roots: bool = False,
 ) -> WhatIfResult:
     """Re-estimate recorded runs under model swaps, prompt scales, cache hit rates and drops.
 
@@ -731,6 +732,8 @@ def whatif(
         workflow: Only the runs of this workflow.
         variant: Only the runs of this variant (``chainlat.variant``).
         seed: Seed of the cache-hit draws.
+        roots: Also make a run of every trace's root span that is not a workflow
+            (:func:`chainlat.traces.read_runs`).
 
     Raises:
         SpecError: a change names no step of the runs, a model without a profile,
@@ -745,7 +748,7 @@ def whatif(
         raise SpecError(
             "nothing to change: give --swap, --prompt-scale, --cache-hit-rate or --drop"
         )
-    selected, where = _select(runs, workflow, variant)
+    selected, where = _select(runs, workflow, variant, roots)
     table = fit_profiles(selected)
     if profiles is not None:
         given = (
@@ -777,6 +780,7 @@ def _select(
     runs: Iterable[WorkflowRun] | Source | Sequence[Source | TraceSource],
     workflow: str | None,
     variant: str | None,
+    roots: bool = False,
 ) -> tuple[list[WorkflowRun], str]:
     from chainlat._core.runs import WorkflowRun
 
@@ -790,7 +794,7 @@ def _select(
         from chainlat.traces import load_runs, source_name
 
         sources = [r for r in items if not isinstance(r, WorkflowRun)]
-        trees = [r for r in load_runs(sources) if not r.nested]
+        trees = [r for r in load_runs(sources, roots=roots) if not r.nested]
         where = ", ".join(source_name(s) for s in sources)
     selected = [
         t

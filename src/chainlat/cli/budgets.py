@@ -19,6 +19,7 @@ from chainlat.cli.sources import (
     add_reader_options,
     add_source_arguments,
     describe,
+    file_source,
     sources_from,
     warn,
 )
@@ -99,9 +100,15 @@ def add_commands(sub: Any) -> None:
     validate.set_defaults(func=_validate)
 
 
-def _runs(sources: list[TraceSource], counters: ReadCounters) -> Any:
+def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = False) -> Any:
     for source in sources:
-        yield from source.runs(counters)
+        if not roots:
+            yield from source.runs(counters)
+            continue
+        for trace in source.traces(counters):
+            runs = trace.workflow_runs(roots=True)
+            counters.workflows += len(runs)
+            yield from runs
 
 
 def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputError:
@@ -141,7 +148,7 @@ def _check(args: argparse.Namespace) -> int:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     sources = sources_from(args)
     counters = ReadCounters()
-    result = evaluate(_runs(sources, counters), budgets)
+    result = evaluate(_runs(sources, counters, args.roots), budgets)
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     if args.format == "json":
@@ -177,12 +184,14 @@ def _report(args: argparse.Namespace) -> int:
 
         tally = Tally()
     stats = aggregate(
-        _runs(sources, counters) if tally is None else _tallied(sources, counters, tally)
+        _runs(sources, counters, args.roots)
+        if tally is None
+        else _tallied(sources, counters, tally, args.roots)
     )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     warn(counters)
-    waterfalls = _waterfalls(stats, sources)
+    waterfalls = _waterfalls(stats, sources, args.roots)
     if args.html:
         tradeoff = tally.comparison() if tally is not None and tally.labelled else None
         try:
@@ -201,11 +210,11 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally) -> Any:
+def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally, roots: bool) -> Any:
     """The runs of the sources; on the way, their variants and outcomes counted into ``tally``."""
     for source in sources:
         for trace in source.traces(counters):
-            runs = trace.workflow_runs()
+            runs = trace.workflow_runs(roots=roots)
             counters.workflows += len(runs)
             for run in runs:
                 if not run.nested:
@@ -214,12 +223,12 @@ def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally) -
 
 
 def _waterfalls(
-    stats: Stats, sources: list[TraceSource]
+    stats: Stats, sources: list[TraceSource], roots: bool
 ) -> dict[str, list[tuple[str, WorkflowRun]]]:
     """The slowest run (kept while aggregating) and the median run (a second pass) per workflow."""
     medians = {name: w.quantities["total"].percentile(50) for name, w in stats.workflows.items()}
     found: dict[str, WorkflowRun] = {}
-    for run in _runs(sources, _quiet_counters()):
+    for run in _runs(sources, _quiet_counters(), roots):
         if run.workflow not in found and run.total_ms == medians.get(run.workflow):
             found[run.workflow] = run
             if len(found) == len(medians):
@@ -256,20 +265,16 @@ def _threshold(text: str) -> float:
 def _diff(args: argparse.Namespace) -> int:
     from chainlat import report
     from chainlat.analysis.diff import compare
-    from chainlat.traces import FileSource, ReadCounters
+    from chainlat.traces import ReadCounters
 
     threshold = _threshold(args.threshold)
     if not 0 < args.alpha < 1:  # False for NaN too
         raise InputError(f"--alpha {args.alpha}: expected a probability between 0 and 1")
-    progress = not args.no_progress
-    sides = [
-        FileSource(path, settle_lines=args.settle_lines, progress=progress)
-        for path in (args.baseline, args.current)
-    ]
+    sides = [file_source(path, args) for path in (args.baseline, args.current)]
     counters = [ReadCounters(), ReadCounters()]
     result = compare(
-        sides[0].runs(counters[0]),
-        sides[1].runs(counters[1]),
+        _runs([sides[0]], counters[0], args.roots),
+        _runs([sides[1]], counters[1], args.roots),
         threshold=threshold,
         alpha=args.alpha,
     )

@@ -79,6 +79,12 @@ def add_reader_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="bytes of spans held open at once while reading a file (default 512 MiB)",
     )
+    parser.add_argument(
+        "--roots",
+        action="store_true",
+        help="also make a run of every trace's root span that is not a workflow or agent "
+        "(named by its span name, e.g. 'POST /chat'), for traces of plain services",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -102,22 +108,25 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def file_source(path: str, args: argparse.Namespace) -> TraceSource:
+    """A trace file read with the bounds the arguments set."""
+    from chainlat.traces import FileSource
+
+    return FileSource(
+        path,
+        settle_lines=args.settle_lines,
+        progress=not args.no_progress,
+        max_line_bytes=args.max_line_bytes,
+        max_open_traces=args.max_open_traces,
+        max_open_bytes=args.max_open_bytes,
+    )
+
+
 def sources_from(args: argparse.Namespace) -> list[TraceSource]:
     """The sources the arguments name; InputError when none or ``--jaeger`` lacks ``--service``."""
-    from chainlat.traces import FileSource, JaegerSource
+    from chainlat.traces import JaegerSource
 
-    progress = not args.no_progress
-    found: list[TraceSource] = [
-        FileSource(
-            s,
-            settle_lines=args.settle_lines,
-            progress=progress,
-            max_line_bytes=args.max_line_bytes,
-            max_open_traces=args.max_open_traces,
-            max_open_bytes=args.max_open_bytes,
-        )
-        for s in args.sources
-    ]
+    found: list[TraceSource] = [file_source(s, args) for s in args.sources]
     if args.jaeger:
         if not args.service:
             raise InputError("--jaeger needs --service NAME")

@@ -124,7 +124,8 @@ def _profile(args: argparse.Namespace) -> int:
     def runs() -> Iterator[WorkflowRun]:
         # Streamed: the fit keeps each model call's few numbers, not the runs.
         nonlocal selected
-        for run in read_runs(sources, outcomes=True):
+        # Every trace's root is a run too: model calls are fitted whatever is around them.
+        for run in read_runs(sources, outcomes=True, roots=True):
             if run.nested:
                 continue  # a step of the run around it
             if (args.workflow is None or run.workflow == args.workflow) and (
@@ -172,6 +173,7 @@ def _whatif(args: argparse.Namespace) -> int:
         workflow=args.workflow,
         variant=args.variant,
         seed=args.seed,
+        roots=args.roots,
     )
     after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
@@ -189,7 +191,7 @@ def _compare(args: argparse.Namespace) -> int:
     from chainlat.report import tradeoff_page
 
     sources = sources_from(args)
-    comparison = compare(sources, workflow=args.workflow, outcomes=args.outcomes)
+    comparison = compare(sources, workflow=args.workflow, outcomes=args.outcomes, roots=args.roots)
     if args.html:
         from chainlat._core.errors import InputError
 
