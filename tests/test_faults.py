@@ -429,7 +429,7 @@ def test_fork_after_configure_exports_the_childrens_spans(exporter: str, tmp_pat
     assert result.stdout.strip() == "ok"
     for workflow in ("parent-before", "child-0", "child-1", "child-2", "parent-after"):
         count = 5 if workflow.startswith("parent") else 10
-        assert names.count(f"invoke_workflow {workflow}") == count, workflow
+        assert names.count(f"invoke_workflow {workflow}") == count, (workflow, result.stderr)
     busy = names.count("invoke_workflow parent-busy")
     assert 1 <= busy <= _BUSY_MAX  # spans flowed while forking; none was lost
     assert names.count("data fetch") == busy + 30 + 10
