@@ -19,6 +19,7 @@ from typing import Any, Unpack
 
 import pytest
 
+import chainlat
 import chainlat._core.errors
 from chainlat.sim import SimServer
 from chainlat.testing import Capture, capture
@@ -32,6 +33,17 @@ chainlat._core.errors.RAISE_INTERNAL_ERRORS = True
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_configured() -> Iterator[None]:
+    """Shut down what a test configure()d and left up: its exporter threads (retrying a
+    collector that is gone, with random back-off) must not run into the next test."""
+    yield
+    from chainlat._runtime import config
+
+    if config._installed is not None:
+        chainlat.shutdown(timeout_ms=2000)
 
 
 @pytest.fixture

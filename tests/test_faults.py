@@ -160,10 +160,14 @@ def test_collector_down_workflows_complete_and_losses_are_counted_once(
     assert isinstance(processor, _export.BoundedBatchSpanProcessor)
 
     run_workflows(provider, 30)  # nothing raised
-    assert wait_until(lambda: processor.counts.failed > 0)
+
+    def first_failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "could not export" in r.getMessage()]
+
+    # The export thread counts a failure, then logs it: wait for both.
+    assert wait_until(lambda: processor.counts.failed > 0 and bool(first_failures()))
     assert _dropped_metric(reader).get("export_failed", 0) > 0
-    first = [r for r in caplog.records if "could not export" in r.getMessage()]
-    assert len(first) == 1  # the first failure, at once; later ones are only counted
+    assert len(first_failures()) == 1  # the first failure, at once; later ones are only counted
 
     started = time.monotonic()
     assert chainlat.shutdown() is False
