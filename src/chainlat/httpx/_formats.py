@@ -508,7 +508,7 @@ MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 
 A larger event is skipped, not read: it is counted (``chainlat.stream.events_skipped``
 on the span) and the stream goes on, passed to the application untouched."""
-STREAM_EVENTS_SKIPPED: Final = "chainlat.stream.events_skipped"
+STREAM_EVENTS_SKIPPED: Final = attr.STREAM_EVENTS_SKIPPED
 
 
 class _LineDecoder:
