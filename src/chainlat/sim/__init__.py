@@ -177,6 +177,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from chainlat._core.errors import ProfileError
+from chainlat._runtime.scrubbing import install_log_scrubber
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
 from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, load_profiles
@@ -191,6 +192,7 @@ __all__ = ["DEFAULT_PROFILES", "ModelProfile", "ProfileError", "SimServer", "loa
 ModelProfile.__module__ = load_profiles.__module__ = __name__
 
 logger = logging.getLogger("chainlat.sim")
+install_log_scrubber(logger)  # a logger's filters do not apply to its children's records
 
 _TRACER_SCOPE = "chainlat.sim"
 
