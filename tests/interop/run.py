@@ -149,7 +149,17 @@ def _pip(python: Path, args: list[str], stack: str) -> None:
     except subprocess.TimeoutExpired:
         raise SetupError(f"{stack}: pip install did not finish in {SETUP_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        raise SetupError(f"{stack}: pip install failed: {_last_line(done.stderr + done.stdout)}")
+        output = done.stderr + done.stdout
+        if any(sign in output for sign in _NO_NETWORK):
+            hint = " (the package index cannot be reached)"
+        elif "No matching distribution" in output:
+            hint = " (no package index reachable, or a pin it does not have)"
+        else:
+            hint = ""
+        raise SetupError(f"{stack}: pip install failed{hint}: {_last_line(output)}")
+
+
+_NO_NETWORK = ("NewConnectionError", "Failed to establish", "Could not fetch URL", "ConnectTimeout")
 
 
 def _digest(path: Path) -> str:
