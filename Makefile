@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: system-deps install demo test unit lint format bench integration jaeger clean
+.PHONY: system-deps install demo test unit lint format bench integration interop interop-report jaeger clean
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ format: install
 	$(BIN)/ruff check --fix src tests examples benchmarks
 
 unit: install  ## the test suite without the Jaeger / Collector integration tests
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -m "not integration and not interop"
 
 system-deps:  ## Debian packages for the tests (Chromium for the HTML report check)
 	scripts/system-deps.sh
@@ -36,7 +36,13 @@ system-deps:  ## Debian packages for the tests (Chromium for the HTML report che
 test: lint system-deps  ## lint, type check, the whole test suite
 	@if command -v go >/dev/null 2>&1; then collector/build.sh; \
 	else echo "no Go toolchain: the Jaeger / Collector integration tests will skip"; fi
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not interop"
+
+interop: install  ## the framework interop matrix as tests (one cached venv per stack)
+	$(BIN)/pytest -m interop tests/test_interop.py
+
+interop-report: install  ## the interop matrix, one line per stack and case, results in interop-results/
+	$(BIN)/python tests/interop/run.py --stack all --repo . --out interop-results
 
 jaeger:  ## build the Jaeger v2 binary once (cached in ~/.cache/chainlat/bin)
 	collector/build.sh

@@ -94,6 +94,7 @@ def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
     assert files["data-broken"].read_text() == '[workflows."my agent"]\np50 = { data = "15.0ms" }\n'
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_is_read_like_the_reference(stack: str, tmp_path: Path) -> None:
     """Every case of the stack is right and judged (see tests/interop/README.md)."""
