@@ -4,29 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chainlat._core.rollup import Rollup, SpanKindLabel, SpanRecord, classify, compute_rollup
-
-MS = 1_000_000
-
-
-def rec(
-    span_id: int,
-    parent: int | None,
-    name: str,
-    start_ms: float,
-    end_ms: float,
-    kind: SpanKindLabel | None = None,
-    **extra: object,
-) -> SpanRecord:
-    return SpanRecord(
-        span_id,
-        parent,
-        name,
-        round(start_ms * MS),
-        round(end_ms * MS),
-        kind,
-        **extra,  # type: ignore[arg-type]
-    )
+from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup
+from support.records import rec
 
 
 def roll(root_end_ms: float, *spans: SpanRecord) -> Rollup:

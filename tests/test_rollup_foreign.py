@@ -5,31 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from chainlat._core.rollup import Rollup, SpanKindLabel, SpanRecord, compute_rollup, find_twins
+from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup, find_twins
 from chainlat._core.runs import steps_of
-
-MS = 1_000_000
-
-
-def rec(
-    span_id: int,
-    parent: int | None,
-    name: str,
-    start_ms: float,
-    end_ms: float,
-    kind: SpanKindLabel | None = None,
-    **extra: object,
-) -> SpanRecord:
-    return SpanRecord(
-        span_id,
-        parent,
-        name,
-        round(start_ms * MS),
-        round(end_ms * MS),
-        kind,
-        **extra,  # type: ignore[arg-type]
-    )
-
+from support.records import rec
 
 ROOT = rec(1, None, "invoke_workflow w", 0, 100, "workflow", source="chainlat")
 
