@@ -697,12 +697,18 @@ def test_connection_refused_gives_an_error_span_and_the_same_exception(live: Cap
 def test_a_timeout_gives_an_error_span_and_the_same_exception(
     sim: SimServer, live: Capture
 ) -> None:
-    options: dict[str, Any] = {"timeout": 0.2, "default_headers": {"x-sim-delay-ms": "1000"}}
+    stall_ms = 5000.0
+    options: dict[str, Any] = {
+        "timeout": 0.2,
+        "default_headers": {"x-sim-delay-ms": str(int(stall_ms))},
+    }
     traced = openai_client(sim, live).with_options(**options)
     check_same(*call_both(traced, plain_client(sim.base_url + "/v1", **options)))
     span = error_span(live)
     assert (span.attributes or {})[attr.ERROR_TYPE] == "httpx2.ReadTimeout"
-    assert 200.0 - EARLY_MS <= latency(span)["wait"] <= 200.0 + 3 * LATE_MS
+    # Never before the 200 ms timeout; and the span ended at the timeout, not when the
+    # stalled server would have answered (load can delay the timeout, never by seconds).
+    assert 200.0 - EARLY_MS <= latency(span)["wait"] < stall_ms, latency(span)
 
 
 @pytest.mark.parametrize("status", [429, 500])
@@ -738,9 +744,9 @@ def test_a_stream_cut_midway_gives_an_error_span_and_the_same_exception(
     # Floors: the first and the fifth chunk never come before the server sent them.
     assert found["ttft"] >= FIRST_TOKEN_MS - EARLY_MS
     assert found["ttft"] + found["generation"] >= FIRST_TOKEN_MS + 4 * DECODE_MS - EARLY_MS
-    # Gross errors only (one run, not the best of several): a phase missing or counted twice.
-    assert found["ttft"] <= FIRST_TOKEN_MS + 3 * LATE_MS
-    assert 0 < found["generation"] <= 4 * DECODE_MS + 3 * LATE_MS
+    # One run, not the best of several, so no window: only that the generation ended
+    # at the cut (4 decode steps after the first chunk), not a whole answer's later.
+    assert 0 < found["generation"] < GENERATION_MS
 
 
 # --- privacy -----------------------------------------------------------------------------------
