@@ -66,7 +66,7 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
 def runs_of(path: str) -> dict[str, Any]:
     """The top-level runs of one file, or ``{"error": ...}``."""
     try:
-        runs = [r for r in read_runs([path]) if not r.nested]
+        runs = [r for r in read_runs([path], roots=True) if not r.nested]
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: list[dict[str, Any]] = []

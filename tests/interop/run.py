@@ -291,7 +291,14 @@ def check(venv: Path, traces: Path, budgets: dict[str, Path]) -> dict[str, int]:
     """``chainlat check``'s exit code for each budget file (the checks run side by side)."""
 
     def one(path: Path) -> int:
-        argv = [str(_bin(venv, "chainlat")), "check", str(traces), "--budgets", str(path)]
+        argv = [
+            str(_bin(venv, "chainlat")),
+            "check",
+            str(traces),
+            "--budgets",
+            str(path),
+            "--roots",
+        ]
         done = subprocess.run([*argv, "--no-progress"], capture_output=True, text=True, timeout=120)
         path.with_suffix(f".{traces.stem}.out").write_text(done.stdout + done.stderr)
         return done.returncode
