@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -25,6 +20,7 @@ from chainlat.traces import (
     read_runs,
     read_traces,
 )
+from support import FakeJaeger, StartFakeJaeger
 from tracegen import DATA_DIR, ChatRun, write_runs
 
 RUNS = [
@@ -300,84 +296,8 @@ def test_bad_span_id_names_its_key_path(tmp_path: Path) -> None:
 # --- Jaeger's HTTP API --------------------------------------------------------------------
 
 
-class FakeJaeger(ThreadingHTTPServer):
-    """Answers like Jaeger's query service: api/v3 (OTLP JSON) and/or the v1 /api/traces.
-
-    api/v3 answers the Collector test file for service ``support-api``, or ``otlp``
-    (one OTLP/JSON request) for ``service`` when given.
-    """
-
-    def __init__(
-        self, *, v3: bool, otlp: dict[str, Any] | None = None, service: str = "support-api"
-    ) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.v3 = v3
-        self.otlp = otlp
-        self.service = service
-        self.requests: list[tuple[str, dict[str, list[str]]]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeJaeger
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: object | str) -> None:
-        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        url = urlparse(self.path)
-        query = parse_qs(url.query)
-        self.server.requests.append((url.path, query))
-        service = (query.get("query.service_name") or query.get("service") or [""])[0]
-        if url.path == "/api/v3/traces" and self.server.v3:
-            if service != self.server.service:
-                self._send(404, {"error": {"httpCode": 404, "message": "No traces found"}})
-                return
-            merged = self.server.otlp
-            if merged is None:
-                lines = (DATA_DIR / "collector-traces.jsonl").read_text().splitlines()
-                merged = {
-                    "resourceSpans": [rs for ln in lines for rs in json.loads(ln)["resourceSpans"]]
-                }
-            self._send(200, {"result": merged})
-        elif url.path == "/api/traces":
-            if service != "support-bot":
-                self._send(404, {"data": None, "errors": [{"code": 404, "msg": "not found"}]})
-                return
-            self._send(200, json.loads((DATA_DIR / "jaeger-traces.json").read_text()))
-        else:
-            self._send(404, "404 page not found\n")
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FakeJaeger] = []
-
-    def start(*, v3: bool, **answer: Any) -> FakeJaeger:
-        server = FakeJaeger(v3=v3, **answer)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def test_jaeger_api_v3(serve: Any) -> None:
-    jaeger: FakeJaeger = serve(v3=True)
+def test_jaeger_api_v3(fake_jaeger: StartFakeJaeger) -> None:
+    jaeger: FakeJaeger = fake_jaeger(v3=True)
     source = JaegerSource(jaeger.url, "support-api", lookback="2h", limit=20)
     runs = list(source.runs())
     assert [r.total_ms for r in runs] == [500.0, 300.0]
@@ -392,14 +312,14 @@ def test_jaeger_api_v3(serve: Any) -> None:
     assert len(jaeger.requests) == 1
 
 
-def test_jaeger_v3_without_traces_is_an_empty_answer(serve: Any) -> None:
-    jaeger: FakeJaeger = serve(v3=True)
+def test_jaeger_v3_without_traces_is_an_empty_answer(fake_jaeger: StartFakeJaeger) -> None:
+    jaeger: FakeJaeger = fake_jaeger(v3=True)
     assert list(JaegerSource(jaeger.url, "quiet").runs()) == []
     assert [p for p, _ in jaeger.requests] == ["/api/v3/traces"]
 
 
-def test_jaeger_falls_back_to_the_v1_api(serve: Any) -> None:
-    jaeger: FakeJaeger = serve(v3=False)
+def test_jaeger_falls_back_to_the_v1_api(fake_jaeger: StartFakeJaeger) -> None:
+    jaeger: FakeJaeger = fake_jaeger(v3=False)
     source = JaegerSource(jaeger.url, "support-bot", lookback="30m", limit=5)
     assert [r.total_ms for r in source.runs()] == [400.0, 900.0]
     assert source.api == "v1"
