@@ -444,6 +444,10 @@ def _names_in_file(path: Path) -> list[str]:
 
     names: list[str] = []
     for line in path.read_text().splitlines():
+        if not line:
+            # A writer that finds the file ending mid-line (another process's append seen
+            # half done) starts on a new line; readers skip the blank line that leaves.
+            continue
         for rs in json.loads(line)["resourceSpans"]:
             for ss in rs["scopeSpans"]:
                 names.extend(span["name"] for span in ss["spans"])
