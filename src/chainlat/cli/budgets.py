@@ -101,14 +101,9 @@ def add_commands(sub: Any) -> None:
 
 
 def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = False) -> Any:
-    for source in sources:
-        if not roots:
-            yield from source.runs(counters)
-            continue
-        for trace in source.traces(counters):
-            runs = trace.workflow_runs(roots=True)
-            counters.workflows += len(runs)
-            yield from runs
+    from chainlat.traces import read_runs
+
+    return read_runs(sources, counters=counters, roots=roots)
 
 
 def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputError:

@@ -74,6 +74,7 @@ from chainlat.traces._assemble import (
     ReadCounters,
     Trace,
     TraceSource,
+    runs_of,
 )
 from chainlat.traces._files import FileSource
 from chainlat.traces._jaeger import JaegerSource, parse_lookback
@@ -191,10 +192,7 @@ def read_runs(
     counters = counters if counters is not None else ReadCounters()
     for source in _opened(sources, settle_lines, idle_lines, progress):
         if outcomes or roots:
-            for trace in source.traces(counters):
-                runs = trace.workflow_runs(roots=roots)
-                counters.workflows += len(runs)
-                yield from runs
+            yield from runs_of(source.traces(counters), counters, roots=roots)
         else:
             yield from source.runs(counters)
 

@@ -134,9 +134,12 @@ class TraceSource(Protocol):
         ...
 
 
-def runs_of(traces: Iterable[Trace], counters: ReadCounters) -> Iterator[WorkflowRun]:
+def runs_of(
+    traces: Iterable[Trace], counters: ReadCounters, *, roots: bool = False
+) -> Iterator[WorkflowRun]:
+    """The runs of each trace in turn, counted (see :meth:`Trace.workflow_runs`)."""
     for trace in traces:
-        runs = trace.workflow_runs()
+        runs = trace.workflow_runs(roots=roots)
         counters.workflows += len(runs)
         yield from runs
 
