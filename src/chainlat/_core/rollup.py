@@ -199,6 +199,20 @@ def source_of(attributes: Mapping[str, object]) -> str:
     return "other"
 
 
+def call_details(
+    attributes: Mapping[str, object],
+) -> tuple[int | None, int | None, float | None, str | None, str]:
+    """What any convention says of a model call: input and output tokens, time to first
+    token (ms), model and the source convention."""
+    return (
+        conventions.input_tokens_of(attributes),
+        conventions.output_tokens_of(attributes),
+        conventions.ttft_ms_of(attributes),
+        conventions.model_of(attributes),
+        source_of(attributes),
+    )
+
+
 def call_record(
     span_id: int,
     parent_id: int | None,
@@ -209,10 +223,11 @@ def call_record(
     attributes: Mapping[str, object],
     ttft_ms: float | None = None,
 ) -> SpanRecord:
-    """A span's record with what any convention says of a model call: tokens, model, TTFT."""
+    """A span's record, with :func:`call_details` for a model call."""
+    cache_hit = attributes.get(attr.CACHE_HIT) is True
     if kind != "inference":
-        return SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind,
-                          attributes.get(attr.CACHE_HIT) is True)  # fmt: skip
+        return SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
+    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
     return SpanRecord(
         span_id,
         parent_id,
@@ -220,12 +235,12 @@ def call_record(
         start_ns,
         end_ns,
         kind,
-        attributes.get(attr.CACHE_HIT) is True,
-        conventions.input_tokens_of(attributes),
-        conventions.output_tokens_of(attributes),
-        ttft_ms if ttft_ms is not None else conventions.ttft_ms_of(attributes),
-        conventions.model_of(attributes),
-        source_of(attributes),
+        cache_hit,
+        tokens_in,
+        tokens_out,
+        ttft_ms if ttft_ms is not None else ttft,
+        model,
+        source,
     )
 
 

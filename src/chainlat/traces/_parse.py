@@ -18,7 +18,7 @@ from typing import Any, Final
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import shown
-from chainlat._core.rollup import SpanRecord, call_record, classify
+from chainlat._core.rollup import SpanRecord, call_details, call_record, classify
 from chainlat._core.runs import TracedSpan
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -393,13 +393,10 @@ def _common_otlp_span(
             tokens_out = found.get(_TOKENS_OUT)
             cache_hit = found.get(_CACHE_HIT) is True
             if kind == "inference":
-                # Tokens, first token, model and source by any convention; the record
-                # is made below as for every span.
-                foreign = call_record(0, None, "", 0, 0, kind, found)
-                tokens_in, tokens_out = foreign.input_tokens, foreign.output_tokens
+                # Tokens, first token, model and source by any convention.
+                tokens_in, tokens_out, call_ttft, model, source = call_details(found)
                 if ttft is None:
-                    ttft = foreign.ttft_ms
-                model, source = foreign.model, foreign.source
+                    ttft = call_ttft
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
