@@ -213,6 +213,7 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
         if rec.parent_id is not None and rec.span_id != root.span_id:
             by_parent.setdefault(rec.parent_id, []).append(rec)
     found: list[StepTiming] = []
+    position: dict[int, int] = {}  # span id -> index in ``found``, for twins
     # Each frame: a span, the kind of the innermost step around it ("" for
     # none), the depth a step found below it gets, and the index in ``found``
     # of the step that owns it (-1: the workflow itself).
@@ -241,6 +242,7 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         cache_hit=rec.cache_hit,
                     )
                 )
+                position[rec.span_id] = len(found) - 1
                 # As in the rollup, a nested workflow takes the kind around it.
                 inner = kind if kind in _COUNTED else around
                 stack.append((rec, inner, depth + 1, len(found) - 1))
@@ -264,31 +266,36 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                     )
             stack.append((rec, around, depth, owner))
     if twins:
-        _merge_twins(found, twins, records)
+        _merge_twins(found, position, twins, records)
     found.sort(key=_start_then_depth)  # stable: ties keep the order found
     return tuple(found)
 
 
 def _merge_twins(
-    found: list[StepTiming], twins: Mapping[int, SpanRecord], records: Iterable[SpanRecord]
+    found: list[StepTiming],
+    position: Mapping[int, int],
+    twins: Mapping[int, SpanRecord],
+    records: Iterable[SpanRecord],
 ) -> None:
-    """Give each counted call the first token and cache hit its twin saw, and its extent."""
-    index = {(s.name, s.start_ns): i for i, s in enumerate(found)}
+    """Give each counted call the extent, first token and cache hit its twin saw."""
     for rec in records:
         primary = twins.get(rec.span_id)
-        if primary is None:
-            continue
-        i = index.get((primary.name, primary.start_ns))
+        i = position.get(primary.span_id) if primary is not None else None
         if i is None:
             continue
         step = found[i]
-        ttft = step.ttft_ms
-        if ttft is None and rec.ttft_ms is not None:
-            ttft = (rec.start_ns - step.start_ns) / _NS_PER_MS + rec.ttft_ms
+        start_ns = min(step.start_ns, rec.start_ns)
+        # A first token is timed from the step's start, which the twin may move earlier.
+        if step.ttft_ms is not None:
+            ttft: float | None = step.ttft_ms + (step.start_ns - start_ns) / _NS_PER_MS
+        elif rec.ttft_ms is not None:
+            ttft = (rec.start_ns - start_ns) / _NS_PER_MS + rec.ttft_ms
+        else:
+            ttft = None
         found[i] = StepTiming(
             step.name,
             step.kind,
-            min(step.start_ns, rec.start_ns),
+            start_ns,
             max(step.end_ns, rec.end_ns),
             step.depth,
             ttft,
