@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import chainlat
-from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import Capture
 from chainlat.traces import (
     KEPT_ATTRIBUTES,
@@ -21,7 +20,7 @@ from chainlat.traces import (
     read_traces,
 )
 from support import FakeJaeger, StartFakeJaeger
-from tracegen import DATA_DIR, ChatRun, write_runs
+from tracegen import DATA_DIR, ChatRun, graded_file, write_runs
 
 RUNS = [
     ChatRun(retrieve_ms=100, ttft_ms=80, chat_ms=300, glue_ms=10),
@@ -126,31 +125,6 @@ def test_pretty_printed_otlp_document(tmp_path: Path) -> None:
 
 
 # --- whole traces -------------------------------------------------------------------------
-
-
-def graded_file(cap: Capture, path: Path, *, gap_lines: int) -> Path:
-    """Two runs, one span per line; ``gap_lines`` lines later, their outcome spans.
-
-    As when answers are graded after the runs, in the same process: the outcome
-    spans reach the file long after their traces' roots.
-    """
-    p = cap.provider
-    for variant in ("large", "small"):
-        with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run:
-            cap.clock.advance(1)
-            with chainlat.inference("big", tracer_provider=p) as call:
-                cap.clock.advance(5)
-                call.record_usage(100, 10)
-        context = run.span.get_span_context()
-        chainlat.record_outcome(
-            context.trace_id, success=variant == "large", score=0.5, tracer_provider=p
-        )
-    runs = [s for s in cap.spans() if s.name != "record_outcome"]
-    outcomes = [s for s in cap.spans() if s.name == "record_outcome"]
-    lines = [json.dumps(encode_request([span])) for span in runs]
-    lines += [""] * gap_lines + [json.dumps(encode_request(outcomes))]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_each_trace_gets_its_outcome_spans_however_late(cap: Capture, tmp_path: Path) -> None:
