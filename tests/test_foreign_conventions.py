@@ -26,9 +26,11 @@ OPENINFERENCE_LLM: Attributes = {
 }
 
 
-def _agent(cap: Capture) -> None:
+def _agent(cap: Capture, *, http: bool = False) -> None:
     """retrieval 10 ms, a model call seen twice (framework 40 ms, wire 36 ms), a tool 5 ms,
-    all under a LangGraph chain span that ends last."""
+    all under a LangGraph chain span that ends last. ``http``: the second span of the call
+    carries the HTTP request method, as chainlat.httpx writes it (else it is a model call
+    span of another instrumentation)."""
     p, clock = cap.provider, cap.clock
     oi = p.get_tracer("openinference.instrumentation.langchain")
     wire = p.get_tracer("chainlat")
@@ -57,6 +59,7 @@ def _agent(cap: Capture) -> None:
             "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
             "gen_ai.usage.input_tokens": 120,
             "gen_ai.usage.output_tokens": 30,
+            **({"http.request.method": "POST"} if http else {}),
         },
         start_time=clock.advance(2),
     )
@@ -83,6 +86,27 @@ def test_openinference_spans_and_the_wire_span_roll_up_inside_a_workflow(cap: Ca
     assert (r.data_ms, r.inference_ms, r.tool_ms) == (10, 40, 5)
     assert r.overhead_ms == r.total_ms - 55
     assert r.critical_path == ("retrieve", "ChatOpenAI", "lookup")
+
+
+def test_the_wire_span_beside_a_callback_span_times_the_call_live_and_read_back(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """The framework's 4 ms around the HTTP call are overhead, as for the plain SDK."""
+    with chainlat.workflow("agent", tracer_provider=cap.provider) as run:
+        _agent(cap, http=True)
+        cap.clock.advance(1)
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(str(path))
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    [read] = read_runs([path])
+    assert run.rollup is not None
+    for r in (run.rollup, read.recomputed_rollup()):
+        assert (r.inference_count, r.data_count, r.tool_count) == (1, 1, 1)
+        assert (r.input_tokens, r.output_tokens) == (120, 30)
+        assert (r.data_ms, r.inference_ms, r.tool_ms) == (10, 36, 5)
+        assert r.overhead_ms == r.total_ms - 51
+        assert r.critical_path == ("retrieve", "ChatOpenAI", "lookup")
 
 
 def test_the_same_trace_read_back_without_a_workflow_is_a_run_of_its_chain(

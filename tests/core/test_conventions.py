@@ -15,6 +15,7 @@ from chainlat._core.conventions import (
     KEYS,
     classify,
     input_tokens_of,
+    is_http_level,
     is_run_root,
     model_of,
     output_tokens_of,
@@ -782,6 +783,7 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     input_tokens_of(recording)
     output_tokens_of(recording)
     ttft_ms_of(recording)
+    is_http_level(recording)
     return recording.asked
 
 

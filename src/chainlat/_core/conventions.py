@@ -59,6 +59,9 @@ StepKind = Literal["inference", "data", "tool", "workflow"]
 # --- chainlat's own ---------------------------------------------------------------
 STEP_KIND: Final = "chainlat.step.kind"
 LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+"""On a model call, the mark of one traced at the HTTP level (chainlat.httpx): it times the
+call as the server answered it, where a framework's span around it adds its own work."""
 
 # --- OpenTelemetry GenAI semantic conventions --------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -171,7 +174,7 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                 },
             }
         ),
-        reads=(LATENCY_TTFT_MS,),
+        reads=(LATENCY_TTFT_MS, HTTP_REQUEST_METHOD),
     ),
     Convention(
         name="gen_ai",
@@ -629,6 +632,17 @@ def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
         30
     """
     return _first_count(attributes, _OUTPUT_TOKEN_KEYS)
+
+
+def is_http_level(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call was traced at the HTTP level (``http.request.method``, as
+    chainlat.httpx writes it): such a span times the call as the server answered it.
+
+    Example:
+        >>> is_http_level({"chainlat.step.kind": "inference", "http.request.method": "POST"})
+        True
+    """
+    return HTTP_REQUEST_METHOD in attributes
 
 
 def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:

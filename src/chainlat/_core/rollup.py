@@ -13,7 +13,9 @@ total. Spans that are not steps (HTTP client spans, framework spans) are
 transparent: the walk goes through them, their own time belongs to the step
 around them, or to overhead. A step nested in a step of the same kind (the
 HTTP-level model call inside a hand-written ``chainlat.inference``) is the
-same operation seen twice and is counted once.
+same operation seen twice and is counted once; when one of its spans is
+HTTP-level, the wire times it: the other spans' extra time is the client's
+work, not the model's (docs/attributes.md, rules of the rollup).
 """
 
 from __future__ import annotations
@@ -180,11 +182,17 @@ classify: Final = conventions.classify
 (see :mod:`chainlat._core.conventions` and docs/integrations.md)."""
 
 
+WIRE: Final = "http"
+"""The source of a model call traced at the HTTP level (``chainlat.instrument_httpx()``):
+the span that times the call as the server answered it (see `compute_rollup`)."""
+
+
 def source_of(attributes: Mapping[str, object]) -> str:
     """The convention a span's kind came from: two instrumentations of one call differ here.
 
     Another convention's marker wins over ``chainlat.step.kind``, which chainlat's span
-    processor adds to the foreign steps of a workflow.
+    processor adds to the foreign steps of a workflow. A model call that carries an HTTP
+    request method was traced at the wire: its source is `WIRE`.
     """
     if conventions.OPENINFERENCE_SPAN_KIND in attributes:
         return "openinference"
@@ -192,6 +200,8 @@ def source_of(attributes: Mapping[str, object]) -> str:
         return "langsmith"
     if conventions.TRACELOOP_SPAN_KIND in attributes or conventions.LLM_REQUEST_TYPE in attributes:
         return "traceloop"
+    if conventions.is_http_level(attributes):
+        return WIRE
     if conventions.STEP_KIND in attributes:
         return "chainlat"
     if conventions.GEN_AI_OPERATION_NAME in attributes:
@@ -264,21 +274,29 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
     overlap in time, for the same model. Whatever their parent links, the longer one
     counts and the other is the same call seen twice. Spans of one source are never
     twins: two parallel calls of one model are two calls. Each span is the twin of
-    at most one other, matched by the largest overlap (at least half the shorter).
+    at most one other, matched by the same input tokens first, then by the largest
+    overlap (at least half the shorter).
+
+    A call nested in another call (through transparent spans) is that call seen twice
+    already (rule 1 of the rollup), so it is nobody's twin: matching it by time alone
+    could pair it with a parallel call's span, and give each call the other's tokens.
     """
-    calls = [r for r in spans if r.kind == "inference" and r.span_id != root_id]
+    records = spans if isinstance(spans, list) else list(spans)
+    calls = [r for r in records if r.kind == "inference" and r.span_id != root_id]
     if len(calls) < 2:
         return {}
     first = calls[0].source
     if all(r.source == first for r in calls):
         return {}  # the common case: one instrumentation
+    by_id = {r.span_id: r for r in records}
+    calls = [r for r in calls if not _inside_call(r, by_id, root_id)]
     calls.sort(key=lambda r: (r.start_ns - r.end_ns, r.start_ns, r.span_id))  # longest first
     primaries: list[SpanRecord] = []
     matched: set[tuple[int, str | None]] = set()  # (primary, source) pairs already used
     twins: dict[int, SpanRecord] = {}
     for rec in calls:
         best: SpanRecord | None = None
-        best_overlap = 0
+        best_rank = (0, 0)
         duration = rec.end_ns - rec.start_ns
         for primary in primaries:
             if primary.source == rec.source or (primary.span_id, rec.source) in matched:
@@ -286,14 +304,39 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
             if not _same_model(primary.model, rec.model):
                 continue
             overlap = min(primary.end_ns, rec.end_ns) - max(primary.start_ns, rec.start_ns)
-            if overlap > best_overlap and 2 * overlap >= duration:
-                best, best_overlap = primary, overlap
+            if overlap <= 0 or 2 * overlap < duration:
+                continue
+            rank = (_same_tokens(primary, rec), overlap)
+            if best is None or rank > best_rank:
+                best, best_rank = primary, rank
         if best is None:
             primaries.append(rec)
         else:
             matched.add((best.span_id, rec.source))
             twins[rec.span_id] = best
     return twins
+
+
+def _inside_call(rec: SpanRecord, by_id: Mapping[int, SpanRecord], root_id: int) -> bool:
+    """Whether ``rec`` lies in a model call: its nearest data, tool or inference ancestor
+    (transparent spans and workflows looked through, as the rollup does) is inference."""
+    parent = by_id.get(rec.parent_id) if rec.parent_id is not None else None
+    for _ in range(len(by_id)):  # bounded: a malformed trace may have a cycle
+        if parent is None or parent.span_id == root_id:
+            return False
+        if parent.kind == "inference":
+            return True
+        if parent.kind in ("data", "tool"):
+            return False
+        parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+    return False
+
+
+def _same_tokens(a: SpanRecord, b: SpanRecord) -> int:
+    """1 when both spans count the same input tokens, -1 when they differ, 0 when unknown."""
+    if a.input_tokens is None or b.input_tokens is None:
+        return 0
+    return 1 if a.input_tokens == b.input_tokens else -1
 
 
 def _same_model(a: str | None, b: str | None) -> bool:
@@ -324,6 +367,7 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     root_id = root.span_id
     records = spans if isinstance(spans, list) else list(spans)
     by_parent: dict[int, list[SpanRecord]] = {}
+    wires: list[SpanRecord] = []
     for rec in records:
         parent_id = rec.parent_id
         if parent_id is not None and rec.span_id != root_id:
@@ -332,13 +376,18 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                 by_parent[parent_id] = [rec]
             else:
                 siblings.append(rec)
+        if rec.source == WIRE:
+            wires.append(rec)
     twins = find_twins(root_id, records)
     widened: dict[int, tuple[int, int]] = {}
     twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
     for twin_id, primary in twins.items():
+        if primary.source == WIRE:
+            continue  # the wire times the call: its twin's extra time is not the model's
         twin = twin_records[twin_id]
         low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
         widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
+    wire_timed = _timed_by_wire(root_id, records, wires, twins, by_parent) if wires else set()
 
     top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
     counts = {"inference": 0, "data": 0, "tool": 0}
@@ -386,6 +435,13 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                 assert kind is not None
                 attribution: str = kind
                 counted = p_attribution != kind
+                if wire_timed and kind == "inference":
+                    if span_id in wire_timed:
+                        # The wire times the call: the instants no wire span of it covers
+                        # are the client's work, as the kind around says (overhead).
+                        attribution = p_attribution
+                    if p_owner is not None and p_owner.rec.span_id in wire_timed:
+                        counted = False  # the same call, as it reached the wire
             else:
                 attribution = p_attribution
                 counted = kind == "workflow"
@@ -408,10 +464,11 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                     key = group.rec.span_id
                     group_of[span_id] = key
                     _add_usage(rec, key, tokens_in, tokens_out, cached)
-            if kind is None:
-                # Transparent: its children take its place among its parent's children,
-                # so a framework span that ends last cannot hide the steps beside it
-                # from the critical path; its own time is its parent's either way.
+            if kind is None or (kind == "workflow" and span_id in by_parent):
+                # Transparent, or a nested workflow (whose own time is not a step's
+                # either): its children take its place among its parent's children, so a
+                # framework span that ends last cannot hide the steps beside it from the
+                # critical path; its own time is its parent's either way.
                 node.kids = p_kids
             else:
                 p_kids.append(node)
@@ -459,6 +516,53 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         output_tokens=sum(tokens_out.get(k, 0) for k in call_keys),
         critical_path=tuple(path),
     )
+
+
+def _timed_by_wire(
+    root_id: int,
+    records: list[SpanRecord],
+    wires: list[SpanRecord],
+    twins: dict[int, SpanRecord],
+    by_parent: dict[int, list[SpanRecord]],
+) -> set[int]:
+    """The model calls that a wire-level span times, by span id (see `compute_rollup`).
+
+    For each HTTP-level model call: every inference span around it (through transparent
+    spans and workflows) is the same call, and so is the span whose twin it is, or whose
+    twin holds it. A wire span that is such a span's twin beside it, not inside it, is
+    moved under it (in ``by_parent``, and out of ``twins``), so the walk finds it there.
+    """
+    by_id = {r.span_id: r for r in records}
+    timed: set[int] = set()
+    for wire in wires:
+        if wire.kind != "inference" or wire.span_id == root_id:
+            continue
+        outer: SpanRecord | None = None
+        parent = by_id.get(wire.parent_id) if wire.parent_id is not None else None
+        for _ in range(len(by_id)):  # bounded: a malformed trace may have a cycle
+            if parent is None or parent.span_id == root_id or parent.kind in ("data", "tool"):
+                break
+            if parent.kind == "inference" and parent.source != WIRE:
+                timed.add(parent.span_id)
+                if outer is None:
+                    outer = parent
+            parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+        call = twins.get(wire.span_id) if outer is None else twins.get(outer.span_id, outer)
+        if call is None or call.source == WIRE:
+            continue  # a call of its own, or the wire span counts and times it
+        timed.add(call.span_id)
+        if outer is None or call is not outer:
+            # Beside the call's span: moved under it (the call's interval covers it).
+            parent_id = wire.parent_id if outer is None else outer.parent_id
+            moved = wire if outer is None else outer
+            siblings = by_parent.get(parent_id, []) if parent_id is not None else []
+            for i, sibling in enumerate(siblings):
+                if sibling is moved:
+                    del siblings[i]
+                    by_parent.setdefault(call.span_id, []).append(moved)
+                    break
+            twins.pop(moved.span_id, None)
+    return timed
 
 
 def _add_usage(
