@@ -75,13 +75,63 @@ def test_tokens_may_be_what_the_framework_sent() -> None:
 
 
 def test_tolerance_adds_the_noise_and_the_frameworks_own_time() -> None:
-    """Inference may differ by the framework's time per call on the critical path, plus noise."""
-    reference = {**_run_dict(), "spread_ms": {"inference": 1.5, "tool": 0.5}}
-    assert run.tolerance_ms("openai-v2", "inference", reference, 2.0) == (
-        11.5,
-        "2 + noise 1.5 + framework 4 x 2.0",
+    """Noise: 3 median absolute deviations of the reference's runs and the case's, combined,
+    plus the reference's drift. The framework's work inside its model-call spans (8 ms on
+    the critical path) is allowed on inference only where chainlat cannot see the wire,
+    on overhead always."""
+    reference = {
+        **_run_dict(),
+        "spread_ms": {"inference": 0.5, "tool": 0.5, "overhead": 1.0},
+        "drift_ms": {"inference": 1.0, "tool": 0.0, "overhead": 0.0},
+    }
+    case = {"spread_ms": {"inference": 0.0, "tool": 1.2, "overhead": 0.0}}
+    assert run.tolerance_ms("openai-v2", "inference", reference, 8.0, False, case) == (
+        12.5,
+        "2 + noise 2.5 + framework 8.0",
     )
-    assert run.tolerance_ms("openai-v2", "tool", reference, 2.0) == (2.5, "2 + noise 0.5")
+    assert run.tolerance_ms("openai-v2", "inference", reference, 8.0, True, case) == (
+        4.5,
+        "2 + noise 2.5",
+    )
+    assert run.tolerance_ms("openai-v2", "overhead", reference, 8.0, True, case) == (
+        13.0,
+        "2 + noise 3.0 + framework 8.0",
+    )
+    assert run.tolerance_ms("openai-v2", "tool", reference, 8.0, False, case) == (
+        pytest.approx(2 + 3 * 1.3),
+        "2 + noise 3.9",
+    )
+
+
+def test_the_reference_drift_is_how_far_its_median_moved() -> None:
+    before = [_run_dict(data=30.0), _run_dict(data=31.0), _run_dict(data=30.0)]
+    after = [_run_dict(data=36.0), _run_dict(data=35.0), _run_dict(data=36.0)]
+    reference = run.reference_of(before, after)
+    assert reference["drift_ms"]["data"] == 6.0
+    assert reference["split_ms"]["data"] == 33.0  # the median of all six
+    assert reference["spread_ms"]["data"] == 3.0
+
+
+def test_a_lost_step_is_wrong_whatever_the_noise() -> None:
+    """The kinds on the critical path, compared run by run: load moves times, never them."""
+    reference = {**_run_dict(), "path_kinds": ["data", "inference", "tool"]}
+    case = {**_run_dict(), "path_kinds": ["inference", "tool"]}
+    assert run.compare("x", reference, [case]) == [
+        "critical path inference, tool, reference data, inference, tool"
+    ]
+
+
+def test_a_case_timed_by_the_wire_gets_no_framework_time_on_inference() -> None:
+    """+httpx: the wire times the calls, so inference 6 ms over the reference is wrong even
+    when the framework spends 8 ms inside its spans; without the wire it is right."""
+    reference = _run_dict()
+    case = _run_dict()
+    case["split_ms"] = {**case["split_ms"], "inference": 306.0, "overhead": 39.0}
+    wired = {**case, "in_span_ms": 8.0}
+    assert run.compare("x", reference, [wired], in_span_ms=8.0) == [
+        "inference +6.0 ms (tolerance 2 + noise 0.0)"
+    ]
+    assert run.compare("x", reference, [case], in_span_ms=8.0) == []
 
 
 def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:

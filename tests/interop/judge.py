@@ -11,49 +11,62 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from dataclasses import replace
 from typing import Any
 
 from chainlat import WorkflowRun
-from chainlat._core.rollup import SpanRecord
+from chainlat._core.rollup import WIRE, Rollup, SpanRecord, compute_rollup
 from chainlat.traces import read_runs
 
 
 def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     """Model calls seen both by the framework and by chainlat at the wire (``+httpx``).
 
-    A call's HTTP-level span lies inside the framework's model-call span, as its
-    descendant, or only in time (OpenInference's LangChain spans are never current, so
-    the HTTP span is their sibling). Returns, per call seen twice, how much longer the
+    A call's HTTP-level span (source ``http``) lies inside the framework's model-call span,
+    as its descendant, or only in time (OpenInference's LangChain spans are never current,
+    so the HTTP span is their sibling). Returns, per call seen twice, how much longer the
     framework's span is (its own processing: time the reference, traced at the wire,
-    counts as overhead); and the tokens of the innermost spans (what the sim counted on
-    the wire), or None when no call was seen twice.
+    counts as overhead); and the tokens of the wire spans (what the sim counted), or None
+    when no call was seen twice.
     """
     records = {s.record.span_id: s.record for s in run.spans}
     calls = [r for r in records.values() if r.kind == "inference"]
     wraps: list[float] = []
-    outer_ids: set[int] = set()
+    wires: list[SpanRecord] = []
     for call in calls:
+        if call.source != WIRE:
+            continue
+        wires.append(call)
         outer = _inference_ancestor(call, records)
-        if outer is None and call.source == "chainlat":
+        if outer is None:
             around = [
                 o
                 for o in calls
-                if o.source != "chainlat"
-                and o.start_ns <= call.start_ns
-                and o.end_ns >= call.end_ns
+                if o.source != WIRE and o.start_ns <= call.start_ns and o.end_ns >= call.end_ns
             ]
             outer = min(around, key=lambda o: o.end_ns - o.start_ns) if around else None
         if outer is not None:
-            outer_ids.add(outer.span_id)
             wraps.append(((outer.end_ns - outer.start_ns) - (call.end_ns - call.start_ns)) / 1e6)
     if not wraps:
         return [], None
-    inner = [c for c in calls if c.span_id not in outer_ids]
     wire = {
-        "input": sum(c.input_tokens or 0 for c in inner),
-        "output": sum(c.output_tokens or 0 for c in inner),
+        "input": sum(c.input_tokens or 0 for c in wires),
+        "output": sum(c.output_tokens or 0 for c in wires),
     }
     return wraps, wire
+
+
+def framework_view(run: WorkflowRun) -> Rollup | None:
+    """The run as chainlat reads it from the framework's spans alone (its wire spans made
+    transparent), when it has wire spans: what the same run would read without
+    ``instrument_httpx``. Its inference minus the run's is the framework's own work inside
+    its model-call spans, on the critical path."""
+    records = run.records
+    calls = [r for r in records if r.kind == "inference"]
+    if not any(r.source == WIRE for r in calls) or all(r.source == WIRE for r in calls):
+        return None  # no wire span, or nothing but (the reference)
+    blind = [replace(r, kind=None) if r.source == WIRE else r for r in records]
+    return compute_rollup(run.root_record, blind)
 
 
 def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> SpanRecord | None:
@@ -61,6 +74,14 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
     while parent is not None and parent.kind != "inference":
         parent = records.get(parent.parent_id) if parent.parent_id is not None else None
     return parent
+
+
+def path_kinds(run: WorkflowRun) -> list[str]:
+    """The kinds of the steps on the run's critical path, in order (nested workflows, which
+    the path names too, left out): ``data, inference, tool, inference, inference,
+    inference`` for the agent. Machine noise moves times, never this."""
+    kinds = {step.name: step.kind for step in run.steps if step.kind != "workflow"}
+    return [kinds[name] for name in run.rollup.critical_path if name in kinds]
 
 
 def runs_of(path: str) -> dict[str, Any]:
@@ -73,6 +94,7 @@ def runs_of(path: str) -> dict[str, Any]:
     for run in sorted(runs, key=lambda r: r.start_ns):
         r = run.rollup
         wraps, wire = seen_twice(run)
+        blind = framework_view(run)
         out.append(
             {
                 "workflow": run.workflow,
@@ -90,7 +112,9 @@ def runs_of(path: str) -> dict[str, Any]:
                     "overhead": r.overhead_ms,
                 },
                 "critical_path": list(r.critical_path),
+                "path_kinds": path_kinds(run),
                 "llm_wrap_ms": statistics.median(wraps) if wraps else None,
+                "in_span_ms": None if blind is None else blind.inference_ms - r.inference_ms,
                 "wire_tokens": wire,
             }
         )

@@ -4,6 +4,13 @@ LiteLLM's ``completion`` is OpenAI-shaped, so the loop is the reference's
 (`_agent.plain_openai_agent`) with ``openai/<model>`` against the sim's ``api_base``;
 LiteLLM has no retriever or tool of its own, so those steps are chainlat's. The callback
 finds the global SDK provider and adds its spans to it.
+
+LiteLLM logs a streamed call when the stream ends, from a worker thread that does not
+carry the caller's OpenTelemetry context: its span lands in a trace of its own, outside
+the run (chainlat does not join traces by time: in a service, calls of concurrent
+requests overlap). LiteLLM takes an explicit parent from the call's metadata
+(``litellm_parent_otel_span``, read first by its OpenTelemetry callback), so the streamed
+call passes the current span, as a user of LiteLLM's callback must for streams.
 """
 
 # mypy: ignore-errors
@@ -30,11 +37,18 @@ def main() -> None:
     # the application's root) instead of a span of its own; documented for SDK callers.
     os.environ["USE_OTEL_LITELLM_REQUEST_SPAN"] = "true"
     import litellm
+    from opentelemetry import trace
 
     litellm.callbacks = ["otel"]
-    create = functools.partial(
+    complete = functools.partial(
         litellm.completion, api_base=case.base_url, api_key="sk-interop", num_retries=0
     )
+
+    def create(**kwargs):
+        if kwargs.get("stream"):
+            # The stream is logged off the caller's context: its parent, given explicitly.
+            kwargs["metadata"] = {"litellm_parent_otel_span": trace.get_current_span()}
+        return complete(**kwargs)
 
     def agent() -> None:
         with _agent.app_span():
