@@ -155,3 +155,37 @@ def test_an_invoke_agent_span_is_a_run_named_by_its_agent(cap: Capture, tmp_path
     assert (run.workflow, run.rollup.inference_ms, run.rollup.input_tokens) == ("support", 400, 5)
     [step] = run.steps
     assert step.ttft_ms == 250.0
+
+
+def test_a_call_written_after_its_workflow_ended_is_read_from_the_trace(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """LiteLLM writes a streamed call's span from a worker thread once the stream is done,
+    with the call's own times: the workflow has ended, so its live rollup missed the call;
+    the reader, finding more steps in the trace than the recorded rollup counted,
+    recomputes the run from the spans."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        workflow_span = trace.get_current_span()
+        start = clock()
+        clock.advance(50)
+    late = p.get_tracer("litellm").start_span(
+        "litellm_request",
+        context=trace.set_span_in_context(workflow_span),
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.usage.input_tokens": 53,
+        },
+        start_time=start + 5_000_000,
+    )
+    late.end(end_time=start + 45_000_000)
+    assert run.rollup is not None
+    assert run.rollup.inference_count == 0  # the live rollup could not see it
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(str(path))
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    [read] = read_runs([path])
+    assert (read.rollup.inference_count, read.rollup.input_tokens) == (1, 53)
+    assert read.rollup.inference_ms == 40

@@ -287,14 +287,22 @@ RECORDED_RUNS = 5
 machine's scheduling noise moves far less than it moves one run."""
 
 
-def run_recorded(case: Case, exporter: GatedExporter, agent: Any) -> None:
-    """Run ``agent()`` once as a warm-up, then `RECORDED_RUNS` times recorded."""
+def run_recorded(
+    case: Case, exporter: GatedExporter, agent: Any, drain: Callable[[], None] | None = None
+) -> None:
+    """Run ``agent()`` once as a warm-up, then `RECORDED_RUNS` times recorded.
+
+    ``drain``: called before the spans are flushed at exit, for a framework that writes
+    spans later, from threads of its own.
+    """
     with maybe_workflow(case):
         agent()
     exporter.open = True
     for _ in range(RECORDED_RUNS):
         with maybe_workflow(case):
             agent()
+    if drain is not None:
+        drain()
     chainlat.shutdown()
 
 

@@ -454,13 +454,18 @@ def runs_of_trace(
             if attr.CHAIN_TOTAL_MS in top.attributes
             else None
         )
+        steps = steps_of(root, records)
+        if recorded is not None and len(steps) > recorded.step_count:
+            # Steps the live rollup never saw: spans written after the workflow ended, with
+            # times inside it (LiteLLM logs a streamed call from a worker thread, later).
+            recorded = None
         variant = top.attributes.get(attr.VARIANT)
         success, score = outcomes[root.span_id]
         runs.append(
             WorkflowRun(
                 workflow=workflow_name(top),
                 rollup=recorded if recorded is not None else compute_rollup(root, records),
-                steps=steps_of(root, records),
+                steps=steps,
                 start_ns=root.start_ns,
                 end_ns=max(root.end_ns, root.start_ns),
                 trace_id=trace_id,

@@ -10,7 +10,9 @@ carry the caller's OpenTelemetry context: its span lands in a trace of its own, 
 the run (chainlat does not join traces by time: in a service, calls of concurrent
 requests overlap). LiteLLM takes an explicit parent from the call's metadata
 (``litellm_parent_otel_span``, read first by its OpenTelemetry callback), so the streamed
-call passes the current span, as a user of LiteLLM's callback must for streams.
+call passes the current span, as a user of LiteLLM's callback must for streams. That
+span is still written after the workflow ends, so the live rollup misses the call; the
+readers recompute a run whose trace holds more steps than its recorded rollup counted.
 """
 
 # mypy: ignore-errors
@@ -54,7 +56,14 @@ def main() -> None:
         with _agent.app_span():
             _agent.plain_openai_agent(create, model_prefix="openai/")
 
-    _agent.run_recorded(case, exporter, agent)
+    def drain() -> None:
+        # LiteLLM writes a streamed call's span from its logging thread pool, after the
+        # stream: wait for it before the script exits, or the last run's call is lost.
+        from litellm.litellm_core_utils.thread_pool_executor import executor
+
+        executor.shutdown(wait=True)
+
+    _agent.run_recorded(case, exporter, agent, drain)
 
 
 if __name__ == "__main__":
