@@ -28,6 +28,7 @@ from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.prices import Prices
 from chainlat._core.rollup import (
     Rollup,
     SpanRecord,
@@ -203,12 +204,35 @@ class BudgetViolation:
     workflow: str
     target: str
     limit_ms: float
+    """The limit; in ``unit`` (milliseconds for every latency limit)."""
     actual_ms: float
+    unit: Unit = "ms"
 
     def __str__(self) -> str:
         return (
-            f"{self.workflow}: {self.target} {self.actual_ms:.1f} ms > limit {self.limit_ms:g} ms"
+            f"{self.workflow}: {self.target} {amount(self.actual_ms, self.unit)} > "
+            f"limit {amount(self.limit_ms, self.unit, limit=True)}"
         )
+
+
+Unit = Literal["ms", "%", "USD"]
+"""What a limit's numbers are: milliseconds, percent of runs, US dollars."""
+
+
+def amount(value: float, unit: str, *, limit: bool = False) -> str:
+    """A measured value (one decimal) or a limit (as written) with its unit."""
+    if unit == "USD":
+        return f"${value:.6g}" if limit else f"${value:.4f}"
+    if unit == "%":
+        return f"{value:g}%" if limit else f"{value:.1f}%"
+    return f"{value:g} ms" if limit else f"{value:.1f} ms"
+
+
+def cost_of(run: WorkflowRun, prices: Prices | None) -> float | None:
+    """What a run's model calls cost: as recorded, else from its spans and ``prices``."""
+    if run.rollup.cost_usd is not None or not prices or not run.spans:
+        return run.rollup.cost_usd
+    return compute_rollup(run.root_record, run.records, prices=prices).cost_usd
 
 
 def step_key(name: str) -> str:

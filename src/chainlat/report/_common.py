@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from chainlat._core.runs import amount
 from chainlat._core.stats import (
     QUANTITIES,
     Summary,
@@ -87,8 +88,15 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def limit_text(value: float) -> str:
-    return f"{value:g} ms"
+def limit_text(value: float, unit: str = "ms") -> str:
+    return amount(value, unit, limit=True)
+
+
+def actual_text(value: float | None, unit: str = "ms") -> str:
+    """A measured value with its unit; a dash when there is none."""
+    if value is None or not math.isfinite(value):
+        return ms(value) + (" ms" if value is not None and unit == "ms" else "")
+    return amount(value, unit)
 
 
 # --- rows shared by every format ----------------------------------------------------------

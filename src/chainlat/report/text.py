@@ -11,6 +11,7 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    actual_text,
     count,
     diff_conclusion,
     diff_header,
@@ -80,10 +81,10 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("verdict")
     for v in verdicts:
         style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
-        actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+        actual = actual_text(v.actual_ms, v.unit)
         table.add_row(
             _cell(limit_label(v)),
-            limit_text(v.limit_ms),
+            limit_text(v.limit_ms, v.unit),
             actual,
             verdict_runs(v),
             Text(verdict_label(v), style=style),
