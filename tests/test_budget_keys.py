@@ -208,3 +208,40 @@ def test_configure_takes_prices_and_rejects_bad_ones(tmp_path: Path) -> None:
             set_global=False,
             prices={"m": {"input_per_mtok": float("nan"), "output_per_mtok": 1}},
         )
+
+
+def _variant_run(cap: Capture, variant: str, *, call_ms: float, tokens: int, ok: bool) -> None:
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("chat", variant=variant, tracer_provider=p) as run:
+        with chainlat.inference(variant, tracer_provider=p) as call:
+            clock.advance(call_ms / 2)
+            call.first_token()
+            clock.advance(call_ms / 2)
+            call.record_usage(input_tokens=tokens, output_tokens=0)
+        run.record_outcome(success=ok)
+
+
+def test_compare_shows_cost_and_first_output_and_cost_joins_the_pareto_front(
+    cap: Capture,
+) -> None:
+    from chainlat._core.prices import Price
+
+    # "big" is slower and dearer than "small" and as successful: dominated on all three.
+    # "cheap" is as fast as "small" and as successful, and cheaper: it dominates "small".
+    for variant, call_ms, tokens in (("big", 100, 1000), ("small", 40, 1000), ("cheap", 40, 100)):
+        for _ in range(2):
+            _variant_run(cap, variant, call_ms=call_ms, tokens=tokens, ok=True)
+    runs = _runs(cap)
+    prices = {m: Price(1.0, 1.0) for m in ("big", "small", "cheap")}
+    comparison = chainlat.compare(runs, prices=prices)
+    rows = {v.variant: (v.first_output, v.cost_mean, v.pareto) for v in comparison.variants}
+    assert rows["big"][0] is not None and rows["big"][0].p50 == 50.0
+    assert rows["small"][0] is not None and rows["small"][0].p95 == 20.0
+    assert {k: (r[1], r[2]) for k, r in rows.items()} == {
+        "big": (pytest.approx(0.001), False),
+        "small": (pytest.approx(0.001), False),
+        "cheap": (pytest.approx(0.0001), True),
+    }
+    # Without prices, cost is not an axis: "small" and "cheap" tie, both on the front.
+    fronts = {v.variant: v.pareto for v in chainlat.compare(runs).variants}
+    assert fronts == {"big": False, "small": True, "cheap": True}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
@@ -421,6 +421,17 @@ def marked_first_output(root: TracedSpan) -> int | None:
     return root.record.start_ns + round(value * _NS_PER_MS)
 
 
+def _with_first_output(recorded: Rollup, computed: Rollup) -> Rollup:
+    return replace(
+        recorded,
+        first_output_ms=computed.first_output_ms,
+        first_output_inference_ms=computed.first_output_inference_ms,
+        first_output_data_ms=computed.first_output_data_ms,
+        first_output_tool_ms=computed.first_output_tool_ms,
+        first_output_overhead_ms=computed.first_output_overhead_ms,
+    )
+
+
 def is_outcome(span: TracedSpan) -> bool:
     """A ``record_outcome`` span: an outcome graded after the run, not a step."""
     return span.record.name == attr.OUTCOME_SPAN_NAME and span.record.kind is None
@@ -520,6 +531,11 @@ def runs_of_trace(
             if attr.CHAIN_TOTAL_MS in top.attributes
             else None
         )
+        if recorded is not None and recorded.first_output_ms is None and records:
+            # Recorded before chainlat measured the first output: that part from the spans.
+            recorded = _with_first_output(
+                recorded, compute_rollup(root, records, first_output_ns=marked_first_output(top))
+            )
         variant = top.attributes.get(attr.VARIANT)
         success, score = outcomes[root.span_id]
         runs.append(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core.runs import amount
 from chainlat._core.stats import (
+    FIRST_OUTPUT,
     QUANTITIES,
     Summary,
     WorkflowStats,
@@ -109,11 +110,23 @@ class StatRow:
     summary: Summary
 
 
+def runs_heading(workflow: WorkflowStats) -> str:
+    """``12 runs``, and how many failed: they are not in the percentiles unless asked."""
+    text = count(workflow.runs, "run")
+    if workflow.errors:
+        where = "in" if workflow.include_errors else "not in"
+        text += f" ({workflow.errors} failed, {where} the percentiles)"
+    return text
+
+
 def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
     rows = [
         StatRow(q if q == "total" else f"{q} (critical path)", "", workflow.quantities[q].summary())
         for q in QUANTITIES
     ]
+    first_output = workflow.quantities[FIRST_OUTPUT]
+    if len(first_output):
+        rows.insert(1, StatRow("first output", "", first_output.summary()))
     for step in workflow.steps.values():
         rows.append(StatRow(step.name, step.kind, step.duration.summary()))
     for step in workflow.steps.values():

@@ -19,6 +19,7 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    runs_heading,
     source_name,
     stat_rows,
     verdict_label,
@@ -63,7 +64,7 @@ def _fenced(block: str) -> list[str]:
 
 def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     lines = [
-        f"### {_md(workflow.name)}: {workflow.runs} runs"
+        f"### {_md(workflow.name)}: {runs_heading(workflow)}"
         + (f", {workflow.errors} with errors" if workflow.errors else ""),
         "",
         "| quantity / step (ms) | kind | count | p50 | p90 | p95 | p99 | max |",

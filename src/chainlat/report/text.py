@@ -19,6 +19,7 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    runs_heading,
     source_name,
     stat_rows,
     verdict_label,
@@ -50,7 +51,7 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
 
     table = Table(
         title=_cell(
-            f"{workflow.name}: {workflow.runs} runs"
+            f"{workflow.name}: {runs_heading(workflow)}"
             + (f", {workflow.errors} with errors" if workflow.errors else "")
         ),
         title_justify="left",
