@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,7 +235,9 @@ def test_compare_shows_cost_and_first_output_and_cost_joins_the_pareto_front(
     runs = _runs(cap)
     prices = {m: Price(1.0, 1.0) for m in ("big", "small", "cheap")}
     comparison = chainlat.compare(runs, prices=prices)
-    rows = {v.variant: (v.first_output, v.cost_mean, v.pareto) for v in comparison.variants}
+    rows: dict[str, tuple[Any, ...]] = {
+        v.variant: (v.first_output, v.cost_mean, v.pareto) for v in comparison.variants
+    }
     assert rows["big"][0] is not None and rows["big"][0].p50 == 50.0
     assert rows["small"][0] is not None and rows["small"][0].p95 == 20.0
     assert {k: (r[1], r[2]) for k, r in rows.items()} == {
