@@ -198,6 +198,10 @@ def compare_json(comparison: Comparison) -> dict[str, Any]:
                         "high": v.success.high,
                     },
                     "score_mean": v.score_mean,
+                    "first_output_p50": v.first_output.p50 if v.first_output else None,
+                    "first_output_p95": v.first_output.p95 if v.first_output else None,
+                    "cost_mean_usd": v.cost_mean,
+                    "costed_runs": v.costed,
                     "pareto": v.pareto,
                 }
                 for v in comparison.variants
@@ -213,8 +217,8 @@ def print_compare(console: Console, comparison: Comparison) -> None:
     kinds = ("inference", "data", "tool", "overhead")
     for workflow in comparison.workflows():
         table = Table(title=f"{_x(workflow)}: variants (ms)", title_justify="left")
-        heads = ("variant", "runs", "p50", "p95", "p99", *kinds, "success", "95% CI", "score",
-                 "Pareto")  # fmt: skip
+        heads = ("variant", "runs", "p50", "p95", "p99", "1st out p95", *kinds, "success",
+                 "95% CI", "score", "cost/run", "Pareto")  # fmt: skip
         for head in heads:
             table.add_column(head, justify="left" if head == "variant" else "right")
         for v in comparison.of(workflow):
@@ -225,16 +229,19 @@ def print_compare(console: Console, comparison: Comparison) -> None:
                 _ms(v.total.p50),
                 _ms(v.total.p95),
                 _ms(v.total.p99),
+                "-" if v.first_output is None else _ms(v.first_output.p95),
                 *(f"{v.share[k]:.0%}" for k in kinds),
                 "-" if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
                 "-" if p is None else f"{p.low:.0%}-{p.high:.0%}",
                 "-" if v.score_mean is None else f"{v.score_mean:.2f}",
+                "-" if v.cost_mean is None else f"${v.cost_mean:.4f}",
                 "yes" if v.pareto else ("" if p is not None else "-"),
             )
         console.print(table)
     console.print(
         "kind columns: share of critical-path time; success: runs with a recorded outcome; "
-        "Pareto: no other variant is both as fast at p95 and as successful",
+        "1st out: time to first output; cost/run: mean, from model prices; "
+        "Pareto: no other variant is as fast at p95, as successful and (with prices) as cheap",
         soft_wrap=True,
         style="dim",
     )
