@@ -80,7 +80,11 @@ def path_kinds(run: WorkflowRun) -> list[str]:
     """The kinds of the steps on the run's critical path, in order (nested workflows, which
     the path names too, left out): ``data, inference, tool, inference, inference,
     inference`` for the agent. Machine noise moves times, never this."""
-    kinds = {step.name: step.kind for step in run.steps if step.kind != "workflow"}
+    kinds = {
+        s.record.name: s.record.kind
+        for s in run.spans
+        if s.record.kind in ("inference", "data", "tool")
+    }
     return [kinds[name] for name in run.rollup.critical_path if name in kinds]
 
 

@@ -58,7 +58,7 @@ def main() -> None:
     answerer = Agent(name="answerer", model=_agent.ANSWER_MODEL)
 
     async def agent() -> None:
-        with _agent.app_span(), trace("agent"):
+        with _agent.app_span(), trace("support-agent"):
             docs = _agent.chainlat_retrieve()
             notes = (await Runner.run(planner, _agent.plan_prompt(docs))).final_output
             summary, policy = await asyncio.gather(
