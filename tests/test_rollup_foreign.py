@@ -3,6 +3,8 @@ the steps. Exact numbers from hand-built records (times in ms)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from chainlat._core.rollup import WIRE, Rollup, SpanRecord, compute_rollup, find_twins
@@ -252,3 +254,37 @@ def test_a_nested_workflow_never_hides_the_steps_beside_it() -> None:
     assert (r.data_ms, r.inference_ms, r.tool_ms) == (30, 27 + 11, 25)
     assert r.overhead_ms == 100 - 30 - 38 - 25
     assert r.critical_path == ("retrieve", "agent", "generation", "lookup_order", "generation")
+
+
+def _random_calls(rng: random.Random, *, malformed: bool) -> list[SpanRecord]:
+    records: list[SpanRecord] = []
+    for index in range(rng.randint(0, 25)):
+        span_id = index + 2
+        parent: int | None = rng.choice([1, *[r.span_id for r in records]])
+        start = rng.randint(-20, 110)
+        end = start + rng.randint(-30 if malformed else 1, 60)
+        if malformed and rng.random() < 0.1:
+            span_id = rng.randint(1, index + 2)  # duplicate ids, the root's, cycles
+        kind = rng.choice((None, "inference", "inference", "data", "tool", "workflow"))
+        records.append(
+            rec(span_id, parent, f"s{index}", start, end, kind,  # type: ignore[arg-type]
+                source=rng.choice((WIRE, WIRE, "chainlat", "openinference", "gen_ai")),
+                model=rng.choice((None, "m", "n")),
+                input_tokens=rng.choice((None, 10, 20)))
+        )  # fmt: skip
+    return records
+
+
+@pytest.mark.parametrize("malformed", [False, True])
+def test_calls_seen_twice_at_random_keep_the_rollup_whole(malformed: bool) -> None:
+    """Wire spans, framework spans and twins at random, malformed trees included: the
+    split sums to the total and every counted call keeps its tokens."""
+    rng = random.Random(20261203 + malformed)
+    for _ in range(300):
+        records = _random_calls(rng, malformed=malformed)
+        r = roll(*records)
+        parts = (r.inference_ms, r.data_ms, r.tool_ms, r.overhead_ms)
+        assert all(part >= 0 for part in parts)
+        assert sum(parts) == pytest.approx(r.total_ms, abs=1e-9)
+        assert r.inference_sum_ms >= r.inference_ms - 1e-9
+        assert r.input_tokens <= 20 * r.inference_count
