@@ -149,6 +149,10 @@ def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
         'p50 = { inference = "370.0ms", data = "46.0ms", tool = "40.0ms" }\n'
     )
     assert files["data-broken"].read_text() == '[workflows."my agent"]\np50 = { data = "15.0ms" }\n'
+    roomy = run.budget_files(_run_dict(), "w", tmp_path, {"inference": 95.0, "data": 3.0})
+    assert roomy["keep"].read_text() == (
+        '[workflows."w"]\np50 = { inference = "395.0ms", data = "46.0ms", tool = "40.0ms" }\n'
+    )
 
 
 @pytest.mark.interop
