@@ -107,35 +107,41 @@ async def answer(
             docs = search(store.db, question)
         context = "\n".join(docs)
         # Model calls are traced by chainlat.instrument_httpx(): each becomes a
-        # `chat {model}` inference span with usage, TTFT and the latency breakdown.
-        plan = await client.chat.completions.create(
-            model=planner,
-            messages=[
-                {"role": "system", "content": "Plan the answer; name the tools to call."},
-                {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
-            ],
-            max_tokens=48,
-        )
+        # `chat {model}` inference span with usage, TTFT and the latency breakdown;
+        # chainlat.step names them, so the planner and the answer stay two steps
+        # when both run on the same model.
+        async with chainlat.step("plan"):
+            plan = await client.chat.completions.create(
+                model=planner,
+                messages=[
+                    {"role": "system", "content": "Plan the answer; name the tools to call."},
+                    {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
+                ],
+                max_tokens=48,
+            )
         async with chainlat.tool("order-status"):
             status = lookup_order(store.db, question)
             # The order system is a remote API in production; its latency is
             # simulated here (20-45 ms), the lookup itself is a real query.
             await asyncio.sleep(rng.uniform(0.020, 0.045))
-        stream = await client.chat.completions.create(
-            model=SMALL,
-            messages=[
-                {"role": "system", "content": "Answer briefly from the plan and the facts."},
-                {
-                    "role": "user",
-                    "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
-                },
-            ],
-            max_tokens=40,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        async for _chunk in stream:
-            pass  # a real app would forward each chunk to the user here
+        # The answer streams: its first token is the run's first output (the user
+        # starts reading), chainlat.chain.first_output_ms on the workflow span.
+        async with chainlat.step("answer"):
+            stream = await client.chat.completions.create(
+                model=SMALL,
+                messages=[
+                    {"role": "system", "content": "Answer briefly from the plan and the facts."},
+                    {
+                        "role": "user",
+                        "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
+                    },
+                ],
+                max_tokens=40,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            async for _chunk in stream:
+                pass  # a real app would forward each chunk to the user here
     if run.rollup is None:
         return None
     return Run(variant, run.span.get_span_context().trace_id, run.rollup)
@@ -225,7 +231,9 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
         if span.parent is None or span.context is None or span.context.trace_id not in trace_ids:
             continue
         ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
-        steps.setdefault(span.name, []).append(ms)
+        step_name = (span.attributes or {}).get("chainlat.step.name")
+        label = f"{step_name} ({span.name})" if isinstance(step_name, str) else span.name
+        steps.setdefault(label, []).append(ms)
     table = Table(title="per step (ms)", title_justify="left")
     for column in ("step", "runs", "p50", "p95"):
         table.add_column(column, justify="left" if column == "step" else "right")
@@ -242,6 +250,12 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
         values = [r.rollup.kind_ms(kind) for r in runs]
         p50 = percentile(values, 50)
         chain.add_row(kind, f"{p50:.1f}", f"{percentile(values, 95):.1f}", f"{p50 / p50_total:.0%}")
+    waits = [r.rollup.first_output_ms for r in runs if r.rollup.first_output_ms is not None]
+    if waits:
+        p50 = percentile(waits, 50)
+        chain.add_row(
+            "first output", f"{p50:.1f}", f"{percentile(waits, 95):.1f}", f"{p50 / p50_total:.0%}"
+        )
     console.print(chain)
 
 
