@@ -231,7 +231,8 @@ def _where(sources: list[TraceSource], chosen: RunFilter) -> str:
     """The sources, and which of their runs were selected, for a report's title."""
     if not chosen.active:
         return describe(sources)
-    return f"{describe(sources)} ({chosen.described()}; {chosen.read} runs read)"
+    read = f"{chosen.read} run" + ("" if chosen.read == 1 else "s")
+    return f"{describe(sources)} ({chosen.described()}; {read} read)"
 
 
 def _tallied(

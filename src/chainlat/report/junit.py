@@ -9,7 +9,7 @@ from chainlat._core.runs import BudgetViolation
 from chainlat._core.stats import (
     format_percentile,
 )
-from chainlat.report._common import limit_text, ms, source_name, verdict_label, visible
+from chainlat.report._common import count, limit_text, ms, source_name, verdict_label, visible
 from chainlat.report.waterfall import waterfall
 
 if TYPE_CHECKING:
@@ -63,9 +63,9 @@ def junit_xml(report: BudgetReport) -> str:
             time="0",
         )
         over = (
-            f"{v.broken_runs} of {v.runs} runs over"
+            f"{v.broken_runs} of {count(v.runs, 'run')} over"
             if v.percentile is None
-            else f"{format_percentile(v.percentile)} of {v.runs} runs"
+            else f"{format_percentile(v.percentile)} of {count(v.runs, 'run')}"
         )
         detail = f"{v.key_path}: {ms(v.actual_ms)} ms > {limit_text(v.limit_ms)} ({over})"
         if v.status == "broken":

@@ -12,6 +12,7 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    count,
     diff_conclusion,
     diff_header,
     diff_rows,
@@ -62,7 +63,7 @@ def _fenced(block: str) -> list[str]:
 
 def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     lines = [
-        f"### {_md(workflow.name)}: {workflow.runs} runs"
+        f"### {_md(workflow.name)}: {count(workflow.runs, 'run')}"
         + (f", {workflow.errors} with errors" if workflow.errors else ""),
         "",
         "| quantity / step (ms) | kind | count | p50 | p90 | p95 | p99 | max |",
@@ -84,7 +85,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
     lines = [
         f"## chainlat latency budgets: {verdict}",
         "",
-        f"{report.stats.runs} runs"
+        count(report.stats.runs, "run")
         + (f" from {_code(source_name(sources))}" if sources else "")
         + f"; budgets from {_code(source_name(report.budgets_source))}.",
         "",
@@ -121,7 +122,7 @@ def stats_markdown(
 ) -> str:
     """The statistics report as Markdown."""
     lines = [
-        f"## chainlat report: {stats.runs} runs"
+        f"## chainlat report: {count(stats.runs, 'run')}"
         + (f" from {_code(source_name(sources))}" if sources else ""),
         "",
     ]
@@ -137,7 +138,8 @@ def diff_markdown(result: DiffResult) -> str:
     lines = [
         f"## chainlat diff: {'regression' if result.regressions else 'no regression'}",
         "",
-        f"{result.baseline_runs} baseline runs, {result.current_runs} current runs.",
+        f"{count(result.baseline_runs, 'baseline run')}, "
+        f"{count(result.current_runs, 'current run')}.",
         "",
         "| " + " | ".join(diff_header) + " |",
         "|---|---|--:|--:|--:|--:|--:|--:|---|",
