@@ -277,8 +277,8 @@ def test_a_read_cut_by_limit_is_warned_about_in_one_line(
     assert "6 runs of 2 workflows" in out
     assert err == (
         f"chainlat: warning: {jaeger.url} (service agent): read 6 traces, as many as "
-        "--limit asks for, with 6 runs in all; older traces were not read: raise --limit "
-        "or shorten --lookback\n"
+        "--limit asks for, with 6 runs in all; more traces may match that were not read: "
+        "raise --limit or shorten --lookback\n"
     )
     code, out, err = run(capsys, *base, "--limit", "7")
     assert (code, err) == (0, "")

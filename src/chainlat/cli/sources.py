@@ -178,7 +178,8 @@ def warn_limits(sources: list[TraceSource], counters: ReadCounters) -> None:
             print(
                 f"chainlat: warning: {source.name}: read {_count(source.returned, 'trace')}, "
                 f"as many as --limit asks for, with {_count(counters.workflows, 'run')} in "
-                "all; older traces were not read: raise --limit or shorten --lookback",
+                "all; more traces may match that were not read: raise --limit or shorten "
+                "--lookback",
                 file=sys.stderr,
             )
 
