@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     destination = traces_path(args.traces_file)
     kept = keep_previous(destination) if destination is not None else None
     if kept is not None:
-        console.print(f"the previous traces are kept in [bold]{kept}[/]")
+        console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
     provider: TracerProvider = chainlat.configure("chainlat-demo", traces_file=args.traces_file)
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
@@ -363,9 +363,21 @@ def _print_destination(console: Console, traces_file: str | None) -> None:
         console.print("traces sent as OTEL_TRACES_EXPORTER or the OTLP endpoint says")
         return
     console.print(
-        f"traces written to [bold]{path}[/]; judge them against the budget file: "
-        f"chainlat check {path}"
+        f"traces written to [bold]{path}[/]; next: {_command()} check {path}", soft_wrap=True
     )
+
+
+def _command() -> str:
+    """How this ``chainlat`` was run (``.venv/bin/chainlat`` from ``make demo``), for the hint:
+    the virtual environment's command is not on the PATH until it is activated."""
+    import os
+    import sys
+
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) != "chainlat":
+        return "chainlat"
+    relative = os.path.relpath(invoked)
+    return relative if not relative.startswith("..") else invoked
 
 
 def traces_path(traces_file: str | None) -> Path | None:
