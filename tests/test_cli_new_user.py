@@ -245,6 +245,19 @@ def test_unknown_names_exit_2_naming_the_names_seen(
     assert (code, out, err) == (2, "", message)
 
 
+def test_check_of_a_workflow_without_a_budget_exits_2_naming_the_budgeted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = write_variants(tmp_path / "t.jsonl")
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.support-agent]\ntotal = "1s"\n')
+    code, out, err = run(capsys, "check", traces, "--budgets", budgets, "--workflow", "triage")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"chainlat: --workflow triage: no budget for it in {budgets} (budgeted: support-agent)\n"
+    )
+
+
 def test_report_html_filtered_by_variant_charts_only_that_variant(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

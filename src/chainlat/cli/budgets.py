@@ -149,19 +149,23 @@ def _check(args: argparse.Namespace) -> int:
     sources = sources_from(args)
     counters = ReadCounters()
     chosen = RunFilter(args)
+    budgeted = list(budgets.workflows)
     if chosen.workflows:
         # Only the budgets of the workflows asked for are judged.
         budgets = budgets.model_copy(
             update={
-                "workflows": {
-                    k: v for k, v in budgets.workflows.items() if k in set(chosen.workflows)
-                }
+                "workflows": {k: budgets.workflows[k] for k in budgeted if k in chosen.workflows}
             }
         )
     result = evaluate(chosen.select(_runs(sources, counters, args.roots)), budgets)
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     chosen.check_names()
+    if not budgets.workflows:
+        raise InputError(
+            f"--workflow {', '.join(chosen.workflows)}: no budget for it in {budgets.source} "
+            f"(budgeted: {', '.join(budgeted)})"
+        )
     where = _where(sources, chosen)
     if args.format == "json":
         _emit(to_json(report.check_json(result)))
