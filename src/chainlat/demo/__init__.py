@@ -358,9 +358,12 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
 
 
 def _print_destination(console: Console, traces_file: str | None) -> None:
+    from chainlat._runtime.config import _choose_exporter
+
     path = traces_path(traces_file)
     if path is None:
-        console.print("traces sent as OTEL_TRACES_EXPORTER or the OTLP endpoint says")
+        chosen = _choose_exporter(None)
+        console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
     console.print(
         f"traces written to [bold]{path}[/]; next: {_command()} check {path}", soft_wrap=True
