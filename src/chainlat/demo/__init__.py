@@ -9,7 +9,10 @@ called through the real ``openai`` SDK, traced automatically by
 with the small model swapped into the planning step, so the trade-off shows.
 
 Traces go to ``chainlat-traces.jsonl`` (the embedded default), or over OTLP
-when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set.
+when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. Each run starts a fresh file: the one
+an earlier run left is kept, renamed with the time it was last written
+(``chainlat-traces.20261203T121500Z.jsonl``), so that ``chainlat check
+chainlat-traces.jsonl`` judges this run's traces alone.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import json
 import random
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlat
@@ -272,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the model simulator")
     parser.add_argument(
-        "--traces-file", help="where to append traces (default chainlat-traces.jsonl)"
+        "--traces-file",
+        help="where to write traces (default chainlat-traces.jsonl; a file left by an earlier "
+        "run is kept under a name with its time)",
     )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.concurrency < 1:
@@ -290,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     from chainlat.sim import SimServer
 
     console = Console()
+    destination = traces_path(args.traces_file)
+    kept = keep_previous(destination) if destination is not None else None
+    if kept is not None:
+        console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
     provider: TracerProvider = chainlat.configure("chainlat-demo", traces_file=args.traces_file)
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
@@ -361,12 +372,77 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
 
 
 def _print_destination(console: Console, traces_file: str | None) -> None:
-    import os
+    from chainlat._runtime.config import _choose_exporter
 
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-    ):
-        console.print("traces sent over OTLP")
+    path = traces_path(traces_file)
+    if path is None:
+        chosen = _choose_exporter(None)
+        console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
-    path = traces_file or os.environ.get("CHAINLAT_TRACES_FILE") or "chainlat-traces.jsonl"
-    console.print(f"traces appended to [bold]{path}[/]")
+    console.print(
+        f"traces written to [bold]{path}[/]; next: {_command()} check {path}", soft_wrap=True
+    )
+
+
+def _command() -> str:
+    """How this ``chainlat`` was run (``.venv/bin/chainlat`` from ``make demo``), for the hint:
+    the virtual environment's command is not on the PATH until it is activated."""
+    import os
+    import sys
+
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) != "chainlat":
+        return "chainlat"
+    relative = os.path.relpath(invoked)
+    return relative if not relative.startswith("..") else invoked
+
+
+def traces_path(traces_file: str | None) -> Path | None:
+    """The file the demo's traces go to, as :func:`chainlat.configure` picks it; None when
+    they go elsewhere (OTLP, the console, nowhere)."""
+    from chainlat._runtime.config import DEFAULT_TRACES_FILE, _choose_exporter, _env
+
+    if _choose_exporter(None) != "file":
+        return None
+    return Path(traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE)
+
+
+def keep_previous(path: Path) -> Path | None:
+    """Move the traces an earlier run left at ``path`` aside, so that this run starts a
+    fresh file; returns where they went, or None when there was nothing to keep.
+
+    The new name carries the time the file was last written, in UTC
+    (``chainlat-traces.jsonl`` -> ``chainlat-traces.20261203T121500Z.jsonl``), with
+    ``-1``, ``-2``, ... when that name is taken.
+
+    Example::
+
+        kept = keep_previous(Path("chainlat-traces.jsonl"))
+    """
+    try:
+        written = path.stat()
+    except FileNotFoundError:
+        return None
+    if written.st_size == 0:
+        return None
+    stem, suffix = (
+        (path.name[: -len(".jsonl")], ".jsonl")
+        if path.name.endswith(".jsonl")
+        else (
+            path.name,
+            "",
+        )
+    )
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(written.st_mtime))
+    target = path.with_name(f"{stem}.{stamp}{suffix}")
+    taken = 0
+    while target.exists():
+        taken += 1
+        target = path.with_name(f"{stem}.{stamp}-{taken}{suffix}")
+    try:
+        path.rename(target)
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot keep the previous traces: {exc.strerror or exc}"
+        ) from None
+    return target
