@@ -25,6 +25,7 @@ from chainlat.cli.sources import (
     sources_from,
     warn,
     warn_limits,
+    warn_sampling,
 )
 
 if TYPE_CHECKING:
@@ -183,6 +184,7 @@ def _check(args: argparse.Namespace) -> int:
         _write(args.junit, report.junit_xml(result), "JUnit report")
     warn(counters)
     warn_limits(sources, counters)
+    warn_sampling(result.stats)
     missing = [] if args.allow_missing else unknown_keys(result, budgets)
     if missing:
         for problem in missing[:-1]:
@@ -224,6 +226,7 @@ def _report(args: argparse.Namespace) -> int:
     chosen.check_names()
     warn(counters)
     warn_limits(sources, counters)
+    warn_sampling(stats)
     waterfalls = _waterfalls(stats, sources, args.roots, chosen)
     where = _where(sources, chosen)
     if args.html:

@@ -16,10 +16,12 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from chainlat._core import attributes as attr
 from chainlat._core.errors import InputError, shown
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
+    from chainlat._core.stats import Stats
     from chainlat.traces import ReadCounters, TraceSource
 
 
@@ -166,6 +168,25 @@ def warn(*counters: ReadCounters) -> None:
         total.add(count)
     for line in total.warnings():
         print(f"chainlat: warning: {line}", file=sys.stderr)
+
+
+def warn_sampling(stats: Stats) -> None:
+    """A line on stderr per workflow whose runs were sampled: weighted, or biased."""
+    for name, workflow in stats.workflows.items():
+        if workflow.biased:
+            print(
+                f"chainlat: warning: {name}: {workflow.biased} of {workflow.runs} runs were kept "
+                "by a tail sampler that recorded no sampling probability "
+                f"({attr.SAMPLING_PROBABILITY}): percentiles are biased toward the traces it "
+                "keeps (slow and failed ones); see collector/README.md",
+                file=sys.stderr,
+            )
+        elif workflow.quantities["total"].weighted:
+            print(
+                f"chainlat: {name}: percentiles weighted by 1/{attr.SAMPLING_PROBABILITY} "
+                "(each sampled run stands for the runs the sampler dropped)",
+                file=sys.stderr,
+            )
 
 
 def warn_limits(sources: list[TraceSource], counters: ReadCounters) -> None:

@@ -97,6 +97,9 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         attr.STEP_NAME,
         attr.USER_FACING,
         attr.WORKFLOW_FIRST_OUTPUT_MS,
+        # sampled sources
+        attr.SAMPLING_PROBABILITY,
+        attr.TAIL_SAMPLING_POLICY,
         # variants and outcomes
         attr.VARIANT,
         attr.OUTCOME_SUCCESS,
