@@ -78,6 +78,11 @@ def add_commands(sub: Any) -> None:
     )
     whatif.add_argument("--budgets", metavar="FILE", help="judge the runs before and after")
     whatif.add_argument("--seed", type=int, default=0, help="seed of the cache-hit draws")
+    whatif.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="model prices: a budget file's [prices] table; default: --budgets' own, if any",
+    )
     whatif.add_argument("--format", choices=("text", "json"), default="text")
     whatif.set_defaults(func=_whatif)
 
@@ -181,6 +186,9 @@ def _whatif(args: argparse.Namespace) -> int:
         variant=args.variant,
         seed=args.seed,
         roots=args.roots,
+        prices=load_prices(args.prices)
+        if args.prices
+        else (budgets.model_prices() if budgets is not None else None),
     )
     after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
