@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import statistics
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, Literal
@@ -450,7 +451,9 @@ class _Estimator:
         profiles: Mapping[str, LatencyProfile],
         seed: int,
         hit_ms_by_step: Mapping[str, float],
+        noise: _Noise | None = None,
     ) -> None:
+        self.noise = noise or _Noise()
         self.by_step: dict[str, list[Change]] = {}
         for change in changes:
             self.by_step.setdefault(change.step, []).append(change)
@@ -568,11 +571,146 @@ class _Estimator:
             self.note(f"{call.model}: no profile, so its calls get no residual")
         elif expected > 0 and call.service_ms > 0:
             residual = call.service_ms / expected
+        if model != call.model:
+            # Streamed and non-streamed calls of the new model apart, when it has enough of
+            # each: a profile fitted from one kind mispredicts the other (see _Noise).
+            streamed = call.ttft_ms is not None
+            new = self.noise.profiles.get((model, streamed), new)
+            predicted = new.service_ms(new_in, tokens_out)
+            residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
         ttft = call.env_ms + new.ttft_ms(new_in) * residual if call.ttft_ms is not None else None
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
+
+    def new_residual(
+        self,
+        run: WorkflowRun,
+        call: ModelCall,
+        model: str,
+        profile: LatencyProfile,
+        recorded: float,
+    ) -> float:
+        """The swapped call's residual on the new model: its rank, the new model's noise.
+
+        A call slow for its size on the old model stays as slow among the new
+        model's calls: the residual at the same quantile of the new model's own
+        residuals (of its calls streamed like this one when it has enough, else of
+        all); for a model the runs never called, of a log-normal with its profile's
+        ``residual_sigma``. Otherwise the call keeps its residual, measured against
+        the closest fit of the old model's calls when its profile was fitted from them.
+        """
+        key = (run.trace_id, call.span_id)
+        rank = self.noise.ranks.get(key)
+        streamed = call.ttft_ms is not None
+        same = self.noise.residuals.get((model, streamed), [])
+        other = self.noise.residuals.get((model, not streamed), [])
+        if rank is not None and len(same) >= MIN_NOISE_CALLS:
+            return math.exp(_quantile(same, rank))
+        if model in self.noise.called:
+            mode = "streamed" if streamed else "not streamed"
+            self.note(
+                f"{model}: fewer than {MIN_NOISE_CALLS} calls {mode} in the runs; swapped "
+                f"calls {mode} are estimated from its other calls (see docs/tradeoffs.md)"
+            )
+        if rank is not None and len(same) + len(other) >= MIN_NOISE_CALLS:
+            return math.exp(_quantile(sorted(same + other), rank))
+        if rank is not None and model not in self.noise.called and profile.residual_sigma:
+            return math.exp(profile.residual_sigma * statistics.NormalDist().inv_cdf(rank))
+        closest = self.noise.closest.get(key)
+        return recorded if closest is None else math.exp(closest)
+
+
+MIN_NOISE_CALLS: Final = 5
+"""Calls of a model, of one mode, from which its own residuals are taken as its noise."""
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """How the calls of each model deviate from its profile, for swaps.
+
+    Streamed and non-streamed calls apart: on one machine a streamed call of the
+    same size takes longer (the client reads every chunk, the stream's tail), so a
+    profile fitted from one kind mispredicts the other by as much.
+    """
+
+    profiles: dict[tuple[str, bool], LatencyProfile] = field(default_factory=dict)
+    """By (model, streamed): the profile fitted from those calls alone, for models fitted
+    from the runs with enough calls of that kind."""
+    residuals: dict[tuple[str, bool], list[float]] = field(default_factory=dict)
+    """By (model, streamed): log(service time / prediction) of those calls, sorted; the
+    prediction of the profile above, else of the model's profile."""
+    called: set[str] = field(default_factory=set)
+    """Models with usable calls in the runs."""
+    ranks: dict[tuple[str, int], float] = field(default_factory=dict)
+    """Each usable call's quantile (0..1) among its model's calls streamed like it, by
+    (trace id, span id)."""
+    closest: dict[tuple[str, int], float] = field(default_factory=dict)
+    """Each usable call's log residual against the closest fit of its model's calls
+    streamed like it (:func:`fit_profile` ``in_sample``: every slope kept), for models
+    fitted from the runs: a prompt-size effect the profile had to leave out is not the
+    call's own slowness."""
+
+
+def _noise(
+    runs: Sequence[WorkflowRun],
+    profiles: Mapping[str, LatencyProfile],
+    fitted: Collection[str],
+) -> _Noise:
+    from chainlat.analysis.profiles import calls_of, fit_profile
+
+    by_mode: dict[tuple[str, bool], list[tuple[str, ModelCall]]] = {}
+    for run in runs:
+        for call in calls_of(run):
+            if (
+                not call.cache_hit
+                and not call.error
+                and call.input_tokens is not None
+                and call.output_tokens is not None
+                and call.service_ms > 0
+            ):
+                key = (call.model, call.ttft_ms is not None)
+                by_mode.setdefault(key, []).append((run.trace_id, call))
+    noise = _Noise(called={model for model, _ in by_mode})
+    for (model, streamed), calls in by_mode.items():
+        own = fit_profile(c for _, c in calls) if len(calls) >= MIN_NOISE_CALLS else None
+        if own is not None and model in fitted:
+            noise.profiles[(model, streamed)] = own
+        reference = noise.profiles.get((model, streamed), profiles.get(model))
+        if reference is not None:
+            logs = (_log_residual(reference, c) for _, c in calls)
+            noise.residuals[(model, streamed)] = sorted(v for v in logs if v is not None)
+        # Ranked against the closest fit: against a profile flattened by the
+        # three-standard-errors rule, long prompts would rank as slow calls.
+        closest = fit_profile((c for _, c in calls), in_sample=True)
+        if model not in fitted or closest is None:
+            closest = profiles.get(model)
+        if closest is None:
+            continue
+        ranked = sorted(
+            (log, trace_id, call.span_id)
+            for trace_id, call in calls
+            if (log := _log_residual(closest, call)) is not None
+        )
+        for i, (log, trace_id, span_id) in enumerate(ranked):
+            noise.ranks[(trace_id, span_id)] = (i + 0.5) / len(ranked)
+            if model in fitted:
+                noise.closest[(trace_id, span_id)] = log
+    return noise
+
+
+def _log_residual(profile: LatencyProfile, call: ModelCall) -> float | None:
+    predicted = profile.service_ms(call.input_tokens or 0, call.output_tokens or 0)
+    return math.log(call.service_ms / predicted) if predicted > 0 else None
+
+
+def _quantile(ordered: Sequence[float], rank: float) -> float:
+    """The value at quantile ``rank`` (0..1) of sorted values, the i-th at (i + 0.5) / n."""
+    position = min(max(rank * len(ordered) - 0.5, 0.0), len(ordered) - 1.0)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _validate(
@@ -750,13 +888,17 @@ def whatif(
         )
     selected, where = _select(runs, workflow, variant, roots)
     table = fit_profiles(selected)
+    fitted = set(table)
     if profiles is not None:
         given = (
             load_profiles(profiles) if isinstance(profiles, (str, os.PathLike)) else dict(profiles)
         )
         table.update(given)
+        fitted -= set(given)
     _validate(changes, selected, table, where)
-    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected))
+    swapped = any(c.kind == "swap" for c in changes)
+    noise = _noise(selected, table, fitted) if swapped else None
+    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected), noise)
     estimates = [estimator.run(run) for run in selected]
     notes = tuple(
         f"{text} ({count} call{'s' if count != 1 else ''})"
