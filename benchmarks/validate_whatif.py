@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
 import re
 import statistics
@@ -52,6 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlat
+from chainlat._core.rollup import SpanRecord
+from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import percentile
 from chainlat.analysis.profiles import fit_profiles
 from chainlat.sim import ModelProfile
@@ -64,7 +67,8 @@ HERE = Path(__file__).resolve().parent
 LARGE, SMALL = "sim-large", "sim-small"
 SWAPPED_STEP = f"chat {LARGE}"
 
-# The simulator's defaults, with long answers allowed (max_tokens sets each call's length).
+# The simulator's defaults, with long answers allowed (max_tokens sets each call's length)
+# and a small model twice as variable as the large one: its noise is its own.
 PROFILES = (
     ModelProfile(
         LARGE,
@@ -82,7 +86,7 @@ PROFILES = (
         decode_ms_per_token=3.5,
         output_tokens=400,
         slots=16,
-        jitter=0.1,
+        jitter=0.2,
     ),
 )
 
@@ -364,9 +368,9 @@ def record(shape: Shape, seed: int, runs: int, out: Path) -> Path:
     return path
 
 
-def estimate(shape: Shape, seed: int, path: Path) -> list[Row]:
+def estimate(shape: Shape, seed: int, runs: list[WorkflowRun]) -> list[Row]:
     """The what-if's p50 and p95 for B, from A's runs, against B's measured runs."""
-    runs = [r for r in load_runs([path]) if r.workflow == shape.name and not r.nested]
+    runs = [r for r in runs if r.workflow == shape.name and not r.nested]
     measured = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant_label == "B")
     control = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant_label == "B2")
     runs = [r for r in runs if r.variant_label != "B2"]
@@ -395,6 +399,105 @@ def estimate(shape: Shape, seed: int, path: Path) -> list[Row]:
             )
         )
     return rows
+
+
+# -- synthetic runs: the method alone, without the machine ----------------------------------
+
+_T0 = 1_700_000_000_000_000_000
+_NS_PER_MS = 1_000_000
+CLIENT_MS = 30.0
+"""Environment ``client``: mean of an exponential per-call cost outside the model."""
+STREAM_MS_PER_TOKEN, STREAM_TAIL_MS = 0.7, 15.0
+"""Environment ``client``: what a streamed call costs more than one not streamed, per output
+token and once (about what the streamed sim-small calls of the recorded traces show)."""
+
+
+class _Builder:
+    """The spans of one synthetic run, timed by the simulator's latency model."""
+
+    def __init__(self, rng: random.Random, environment: str) -> None:
+        self.rng, self.environment = rng, environment
+        self.spans: list[TracedSpan] = []
+
+    def step(self, name: str, kind: str, start_ms: float, end_ms: float) -> float:
+        record = SpanRecord(
+            len(self.spans) + 2,
+            1,
+            name,
+            _T0 + round(start_ms * _NS_PER_MS),
+            _T0 + round(end_ms * _NS_PER_MS),
+            kind,  # type: ignore[arg-type]
+        )
+        self.spans.append(TracedSpan(record, {"chainlat.step.kind": kind}))
+        return end_ms
+
+    def model(self, model: str, call: Call, start_ms: float) -> float:
+        profile = next(p for p in PROFILES if p.name == model)
+        x, y, rng = call.input_tokens, call.max_tokens, self.rng
+        prefill = profile.ttft_ms(x) * math.exp(rng.gauss(0, profile.jitter))
+        decode = profile.decode_ms_per_token * (y - 1) * math.exp(rng.gauss(0, profile.jitter))
+        if self.environment == "client":
+            prefill += rng.expovariate(1 / CLIENT_MS)
+            if call.stream:
+                decode += STREAM_MS_PER_TOKEN * (y - 1) + STREAM_TAIL_MS
+        end_ms = start_ms + prefill + decode
+        attributes: dict[str, Any] = {
+            "chainlat.step.kind": "inference",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": x,
+            "gen_ai.usage.output_tokens": y,
+        }
+        if call.stream:
+            attributes["chainlat.latency.ttft_ms"] = prefill
+        record = SpanRecord(
+            len(self.spans) + 2,
+            1,
+            f"chat {model}",
+            _T0 + round(start_ms * _NS_PER_MS),
+            _T0 + round(end_ms * _NS_PER_MS),
+            "inference",
+            input_tokens=x,
+            output_tokens=y,
+            ttft_ms=prefill if call.stream else None,
+        )
+        self.spans.append(TracedSpan(record, attributes))
+        return end_ms
+
+
+def synthetic_runs(shape: Shape, seed: int, runs: int, environment: str) -> list[WorkflowRun]:
+    """A, B and B2 runs of a shape built from the simulator's latency model, without time.
+
+    The same plans as the recorded workloads; each call's prefill and decode drawn
+    with the profile's log-normal jitter, as the simulator does, plus the costs of
+    the ``client`` environment (none for ``model``). Runs do not queue for slots.
+    """
+    rng = random.Random(f"{shape.name}:{seed}")
+    plans = [(shape.plan(rng, i), (rng.uniform(5, 30), rng.uniform(20, 45))) for i in range(runs)]
+    noise = random.Random(f"noise:{shape.name}:{seed}:{environment}")
+    out = []
+    for variant, model in VARIANTS:
+        for i, (calls, (pause, tool_ms)) in enumerate(plans):
+            run = _Builder(noise, environment)
+            if shape.body == "sequential":
+                t = run.step("data retrieve", "data", 1, 1 + pause) + 1
+                t = run.model(model, calls["swapped"], t) + 1
+                t = run.step("execute_tool lookup", "tool", t, t + tool_ms) + 1
+                t = run.model(SMALL, calls["final"], t) + 1
+            else:
+                t = max(run.model(model, calls["swapped"], 1), run.model(SMALL, calls["other"], 1))
+                t = run.step("execute_tool lookup", "tool", t + 1, t + 1 + tool_ms) + 1
+            root = TracedSpan(
+                SpanRecord(1, None, f"invoke_workflow {shape.name}", _T0,
+                           _T0 + round(t * _NS_PER_MS), "workflow"),
+                {"chainlat.step.kind": "workflow", "gen_ai.workflow.name": shape.name},
+            )  # fmt: skip
+            out.append(
+                WorkflowRun.from_spans(
+                    shape.name, root, run.spans, trace_id=f"{variant}-{i}", variant=variant
+                )
+            )
+    return out
 
 
 def table(rows: list[Row]) -> str:
@@ -458,6 +561,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-estimate the trace files already in --out, without running the workloads",
     )
+    parser.add_argument(
+        "--synthetic",
+        choices=("model", "client"),
+        help="no simulator: runs built from its latency model (seeds 1-20 by default), with "
+        "model noise only, or with the client's costs too; deterministic, in seconds",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "out" / "whatif")
     args = parser.parse_args(argv)
     names = args.shapes.split(",") if args.shapes else list(SHAPES)
@@ -467,19 +576,24 @@ def main(argv: list[str] | None = None) -> int:
     seeds = (
         [int(s) for s in args.seeds.split(",")]
         if args.seeds
-        else ([1] if args.quick else [1, 2, 3])
+        else ([1] if args.quick else list(range(1, 21)) if args.synthetic else [1, 2, 3])
     )
     runs = args.runs or (12 if args.quick else 30)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     started = time.perf_counter()
+    if args.synthetic:
+        names = [n for n in names if SHAPES[n].concurrency == SHAPES["parallel"].concurrency]
     for name in names:
         for seed in seeds:
             shape = SHAPES[name]
-            path = args.out / f"{name}-{seed}.jsonl"
-            if not args.estimate_only:
-                record(shape, seed, runs, args.out)
-            found = estimate(shape, seed, path)
+            if args.synthetic:
+                found = estimate(shape, seed, synthetic_runs(shape, seed, runs, args.synthetic))
+            else:
+                path = args.out / f"{name}-{seed}.jsonl"
+                if not args.estimate_only:
+                    record(shape, seed, runs, args.out)
+                found = estimate(shape, seed, load_runs([path]))
             rows.extend(found)
             for row in found:
                 print(
@@ -496,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(summary(rows))
     print(f"\n{len(names)} shapes x {len(seeds)} seeds x {runs} runs per variant, {elapsed:.0f} s")
-    (args.out / "results.json").write_text(
+    results = f"results-{args.synthetic}.json" if args.synthetic else "results.json"
+    (args.out / results).write_text(
         json.dumps(
             [asdict(r) | {k: getattr(r, k) for k in _ERRORS} for r in rows],
             indent=2,

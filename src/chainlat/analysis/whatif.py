@@ -5,13 +5,22 @@ Method, for every recorded run:
 
 1. **Changed steps are re-estimated from latency profiles** (:mod:`chainlat.analysis.profiles`,
    fitted from the same traces, or from a profile file) with the run's own token
-   counts. Each call keeps its own residual: its recorded service time divided
-   by the old model's prediction for its tokens. The new duration is::
+   counts. The new duration is::
 
        queue + connect + network (as recorded) + new profile's prediction * residual
 
-   so a call that was slow for its size stays slow, and the spread of the
-   estimate is the spread the runs really had. ``--prompt-scale`` multiplies the
+   Under ``--prompt-scale`` alone a call keeps its own residual: its recorded
+   service time divided by its model's prediction for its tokens. Under a swap
+   the new model's noise is its own: the call keeps its *rank* (how slow it was
+   for its size among the old model's calls streamed like it, measured against
+   the closest fit of those calls) and takes the new model's residual at that
+   rank, from the new model's calls streamed like it (predicted by a profile
+   fitted from those calls alone, when the profile was fitted from the runs);
+   from all its calls when it has fewer than five of that kind (said in a note);
+   from a log-normal with the profile's ``residual_sigma`` for a model the runs
+   never called; else the call keeps its own residual. So a call that was slow
+   for its size stays slow, and the spread of the estimate is the new model's
+   (``docs/tradeoffs.md`` has the measurements behind each rule). ``--prompt-scale`` multiplies the
    call's input tokens (rounded); output tokens stay as recorded (a swapped model
    is assumed to answer at the same length). ``--cache-hit-rate`` turns a
    deterministic share of the step's calls (a hash of seed, trace and span id)
