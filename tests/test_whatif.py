@@ -408,8 +408,10 @@ def test_the_new_models_noise_comes_from_its_calls_streamed_like_the_swapped_one
 
 def test_too_few_calls_of_the_swapped_calls_mode_borrow_the_others_and_say_so() -> None:
     runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)]
+    # Their spread (none here), not their level: streamed calls are slower than calls
+    # not streamed by an amount the runs cannot tell, so the profile's level stays.
     result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
-    assert swapped_ms(result) == pytest.approx([100] * 5, abs=1e-6)
+    assert swapped_ms(result) == pytest.approx([50] * 5, abs=1e-6)
     [note] = result.notes
     assert note.startswith("small: fewer than 5 calls not streamed in the runs")
 
@@ -455,3 +457,28 @@ def test_a_new_model_fitted_from_the_runs_is_predicted_from_its_calls_of_the_sam
     result = whatif(runs, swap={"chat big": "small"})
     assert result.profiles["small"].service_ms(100, 11) == pytest.approx(80)
     assert swapped_ms(result) == pytest.approx([40] * 10, abs=1e-6)
+
+
+def test_within_the_sizes_it_was_fitted_on_the_new_model_keeps_every_slope() -> None:
+    # small, not streamed, fitted from the runs: 0.18 ms/token at 2.1 standard errors, a
+    # slope its profile drops. At 100 tokens, inside the 100-600 it was seen at, the
+    # closest line predicts; each big call takes small's residual around that line at
+    # its own rank (big: x1.0, x1.1, x0.9, x1.2, x0.8, x1.05).
+    points = [(100, 250.0), (200, 210.0), (300, 230.0), (400, 310.0), (500, 330.0), (600, 290.0)]
+    big = [1.0, 1.1, 0.9, 1.2, 0.8, 1.05]
+    runs = [
+        run_of(
+            400,
+            (2, 1, "chat big", 0, 200 * b, call("big")),
+            (3, 1, "chat small", 0, ms, call("small", tokens_in=x)),
+            trace=f"t{i}",
+        )
+        for i, ((x, ms), b) in enumerate(zip(points, big, strict=True))
+    ]
+    result = whatif(runs, swap={"chat big": "small"})
+    assert result.profiles["small"].ttft_per_input_token_ms == 0
+    line = statistics.linear_regression([x for x, _ in points], [ms for _, ms in points])
+    noise = sorted(math.log(ms / (line.intercept + line.slope * x)) for x, ms in points)
+    ranks = [sorted(big).index(b) for b in big]
+    expected = [(line.intercept + line.slope * 100) * math.exp(noise[r]) for r in ranks]
+    assert swapped_ms(result) == pytest.approx(expected, rel=1e-5)

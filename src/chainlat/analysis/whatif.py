@@ -592,7 +592,10 @@ class _Estimator:
             # Streamed and non-streamed calls of the new model apart, when it has enough of
             # each: a profile fitted from one kind mispredicts the other (see _Noise).
             streamed = call.ttft_ms is not None
-            new = self.noise.profiles.get((model, streamed), new)
+            own = self.noise.profiles.get((model, streamed))
+            fitted_on = own.input_tokens_range if own is not None else None
+            if own is not None and fitted_on and fitted_on[0] <= new_in <= fitted_on[1]:
+                new = own  # within the sizes it was fitted on, every slope is safe to use
             predicted = new.service_ms(new_in, tokens_out)
             residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
@@ -614,7 +617,8 @@ class _Estimator:
         A call slow for its size on the old model stays as slow among the new
         model's calls: the residual at the same quantile of the new model's own
         residuals (of its calls streamed like this one when it has enough, else of
-        all); for a model the runs never called, of a log-normal with its profile's
+        all, scaled to a mean of 1); for a model the runs never called, of a
+        log-normal with its profile's
         ``residual_sigma``. Otherwise the call keeps its residual, measured against
         the closest fit of the old model's calls when its profile was fitted from them.
         """
@@ -632,7 +636,12 @@ class _Estimator:
                 f"calls {mode} are estimated from its other calls (see docs/tradeoffs.md)"
             )
         if rank is not None and len(same) + len(other) >= MIN_NOISE_CALLS:
-            return math.exp(_quantile(sorted(same + other), rank))
+            # The spread of the calls of the other kind, not their level: that kind is
+            # faster or slower than this one by an amount the runs cannot tell, and the
+            # profile's level is the better guess (it may come from calls of this kind).
+            borrowed = sorted(same + other)
+            mean = math.fsum(map(math.exp, borrowed)) / len(borrowed)
+            return math.exp(_quantile(borrowed, rank)) / mean
         if rank is not None and model not in self.noise.called and profile.residual_sigma:
             return math.exp(profile.residual_sigma * statistics.NormalDist().inv_cdf(rank))
         closest = self.noise.closest.get(key)
@@ -653,11 +662,12 @@ class _Noise:
     """
 
     profiles: dict[tuple[str, bool], LatencyProfile] = field(default_factory=dict)
-    """By (model, streamed): the profile fitted from those calls alone, for models fitted
-    from the runs with enough calls of that kind."""
+    """By (model, streamed): the closest fit of those calls alone (every slope kept), for
+    models fitted from the runs with enough calls of that kind; it predicts a swapped
+    call of that kind within the prompt sizes it was fitted on."""
     residuals: dict[tuple[str, bool], list[float]] = field(default_factory=dict)
     """By (model, streamed): log(service time / prediction) of those calls, sorted; the
-    prediction of the profile above, else of the model's profile."""
+    prediction of the closest fit of those calls, or of the given profile."""
     called: set[str] = field(default_factory=set)
     """Models with usable calls in the runs."""
     ranks: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -691,20 +701,17 @@ def _noise(
                 by_mode.setdefault(key, []).append((run.trace_id, call))
     noise = _Noise(called={model for model, _ in by_mode})
     for (model, streamed), calls in by_mode.items():
-        own = fit_profile(c for _, c in calls) if len(calls) >= MIN_NOISE_CALLS else None
-        if own is not None and model in fitted:
-            noise.profiles[(model, streamed)] = own
-        reference = noise.profiles.get((model, streamed), profiles.get(model))
-        if reference is not None:
-            logs = (_log_residual(reference, c) for _, c in calls)
-            noise.residuals[(model, streamed)] = sorted(v for v in logs if v is not None)
-        # Ranked against the closest fit: against a profile flattened by the
-        # three-standard-errors rule, long prompts would rank as slow calls.
+        # Against the closest fit: against a profile flattened by the three-standard-errors
+        # rule, long prompts would rank as slow calls and widen the noise.
         closest = fit_profile((c for _, c in calls), in_sample=True)
         if model not in fitted or closest is None:
             closest = profiles.get(model)
+        elif len(calls) >= MIN_NOISE_CALLS:
+            noise.profiles[(model, streamed)] = closest
         if closest is None:
             continue
+        logs = (_log_residual(closest, c) for _, c in calls)
+        noise.residuals[(model, streamed)] = sorted(v for v in logs if v is not None)
         ranked = sorted(
             (log, trace_id, call.span_id)
             for trace_id, call in calls
