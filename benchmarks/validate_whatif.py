@@ -5,6 +5,12 @@ Usage::
     python benchmarks/validate_whatif.py                # every shape, seeds 1-3, 30 runs each
     python benchmarks/validate_whatif.py --quick        # every shape, one seed, 12 runs each
     python benchmarks/validate_whatif.py --shapes parallel,mixed --seeds 4 --runs 30
+    python benchmarks/validate_whatif.py --estimate-only   # the kept trace files again
+    python benchmarks/validate_whatif.py --synthetic model   # no simulator: seconds, exact
+    python benchmarks/validate_whatif.py --synthetic client  # plus the client's costs
+
+The recorded run takes about 10 minutes on a busy 2-core machine (``--quick``
+about 2); ``--synthetic`` about 20 s (see :func:`synthetic_runs`).
 
 For every shape and seed, the workflow runs against ``chainlat sim`` (in its own
 process, seeded), traced by :func:`chainlat.instrument_httpx` through the real
