@@ -618,9 +618,9 @@ class _Estimator:
         model's calls: the residual at the same quantile of the new model's own
         residuals (of its calls streamed like this one when it has enough, else of
         all, scaled to a mean of 1); for a model the runs never called, of a
-        log-normal with its profile's
-        ``residual_sigma``. Otherwise the call keeps its residual, measured against
-        the closest fit of the old model's calls when its profile was fitted from them.
+        log-normal with its profile's ``residual_sigma``. Otherwise the call keeps
+        its residual, measured against the closest fit of the old model's calls
+        when its profile was fitted from them.
         """
         key = (run.trace_id, call.span_id)
         rank = self.noise.ranks.get(key)
