@@ -406,12 +406,15 @@ def test_the_new_models_noise_comes_from_its_calls_streamed_like_the_swapped_one
     assert ttft == pytest.approx(2 * SMALL.ttft_ms(100))
 
 
-def test_too_few_calls_of_the_swapped_calls_mode_borrow_the_others_and_say_so() -> None:
-    runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)]
-    # Their spread (none here), not their level: streamed calls are slower than calls
-    # not streamed by an amount the runs cannot tell, so the profile's level stays.
+def test_too_few_calls_of_the_swapped_calls_mode_keep_the_recorded_residual_and_say_so() -> None:
+    # small is seen streamed only (2x its profile, a level and spread of their own): the
+    # big calls, not streamed, keep their own residuals (x1.0, x1.1, x0.9, x1.2, x0.8).
+    big = [1.0, 1.1, 0.9, 1.2, 0.8]
+    runs = [
+        big_beside_small(200 * b, 100, trace=f"s{i}", small_ttft_ms=20.0) for i, b in enumerate(big)
+    ]
     result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
-    assert swapped_ms(result) == pytest.approx([50] * 5, abs=1e-6)
+    assert swapped_ms(result) == pytest.approx([50, 55, 45, 60, 40], abs=1e-6)
     [note] = result.notes
     assert note.startswith("small: fewer than 5 calls not streamed in the runs")
 

@@ -16,9 +16,9 @@ Method, for every recorded run:
    the closest fit of those calls) and takes the new model's residual at that
    rank, from the new model's calls streamed like it (predicted by a profile
    fitted from those calls alone, when the profile was fitted from the runs);
-   from all its calls when it has fewer than five of that kind (said in a note);
    from a log-normal with the profile's ``residual_sigma`` for a model the runs
-   never called; else the call keeps its own residual. So a call that was slow
+   never called. With fewer than five calls of the new model of that kind, the
+   call keeps its own residual (said in a note). So a call that was slow
    for its size stays slow, and the spread of the estimate is the new model's
    (``docs/tradeoffs.md`` has the measurements behind each rule). ``--prompt-scale`` multiplies the
    call's input tokens (rounded); output tokens stay as recorded (a swapped model
@@ -616,34 +616,28 @@ class _Estimator:
 
         A call slow for its size on the old model stays as slow among the new
         model's calls: the residual at the same quantile of the new model's own
-        residuals (of its calls streamed like this one when it has enough, else of
-        all, scaled to a mean of 1); for a model the runs never called, of a
-        log-normal with its profile's ``residual_sigma``. Otherwise the call keeps
-        its residual, measured against the closest fit of the old model's calls
-        when its profile was fitted from them.
+        residuals, from its calls streamed (or not) like this one; for a model the
+        runs never called, of a log-normal with its profile's ``residual_sigma``.
+        When the new model has fewer than ``MIN_NOISE_CALLS`` calls of this kind,
+        the call keeps its own residual (measured against the closest fit of the
+        old model's calls when its profile was fitted from them): the new model's
+        calls of the other kind are slower or faster, and noisier or not, by an
+        amount the runs cannot tell (docs/tradeoffs.md).
         """
         key = (run.trace_id, call.span_id)
         rank = self.noise.ranks.get(key)
         streamed = call.ttft_ms is not None
         same = self.noise.residuals.get((model, streamed), [])
-        other = self.noise.residuals.get((model, not streamed), [])
         if rank is not None and len(same) >= MIN_NOISE_CALLS:
             return math.exp(_quantile(same, rank))
+        if rank is not None and model not in self.noise.called and profile.residual_sigma:
+            return math.exp(profile.residual_sigma * statistics.NormalDist().inv_cdf(rank))
         if model in self.noise.called:
             mode = "streamed" if streamed else "not streamed"
             self.note(
                 f"{model}: fewer than {MIN_NOISE_CALLS} calls {mode} in the runs; swapped "
-                f"calls {mode} are estimated from its other calls (see docs/tradeoffs.md)"
+                f"calls {mode} keep their recorded residual (see docs/tradeoffs.md)"
             )
-        if rank is not None and len(same) + len(other) >= MIN_NOISE_CALLS:
-            # The spread of the calls of the other kind, not their level: that kind is
-            # faster or slower than this one by an amount the runs cannot tell, and the
-            # profile's level is the better guess (it may come from calls of this kind).
-            borrowed = sorted(same + other)
-            mean = math.fsum(map(math.exp, borrowed)) / len(borrowed)
-            return math.exp(_quantile(borrowed, rank)) / mean
-        if rank is not None and model not in self.noise.called and profile.residual_sigma:
-            return math.exp(profile.residual_sigma * statistics.NormalDist().inv_cdf(rank))
         closest = self.noise.closest.get(key)
         return recorded if closest is None else math.exp(closest)
 
