@@ -65,6 +65,12 @@ def add_commands(sub: Any) -> None:
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
     )
+    report.add_argument(
+        "--budgets", metavar="FILE", help="with --html: mark the limits each run broke"
+    )
+    report.add_argument(
+        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
+    )
     report.set_defaults(func=_report)
 
     diff = sub.add_parser(
@@ -174,14 +180,20 @@ def _report(args: argparse.Namespace) -> int:
     sources = sources_from(args)
     counters = ReadCounters()
     tally = None
+    explorer = None
     if args.html:
         from chainlat.analysis.tradeoff import Tally
+        from chainlat.budgets import load_budgets
 
         tally = Tally()
+        explorer = report.RunExplorer(
+            budgets=load_budgets(args.budgets) if args.budgets else None,
+            jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
+        )
     stats = aggregate(
         _runs(sources, counters, args.roots)
-        if tally is None
-        else _tallied(sources, counters, tally, args.roots)
+        if tally is None or explorer is None
+        else explorer.watch(_tallied(sources, counters, tally, args.roots))
     )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
@@ -191,7 +203,11 @@ def _report(args: argparse.Namespace) -> int:
         tradeoff = tally.comparison() if tally is not None and tally.labelled else None
         try:
             page = report.html_page(
-                stats, sources=describe(sources), waterfalls=waterfalls, tradeoff=tradeoff
+                stats,
+                sources=describe(sources),
+                waterfalls=waterfalls,
+                tradeoff=tradeoff,
+                explorer=explorer,
             )
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None

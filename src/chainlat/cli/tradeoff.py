@@ -92,6 +92,9 @@ def add_commands(sub: Any) -> None:
         "--outcomes", metavar="FILE", help="outcomes by trace id, JSON lines (override traces')"
     )
     compare.add_argument("--html", metavar="FILE", help="write the chart and table to FILE")
+    compare.add_argument(
+        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
+    )
     compare.add_argument("--format", choices=("text", "json"), default="text")
     compare.set_defaults(func=_compare)
 
@@ -194,9 +197,15 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare(sources, workflow=args.workflow, outcomes=args.outcomes, roots=args.roots)
     if args.html:
         from chainlat._core.errors import InputError
+        from chainlat.report import RunExplorer, jaeger_ui_url
+        from chainlat.traces import read_runs
 
+        explorer = RunExplorer(jaeger_ui=jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None)
+        for run in read_runs(sources, outcomes=True, roots=args.roots):
+            if args.workflow is None or run.workflow == args.workflow:
+                explorer.add(run)
         try:
-            page = tradeoff_page(comparison, sources=describe(sources))
+            page = tradeoff_page(comparison, sources=describe(sources), explorer=explorer)
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         try:

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from chainlat.report._explorer import RunExplorer, jaeger_ui_url
 from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
 from chainlat.report.jsondoc import check_json, diff_json, stats_json
 from chainlat.report.junit import junit_xml
@@ -30,6 +31,7 @@ from chainlat.report.text import (
 from chainlat.report.waterfall import waterfall
 
 __all__ = [
+    "RunExplorer",
     "check_json",
     "check_markdown",
     "check_renderables",
@@ -38,6 +40,7 @@ __all__ = [
     "diff_markdown",
     "diff_text",
     "html_page",
+    "jaeger_ui_url",
     "junit_xml",
     "render_text",
     "stats_json",

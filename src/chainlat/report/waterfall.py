@@ -31,7 +31,7 @@ def waterfall(
     total_ns = max(run.end_ns - run.start_ns, 1)
     notes: dict[int, list[str]] = {}  # row 0 is the workflow, row i the step i - 1
     for violation in violations:
-        row = _row_of(run, violation)
+        row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
             f"<-- {limit} {violation.actual_ms:.1f} ms > {limit_text(violation.limit_ms)}"
@@ -93,7 +93,7 @@ def waterfall(
     return "\n".join(lines)
 
 
-def _row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
+def row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
     """The waterfall row a violation belongs on: its step's worst occurrence, else the workflow."""
     if not violation.target.startswith("steps."):
         return 0
