@@ -10,6 +10,7 @@ breakdown (queue, connect, send, server, network, first token, generation).
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import httpx
@@ -75,6 +76,21 @@ def write_agent_traces(path: Path, *, runs: int = 12) -> Path:
                 for i in range(runs):
                     await _run(client, "fast-plan" if i % 2 else "slow-plan", i, cap.provider)
 
-        asyncio.run(main())
+        # In a thread of its own: Playwright's sync API keeps an event loop in this one.
+        failures: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:
+                failures.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(timeout=120)
+        if worker.is_alive() or failures:
+            raise RuntimeError("the agent's runs did not finish") from (
+                failures[0] if failures else None
+            )
         cap.provider.force_flush()
     return path
