@@ -31,13 +31,11 @@ from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
 from chainlat.report._common import visible
 from chainlat.report._critical import critical_path, step_spans
-from chainlat.report.waterfall import row_of
+from chainlat.report.waterfall import first_output_ms, row_of
 
 if TYPE_CHECKING:
     from chainlat.budgets import Budgets
 
-FIRST_OUTPUT_MS: Final = "chainlat.chain.first_output_ms"
-"""When the user saw the run's first output, in ms from the workflow's start (if recorded)."""
 STEP_NAME: Final = "chainlat.step.name"
 """A step's user-given name (if recorded)."""
 
@@ -357,10 +355,7 @@ def _label(span: TracedSpan) -> str:
 
 
 def _first_output(run: WorkflowRun) -> float | None:
-    value = getattr(run, "first_output_ms", None)
-    if value is None and run.root is not None:
-        value = run.root.attributes.get(FIRST_OUTPUT_MS)
-    number = _number(value)
+    number = first_output_ms(run)
     return None if number is None else round(number, 3)
 
 
