@@ -339,8 +339,9 @@ class RunExplorer:
         data = json.dumps(
             self.document(), ensure_ascii=False, allow_nan=False, separators=(",", ":")
         )
-        # Inside <script> only "</" could end the element early; "<\/" is the same JSON.
-        data = data.replace("</", "<\\/").replace("<!--", "<\\!--")
+        # "<" only ever appears inside JSON strings, where \u003c is the same character:
+        # then no name from a trace can end the <script> element or open a comment in it.
+        data = data.replace("<", "\\u003c")
         return (
             f"<style>{_asset('_explorer.css')}</style>"
             + _MARKUP
