@@ -20,7 +20,7 @@ from chainlat.budgets import parse_budgets
 from chainlat.cli import main
 from chainlat.report import RunExplorer, html_page, jaeger_ui_url, tradeoff_page
 from chainlat.report._critical import critical_path, critical_steps
-from chainlat.report._explorer import call_parts, shown_attributes
+from chainlat.report._explorer import call_parts
 from chainlat.testing import capture
 from chainlat.traces import read_runs
 from tracegen import ChatRun, write_runs
@@ -135,27 +135,6 @@ def test_a_call_timed_by_hand_splits_at_its_first_token_and_others_not_at_all() 
     assert call_parts({}, 300.0, 80.0) == [("first token", 80.0), ("generation", 220.0)]
     assert call_parts({}, 300.0, None) == []
     assert call_parts({"chainlat.latency.queue_ms": "1"}, 300.0, None) == []
-
-
-def test_attributes_that_could_hold_a_credential_are_never_shown() -> None:
-    secret = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789"
-    shown = dict(
-        shown_attributes(
-            {
-                "http.request.header.authorization": f"Bearer {secret}",
-                "http.request.header.x-api-key": secret,
-                "llm.api_key": secret,
-                "url.full": f"https://api.example.com/v1?key={secret}",
-                "error.message": f"bad token {secret}",
-                "gen_ai.request.model": "gpt-4o",
-                "gen_ai.usage.input_tokens": 12,
-            }
-        )
-    )
-    assert set(shown) == {"url.full", "error.message", "gen_ai.request.model",
-                          "gen_ai.usage.input_tokens"}  # fmt: skip
-    assert secret not in json.dumps(shown)
-    assert shown["gen_ai.usage.input_tokens"] == 12
 
 
 def _document(explorer: RunExplorer, runs: list[WorkflowRun]) -> Any:
@@ -288,3 +267,35 @@ def test_the_compare_page_embeds_the_explorer_when_given(tmp_path: Path) -> None
     page = tradeoff_page(compare([path]), explorer=explorer)
     assert 'id="explorer"' in page and explorer.runs == 6
     assert 'id="explorer"' not in tradeoff_page(compare([path]))
+
+
+def test_attributes_that_could_hold_a_credential_are_never_shown() -> None:
+    secret = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789"
+    attributes = {
+        "http.request.header.authorization": f"Bearer {secret}",
+        "http.request.header.x-api-key": secret,
+        "llm.api_key": secret,
+        "url.full": f"https://api.example.com/v1?key={secret}",
+        "error.message": f"bad token {secret}",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.usage.input_tokens": 12,
+        "chainlat.cache.hit": True,
+        "note": "x" * 5000,
+    }
+    root = TracedSpan(SpanRecord(1, None, "invoke_workflow w", 0, 10_000_000, "workflow"), {})
+    steps = [
+        TracedSpan(SpanRecord(i, 1, "chat m", 0, 5_000_000, "inference"), attributes)
+        for i in (2, 3)
+    ]
+    explorer = RunExplorer()
+    explorer.add(WorkflowRun.from_spans("w", root, steps, trace_id="ab" * 16))
+    page = explorer.html()
+    assert secret not in page
+    document = _document(RunExplorer(), [WorkflowRun.from_spans("w", root, steps)])
+    rows = document["trees"][0]["s"]
+    assert rows[1][5] == rows[2][5]  # the same pairs, kept once
+    shown = {document["strings"][k]: v for k, v in (document["pairs"][i] for i in rows[1][5])}
+    assert set(shown) == {"url.full", "error.message", "gen_ai.request.model",
+                          "gen_ai.usage.input_tokens", "chainlat.cache.hit", "note"}  # fmt: skip
+    assert shown["gen_ai.usage.input_tokens"] == 12 and shown["chainlat.cache.hit"] is True
+    assert shown["note"] == "x" * 1000 + "... (4000 more chars)"

@@ -279,7 +279,10 @@
       var table = el("table", { "class": "cl-attrs" });
       table.appendChild(el("caption", null, "Attributes (as read; none that could hold a credential)"));
       var tb = el("tbody");
-      s[5].forEach(function (k) {
+      s[5].slice().sort(function (a, b) {
+        var x = S[D.pairs[a][0]], y = S[D.pairs[b][0]];
+        return x < y ? -1 : x > y ? 1 : 0;
+      }).forEach(function (k) {
         var pair = D.pairs[k], row = el("tr");
         row.appendChild(el("th", { scope: "row" }, S[pair[0]]));
         var v = pair[1];
@@ -366,4 +369,5 @@
 
   renderTable();
   if (N) pick("slowest");
+  if (window.performance && performance.mark) performance.mark("chainlat-explorer-ready");
 })();

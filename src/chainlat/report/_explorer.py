@@ -107,18 +107,6 @@ def call_parts(
     return []
 
 
-def shown_attributes(attributes: Mapping[str, object]) -> list[tuple[str, object]]:
-    """The attributes a page may show: none whose name could hold a credential, strings
-    scrubbed, control characters made visible, long values cut."""
-    shown: list[tuple[str, object]] = []
-    for key, value in attributes.items():
-        if is_secret_header(key):
-            continue
-        shown.append((visible(key), _shown_value(scrub_value(value))))
-    shown.sort(key=lambda kv: kv[0])
-    return shown
-
-
 def _shown_value(value: object) -> object:
     if isinstance(value, str):
         text = visible(value, newline=True)
@@ -161,6 +149,7 @@ class RunExplorer:
         """Statistics per variant label, for charts that keep variants apart."""
         self._strings: dict[str, int] = {}
         self._pairs: dict[str, int] = {}
+        self._raw: dict[Any, int] = {}
         self._pair_list: list[list[Any]] = []
         self._columns: dict[str, list[Any]] = {
             key: [] for key in ("wf", "var", "total", "fo", "err", "ok", "verdict", "trace", "t0")
@@ -216,12 +205,33 @@ class RunExplorer:
             found = self._strings[text] = len(self._strings)
         return found
 
+    def _attributes(self, attributes: Mapping[str, object]) -> list[int]:
+        """The ids of a span's shown (key, value) pairs, each pair cleaned once: none whose
+        name could hold a credential, strings scrubbed, controls made visible, long values cut.
+        """
+        ids: list[int] = []
+        for key, value in attributes.items():
+            # The type too: True == 1, and a flag is not a count.
+            raw = (key, type(value), tuple(value) if isinstance(value, list) else value)
+            try:
+                found = self._raw.get(raw)
+            except TypeError:  # an unhashable value: clean it every time
+                raw, found = None, None
+            if found is None:
+                found = -1 if is_secret_header(key) else self._pair(key, value)
+                if raw is not None:
+                    self._raw[raw] = found
+            if found >= 0:
+                ids.append(found)
+        return ids
+
     def _pair(self, key: str, value: object) -> int:
-        token = json.dumps([key, value], ensure_ascii=False, allow_nan=False)
+        shown = _shown_value(scrub_value(value))
+        token = json.dumps([visible(key), shown], ensure_ascii=False)
         found = self._pairs.get(token)
         if found is None:
             found = self._pairs[token] = len(self._pair_list)
-            self._pair_list.append([self._sid(key), value])
+            self._pair_list.append([self._sid(visible(key)), shown])
         return found
 
     def _tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
@@ -261,7 +271,7 @@ class RunExplorer:
                     parent,
                     _ms(rec.start_ns - run.start_ns),
                     duration_ms,
-                    [self._pair(k, v) for k, v in shown_attributes(span.attributes)] or 0,
+                    self._attributes(span.attributes) or 0,
                     pieces.get(rec.span_id, 0),
                     [[self._sid(label), round(ms, 3)] for label, ms in parts] or 0,
                     None if rec.ttft_ms is None else round(rec.ttft_ms, 3),
