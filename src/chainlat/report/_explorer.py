@@ -213,13 +213,14 @@ class RunExplorer:
         for key, value in attributes.items():
             # The type too: True == 1, and a flag is not a count.
             raw = (key, type(value), tuple(value) if isinstance(value, list) else value)
+            hashable = True
             try:
                 found = self._raw.get(raw)
             except TypeError:  # an unhashable value: clean it every time
-                raw, found = None, None
+                hashable, found = False, None
             if found is None:
                 found = -1 if is_secret_header(key) else self._pair(key, value)
-                if raw is not None:
+                if hashable:
                     self._raw[raw] = found
             if found >= 0:
                 ids.append(found)
