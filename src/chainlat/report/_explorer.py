@@ -148,7 +148,6 @@ class RunExplorer:
         self.by_variant: dict[str, Stats] = {}
         """Statistics per variant label, for charts that keep variants apart."""
         self._strings: dict[str, int] = {}
-        self._pairs: dict[str, int] = {}
         self._raw: dict[Any, int] = {}
         self._pair_list: list[list[Any]] = []
         self._columns: dict[str, list[Any]] = {
@@ -227,13 +226,12 @@ class RunExplorer:
         return ids
 
     def _pair(self, key: str, value: object) -> int:
-        shown = _shown_value(scrub_value(value))
-        token = json.dumps([visible(key), shown], ensure_ascii=False)
-        found = self._pairs.get(token)
-        if found is None:
-            found = self._pairs[token] = len(self._pair_list)
-            self._pair_list.append([self._sid(visible(key)), shown])
-        return found
+        if isinstance(value, str) or not isinstance(value, (int, float)):
+            value = _shown_value(scrub_value(value))
+        elif not math.isfinite(value):
+            value = str(value)
+        self._pair_list.append([self._sid(visible(key)), value])
+        return len(self._pair_list) - 1
 
     def _tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
         root = run.root
