@@ -10,6 +10,7 @@ one reason, except under ``CHAINLAT_REQUIRE_INTEGRATION=1`` (CI), where they fai
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shutil
 import threading
@@ -20,9 +21,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agent import WORKFLOW, write_agent_traces
 
+import chainlat
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import percentile
+from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
+from chainlat.testing import capture
 from chainlat.traces import read_runs
 
 if TYPE_CHECKING:
@@ -300,6 +304,70 @@ def test_explorer_is_readable_in_light_and_dark_mode(
     else:
         assert text < 0.05 < 0.9 < background
     assert _contrast(background, name) >= 7  # WCAG AAA for the span names
+    # The charts are redrawn for the scheme: the page's background shows through them.
+    ink = "#e6e6e6" if scheme == "dark" else "#2a3f5f"
+    page.wait_for_function(
+        "ink => { const l = document.getElementById('chart-distribution')._fullLayout;"
+        " return l.paper_bgcolor === 'rgba(0,0,0,0)' && l.font.color === ink; }",
+        arg=ink,
+        timeout=30_000,
+    )
+    assert problems == []
+
+
+def test_explorer_is_used_from_the_keyboard_alone(
+    browser: Browser, agent_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tab reaches the table, arrows move between runs, Enter shows one: one tab stop."""
+    report = tmp_path / "report.html"
+    assert main(["report", str(agent_traces), "--html", str(report), "--format", "json"]) == 0
+    capsys.readouterr()
+    page, problems = _open(browser, report.as_uri(), "file:")
+    assert page.locator("#cl-runs tbody tr[tabindex='0']").count() == 1
+    page.locator("#cl-runs th button[data-sort=trace]").focus()
+    page.keyboard.press("Tab")
+    focused = page.evaluate("document.activeElement.getAttribute('data-run')")
+    assert focused == page.locator("#cl-run").get_attribute("data-run")  # the slowest run
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    second = page.locator("#cl-runs tbody tr[data-run]").nth(2).get_attribute("data-run")
+    assert page.evaluate("document.activeElement.getAttribute('data-run')") == second
+    page.keyboard.press("Enter")
+    assert page.locator("#cl-run").get_attribute("data-run") == second
+    assert page.locator("#cl-runs tbody tr[tabindex='0']").get_attribute("data-run") == second
+    assert problems == []
+
+
+def test_the_first_output_is_marked_across_the_waterfall(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with capture(fake_clock=True) as cap:
+        with chainlat.workflow("chat", tracer_provider=cap.provider) as handle:
+            with chainlat.inference("m", tracer_provider=cap.provider) as call:
+                cap.clock.advance(ms=30)
+                call.first_token()
+                cap.clock.advance(ms=50)
+            handle.span.set_attribute("chainlat.chain.first_output_ms", 40.0)
+            cap.clock.advance(ms=20)
+        traces = tmp_path / "t.jsonl"
+        traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    report = tmp_path / "report.html"
+    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
+    capsys.readouterr()
+    page, problems = _open(browser, report.as_uri(), "file:")
+    assert page.locator("#cl-runs tbody tr[data-run] td:nth-child(4)").inner_text() == "40.0"
+    assert "first output at 40.0 ms" in page.locator("#cl-run").inner_text()
+    markers = page.locator("#cl-waterfall .cl-row[data-span] .cl-fo")
+    assert markers.count() == 2  # a line across both rows
+    for i in range(2):
+        track = page.locator("#cl-waterfall .cl-row[data-span] .cl-track").nth(i).bounding_box()
+        marker = markers.nth(i).bounding_box()
+        assert track is not None and marker is not None
+        assert marker["x"] - track["x"] == pytest.approx(0.4 * track["width"], abs=1.5)
+    ttft = page.locator("#cl-waterfall .cl-row[data-span='1'] .cl-ttft").bounding_box()
+    track = page.locator("#cl-waterfall .cl-row[data-span='1'] .cl-track").bounding_box()
+    assert ttft is not None and track is not None
+    assert ttft["x"] - track["x"] == pytest.approx(0.3 * track["width"], abs=1.5)
     assert problems == []
 
 

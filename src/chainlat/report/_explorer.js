@@ -84,7 +84,9 @@
     var shown = Math.min(state.shown, state.list.length);
     for (var r = 0; r < shown; r++) {
       var i = state.list[r];
-      var row = el("tr", { "data-run": i, tabindex: "0", "aria-selected": i === state.run ? "true" : "false" });
+      // One tab stop for the whole table (the selected run, else the first): arrows move.
+      var current = i === state.run || (r === 0 && state.list.slice(0, shown).indexOf(state.run) < 0);
+      var row = el("tr", { "data-run": i, tabindex: current ? "0" : "-1", "aria-selected": i === state.run ? "true" : "false" });
       row.appendChild(el("td", null, S[R.wf[i]]));
       row.appendChild(el("td", null, S[R["var"][i]]));
       row.appendChild(el("td", { "class": "n" }, fmt(R.total[i])));
@@ -137,9 +139,14 @@
 
   function selectRun(i, why) {
     state.run = i; state.span = -1;
-    document.querySelectorAll("#cl-runs tbody tr[data-run]").forEach(function (row) {
-      row.setAttribute("aria-selected", +row.getAttribute("data-run") === i ? "true" : "false");
+    var rows = document.querySelectorAll("#cl-runs tbody tr[data-run]"), listed = false;
+    rows.forEach(function (row) {
+      var on = +row.getAttribute("data-run") === i;
+      listed = listed || on;
+      row.setAttribute("aria-selected", on ? "true" : "false");
+      row.setAttribute("tabindex", on ? "0" : "-1");
     });
+    if (!listed && rows.length) rows[0].setAttribute("tabindex", "0");
     var tree = T[i], spans = tree.s;
     var head = $("cl-run");
     head.textContent = "";
@@ -330,8 +337,11 @@
     var row = e.target.closest("tr[data-run]");
     if (!row) return;
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); selectRun(+row.getAttribute("data-run")); }
-    else if (e.key === "ArrowDown") { e.preventDefault(); moveFocus(row, 1, "#cl-runs tbody tr[data-run]"); }
-    else if (e.key === "ArrowUp") { e.preventDefault(); moveFocus(row, -1, "#cl-runs tbody tr[data-run]"); }
+    else if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      var next = moveFocus(row, e.key === "ArrowDown" ? 1 : -1, "#cl-runs tbody tr[data-run]");
+      if (next) { row.setAttribute("tabindex", "-1"); next.setAttribute("tabindex", "0"); }
+    }
   });
   var fall = $("cl-waterfall");
   fall.addEventListener("click", function (e) {
