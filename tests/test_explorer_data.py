@@ -249,6 +249,10 @@ def test_report_and_compare_write_the_explorer_and_reject_a_bad_jaeger_url(
     assert (
         err.startswith("chainlat: --jaeger-ui 'ftp://x': expected a URL") and err.count("\n") == 1
     )
+    assert main(["report", str(path), "--jaeger-ui", "http://127.0.0.1:16686"]) == 2
+    assert capsys.readouterr().err == (
+        "chainlat: --budgets and --jaeger-ui mark the runs of the HTML page: add --html\n"
+    )
 
 
 def test_jaeger_ui_url_keeps_a_path_prefix_and_drops_the_trailing_slash() -> None:

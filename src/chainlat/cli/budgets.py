@@ -181,6 +181,8 @@ def _report(args: argparse.Namespace) -> int:
     counters = ReadCounters()
     tally = None
     explorer = None
+    if (args.budgets or args.jaeger_ui) and not args.html:
+        raise InputError("--budgets and --jaeger-ui mark the runs of the HTML page: add --html")
     if args.html:
         from chainlat.analysis.tradeoff import Tally
         from chainlat.budgets import load_budgets

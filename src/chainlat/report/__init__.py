@@ -4,7 +4,8 @@ trade-off commands' output. One module per format; this package re-exports them.
 Text tables use rich (imported when first rendered); waterfalls are plain ASCII so
 that they read the same in a terminal, a CI log and a pytest failure message. The
 HTML page is drawn with plotly, whose JavaScript is embedded in the page, so it
-opens without network access.
+opens without network access; its run explorer (:class:`RunExplorer`, docs/report.md)
+is a small script and the runs' data, embedded too.
 
 Example::
 

@@ -151,7 +151,7 @@ class RunExplorer:
         self._raw: dict[Any, int] = {}
         self._pair_list: list[list[Any]] = []
         self._columns: dict[str, list[Any]] = {
-            key: [] for key in ("wf", "var", "total", "fo", "err", "ok", "verdict", "trace", "t0")
+            key: [] for key in ("wf", "var", "total", "fo", "err", "ok", "verdict", "trace")
         }
         self._trees: list[dict[str, Any]] = []
 
@@ -195,7 +195,6 @@ class RunExplorer:
         c["ok"].append(None if run.success is None else int(run.success))
         c["verdict"].append(None if violations is None else len(violations))
         c["trace"].append(run.trace_id)
-        c["t0"].append(run.start_ns // 1_000_000)
         self._trees.append(tree)
 
     def _sid(self, text: str) -> int:
