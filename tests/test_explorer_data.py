@@ -303,3 +303,39 @@ def test_attributes_that_could_hold_a_credential_are_never_shown() -> None:
                           "gen_ai.usage.input_tokens", "chainlat.cache.hit", "note"}  # fmt: skip
     assert shown["gen_ai.usage.input_tokens"] == 12 and shown["chainlat.cache.hit"] is True
     assert shown["note"] == "x" * 1000 + "... (4000 more chars)"
+
+
+def test_malformed_trees_and_odd_values_still_make_a_valid_page() -> None:
+    """Cycles, duplicate ids, negative durations, NaN and infinite numbers, huge integers,
+    lists and control characters: the page is still made, and its data is strict JSON."""
+    rng = random.Random(7)
+    odd: list[object] = [
+        float("nan"), float("inf"), -float("inf"), 2**80, -1, True, "tab\there\x1b", "\ud800",
+        ["a", "b"], [1.5, float("nan")], "", 0.1,
+    ]  # fmt: skip
+    explorer = RunExplorer()
+    for _ in range(200):
+        spans = []
+        for index in range(rng.randint(0, 12)):
+            start = rng.randint(-50, 1050)
+            record = SpanRecord(
+                rng.randint(1, index + 2),
+                rng.choice([None, 1, rng.randint(1, 20)]),
+                rng.choice(["chat m", "data d", "\x00weird"]),
+                start,
+                start + rng.randint(-100, 400),
+                rng.choice(KINDS),
+                ttft_ms=rng.choice([None, 5.0]),
+            )
+            attributes = {f"k{j}": rng.choice(odd) for j in range(rng.randint(0, 4))}
+            attributes["chainlat.latency.queue_ms"] = rng.choice(odd)
+            spans.append(TracedSpan(record, attributes, error=rng.random() < 0.2))
+        root = TracedSpan(
+            SpanRecord(1, None, "invoke_workflow w", 0, rng.randint(-10, 1000), "workflow"),
+            {"chainlat.chain.first_output_ms": rng.choice(odd)},
+        )
+        explorer.add(WorkflowRun.from_spans("w", root, spans, trace_id="cd" * 16))
+    page = explorer.html()
+    data = page.split('id="chainlat-runs">')[1].split("</script>")[0]
+    document = json.loads(data, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert len(document["trees"]) == 200
