@@ -50,6 +50,7 @@ def _random_tree(rng: random.Random, *, twins: bool) -> tuple[SpanRecord, list[S
                 kind,
                 model="m" if source else None,
                 source=source,
+                step_name=rng.choice([None, None, f"named-{index}"]),
             )
         )
     return root, records
@@ -64,8 +65,7 @@ def test_critical_pieces_name_the_rollups_path_and_make_its_split(twins: bool) -
         root, records = _random_tree(rng, twins=twins)
         rollup = compute_rollup(root, records)
         path = critical_path(root, records)
-        names = {r.span_id: r.name for r in records}
-        assert tuple(names[s] for s in path.steps) == rollup.critical_path
+        assert tuple(path.names[s] for s in path.steps) == rollup.critical_path
         ends = [root.start_ns] + [p.end_ns for p in path.pieces]
         assert [p.start_ns for p in path.pieces] == ends[:-1]  # back to back
         assert ends[-1] == root.end_ns
@@ -87,7 +87,9 @@ def test_critical_steps_of_a_run_without_spans_follow_the_names_to_the_later_cal
     assert run.rollup.critical_path == ("chat m", "tool t")
     assert critical_steps(run) == {1, 2}
     document = _document(RunExplorer(), [run])
-    assert document["trees"][0]["p"] == [2, 3]  # rows: the workflow, then the steps
+    path = document["trees"][0]["p"]
+    assert [row for row, _ in path] == [2, 3]  # rows: the workflow, then the steps
+    assert _strings(document, [name for _, name in path]) == ["chat m", "tool t"]
 
 
 def test_parts_of_a_streamed_call_split_its_duration_exactly() -> None:
@@ -158,7 +160,8 @@ def test_a_traced_run_becomes_rows_with_exact_times_parts_and_marks(tmp_path: Pa
     )
     document = _document(RunExplorer(budgets=budgets, jaeger_ui="http://j:16686"), [run])
     runs = document["runs"]
-    assert runs["total"] == [410.0] and runs["verdict"] == [2] and runs["fo"] == [None]
+    assert runs["total"] == [410.0] and runs["verdict"] == [2]
+    assert runs["fo"] == [190.0]  # the call's first token: 10 + 100 + 80 ms
     assert runs["trace"] == [run.trace_id] and _strings(document, runs["var"]) == ["(none)"]
     (tree,) = document["trees"]
     rows = tree["s"]
@@ -170,7 +173,7 @@ def test_a_traced_run_becomes_rows_with_exact_times_parts_and_marks(tmp_path: Pa
     ]  # fmt: skip
     assert [r[6] for r in rows] == [[[0.0, 10.0]], [[10.0, 110.0]], [[110.0, 410.0]]]
     assert [r[9] & 2 for r in rows] == [0, 2, 2]  # the steps on the path
-    assert tree["p"] == [1, 2]
+    assert [row for row, _ in tree["p"]] == [1, 2]
     labels = [(document["strings"][label], ms) for label, ms in rows[2][7]]
     assert labels == [("first token", 80.0), ("generation", 220.0)]
     assert rows[2][8] == 80.0

@@ -39,7 +39,7 @@ def test_waterfall_marks_the_broken_limits_on_their_rows(tmp_path: Path) -> None
     assert lines[2] == (
         "   invoke_workflow support-chat  workflow        0.0     410.0  |"
         + "#" * 41
-        + "|  <-- total 410.0 ms > 400 ms"
+        + "|  first output 190.0 ms  <-- total 410.0 ms > 400 ms"
     )
     assert lines[3] == " *   data retrieve-docs          data           10.0     100.0  |" + (
         " " + "#" * 10 + " " * 30 + "|"

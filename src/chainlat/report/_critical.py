@@ -43,6 +43,10 @@ class CriticalPath:
     pieces: tuple[Piece, ...]
     steps: tuple[int, ...]
     """Span ids of the steps on the path, in the order of the rollup's ``critical_path``."""
+    names: dict[int, str]
+    """The name the rollup gives each step on the path: its step name, a twin's, its span's."""
+    twins: dict[int, int]
+    """A call seen twice: the span id of each duplicate, mapped to the span that counts."""
 
 
 def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath:
@@ -55,11 +59,14 @@ def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath
             by_parent.setdefault(rec.parent_id, []).append(rec)
     twins = find_twins(root_id, records)
     widened: dict[int, tuple[int, int]] = {}
+    renamed: dict[int, str] = {}  # a counted call named only by its twin
     for rec in records:
         primary = twins.get(rec.span_id)
         if primary is not None:
             low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
             widened[primary.span_id] = (min(low, rec.start_ns), max(high, rec.end_ns))
+            if rec.step_name and not primary.step_name:
+                renamed[primary.span_id] = rec.step_name
 
     top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
     queue = [top]
@@ -94,30 +101,37 @@ def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath
 
     pieces: list[Piece] = []
     steps: list[int] = []
+    names: dict[int, str] = {}
     on_path: set[int] = set()
     for node, start, end in _critical_segments(top):
         pieces.append(Piece(node.rec.span_id, start, end, node.attribution))
         step = node.owner
         chain: list[int] = []
         while step is not None and id(step) not in on_path:
-            chain.append(step.rec.span_id)
+            rec = step.rec
+            chain.append(rec.span_id)
+            names[rec.span_id] = rec.step_name or renamed.get(rec.span_id) or rec.name
             on_path.add(id(step))
             step = step.enclosing
         steps += reversed(chain)
-    return CriticalPath(tuple(pieces), tuple(steps))
+    twin_ids = {twin: primary.span_id for twin, primary in twins.items()}
+    return CriticalPath(tuple(pieces), tuple(steps), names, twin_ids)
 
 
 def step_spans(run: WorkflowRun) -> list[int | None]:
     """The span id of each of ``run.steps`` (None for a run read without its spans).
 
-    A step is the span of its name whose interval it covers (a step seen twice is
-    widened to both spans), taken in start order.
+    A step is the span of its name (step name or span name) whose interval it covers (a
+    step seen twice is widened to both spans, and may be either), taken in start order.
     """
     if run.root is None:
         return [None] * len(run.steps)
     by_name: dict[str, list[SpanRecord]] = {}
     for span in run.spans:
-        by_name.setdefault(span.record.name, []).append(span.record)
+        rec = span.record
+        by_name.setdefault(rec.name, []).append(rec)
+        if rec.step_name and rec.step_name != rec.name:
+            by_name.setdefault(rec.step_name, []).append(rec)
     for candidates in by_name.values():
         candidates.sort(key=lambda r: (r.start_ns, r.span_id))
     used: set[int] = set()
@@ -146,8 +160,13 @@ def critical_steps(run: WorkflowRun) -> set[int]:
     that ended last (of parallel calls of one name, the one the run waited for).
     """
     if run.root is not None:
-        path = set(critical_path(run.root.record, run.records).steps)
-        return {i for i, span_id in enumerate(step_spans(run)) if span_id in path}
+        found = critical_path(run.root.record, run.records)
+        path = set(found.steps)
+        return {
+            i
+            for i, span_id in enumerate(step_spans(run))
+            if span_id is not None and found.twins.get(span_id, span_id) in path
+        }
     return _by_names(run.steps, run.rollup.critical_path)
 
 

@@ -172,7 +172,7 @@
     var path = el("p", { "class": "cl-path-line" });
     path.appendChild(el("span", null, "critical path: "));
     var list = el("ol", { id: "cl-path" });
-    tree.p.forEach(function (j) { list.appendChild(el("li", { "data-span": j }, S[spans[j][0]])); });
+    tree.p.forEach(function (p) { list.appendChild(el("li", { "data-span": p[0] }, S[p[1]])); });
     path.appendChild(list);
     head.appendChild(path);
     renderWaterfall(i);

@@ -36,8 +36,6 @@ from chainlat.report.waterfall import first_output_ms, row_of
 if TYPE_CHECKING:
     from chainlat.budgets import Budgets
 
-STEP_NAME: Final = "chainlat.step.name"
-"""A step's user-given name (if recorded)."""
 
 _KINDS: Final = {"workflow": 0, "inference": 1, "data": 2, "tool": 3}
 _OTHER: Final = 4
@@ -277,7 +275,7 @@ class RunExplorer:
                     f"{rec.span_id:016x}",
                 ]
             )
-        steps = step_spans(run)
+        steps = [path.twins.get(s, s) if s is not None else None for s in step_spans(run)]
         marks: list[list[Any]] = []
         for violation in violations:
             row = row_of(run, violation)
@@ -285,7 +283,7 @@ class RunExplorer:
             marks.append([index.get(span_id, 0) if span_id is not None else 0, str(violation)])
         tree: dict[str, Any] = {
             "s": rows,
-            "p": [index[s] for s in path.steps if s in index],
+            "p": [[index[s], self._sid(visible(path.names[s]))] for s in path.steps if s in index],
             "v": marks,
         }
         first_output = _first_output(run)
@@ -324,7 +322,8 @@ class RunExplorer:
             parents.append(len(rows) - 1)
         marks = [[row_of(run, v), str(v)] for v in violations]
         ordered = sorted(on_path, key=lambda i: (run.steps[i].start_ns, run.steps[i].depth))
-        tree: dict[str, Any] = {"s": rows, "p": [i + 1 for i in ordered], "v": marks}
+        path = [[i + 1, self._sid(visible(run.steps[i].name))] for i in ordered]
+        tree: dict[str, Any] = {"s": rows, "p": path, "v": marks}
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
@@ -359,8 +358,7 @@ class RunExplorer:
 
 
 def _label(span: TracedSpan) -> str:
-    step = span.attributes.get(STEP_NAME)
-    return step if isinstance(step, str) and step else span.record.name
+    return span.record.step_name or span.record.name
 
 
 def _first_output(run: WorkflowRun) -> float | None:

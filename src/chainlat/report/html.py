@@ -14,6 +14,7 @@ from chainlat._core.stats import (
 )
 from chainlat.analysis.whatif import KINDS
 from chainlat.report._common import (
+    count,
     ms,
     source_name,
     stat_rows,
@@ -188,14 +189,14 @@ def html_page(
             else ""
         )
         tables.append(
-            f"<h3>{_h(workflow.name)}: {workflow.runs} runs{pooled}</h3>"
+            f"<h3>{_h(workflow.name)}: {count(workflow.runs, 'run')}{pooled}</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
         for label, run in (waterfalls or {}).get(workflow.name, ()):
             tables.append(f"<h4>{_h(label)}</h4><pre>{_h(waterfall(run))}</pre>")
-    subtitle = f"{stats.runs} runs" + (f" from {_h(source_name(sources))}" if sources else "")
+    subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
     return (
         _head(title)
         + f"<h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest rank.</p>"

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
 from chainlat.report._common import limit_text, source_name, visible
 
 _BAR_WIDTH: Final = 40
@@ -39,7 +39,8 @@ def waterfall(
         row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
-            f"<-- {limit} {violation.actual_ms:.1f} ms > {limit_text(violation.limit_ms)}"
+            f"<-- {limit} {amount(violation.actual_ms, violation.unit)} > "
+            f"{limit_text(violation.limit_ms, violation.unit)}"
         )
     first_output = first_output_ms(run)
     on_path = critical_steps(run)
@@ -79,7 +80,6 @@ def waterfall(
             + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
             + (f" ({source_name(run.origin)})" if run.origin else "")
             + f": total {run.total_ms:.1f} ms"
-            + ("" if first_output is None else f", first output {first_output:.1f} ms")
             + (", status ERROR" if run.error else "")
         )
     )
@@ -103,18 +103,10 @@ def waterfall(
     return "\n".join(lines)
 
 
-FIRST_OUTPUT_MS: Final = "chainlat.chain.first_output_ms"
-
-
 def first_output_ms(run: WorkflowRun) -> float | None:
-    """When the user saw the run's first output (``chainlat.chain.first_output_ms``), if known:
-    the run's field once the run model has it, else the workflow span's attribute."""
-    value = getattr(run, "first_output_ms", None)
-    if value is None and run.root is not None:
-        value = run.root.attributes.get(FIRST_OUTPUT_MS)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    """When the user saw the run's first output (``chainlat.chain.first_output_ms``), if known."""
+    value = run.first_output_ms
+    return value if value is not None and math.isfinite(value) else None
 
 
 def row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
