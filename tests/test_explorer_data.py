@@ -187,8 +187,9 @@ def test_a_traced_run_becomes_rows_with_exact_times_parts_and_marks(tmp_path: Pa
 def test_a_first_output_on_the_workflow_span_is_shown(tmp_path: Path) -> None:
     with capture(fake_clock=True) as cap:
         with chainlat.workflow("chat", tracer_provider=cap.provider) as handle:
-            cap.clock.advance(ms=20)
-            handle.span.set_attribute("chainlat.chain.first_output_ms", 15.5)
+            cap.clock.advance(ms=15.5)
+            handle.first_output()
+            cap.clock.advance(ms=4.5)
         path = tmp_path / "t.jsonl"
         path.write_text(json.dumps(encode_request(cap.spans())) + "\n")
     (run,) = read_runs([path])

@@ -346,8 +346,9 @@ def test_the_first_output_is_marked_across_the_waterfall(
             with chainlat.inference("m", tracer_provider=cap.provider) as call:
                 cap.clock.advance(ms=30)
                 call.first_token()
-                cap.clock.advance(ms=50)
-            handle.span.set_attribute("chainlat.chain.first_output_ms", 40.0)
+                cap.clock.advance(ms=10)
+                handle.first_output()  # what the application marked wins over the token
+                cap.clock.advance(ms=40)
             cap.clock.advance(ms=20)
         traces = tmp_path / "t.jsonl"
         traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
