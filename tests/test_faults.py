@@ -439,6 +439,98 @@ def test_fork_after_configure_exports_the_childrens_spans(exporter: str, tmp_pat
     assert names.count("data fetch") == busy + 30 + 10
 
 
+# The exporter's first export imports a module, as requests imports netrc inside its
+# first request; the import stays in progress until the fork begins. A child forked in
+# the middle of it inherits the module's import lock held by a thread it does not have:
+# importing the module there (its application, its exports) hangs for ever. The child
+# imports it in its main thread (a new thread may be given the dead thread's id, and
+# with it the lock), within an alarm, so that a hang fails the test instead of stalling it.
+_FORK_DURING_IMPORT = """
+import os, signal, sys, threading
+import chainlat
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+sys.path.insert(0, MODULES)
+entered = threading.Event()
+release = threading.Event()
+
+class ImportsOnFirstExport(SpanExporter):
+    def export(self, spans):
+        import first_request  # blocks until `release`, like a slow lazy import
+        with open(NAMES, "a") as out:
+            out.writelines(f"{os.getpid()} {span.name}\\n" for span in spans)
+        return SpanExportResult.SUCCESS
+
+chainlat.configure("fork-test", exporter=ImportsOnFirstExport())
+with chainlat.workflow("parent-before"):
+    pass
+assert entered.wait(60), "the first export did not start"
+if WAIT_S is not None:
+    import chainlat._runtime.export
+    chainlat._runtime.export.FORK_WAIT_S = WAIT_S
+else:
+    # Registered last, so it runs first of the before-fork hooks: the import may end
+    # only once the fork has begun, never before it.
+    os.register_at_fork(before=release.set)
+pid = os.fork()
+if pid == 0:
+    if WAIT_S is None:
+        signal.alarm(60)
+        import first_request
+        signal.alarm(0)
+    with chainlat.workflow("child"):
+        pass
+    sys.exit(0)  # a worker's normal exit: atexit flushes
+release.set()
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+with chainlat.workflow("parent-after"):
+    pass
+assert chainlat.shutdown()
+print(pid, flush=True)
+"""
+
+
+def _fork_during_import(tmp_path: Path, wait_s: float | None) -> tuple[str, int, list[str]]:
+    """Run _FORK_DURING_IMPORT; returns its stderr, the child's pid and the exported lines."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "first_request.py").write_text(
+        "import __main__\n__main__.entered.set()\nassert __main__.release.wait(60)\n"
+    )
+    names = tmp_path / "names.txt"
+    script = (
+        f"MODULES = {str(modules)!r}\nNAMES = {str(names)!r}\nWAIT_S = {wait_s!r}\n"
+        + _FORK_DURING_IMPORT
+    )
+    # A child that hangs on the import gives up at this deadline and exits.
+    result, _ = _python(script, {"OTEL_BSP_EXPORT_TIMEOUT": "30000"}, timeout_s=120)
+    assert result.returncode == 0, result.stderr
+    lines = names.read_text().splitlines() if names.exists() else []
+    return result.stderr, int(result.stdout.strip()), lines
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_waits_for_an_export_in_flight_so_the_child_can_import(tmp_path: Path) -> None:
+    """A fork during the export thread's first import: the child still exports its spans."""
+    stderr, child, lines = _fork_during_import(tmp_path, wait_s=None)
+    parent = [line for line in lines if not line.startswith(f"{child} ")]
+    assert lines.count(f"{child} invoke_workflow child") == 1, stderr
+    assert len(parent) == 2, lines  # parent-before and parent-after
+    assert "were not exported" not in stderr
+    assert "still in flight" not in stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_waits_for_an_export_in_flight_at_most_the_bound(tmp_path: Path) -> None:
+    """An export that outlasts FORK_WAIT_S: the fork goes ahead and the child says why."""
+    # The export ends only once the parent's fork() has returned: had the fork waited
+    # for it without a bound, this would deadlock (and fail at the subprocess timeout).
+    stderr, _, lines = _fork_during_import(tmp_path, wait_s=0.2)
+    assert "forked while an export to ImportsOnFirstExport was still in flight" in stderr
+    assert lines, stderr  # the parent's spans were exported
+
+
 def _names_in_file(path: Path) -> list[str]:
     import json
 

@@ -133,9 +133,18 @@ def _otlp_span_exporter() -> SpanExporter:
 
     from chainlat._runtime.otlp_http import deadline_session
 
+    _import_what_requests_imports_per_request()
     # requests bounds each socket read, not the request: a collector dripping its answer
     # would hold the export thread far beyond the timeout. This session bounds it whole.
     return HttpSpanExporter(timeout=timeout, session=deadline_session())
+
+
+def _import_what_requests_imports_per_request() -> None:
+    # requests imports netrc inside its first request, in whichever thread sends it. A
+    # fork in the middle of that import leaves the child a module lock that no thread
+    # will release: every export there hangs. Span exports hold off a fork (see
+    # GuardedExporter); the metrics thread does not, so the import happens here, early.
+    import netrc  # noqa: F401
 
 
 def _otlp_metric_reader() -> MetricReader:
@@ -150,6 +159,7 @@ def _otlp_metric_reader() -> MetricReader:
 
     from chainlat._runtime.otlp_http import deadline_session
 
+    _import_what_requests_imports_per_request()
     return PeriodicExportingMetricReader(
         HttpMetricExporter(timeout=timeout, session=deadline_session())
     )

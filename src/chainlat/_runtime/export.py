@@ -11,8 +11,10 @@ simple) processor from :func:`export_processor`. Together they:
   counter when a meter provider is configured;
 * bound shutdown: after the deadline the exporter is no longer called, and
   the caller stops waiting for an export that is still in flight;
-* rebuild the exporter in a forked child (a prefork server), so that the
-  child never shares the parent's connections or file lock.
+* make a fork wait (at most `FORK_WAIT_S`) for an export in flight, and rebuild
+  the exporter in the forked child (a prefork server), so that the child never
+  shares the parent's connections or file lock, nor inherits a lock that the
+  parent's export thread held at the fork (see `GuardedExporter`).
 
 The export itself stays in the BatchSpanProcessor's thread: ending a span only
 appends it to a queue.
@@ -52,6 +54,9 @@ DROPPED_SPANS_METRIC: Final = "chainlat.export.dropped_spans"
 """Counter of spans that were not exported, by ``error.type``: ``export_failed`` or ``not_sent``."""
 
 ExporterFactory = Callable[[], SpanExporter]
+
+FORK_WAIT_S: Final = 10.0
+"""How long ``os.fork()`` waits for an export in flight before it forks anyway."""
 
 
 MAX_SHUTDOWN_TIMEOUT_MS: Final = 60_000
@@ -226,7 +231,7 @@ class ExportCounts:
                     unit="{span}",
                     description="Spans that chainlat could not export.",
                 )
-        _after_fork_in_child(self, ExportCounts._reset_in_child)
+        _at_fork(self, after_in_child=ExportCounts._reset_in_child)
 
     def _reset_in_child(self) -> None:
         # The child starts with an empty queue: the parent's spans are the parent's to report.
@@ -315,12 +320,28 @@ class GuardedExporter(SpanExporter):
         self._factory = factory
         self._deadline: float | None = None
         self._pid = os.getpid()
+        # Held while an export is in flight, and by os.fork() while it forks (see
+        # _before_fork). Reentrant: an exporter that forks or exports from inside its
+        # own export must not wait for itself.
+        self._in_flight = threading.RLock()
+        self._forking: set[int] = set()
+        """Threads in os.fork() that hold ``_in_flight`` (two threads may fork at once)."""
+        _at_fork(
+            self,
+            before=GuardedExporter._before_fork,
+            after_in_parent=GuardedExporter._after_fork_in_parent,
+            after_in_child=GuardedExporter._after_fork_in_child,
+        )
 
     def set_deadline(self, deadline: float) -> None:
         """After ``deadline`` (``time.monotonic()``), refuse batches instead of exporting them."""
         self._deadline = deadline
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._in_flight:
+            return self._export(spans)
+
+    def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         count = len(spans)
         if self._pid != os.getpid():
             self._rebuild_in_child()
@@ -337,6 +358,37 @@ class GuardedExporter(SpanExporter):
         else:
             self.counts.fail(count, "the exporter reported a failure; see its log above")
         return result
+
+    def _before_fork(self) -> None:
+        # A fork copies every lock as it is at that instant, and the child has none of
+        # the parent's other threads to release one. An export in flight holds some: a
+        # connection pool's, and the import lock of a module its first request imports
+        # lazily (requests imports netrc there). A child forked then hangs on the first
+        # import of that module, in its own export thread and its metrics thread, and
+        # loses every span it makes. So the fork waits for the export to end, and no
+        # export starts until it is done. An export is bounded by its timeout; should
+        # one outlast FORK_WAIT_S, the fork goes ahead rather than stall the application.
+        if self._in_flight.acquire(timeout=FORK_WAIT_S):
+            self._forking.add(threading.get_ident())
+
+    def _after_fork_in_parent(self) -> None:
+        me = threading.get_ident()
+        if me in self._forking:
+            self._forking.discard(me)
+            self._in_flight.release()
+
+    def _after_fork_in_child(self) -> None:
+        # The child's only thread is the one that forked, with the parent's thread id.
+        forked_mid_export = threading.get_ident() not in self._forking
+        self._in_flight = threading.RLock()
+        self._forking = set()
+        if forked_mid_export:
+            logger.warning(
+                "chainlat: forked while an export to %s was still in flight after %g s; "
+                "this process may be unable to export its spans",
+                self.counts.target,
+                FORK_WAIT_S,
+            )
 
     def _rebuild_in_child(self) -> None:
         # A forked child must not write through the parent's connection pool or file lock.
@@ -385,7 +437,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         self._guard = guard
         self._closing = threading.Lock()
         self._closed: bool | None = None
-        _after_fork_in_child(self, BoundedBatchSpanProcessor._reset_in_child)
+        _at_fork(self, after_in_child=BoundedBatchSpanProcessor._reset_in_child)
 
     def _reset_in_child(self) -> None:
         self._closing = threading.Lock()
@@ -513,15 +565,33 @@ def _accepts_meter_provider(cls: type[SpanProcessor]) -> bool:
     return "meter_provider" in inspect.signature(cls).parameters
 
 
-def _after_fork_in_child(obj: object, method: Callable[..., None]) -> None:
-    # A weak reference, as the SDK's processors do: the hook must not keep obj alive.
+def _at_fork(
+    obj: object,
+    *,
+    before: Callable[..., None] | None = None,
+    after_in_parent: Callable[..., None] | None = None,
+    after_in_child: Callable[..., None] | None = None,
+) -> None:
+    # Weak references, as the SDK's processors do: the hooks must not keep obj alive.
     if not hasattr(os, "register_at_fork"):
         return
     ref = weakref.ref(obj)
 
-    def hook() -> None:
-        target = ref()
-        if target is not None:
-            method(target)
+    def hook(method: Callable[..., None] | None) -> Callable[[], None] | None:
+        if method is None:
+            return None
 
-    os.register_at_fork(after_in_child=hook)
+        def call() -> None:
+            target = ref()
+            if target is not None:
+                with internal_errors("handling a fork"):
+                    method(target)
+
+        return call
+
+    hooks = {
+        "before": hook(before),
+        "after_in_parent": hook(after_in_parent),
+        "after_in_child": hook(after_in_child),
+    }
+    os.register_at_fork(**{when: call for when, call in hooks.items() if call is not None})
