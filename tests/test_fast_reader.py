@@ -291,3 +291,27 @@ def test_records_and_attributes_are_compared_field_by_field() -> None:
     trace_id, root, span = quick[0]
     moved = dataclasses.replace(span.record, end_ns=span.record.end_ns + 1)
     assert [(trace_id, root, dataclasses.replace(span, record=moved))] != validating(line)
+
+
+def test_spans_that_repeat_their_attributes_are_counted_as_often_as_they_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick path works out a repeated attribute list once; what the validating path
+    counts per span (a NaN dropped from an array) is still counted per span."""
+    nan = {"arrayValue": {"values": [{"doubleValue": "NaN"}, {"doubleValue": 1.5}]}}
+    attributes = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+        {"key": "chainlat.chain.critical_path", "value": nan},
+    ]
+    path = tmp_path / "nan.jsonl"
+    lines = [
+        _line(attributes, spanId=f"00000000000000a{n}", traceId=f"{n:032x}") for n in range(1, 4)
+    ]
+    path.write_bytes(b"\n".join(lines * 2) + b"\n")
+    assert all(assert_agree(line) for line in lines)
+    quick, quick_counters = _runs(path)
+    monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
+    slow, slow_counters = _runs(path)
+    assert [_run_fields(r) for r in quick] == [_run_fields(r) for r in slow]
+    assert quick_counters == slow_counters
+    assert quick_counters.nonfinite_values == 6

@@ -43,6 +43,7 @@ from chainlat.traces._parse import (
     _ttft_from,
     loads,
     names,
+    tally,
 )
 
 # --- the common layout, as typed structs -------------------------------------------------
@@ -80,7 +81,7 @@ class _Span(Struct, gc=False):
     endTimeUnixNano: str
     parentSpanId: str | None = None
     flags: int = 0
-    attributes: list[_KeyValue] | None = None
+    attributes: Raw | UnsetType = UNSET
     events: list[_Event] | None = None
     status: _Status | None = None
 
@@ -100,6 +101,7 @@ class _Request(Struct, gc=False):
 
 
 _decode: Final = msgspec.json.Decoder(_Request).decode
+_decode_attributes: Final = msgspec.json.Decoder(list[_KeyValue] | None).decode
 
 
 class _NotCommon(Exception):
@@ -151,15 +153,22 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
+_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any]
+"""What a span's attributes give: the kept attributes, kind, first token, input and
+output tokens, cache hit, model, source."""
+
+_NOTHING: Final[_Derived] = (_NO_ATTRIBUTES, None, None, None, None, False, None, None)
+_derived_cache: dict[bytes, _Derived] = {}
+_CACHE_ENTRIES: Final = 4096
+
+
 def _span(
     raw: _Span,
     origin: str,
     # Bound once: the globals a span needs, looked up millions of times.
-    _keys: dict[str, str | None] = _key_cache,
+    _cache: dict[bytes, _Derived] = _derived_cache,
     names: dict[str, str] = names,
-    _missing: object = _MISSING,
     _unset: Any = UNSET,
-    _classify: Callable[[Mapping[str, object]], Any] = classify,
     _record: type[SpanRecord] = SpanRecord,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> Parsed:
@@ -181,78 +190,21 @@ def _span(
     end_ns = int(raw.endTimeUnixNano)
     if not 0 <= start_ns <= end_ns <= _MAX_NS:
         raise _NotCommon
-    kind = tokens_in = tokens_out = model = source = None
-    ttft: Any = None
-    cache_hit = False
-    attributes: Mapping[str, object] = _NO_ATTRIBUTES
-    items = raw.attributes
-    if items:
-        found: dict[str, object] = {}
-        for item in items:
-            key = _keys.get(item.key, _missing)
-            if key is None:
-                continue
-            if key is _missing:
-                key = _cached_key(item.key)
-                if key is None:
-                    continue
-            value = item.value
-            # Exactly one kind set, as in the common layout; two are read in their order
-            # by the validating path.
-            inner: Any = value.stringValue
-            if inner is not _unset:
-                if not (
-                    value.intValue is _unset
-                    and value.doubleValue is _unset
-                    and value.boolValue is _unset
-                    and value.arrayValue is _unset
-                ):
-                    raise _NotCommon
-                found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-                continue
-            if value.arrayValue is not _unset:
-                if not (
-                    value.intValue is _unset
-                    and value.doubleValue is _unset
-                    and value.boolValue is _unset
-                ):
-                    raise _NotCommon
-                array = loads(bytes(value.arrayValue))  # type: ignore[arg-type]
-                found[key] = _any_value({"arrayValue": array})  # type: ignore[index]
-                continue
-            inner = value.intValue
-            if inner is not _unset:
-                if not (value.doubleValue is _unset and value.boolValue is _unset):
-                    raise _NotCommon
-                if type(inner) is str:
-                    if len(inner) >= 20:
-                        raise _NotCommon
-                    inner = int(inner)
-                found[key] = inner  # type: ignore[index]
-                continue
-            inner = value.doubleValue
-            if inner is not _unset:
-                if value.boolValue is not _unset:
-                    raise _NotCommon
-                found[key] = inner  # type: ignore[index]
-                continue
-            inner = value.boolValue
-            if inner is _unset:
-                raise _NotCommon  # an empty value: no attribute, as the validating path reads it
-            found[key] = inner  # type: ignore[index]
-        if found:
-            attributes = found
-            kind = _classify(found)
-            ttft = found.get(_TTFT_MS)
-            if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-                ttft = _ttft_from(found)
-            tokens_in = found.get(_TOKENS_IN)
-            tokens_out = found.get(_TOKENS_OUT)
-            cache_hit = found.get(_CACHE_HIT) is True
-            if kind == "inference":
-                tokens_in, tokens_out, call_ttft, model, source = call_details(found)
-                if ttft is None:
-                    ttft = call_ttft
+    derived: _Derived | None = _NOTHING
+    items: Any = raw.attributes
+    if items is not _unset:
+        # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
+        # on every run: what they give is worked out once per distinct list.
+        blob = bytes(items)
+        derived = _cache.get(blob)
+        if derived is None:
+            nonfinite = tally.nonfinite_values
+            derived = _derive(_decode_attributes(blob))
+            if tally.nonfinite_values == nonfinite:  # counted again on each span that has one
+                if len(_cache) >= _CACHE_ENTRIES:
+                    _cache.clear()
+                _cache[blob] = derived
+    attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source = derived  # type: ignore[misc]
     events = raw.events
     if ttft is None and events:
         for event in events:
@@ -279,3 +231,86 @@ def _span(
     local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
+
+
+def _derive(
+    items: list[_KeyValue] | None,
+    _keys: dict[str, str | None] = _key_cache,
+    names: dict[str, str] = names,
+    _missing: object = _MISSING,
+    _unset: Any = UNSET,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+) -> _Derived:
+    """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
+    reads them."""
+    if not items:
+        return _NOTHING
+    found: dict[str, object] = {}
+    for item in items:
+        key = _keys.get(item.key, _missing)
+        if key is None:
+            continue
+        if key is _missing:
+            key = _cached_key(item.key)
+            if key is None:
+                continue
+        value = item.value
+        # Exactly one kind set, as in the common layout; two are read in their order
+        # by the validating path.
+        inner: Any = value.stringValue
+        if inner is not _unset:
+            if not (
+                value.intValue is _unset
+                and value.doubleValue is _unset
+                and value.boolValue is _unset
+                and value.arrayValue is _unset
+            ):
+                raise _NotCommon
+            found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+            continue
+        if value.arrayValue is not _unset:
+            if not (
+                value.intValue is _unset
+                and value.doubleValue is _unset
+                and value.boolValue is _unset
+            ):
+                raise _NotCommon
+            array = loads(bytes(value.arrayValue))  # type: ignore[arg-type]
+            found[key] = _any_value({"arrayValue": array})  # type: ignore[index]
+            continue
+        inner = value.intValue
+        if inner is not _unset:
+            if not (value.doubleValue is _unset and value.boolValue is _unset):
+                raise _NotCommon
+            if type(inner) is str:
+                if len(inner) >= 20:
+                    raise _NotCommon
+                inner = int(inner)
+            found[key] = inner  # type: ignore[index]
+            continue
+        inner = value.doubleValue
+        if inner is not _unset:
+            if value.boolValue is not _unset:
+                raise _NotCommon
+            found[key] = inner  # type: ignore[index]
+            continue
+        inner = value.boolValue
+        if inner is _unset:
+            raise _NotCommon  # an empty value: no attribute, as the validating path reads it
+        found[key] = inner  # type: ignore[index]
+    if not found:
+        return _NOTHING
+    kind = _classify(found)
+    ttft = found.get(_TTFT_MS)
+    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+        ttft = _ttft_from(found)
+    tokens_in = found.get(_TOKENS_IN)
+    tokens_out = found.get(_TOKENS_OUT)
+    cache_hit = found.get(_CACHE_HIT) is True
+    model = source = None
+    if kind == "inference":
+        # Tokens, first token, model and source by any convention.
+        tokens_in, tokens_out, call_ttft, model, source = call_details(found)
+        if ttft is None:
+            ttft = call_ttft
+    return found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source
