@@ -142,7 +142,7 @@ class _Recorder:
 def _judge(
     runs: list[WorkflowRun], limits: dict[str, WorkflowBudget], defaults: Budgets | None = None
 ) -> BudgetReport:
-    from chainlat.budgets import Budgets, evaluate
+    from chainlat.budgets import Budgets, evaluate, unknown_keys
 
     budgets = Budgets(
         min_runs=defaults.min_runs if defaults is not None else 1,
@@ -151,12 +151,16 @@ def _judge(
     )
     if defaults is not None:
         budgets._source = defaults.source
-    return evaluate(runs, budgets)
+    report = evaluate(runs, budgets)
+    missing = unknown_keys(report, budgets)
+    if missing:
+        pytest.fail("\n".join(missing), pytrace=False)
+    return report
 
 
 def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report with broken limits: the limits, then a waterfall."""
-    from chainlat._core.runs import BudgetViolation
+    from chainlat._core.runs import BudgetViolation, amount
     from chainlat.report import waterfall
     from chainlat.report._common import visible
 
@@ -172,7 +176,10 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             how = f"over {_runs_label(v.runs)}"
         # Names come from the code under test: shown with their control characters escaped.
         name = visible(f"{v.workflow}: {v.target}")
-        lines.append(f"  {name} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms {how}")
+        lines.append(
+            f"  {name} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)} "
+            f"{how}"
+        )
     shown: set[int] = set()
     for v in broken:
         run = v.worst_run
@@ -183,7 +190,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             continue
         shown.add(id(run))
         marked = [
-            BudgetViolation(b.workflow, b.target, b.limit_ms, b.actual_ms)
+            BudgetViolation(b.workflow, b.target, b.limit_ms, b.actual_ms, b.unit)
             for b in broken
             if b.actual_ms is not None
             and b.workflow == run.workflow
@@ -351,6 +358,7 @@ class _SessionBudgets:
         self.budgets = budgets
         self.recorder = _Recorder()
         self.report: BudgetReport | None = None
+        self.missing: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.recorder.__enter__()
@@ -364,11 +372,15 @@ class _SessionBudgets:
             self.recorder.origin = ""
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from chainlat.budgets import evaluate
+        from chainlat.budgets import evaluate, unknown_keys
 
         self.recorder.__exit__()
         self.report = evaluate(self.recorder.runs, self.budgets)
-        if self.report.broken and session.exitstatus == pytest.ExitCode.OK:
+        # A step no run of its workflow had is a misspelled key; a workflow that did not
+        # run at all may be one this session's selection of tests left out.
+        self.missing = unknown_keys(self.report, self.budgets, workflows_not_run=False)
+        failed = self.report.broken or self.missing
+        if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -387,6 +399,8 @@ class _SessionBudgets:
         text = render_text(check_renderables(report, sources="this session"), width=width)
         for line in text.rstrip().splitlines():
             terminalreporter.line(line)
+        for problem in self.missing:
+            terminalreporter.line(f"chainlat: {problem}", red=True)
         if report.broken:
             terminalreporter.line(
                 f"chainlat: {len(report.broken)} latency budget(s) broken: failing the session",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Final
@@ -27,6 +27,8 @@ PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 """The percentiles every statistics table shows."""
 QUANTITIES: Final = ("total", "inference", "data", "tool", "overhead")
 """The per-run quantities of a workflow: wall time and its critical-path split."""
+FIRST_OUTPUT: Final = "first_output"
+"""The quantity of the wait for the first output, sampled for the runs that have one."""
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -129,28 +131,52 @@ class StepStats:
 
 @dataclass(slots=True)
 class WorkflowStats:
-    """The runs of one workflow, as samples per quantity and per step."""
+    """The runs of one workflow, as samples per quantity and per step.
+
+    A failed run (status ERROR) is counted in ``runs`` and ``errors`` and, unless
+    ``include_errors``, left out of every sample: a run that failed fast would
+    otherwise make the percentiles look better.
+    """
 
     name: str
     runs: int = 0
     errors: int = 0
     quantities: dict[str, Samples] = field(
-        default_factory=lambda: {q: Samples() for q in QUANTITIES}
+        default_factory=lambda: {q: Samples() for q in (*QUANTITIES, FIRST_OUTPUT)}
     )
-    """``total``, ``inference``, ``data``, ``tool``, ``overhead``; a run with a cache hit
-    is flagged cached in each."""
+    """``total``, ``inference``, ``data``, ``tool``, ``overhead`` and ``first_output``; a
+    run with a cache hit is flagged cached in each."""
     steps: dict[str, StepStats] = field(default_factory=dict)
     """By step name, in order of first appearance."""
     slowest: WorkflowRun | None = None
     """The run with the largest total."""
+    include_errors: bool = False
+    cost: Samples = field(default_factory=Samples)
+    """US dollars per run, for the runs whose cost is known."""
+    seen_steps: set[str] = field(default_factory=set)
+    """Every step name seen, failed runs included."""
 
-    def add(self, run: WorkflowRun) -> None:
-        """Count one run."""
+    @property
+    def sampled(self) -> int:
+        """Runs in the latency samples."""
+        return len(self.quantities["total"])
+
+    def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
+        """Count one run (``cost_usd``: its cost, when known otherwise than from the run)."""
         self.runs += 1
         self.errors += run.error
+        for step in run.steps:
+            self.seen_steps.add(step.name)
+        if run.error and not self.include_errors:
+            return
         cached = run.rollup.cache_hits > 0
         for quantity in QUANTITIES:
             self.quantities[quantity].add(run.rollup.kind_ms(quantity), cached=cached)
+        if run.rollup.first_output_ms is not None:
+            self.quantities[FIRST_OUTPUT].add(run.rollup.first_output_ms, cached=cached)
+        cost = cost_usd if cost_usd is not None else run.rollup.cost_usd
+        if cost is not None:
+            self.cost.add(cost, cached=cached)
         for step in run.steps:
             stats = self.steps.get(step.name)
             if stats is None:
@@ -167,13 +193,18 @@ class Stats:
     """Samples of every workflow seen, in order of first appearance."""
 
     workflows: dict[str, WorkflowStats] = field(default_factory=dict)
+    include_errors: Callable[[str], bool] | None = None
+    """Whether a workflow's failed runs count in its samples (default: they do not)."""
 
-    def add(self, run: WorkflowRun) -> None:
+    def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
         """Count one run."""
         stats = self.workflows.get(run.workflow)
         if stats is None:
-            stats = self.workflows[run.workflow] = WorkflowStats(run.workflow)
-        stats.add(run)
+            errors = self.include_errors is not None and self.include_errors(run.workflow)
+            stats = self.workflows[run.workflow] = WorkflowStats(
+                run.workflow, include_errors=errors
+            )
+        stats.add(run, cost_usd)
 
     @property
     def runs(self) -> int:

@@ -53,6 +53,12 @@ def add_commands(sub: Any) -> None:
     )
     check.add_argument("--format", choices=_FORMATS, default="text")
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    check.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="a budgeted workflow or step that no run has is not an error (default: it is, "
+        "exit 2, as a misspelled name would otherwise pass)",
+    )
     check.set_defaults(func=_check)
 
     report = sub.add_parser(
@@ -135,7 +141,7 @@ def _write(path: str, text: str, what: str) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.budgets import evaluate, load_budgets
+    from chainlat.budgets import evaluate, load_budgets, unknown_keys
     from chainlat.traces import ReadCounters
 
     budgets = load_budgets(args.budgets)
@@ -155,6 +161,11 @@ def _check(args: argparse.Namespace) -> int:
     if args.junit:
         _write(args.junit, report.junit_xml(result), "JUnit report")
     warn(counters)
+    missing = [] if args.allow_missing else unknown_keys(result, budgets)
+    if missing:
+        for problem in missing[:-1]:
+            sys.stderr.write(f"chainlat: {problem}\n")
+        raise InputError(missing[-1] + " (--allow-missing to judge without it)")
     if result.broken:
         return EXIT_BROKEN
     if not result.judged:

@@ -11,6 +11,7 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    actual_text,
     count,
     diff_conclusion,
     diff_header,
@@ -18,6 +19,7 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    runs_heading,
     source_name,
     stat_rows,
     verdict_label,
@@ -49,7 +51,7 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
 
     table = Table(
         title=_cell(
-            f"{workflow.name}: {workflow.runs} runs"
+            f"{workflow.name}: {runs_heading(workflow)}"
             + (f", {workflow.errors} with errors" if workflow.errors else "")
         ),
         title_justify="left",
@@ -80,10 +82,10 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("verdict")
     for v in verdicts:
         style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
-        actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+        actual = actual_text(v.actual_ms, v.unit)
         table.add_row(
             _cell(limit_label(v)),
-            limit_text(v.limit_ms),
+            limit_text(v.limit_ms, v.unit),
             actual,
             verdict_runs(v),
             Text(verdict_label(v), style=style),
