@@ -315,3 +315,43 @@ def test_spans_that_repeat_their_attributes_are_counted_as_often_as_they_repeat(
     assert [_run_fields(r) for r in quick] == [_run_fields(r) for r in slow]
     assert quick_counters == slow_counters
     assert quick_counters.nonfinite_values == 6
+
+
+def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_path_reads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``chainlat.step.name``, ``chainlat.step.user_facing`` and cache-read tokens, read
+    field by field as the validating path proper (``_otlp_span``, through ``call_record``)
+    reads them, whether or not the key filter already keeps them."""
+    from chainlat.traces import _parse
+
+    for key in (
+        "chainlat.step.name",
+        "chainlat.step.user_facing",
+        "gen_ai.usage.cache_read.input_tokens",
+    ):
+        monkeypatch.setitem(_parse._KEYS, key, key)
+    monkeypatch.setattr(_parse, "_key_cache", {})
+    monkeypatch.setattr("chainlat.traces._fast._key_cache", _parse._key_cache)
+    monkeypatch.setattr("chainlat.traces._fast._derived_cache", {})
+    call = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+        {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
+        {"key": "chainlat.step.name", "value": {"stringValue": "plan"}},
+        {"key": "chainlat.step.user_facing", "value": {"boolValue": True}},
+        {"key": "gen_ai.usage.cache_read.input_tokens", "value": {"intValue": "40"}},
+    ]
+    tool = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+        {"key": "chainlat.step.name", "value": {"stringValue": "  "}},
+    ]
+    for attributes in (call, tool):
+        line = _line(attributes, name="chat gpt-4o")
+        quick = quick_spans(line, ORIGIN)
+        assert quick is not None
+        raw = orjson.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        assert quick == [_parse._otlp_span(raw, "spans[0]", ORIGIN)]
+    found = quick_spans(_line(call), ORIGIN)
+    assert found is not None
+    record = found[0][2].record
+    assert (record.step_name, record.user_facing, record.cache_read_tokens) == ("plan", True, 40)

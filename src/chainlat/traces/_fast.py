@@ -29,7 +29,8 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from chainlat._core import attributes as attr
-from chainlat._core.rollup import SpanRecord, call_details, classify
+from chainlat._core import conventions
+from chainlat._core.rollup import _CACHE_READ_KEYS, SpanRecord, call_details, classify
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._parse import (
     _MAX_NS,
@@ -126,6 +127,8 @@ _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
 _FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
+_STEP_NAME: Final = attr.STEP_NAME
+_USER_FACING: Final = attr.USER_FACING
 
 
 def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
@@ -153,11 +156,13 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
-_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any]
+_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any]
 """What a span's attributes give: the kept attributes, kind, first token, input and
-output tokens, cache hit, model, source."""
+output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
 
-_NOTHING: Final[_Derived] = (_NO_ATTRIBUTES, None, None, None, None, False, None, None)
+_NOTHING: Final[_Derived] = (
+    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
+)  # fmt: skip
 _derived_cache: dict[bytes, _Derived] = {}
 _CACHE_ENTRIES: Final = 4096
 
@@ -204,7 +209,10 @@ def _span(
                 if len(_cache) >= _CACHE_ENTRIES:
                     _cache.clear()
                 _cache[blob] = derived
-    attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source = derived  # type: ignore[misc]
+    (
+        attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
+        step_name, user_facing, cache_read,
+    ) = derived  # type: ignore[misc]  # fmt: skip
     events = raw.events
     if ttft is None and events:
         for event in events:
@@ -227,6 +235,9 @@ def _span(
         ttft,
         model,
         source,
+        step_name,
+        user_facing,
+        cache_read,
     )
     local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
@@ -307,10 +318,19 @@ def _derive(
     tokens_in = found.get(_TOKENS_IN)
     tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True
-    model = source = None
+    model = source = cache_read = None
+    user_facing = False
+    step_name = found.get(_STEP_NAME)
+    if type(step_name) is not str or not step_name.strip():
+        step_name = None
     if kind == "inference":
         # Tokens, first token, model and source by any convention.
         tokens_in, tokens_out, call_ttft, model, source = call_details(found)
         if ttft is None:
             ttft = call_ttft
-    return found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source
+        user_facing = found.get(_USER_FACING) is True
+        cache_read = conventions._first_count(found, _CACHE_READ_KEYS)
+    return (
+        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
+        step_name, user_facing, cache_read,
+    )  # fmt: skip
