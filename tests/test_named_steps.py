@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
 from chainlat._core.rollup import compute_rollup
@@ -162,3 +164,32 @@ def test_whatif_swaps_a_named_step_and_re_estimates_first_output_and_cost(cap: C
     # Two calls of 111 tokens at $10 per million, then one of them at $1 per million.
     assert effect.cost_before == pytest.approx(2 * 111 * 10 / 1e6)
     assert effect.cost_after == pytest.approx(111 * 10 / 1e6 + 111 / 1e6)
+
+
+def test_step_names_user_facing_and_marks_survive_a_traces_file(tmp_path: Path) -> None:
+    from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+    from chainlat.testing import capture
+    from chainlat.traces import read_runs
+
+    path = tmp_path / "t.jsonl"
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        cap.provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+        p, clock = cap.provider, cap.clock
+        with chainlat.workflow("w", tracer_provider=p) as run:
+            with chainlat.inference("m", step="greet", user_facing=True, tracer_provider=p) as c:
+                clock.advance(10)
+                c.first_token()
+                clock.advance(5)
+            with chainlat.step("answer[1]"), chainlat.inference("m", tracer_provider=p) as c:
+                clock.advance(20)
+                c.first_token()
+                clock.advance(5)
+            run.first_output(at_ns=clock.advance(1))
+    (read,) = read_runs([path])
+    assert [s.name for s in read.steps] == ["greet", "answer[1]"]
+    assert read.first_output_ms == 41.0
+    assert read.recomputed_rollup().first_output_ms == 41.0  # the mark, not the rules
+    # Without the mark, the user-facing call's first token is the first output.
+    spans = [s for s in read.spans]
+    rules = compute_rollup(read.root_record, [s.record for s in spans])
+    assert rules.first_output_ms == 10.0

@@ -101,6 +101,11 @@ CHAIN_FIRST_OUTPUT_INFERENCE_MS: Final = "chainlat.chain.first_output.inference_
 CHAIN_FIRST_OUTPUT_DATA_MS: Final = "chainlat.chain.first_output.data_ms"
 CHAIN_FIRST_OUTPUT_TOOL_MS: Final = "chainlat.chain.first_output.tool_ms"
 CHAIN_FIRST_OUTPUT_OVERHEAD_MS: Final = "chainlat.chain.first_output.overhead_ms"
+SAMPLING_PROBABILITY: Final = "chainlat.sampling.probability"
+"""The probability a sampler kept this trace with (0 < p <= 1), set by the Collector tier:
+percentiles weight each run by 1/p."""
+TAIL_SAMPLING_POLICY: Final = "tailsampling.policy"
+"""The tail sampler's record of the policy that kept a trace (a Collector feature gate)."""
 CHAIN_COST_USD: Final = "chainlat.chain.cost_usd"
 """What the run's model calls cost, in US dollars, when prices are configured."""
 

@@ -305,11 +305,11 @@ def call_record(
         source,
         step_name,
         attributes.get(attr.USER_FACING) is True,
-        conventions._first_count(attributes, _CACHE_READ_KEYS),
+        conventions._first_count(attributes, CACHE_READ_KEYS),
     )
 
 
-_CACHE_READ_KEYS: Final = (
+CACHE_READ_KEYS: Final = (
     attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",

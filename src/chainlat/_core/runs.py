@@ -126,6 +126,24 @@ class WorkflowRun:
         return self.rollup.total_ms
 
     @property
+    def sampling(self) -> tuple[float, bool]:
+        """How many runs this one stands for (1/p of the sampling probability recorded on its
+        workflow span, else 1), and whether a sampler kept it without recording one (so
+        percentiles over such runs are biased)."""
+        if self.root is None:
+            return 1.0, False
+        attributes = self.root.attributes
+        p = attributes.get(attr.SAMPLING_PROBABILITY)
+        if isinstance(p, str):
+            try:
+                p = float(p)
+            except ValueError:
+                p = None
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p <= 1:
+            return 1.0 / p, False
+        return 1.0, attr.TAIL_SAMPLING_POLICY in attributes
+
+    @property
     def first_output_ms(self) -> float | None:
         """From the run's start to the first output the user saw; None without one."""
         return self.rollup.first_output_ms

@@ -66,20 +66,60 @@ class Summary:
 
 
 class Samples:
-    """Durations in milliseconds, each flagged as a cache hit or not."""
+    """Durations in milliseconds, each flagged as a cache hit or not, and weighted.
 
-    __slots__ = ("_cached", "_sorted", "_values")
+    A sample's weight is how many runs it stands for: 1, or 1/p for a run a sampler kept
+    with probability p. Percentiles are then weighted nearest rank: the smallest value
+    with at least q % of the total weight at or below it (with all weights 1, the plain
+    nearest rank).
+    """
+
+    __slots__ = ("_cached", "_sorted", "_values", "_weights")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._values = array("d", values)
         self._cached = bytearray(len(self._values))
         self._sorted: dict[bool, list[float]] = {}
+        self._weights: array[float] | None = None  # None while every weight is 1
 
-    def add(self, value_ms: float, *, cached: bool = False) -> None:
+    def add(self, value_ms: float, *, cached: bool = False, weight: float = 1.0) -> None:
         """Add one sample."""
+        if weight != 1.0 and self._weights is None:
+            self._weights = array("d", [1.0] * len(self._values))
+        if self._weights is not None:
+            self._weights.append(weight)
         self._values.append(value_ms)
         self._cached.append(1 if cached else 0)
         self._sorted.clear()
+
+    @property
+    def weighted(self) -> bool:
+        """Some sample stands for more than one run."""
+        return self._weights is not None
+
+    def _weighted_mean(self) -> float:
+        assert self._weights is not None
+        total = math.fsum(self._weights)
+        return math.fsum(v * w for v, w in zip(self._values, self._weights, strict=True)) / total
+
+    def _weighted_percentile(self, q: float, exclude_cached: bool) -> float | None:
+        assert self._weights is not None
+        pairs = sorted(
+            (v, w)
+            for v, w, c in zip(self._values, self._weights, self._cached, strict=True)
+            if not (exclude_cached and c)
+        )
+        if not pairs:
+            return None
+        if not 0 < q <= 100:
+            raise ValueError(f"percentile {q} out of (0, 100]")
+        target = Fraction(str(q)) / 100 * sum(Fraction(w) for _, w in pairs)
+        reached = Fraction(0)
+        for value, weight in pairs:
+            reached += Fraction(weight)
+            if reached >= target:
+                return value
+        return pairs[-1][0]
 
     def __len__(self) -> int:
         return len(self._values)
@@ -100,7 +140,9 @@ class Samples:
         return len(self.sorted(exclude_cached=exclude_cached)) if exclude_cached else len(self)
 
     def percentile(self, q: float, *, exclude_cached: bool = False) -> float | None:
-        """Nearest-rank percentile, None without samples."""
+        """Nearest-rank percentile (weighted, when samples are), None without samples."""
+        if self._weights is not None:
+            return self._weighted_percentile(q, exclude_cached)
         values = self.sorted(exclude_cached=exclude_cached)
         return percentile(values, q) if values else None
 
@@ -114,6 +156,11 @@ class Samples:
         values = self.sorted(exclude_cached=exclude_cached)
         if not values:
             return Summary(0, None, None, None, None, None, None)
+        if self._weights is not None:
+            p50, p90, p95, p99 = (
+                self._weighted_percentile(q, exclude_cached) or 0.0 for q in PERCENTILES
+            )
+            return Summary(len(values), p50, p90, p95, p99, values[-1], self._weighted_mean())
         p50, p90, p95, p99 = (percentile(values, q) for q in PERCENTILES)
         return Summary(len(values), p50, p90, p95, p99, values[-1], math.fsum(values) / len(values))
 
@@ -155,6 +202,8 @@ class WorkflowStats:
     """US dollars per run, for the runs whose cost is known."""
     seen_steps: set[str] = field(default_factory=set)
     """Every step name seen, failed runs included."""
+    biased: int = 0
+    """Runs a sampler kept without recording its probability: they cannot be weighted."""
 
     @property
     def sampled(self) -> int:
@@ -167,23 +216,29 @@ class WorkflowStats:
         self.errors += run.error
         for step in run.steps:
             self.seen_steps.add(step.name)
+        weight, biased = run.sampling
+        self.biased += biased
         if run.error and not self.include_errors:
             return
         cached = run.rollup.cache_hits > 0
         for quantity in QUANTITIES:
-            self.quantities[quantity].add(run.rollup.kind_ms(quantity), cached=cached)
+            self.quantities[quantity].add(
+                run.rollup.kind_ms(quantity), cached=cached, weight=weight
+            )
         if run.rollup.first_output_ms is not None:
-            self.quantities[FIRST_OUTPUT].add(run.rollup.first_output_ms, cached=cached)
+            self.quantities[FIRST_OUTPUT].add(
+                run.rollup.first_output_ms, cached=cached, weight=weight
+            )
         cost = cost_usd if cost_usd is not None else run.rollup.cost_usd
         if cost is not None:
-            self.cost.add(cost, cached=cached)
+            self.cost.add(cost, cached=cached, weight=weight)
         for step in run.steps:
             stats = self.steps.get(step.name)
             if stats is None:
                 stats = self.steps[step.name] = StepStats(step.name, step.kind)
-            stats.duration.add(step.duration_ms, cached=step.cache_hit)
+            stats.duration.add(step.duration_ms, cached=step.cache_hit, weight=weight)
             if step.ttft_ms is not None:
-                stats.ttft.add(step.ttft_ms, cached=step.cache_hit)
+                stats.ttft.add(step.ttft_ms, cached=step.cache_hit, weight=weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
 

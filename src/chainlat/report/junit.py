@@ -11,6 +11,7 @@ from chainlat._core.stats import (
 )
 from chainlat.report._common import (
     actual_text,
+    count,
     limit_text,
     source_name,
     verdict_label,
@@ -69,9 +70,9 @@ def junit_xml(report: BudgetReport) -> str:
             time="0",
         )
         over = (
-            f"{v.broken_runs} of {v.runs} runs over"
+            f"{v.broken_runs} of {count(v.runs, 'run')} over"
             if v.percentile is None
-            else f"{format_percentile(v.percentile)} of {v.runs} runs"
+            else f"{format_percentile(v.percentile)} of {count(v.runs, 'run')}"
         )
         detail = (
             f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} > "

@@ -13,6 +13,7 @@ from chainlat._core.stats import (
 )
 from chainlat.report._common import (
     actual_text,
+    count,
     diff_conclusion,
     diff_header,
     diff_rows,
@@ -86,7 +87,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
     lines = [
         f"## chainlat latency budgets: {verdict}",
         "",
-        f"{report.stats.runs} runs"
+        count(report.stats.runs, "run")
         + (f" from {_code(source_name(sources))}" if sources else "")
         + f"; budgets from {_code(source_name(report.budgets_source))}.",
         "",
@@ -123,7 +124,7 @@ def stats_markdown(
 ) -> str:
     """The statistics report as Markdown."""
     lines = [
-        f"## chainlat report: {stats.runs} runs"
+        f"## chainlat report: {count(stats.runs, 'run')}"
         + (f" from {_code(source_name(sources))}" if sources else ""),
         "",
     ]
@@ -139,7 +140,8 @@ def diff_markdown(result: DiffResult) -> str:
     lines = [
         f"## chainlat diff: {'regression' if result.regressions else 'no regression'}",
         "",
-        f"{result.baseline_runs} baseline runs, {result.current_runs} current runs.",
+        f"{count(result.baseline_runs, 'baseline run')}, "
+        f"{count(result.current_runs, 'current run')}.",
         "",
         "| " + " | ".join(diff_header) + " |",
         "|---|---|--:|--:|--:|--:|--:|--:|---|",

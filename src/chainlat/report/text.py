@@ -50,10 +50,7 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
     from rich.table import Table
 
     table = Table(
-        title=_cell(
-            f"{workflow.name}: {runs_heading(workflow)}"
-            + (f", {workflow.errors} with errors" if workflow.errors else "")
-        ),
+        title=_cell(f"{workflow.name}: {runs_heading(workflow)}"),
         title_justify="left",
         show_edge=False,
     )
@@ -140,7 +137,8 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
     others = [w for w in stats.workflows if w not in budgeted]
     if others:
         out.append(
-            "not budgeted: " + ", ".join(f"{w} ({stats.workflows[w].runs} runs)" for w in others)
+            "not budgeted: "
+            + ", ".join(f"{w} ({count(stats.workflows[w].runs, 'run')})" for w in others)
         )
         out.append("")
     for verdict in report.broken:
@@ -213,6 +211,7 @@ def diff_text(result: DiffResult, *, width: int | None = None) -> str:
         style = "bold red" if c.regression else "green" if c.verdict == "faster" else ""
         table.add_row(*(_cell(cell) for cell in row[:-1]), _cell(row[-1], style))
     head = (
-        f"chainlat diff: {result.baseline_runs} baseline runs, {result.current_runs} current runs"
+        f"chainlat diff: {count(result.baseline_runs, 'baseline run')}, "
+        f"{count(result.current_runs, 'current run')}"
     )
     return render_text([head, "", table, "", diff_conclusion(result)], width=width or 140)

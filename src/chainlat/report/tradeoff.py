@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report._common import json_ready, source_name, visible
+from chainlat.report._common import count, json_ready, source_name, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,7 +34,8 @@ def print_profiles(
     from rich.table import Table
 
     table = Table(
-        title=_x(f"latency profiles from {runs} runs in {source_name(where)}"), title_justify="left"
+        title=_x(f"latency profiles from {count(runs, 'run')} in {source_name(where)}"),
+        title_justify="left",
     )
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
@@ -111,13 +112,13 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
     from rich.table import Table
 
     console.print(
-        _x(f"what-if over {len(result.runs)} runs from {source_name(where)}: ")
+        _x(f"what-if over {count(len(result.runs), 'run')} from {source_name(where)}: ")
         + _x(" ".join(c.spec for c in result.changes)),
         soft_wrap=True,
     )
     for w in result.workflows:
         label = _x(w.workflow + (f" [{w.variant}]" if w.variant else ""))
-        table = Table(title=f"{label}: {w.runs} runs (ms)", title_justify="left")
+        table = Table(title=f"{label}: {count(w.runs, 'run')} (ms)", title_justify="left")
         heads = ("", "p50", "p95", "p99", "1st out p50", "1st out p95", "inference", "data",
                  "tool", "overhead", "cost/run")  # fmt: skip
         for head in heads:
@@ -184,7 +185,7 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
             verdict = (
                 "within budget"
                 if not broken
-                else f"{len(broken)} limit(s) broken: "
+                else f"{count(len(broken), 'limit')} broken: "
                 + ("; ".join(str(v.violation()) for v in broken[:3]))
             )
             console.print(f"budget, {when} runs: {_x(verdict)}", soft_wrap=True)
