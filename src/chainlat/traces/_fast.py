@@ -30,7 +30,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
-from chainlat._core.rollup import _CACHE_READ_KEYS, SpanRecord, call_details, classify
+from chainlat._core.rollup import CACHE_READ_KEYS, SpanRecord, call_details, classify
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._parse import (
     _MAX_NS,
@@ -329,7 +329,7 @@ def _derive(
         if ttft is None:
             ttft = call_ttft
         user_facing = found.get(_USER_FACING) is True
-        cache_read = conventions._first_count(found, _CACHE_READ_KEYS)
+        cache_read = conventions._first_count(found, CACHE_READ_KEYS)
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
         step_name, user_facing, cache_read,
