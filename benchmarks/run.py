@@ -471,7 +471,7 @@ def _cpu_model() -> str:
 def _versions() -> str:
     from importlib.metadata import version
 
-    names = ("opentelemetry-api", "opentelemetry-sdk", "pyperf", "orjson", "httpx")
+    names = ("opentelemetry-api", "opentelemetry-sdk", "pyperf", "orjson", "msgspec", "httpx")
     found = []
     for name in names:
         try:
