@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,13 +36,14 @@ OUT = HERE / "out"
 RESULTS = ROOT / "BENCHMARKS.md"
 NOTES_START = "<!-- notes: kept by benchmarks/run.py -->"
 NOTES_END = "<!-- /notes -->"
-BENCHMARKS = ("overhead", "httpx", "check", "memory")
+BENCHMARKS = ("overhead", "httpx", "check", "memory", "peers")
 
 TARGET_STEP_RATIO = 1.25
 TARGET_WORKFLOW_RATIO = 1.3
 TARGET_CALL_ADDED_US = 150.0
 TARGET_CHUNK_ADDED_US = 20.0
-TARGET_CHECK_RATIO = 2.5
+TARGET_CHECK_RATIO = 1.5
+TARGET_CHECK_MEMORY_RATIO = 1.5
 
 
 @dataclass
@@ -60,10 +62,42 @@ class Section:
     def load(cls, name: str) -> Section | None:
         path = OUT / f"section-{name}.json"
         if not path.exists():
-            return None
+            return cls.from_results(TITLES[name])
         data = json.loads(path.read_text())
         data["verdicts"] = [tuple(v) for v in data["verdicts"]]
         return cls(**data)
+
+    @classmethod
+    def from_results(cls, title: str) -> Section | None:
+        """The section as BENCHMARKS.md last showed it (``benchmarks/out`` is not kept in
+        the repository: a run of some benchmarks keeps the others' published results)."""
+        if not RESULTS.exists():
+            return None
+        text = RESULTS.read_text().split("\n## Notes\n", 1)[0]
+        heading = f"\n## {title}\n"
+        if heading not in text:
+            return None
+        body = text.split(heading, 1)[1].split("\n## ", 1)[0].strip("\n").splitlines()
+        measured = next((line for line in body if line.startswith("*Measured")), "")
+        lines = body[body.index(measured) + 1 :] if measured else body
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        verdicts: list[tuple[str, bool | None, str]] = []
+        for row in text.split("\n## Targets\n", 1)[-1].split("\n## ", 1)[0].splitlines():
+            cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+            if len(cells) == 3 and cells[0].startswith(f"{title}: "):
+                met = {"met": True, "**missed**": False}.get(cells[2])
+                verdicts.append((cells[0][len(title) + 2 :], met, cells[1]))
+        return cls(title, lines, verdicts, measured)
+
+
+TITLES = {
+    "overhead": "1. Step overhead",
+    "httpx": "2. Instrumented model call",
+    "check": "3. Analyzer throughput",
+    "memory": "4. Memory under load",
+    "peers": "5. Peers side by side",
+}
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -306,9 +340,70 @@ def check(quick: bool, rounds: int) -> Section:
     section.verdicts += [
         (f"check ≤ {TARGET_CHECK_RATIO}× the orjson parse floor", ratio <= TARGET_CHECK_RATIO,
          f"{ratio:.2f}×"),
-        ("peak memory at 10× the spans < 10× the peak", memory_ratio < 10,
-         f"{memory_ratio:.2f}×"),
+        (f"peak memory at 10× the spans ≤ {TARGET_CHECK_MEMORY_RATIO}× the peak",
+         memory_ratio <= TARGET_CHECK_MEMORY_RATIO, f"{memory_ratio:.2f}×"),
     ]  # fmt: skip
+    if not quick:
+        section.lines += ["", *_check_instructions()]
+    return section
+
+
+def _check_instructions() -> list[str]:
+    """The same comparison in instructions, which load cannot move (callgrind)."""
+    if shutil.which("valgrind") is None:
+        return ["- instructions: not counted (no valgrind on this machine)"]
+    output = OUT / "callgrind-check.json"
+    _run([sys.executable, str(HERE / "callgrind_check.py"), "--small", "2000", "--large",
+          "10000", "-o", str(output)])  # fmt: skip
+    data = json.loads(output.read_text())
+    per_span = data["per_span"]
+    return [
+        "- in instructions (`benchmarks/callgrind_check.py`, callgrind, the marginal "
+        "instructions per span between a 2,000- and a 10,000-span file, so that starting "
+        f"Python is taken out): check {per_span['check']:,.0f}, orjson floor "
+        f"{per_span['floor']:,.0f}, ratio {data['ratio']:.2f}",
+    ]
+
+
+# -- 5. peers side by side -------------------------------------------------------------------
+
+
+def peers(quick: bool, rounds: int) -> Section:
+    output = OUT / "peers.json"
+    loops = "500" if quick else "2000"
+    _run([sys.executable, str(HERE / "bench_peers.py"), "--rounds", str(max(rounds, 3)),
+          "--loops", loops, "-o", str(output)])  # fmt: skip
+    data = json.loads(output.read_text())
+    names = {
+        "chainlat": '`with chainlat.inference("gpt-4o")`',
+        "logfire": "`with logfire.span(...)`",
+        "traceloop": "OpenLLMetry `@task` (traceloop-sdk)",
+        "util-genai": "`opentelemetry-util-genai` `TelemetryHandler.inference()`",
+    }
+    section = Section("5. Peers side by side")
+    section.lines += [
+        "`benchmarks/bench_peers.py` runs `benchmarks/peers/step.py` once per peer, each in "
+        "its own process (logfire and traceloop-sdk each in a venv of their own, from pinned "
+        "requirements). In that process, in interleaved rounds of "
+        f"{data[0]['loops']:,} calls (CPU time per call, medians; the ratio is the median "
+        "of the per-round ratios, range over rounds in brackets): the peer's step; a bare SDK "
+        "span from the tracer provider the peer set up (**same pipeline**: its processors "
+        "and a BatchSpanProcessor over an exporter that drops every batch); a bare SDK span "
+        "on a plain OpenTelemetry pipeline (one BatchSpanProcessor over the dropping "
+        "exporter), what the step costs against not adopting the peer at all.",
+        "",
+        "| step | version | per call | bare span, same pipeline | step / bare | "
+        "bare span, plain pipeline | step / plain |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in data:
+        low, high = r["ratio_range"]
+        plow, phigh = r["ratio_plain_range"]
+        section.lines.append(
+            f"| {names.get(r['peer'], r['peer'])} | {r['version']} | {r['peer_us']:.1f} µs | "
+            f"{r['bare_us']:.1f} µs | {r['ratio']:.2f} ({low:.2f}–{high:.2f}) | "
+            f"{r['plain_us']:.1f} µs | {r['ratio_plain']:.2f} ({plow:.2f}–{phigh:.2f}) |"
+        )
     return section
 
 
@@ -376,7 +471,7 @@ def _cpu_model() -> str:
 def _versions() -> str:
     from importlib.metadata import version
 
-    names = ("opentelemetry-api", "opentelemetry-sdk", "pyperf", "orjson", "httpx")
+    names = ("opentelemetry-api", "opentelemetry-sdk", "pyperf", "orjson", "msgspec", "httpx")
     found = []
     for name in names:
         try:
@@ -474,6 +569,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             section = httpx_calls(args.quick, rounds)
         elif name == "check":
             section = check(args.quick, rounds)
+        elif name == "peers":
+            section = peers(args.quick, rounds)
         else:
             section = memory(args.quick, args.workflows)
         section.measured = (

@@ -25,6 +25,7 @@ from chainlat.traces._assemble import (
     Trace,
     runs_of,
 )
+from chainlat.traces._fast import quick_spans
 from chainlat.traces._parse import (
     BadSpan,
     Parsed,
@@ -237,7 +238,11 @@ class FileSource:
             problem = ""
             try:
                 try:
-                    spans, whole = self._spans(loads_lenient(line), origin)
+                    quick = quick_spans(line, origin)
+                    if quick is not None:
+                        spans, whole = quick, False
+                    else:
+                        spans, whole = self._spans(loads_lenient(line), origin)
                 except RecursionError:
                     raise ValueError("nested too deep") from None
             except ValueError as exc:

@@ -1,0 +1,336 @@
+"""The quick path for OTLP/JSON lines: typed decoding of the fields chainlat reads.
+
+A line as chainlat's exporter and a Collector's file exporter write it is decoded by
+msgspec into structs that declare only the fields chainlat reads: the decoder skips
+everything else without building a Python object for it, and checks the types of
+what it keeps. :func:`quick_spans` then makes the same :data:`Parsed` spans as
+:func:`~chainlat.traces._parse.otlp_spans`, with the same attributes (every key the
+validating path keeps, read through its key filter, so that a key added there is kept
+here too).
+
+Anything that is not that common layout (another type for a field, a value of two
+kinds, ids in base64, an old ``instrumentationLibrarySpans`` request, a Jaeger trace,
+a line that is not JSON, a span ending before it starts) makes :func:`quick_spans`
+return None, and the caller reads the line with the validating path, which accepts
+every valid form and names any problem. The quick path is strict, never lenient: where
+it answers, the validating path gives the same spans (``tests/test_fast_reader.py``).
+
+One known difference: a number beyond the range of a double (``1e999``) in a field
+chainlat does not read is skipped here without being parsed, where the validating path
+refuses the line as not JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from chainlat._core import attributes as attr
+from chainlat._core import conventions
+from chainlat._core.rollup import CACHE_READ_KEYS, SpanRecord, call_details, classify
+from chainlat._core.runs import TracedSpan
+from chainlat.traces._parse import (
+    _MAX_NS,
+    _MISSING,
+    _NO_ATTRIBUTES,
+    _REMOTE_PARENT_FLAGS,
+    Parsed,
+    _any_value,
+    _cached_key,
+    _key_cache,
+    _ttft_from,
+    loads,
+    names,
+    tally,
+)
+
+# --- the common layout, as typed structs -------------------------------------------------
+
+
+class _Value(Struct, forbid_unknown_fields=True, gc=False):
+    """An ``AnyValue``: exactly one of these is set (checked after decoding)."""
+
+    stringValue: str | UnsetType = UNSET
+    intValue: int | str | UnsetType = UNSET
+    doubleValue: float | UnsetType = UNSET
+    boolValue: bool | UnsetType = UNSET
+    arrayValue: Raw | UnsetType = UNSET
+
+
+class _KeyValue(Struct, gc=False):
+    key: str
+    value: _Value
+
+
+class _Event(Struct, gc=False):
+    name: str
+    timeUnixNano: str | UnsetType = UNSET
+
+
+class _Status(Struct, gc=False):
+    code: int | str | None = None
+
+
+class _Span(Struct, gc=False):
+    traceId: str
+    spanId: str
+    name: str
+    startTimeUnixNano: str
+    endTimeUnixNano: str
+    parentSpanId: str | None = None
+    flags: int = 0
+    attributes: Raw | UnsetType = UNSET
+    events: list[_Event] | None = None
+    status: _Status | None = None
+
+
+class _Scope(Struct, gc=False):
+    spans: list[_Span] | None = None
+
+
+class _Resource(Struct, gc=False):
+    scopeSpans: list[_Scope] | None = None
+    instrumentationLibrarySpans: Raw | UnsetType = UNSET
+
+
+class _Request(Struct, gc=False):
+    resourceSpans: list[_Resource]
+    result: Raw | UnsetType = UNSET
+
+
+_decode: Final = msgspec.json.Decoder(_Request).decode
+_decode_attributes: Final = msgspec.json.Decoder(list[_KeyValue] | None).decode
+
+
+class _NotCommon(Exception):
+    """The line is not in the common layout: the validating path reads it."""
+
+
+_FALLBACK: Final = (
+    _NotCommon,
+    msgspec.DecodeError,
+    msgspec.ValidationError,
+    RecursionError,
+    UnicodeDecodeError,
+    KeyError,
+    TypeError,
+    ValueError,
+    OverflowError,
+)
+
+_TTFT_MS: Final = attr.LATENCY_TTFT_MS
+_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
+_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
+_CACHE_HIT: Final = attr.CACHE_HIT
+_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
+_STEP_NAME: Final = attr.STEP_NAME
+_USER_FACING: Final = attr.USER_FACING
+
+
+def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
+    """The spans of one OTLP/JSON line in the common layout; None for anything else."""
+    try:
+        if not line.isascii():
+            line.decode()  # the decoder does not check the UTF-8 of what it skips
+        request = _decode(line)
+        if request.result is not UNSET:
+            return None  # a saved api/v3 response: read as the validating path reads it
+        found: list[Parsed] = []
+        append = found.append
+        for resource in request.resourceSpans:
+            scopes = resource.scopeSpans
+            if scopes is None:
+                if resource.instrumentationLibrarySpans is not UNSET:
+                    return None
+                continue
+            for scope in scopes:
+                if scope.spans:
+                    for span in scope.spans:
+                        append(_span(span, origin))
+    except _FALLBACK:
+        return None
+    return found
+
+
+_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any]
+"""What a span's attributes give: the kept attributes, kind, first token, input and
+output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
+
+_NOTHING: Final[_Derived] = (
+    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
+)  # fmt: skip
+_derived_cache: dict[bytes, _Derived] = {}
+_CACHE_ENTRIES: Final = 4096
+
+
+def _span(
+    raw: _Span,
+    origin: str,
+    # Bound once: the globals a span needs, looked up millions of times.
+    _cache: dict[bytes, _Derived] = _derived_cache,
+    names: dict[str, str] = names,
+    _unset: Any = UNSET,
+    _record: type[SpanRecord] = SpanRecord,
+    _traced: type[TracedSpan] = TracedSpan,
+) -> Parsed:
+    """One span, as :func:`~chainlat.traces._parse._common_otlp_span` reads it."""
+    trace_id = raw.traceId
+    span_hex = raw.spanId
+    if len(trace_id) != 32 or len(span_hex) != 16:
+        raise _NotCommon
+    int(trace_id, 16)
+    span_id = int(span_hex, 16)
+    parent = raw.parentSpanId
+    if parent:
+        if len(parent) != 16:
+            raise _NotCommon
+        parent_id: int | None = int(parent, 16)
+    else:
+        parent_id = None
+    start_ns = int(raw.startTimeUnixNano)
+    end_ns = int(raw.endTimeUnixNano)
+    if not 0 <= start_ns <= end_ns <= _MAX_NS:
+        raise _NotCommon
+    derived: _Derived | None = _NOTHING
+    items: Any = raw.attributes
+    if items is not _unset:
+        # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
+        # on every run: what they give is worked out once per distinct list.
+        blob = bytes(items)
+        derived = _cache.get(blob)
+        if derived is None:
+            nonfinite = tally.nonfinite_values
+            derived = _derive(_decode_attributes(blob))
+            if tally.nonfinite_values == nonfinite:  # counted again on each span that has one
+                if len(_cache) >= _CACHE_ENTRIES:
+                    _cache.clear()
+                _cache[blob] = derived
+    (
+        attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
+        step_name, user_facing, cache_read,
+    ) = derived  # type: ignore[misc]  # fmt: skip
+    events = raw.events
+    if ttft is None and events:
+        for event in events:
+            if event.name == _FIRST_TOKEN:
+                ttft = (int(event.timeUnixNano) - start_ns) / 1e6  # type: ignore[arg-type]
+                break
+    status = raw.status
+    code = status.code if status is not None else None
+    name = raw.name
+    record = _record(
+        span_id,
+        parent_id,
+        names.setdefault(name, name),
+        start_ns,
+        end_ns,
+        kind,
+        cache_hit,
+        tokens_in if type(tokens_in) is int else None,
+        tokens_out if type(tokens_out) is int else None,
+        ttft,
+        model,
+        source,
+        step_name,
+        user_facing,
+        cache_read,
+    )
+    local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    error = code == 2 or code == "STATUS_CODE_ERROR"
+    return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
+
+
+def _derive(
+    items: list[_KeyValue] | None,
+    _keys: dict[str, str | None] = _key_cache,
+    names: dict[str, str] = names,
+    _missing: object = _MISSING,
+    _unset: Any = UNSET,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+) -> _Derived:
+    """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
+    reads them."""
+    if not items:
+        return _NOTHING
+    found: dict[str, object] = {}
+    for item in items:
+        key = _keys.get(item.key, _missing)
+        if key is None:
+            continue
+        if key is _missing:
+            key = _cached_key(item.key)
+            if key is None:
+                continue
+        value = item.value
+        # Exactly one kind set, as in the common layout; two are read in their order
+        # by the validating path.
+        inner: Any = value.stringValue
+        if inner is not _unset:
+            if not (
+                value.intValue is _unset
+                and value.doubleValue is _unset
+                and value.boolValue is _unset
+                and value.arrayValue is _unset
+            ):
+                raise _NotCommon
+            found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+            continue
+        if value.arrayValue is not _unset:
+            if not (
+                value.intValue is _unset
+                and value.doubleValue is _unset
+                and value.boolValue is _unset
+            ):
+                raise _NotCommon
+            array = loads(bytes(value.arrayValue))  # type: ignore[arg-type]
+            found[key] = _any_value({"arrayValue": array})  # type: ignore[index]
+            continue
+        inner = value.intValue
+        if inner is not _unset:
+            if not (value.doubleValue is _unset and value.boolValue is _unset):
+                raise _NotCommon
+            if type(inner) is str:
+                if len(inner) >= 20:
+                    raise _NotCommon
+                inner = int(inner)
+            found[key] = inner  # type: ignore[index]
+            continue
+        inner = value.doubleValue
+        if inner is not _unset:
+            if value.boolValue is not _unset:
+                raise _NotCommon
+            found[key] = inner  # type: ignore[index]
+            continue
+        inner = value.boolValue
+        if inner is _unset:
+            raise _NotCommon  # an empty value: no attribute, as the validating path reads it
+        found[key] = inner  # type: ignore[index]
+    if not found:
+        return _NOTHING
+    kind = _classify(found)
+    ttft = found.get(_TTFT_MS)
+    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+        ttft = _ttft_from(found)
+    tokens_in = found.get(_TOKENS_IN)
+    tokens_out = found.get(_TOKENS_OUT)
+    cache_hit = found.get(_CACHE_HIT) is True
+    model = source = cache_read = None
+    user_facing = False
+    step_name = found.get(_STEP_NAME)
+    if type(step_name) is not str or not step_name.strip():
+        step_name = None
+    if kind == "inference":
+        # Tokens, first token, model and source by any convention.
+        tokens_in, tokens_out, call_ttft, model, source = call_details(found)
+        if ttft is None:
+            ttft = call_ttft
+        user_facing = found.get(_USER_FACING) is True
+        cache_read = conventions._first_count(found, CACHE_READ_KEYS)
+    return (
+        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
+        step_name, user_facing, cache_read,
+    )  # fmt: skip
