@@ -326,6 +326,18 @@ CACHE_READ_KEYS: Final = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class PathPiece:
+    """A stretch of the critical path: the span it was spent in, what it counts as, and the
+    steps (span id, name) that join the path here, in path order."""
+
+    span_id: int
+    start_ns: int
+    end_ns: int
+    kind: str
+    steps: tuple[tuple[int, str], ...]
+
+
 @dataclass(slots=True)
 class _Node:
     rec: SpanRecord
@@ -433,6 +445,7 @@ def compute_rollup(
     *,
     first_output_ns: int | None = None,
     prices: Prices | None = None,
+    pieces: list[PathPiece] | None = None,
 ) -> Rollup:
     """Roll the spans of one workflow up into chain latency.
 
@@ -449,6 +462,8 @@ def compute_rollup(
         spans: Its descendants, in any order; spans not connected to ``root``
             are ignored, and children are clipped to their parent's interval.
         first_output_ns: The first output, when the application marked it.
+        pieces: When given, the critical path is appended to it as drawable pieces
+            (a waterfall draws the path from the rollup's own walk).
         prices: Model prices: the cost of the run's model calls, when each has a price
             and token counts.
     """
@@ -583,19 +598,33 @@ def compute_rollup(
     for node, seg_start, seg_end in _critical_segments(top):
         split[node.attribution] += seg_end - seg_start
         step = node.owner
+        if pieces is not None:
+            pieces.append(PathPiece(node.rec.span_id, seg_start, seg_end, node.attribution, ()))
         if step is None or id(step) in on_path:
             continue
         chain: list[str] = []
+        chain_ids: list[int] = []
         while step is not None and id(step) not in on_path:
             chain.append(
                 step.rec.step_name or renamed.get(step.rec.span_id) or step.rec.name
                 if renamed
                 else step.rec.step_name or step.rec.name
             )
+            chain_ids.append(step.rec.span_id)
             on_path.add(id(step))
             step = step.enclosing
         chain.reverse()
         path += chain
+        if pieces is not None:
+            chain_ids.reverse()
+            last = pieces[-1]
+            pieces[-1] = PathPiece(
+                last.span_id,
+                last.start_ns,
+                last.end_ns,
+                last.kind,
+                tuple(zip(chain_ids, chain, strict=True)),
+            )
 
     total = top.end - top.start
     call_keys = [n.rec.span_id for n in calls]

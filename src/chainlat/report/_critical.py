@@ -2,10 +2,9 @@
 
 The rollup (:func:`chainlat._core.rollup.compute_rollup`) keeps only the split and
 the step names of its critical path. A waterfall needs the pieces: for each instant
-on the path, the span it was spent in. This module builds the rollup's span tree
-(twins merged, children clipped to their parent, spans that are not steps made
-transparent) and walks it with the rollup's own walk, so the steps it marks are the
-steps the rollup names; ``tests/test_explorer_data.py`` checks that on random trees.
+on the path, the span it was spent in. The rollup hands them out of its own walk, so
+the steps drawn are the steps it names; ``tests/test_explorer_data.py`` checks that
+on random trees.
 """
 
 from __future__ import annotations
@@ -14,12 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from chainlat._core.rollup import (
-    SpanRecord,
-    _critical_segments,
-    _Node,
-    find_twins,
-)
+from chainlat._core.rollup import PathPiece, SpanRecord, compute_rollup, find_twins
 from chainlat._core.runs import StepTiming, WorkflowRun
 
 _STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
@@ -50,72 +44,21 @@ class CriticalPath:
 
 
 def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath:
-    """The critical path of the workflow span ``root`` over its descendants ``spans``."""
-    root_id = root.span_id
+    """The critical path of the workflow span ``root`` over its descendants ``spans``: the
+    rollup's own walk (:func:`~chainlat._core.rollup.compute_rollup` with ``pieces``)."""
     records = list(spans)
-    by_parent: dict[int, list[SpanRecord]] = {}
-    for rec in records:
-        if rec.parent_id is not None and rec.span_id != root_id:
-            by_parent.setdefault(rec.parent_id, []).append(rec)
-    twins = find_twins(root_id, records)
-    widened: dict[int, tuple[int, int]] = {}
-    renamed: dict[int, str] = {}  # a counted call named only by its twin
-    for rec in records:
-        primary = twins.get(rec.span_id)
-        if primary is not None:
-            low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
-            widened[primary.span_id] = (min(low, rec.start_ns), max(high, rec.end_ns))
-            if rec.step_name and not primary.step_name:
-                renamed[primary.span_id] = rec.step_name
-
-    top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    queue = [top]
-    seen = {root_id}
-    while queue:
-        parent = queue.pop()
-        for rec in by_parent.get(parent.rec.span_id, ()):
-            if rec.span_id in seen:  # a cycle in a malformed trace
-                continue
-            seen.add(rec.span_id)
-            start, end = widened.get(rec.span_id, (rec.start_ns, rec.end_ns))
-            start = min(max(start, parent.start), parent.end)
-            end = max(min(end, parent.end), start)
-            kind = None if rec.span_id in twins else rec.kind
-            if kind in _STEP_KINDS:
-                assert kind is not None
-                attribution: str = kind
-                counted = parent.attribution != kind
-            else:
-                attribution = parent.attribution
-                counted = kind == "workflow"
-            node = _Node(rec, start, end, attribution, parent.owner)
-            if counted:
-                node.owner = node
-                node.enclosing = parent.owner
-            if kind is None:
-                node.kids = parent.kids  # transparent: its children are its parent's
-            else:
-                parent.kids.append(node)
-            if rec.span_id in by_parent:
-                queue.append(node)
-
-    pieces: list[Piece] = []
+    found: list[PathPiece] = []
+    compute_rollup(root, records, pieces=found)
     steps: list[int] = []
     names: dict[int, str] = {}
-    on_path: set[int] = set()
-    for node, start, end in _critical_segments(top):
-        pieces.append(Piece(node.rec.span_id, start, end, node.attribution))
-        step = node.owner
-        chain: list[int] = []
-        while step is not None and id(step) not in on_path:
-            rec = step.rec
-            chain.append(rec.span_id)
-            names[rec.span_id] = rec.step_name or renamed.get(rec.span_id) or rec.name
-            on_path.add(id(step))
-            step = step.enclosing
-        steps += reversed(chain)
+    for piece in found:
+        for span_id, name in piece.steps:
+            steps.append(span_id)
+            names[span_id] = name
+    twins = find_twins(root.span_id, records)
     twin_ids = {twin: primary.span_id for twin, primary in twins.items()}
-    return CriticalPath(tuple(pieces), tuple(steps), names, twin_ids)
+    pieces = tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind) for p in found)
+    return CriticalPath(pieces, tuple(steps), names, twin_ids)
 
 
 def step_spans(run: WorkflowRun) -> list[int | None]:
