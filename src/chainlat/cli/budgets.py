@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.errors import InputError, shown
+from chainlat.cli import prometheus as _cli_prometheus
 from chainlat.cli.sources import (
     add_reader_options,
     add_source_arguments,
@@ -53,6 +54,7 @@ def add_commands(sub: Any) -> None:
     )
     check.add_argument("--format", choices=_FORMATS, default="text")
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    _cli_prometheus.add_check_options(check)
     check.set_defaults(func=_check)
 
     report = sub.add_parser(
@@ -98,6 +100,7 @@ def add_commands(sub: Any) -> None:
     validate = budgets_sub.add_parser("validate", help="check a budget file")
     validate.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
     validate.set_defaults(func=_validate)
+    _cli_prometheus.add_budgets_commands(budgets_sub)
 
 
 def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = False) -> Any:
@@ -138,6 +141,8 @@ def _check(args: argparse.Namespace) -> int:
     from chainlat.budgets import evaluate, load_budgets
     from chainlat.traces import ReadCounters
 
+    if args.prometheus:
+        return _cli_prometheus.check(args)
     budgets = load_budgets(args.budgets)
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
