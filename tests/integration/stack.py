@@ -213,6 +213,8 @@ class ScaledTier:
     """Each replica's span metrics, ``http://127.0.0.1:PORT/metrics``."""
     replica_telemetry_urls: tuple[str, ...]
     """Each replica's own metrics (tail sampling counts)."""
+    lb_telemetry_url: str
+    """The load balancer's own metrics (spans it could not deliver)."""
     sampling: Sampling
     run_dir: Path
     env: dict[str, str] = field(default_factory=dict, compare=False)
@@ -258,6 +260,7 @@ def start_scaled_tier(
     replicas: int = 2,
     spanmetrics_buckets: str | None = None,
     scrape_interval_s: float = 1.0,
+    lb_retry_s: float = 3.0,
 ) -> ScaledTier:
     """Start ``replicas`` sampling Collectors, the load balancer and Prometheus (with
     ``rules``) exporting to ``jaeger``; raise StackError if one is not ready."""
@@ -277,6 +280,8 @@ def start_scaled_tier(
         "CHAINLAT_PROMETHEUS_PORT": str(prometheus),
         "CHAINLAT_PROMETHEUS_RULES": str(rules),
         "CHAINLAT_PROMETHEUS_SCRAPE_INTERVAL": f"{scrape_interval_s:g}s",
+        # A stopped replica's share is dropped (and counted) after this, not after 5 min.
+        "CHAINLAT_LB_RETRY_MAX_ELAPSED": f"{lb_retry_s:g}s",
     }
     if spanmetrics_buckets is not None:
         env["CHAINLAT_SPANMETRICS_BUCKETS"] = spanmetrics_buckets
@@ -292,6 +297,7 @@ def start_scaled_tier(
         replica_telemetry_urls=tuple(
             f"http://127.0.0.1:{base + 10 * k + 3}/metrics" for k in range(replicas)
         ),
+        lb_telemetry_url=f"http://127.0.0.1:{lb_metrics}/metrics",
         sampling=sampling,
         run_dir=run_dir,
         env=env,
