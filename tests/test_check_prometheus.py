@@ -102,7 +102,7 @@ def test_an_error_answer_names_prometheus() -> None:
 
 
 class _FakePrometheus(BaseHTTPRequestHandler):
-    answer: Answer = staticmethod(_answer(1, 640.0, 150.0, 40))  # type: ignore[assignment]
+    answer: Answer = staticmethod(_answer(1, 640.0, 150.0, 40))
 
     def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
