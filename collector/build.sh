@@ -177,8 +177,10 @@ prometheus_build() {
   log "compiling prometheus and promtool $PROMETHEUS_VERSION"
   start=$(date +%s)
   pkg=github.com/prometheus/common/version
+  # remove_all_sd leaves out the cloud and Kubernetes service discovery (static and file
+  # targets remain), about half of the packages: the tier needs static targets only.
   for cmd in prometheus promtool; do
-    go build -trimpath -o "$BIN_DIR/$cmd.tmp" \
+    go build -trimpath -tags remove_all_sd -o "$BIN_DIR/$cmd.tmp" \
       -ldflags "-s -w -X $pkg.Version=$PROMETHEUS_VERSION -X $pkg.Revision=$PROMETHEUS_MODULE_VERSION -X $pkg.Branch=module -X $pkg.BuildDate=$(date -u +%Y%m%d-%H:%M:%S)" \
       "$PROMETHEUS_MODULE/cmd/$cmd"
     mv "$BIN_DIR/$cmd.tmp" "$BIN_DIR/$cmd"

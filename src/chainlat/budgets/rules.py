@@ -129,8 +129,10 @@ class Unexpressed:
 
 # --- how each budget key is read ---------------------------------------------------------------
 #
-# One entry per quantity a percentile table may name: the selector of its histogram.
-# A quantity missing here is listed as not expressible, never dropped.
+# Adding a budget key is one entry: a percentile quantity in PERCENTILE_SOURCES (its
+# histogram), a per-run key in PER_RUN_KEYS (counted by the application), a share of runs
+# in RATIO_KEYS (its query), or a reason in NOT_EXPRESSIBLE. A percentile quantity
+# missing from PERCENTILE_SOURCES is listed as not expressible, never dropped.
 
 
 def _workflow_span(workflow: str) -> dict[str, str]:
@@ -166,8 +168,9 @@ failed runs out)."""
 CHAIN_KINDS: Final = ("total", "inference", "data", "tool", "overhead", "first_output")
 """The kinds of ``chainlat.chain.duration`` the application records, when it has them."""
 
-PER_RUN_UNITS: Final[dict[str, str]] = {"cost": "USD"}
-"""Per-run keys whose limit is not in milliseconds."""
+PER_RUN_KEYS: Final[dict[str, str]] = {"first_output": "ms", "cost": "USD"}
+"""Per-run keys of a workflow's budget beyond ``run_limits()`` (total and its split), with
+their unit; the application counts runs over each in ``chainlat.budget.exceeded``."""
 
 NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "ttft_percentiles": "no histogram of time to first token per step and workflow "
@@ -268,8 +271,7 @@ def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuer
     value = f"sum(increase({BUDGET_EXCEEDED}{_matchers(labels)}[{window}]))"
     runs_labels = {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": "total"}
     runs = f"sum(increase({CHAIN_DURATION}_count{_matchers(runs_labels)}[{window}]))"
-    quantity = target.split(".", 1)[0]
-    unit = PER_RUN_UNITS.get(quantity, "ms")
+    unit = PER_RUN_KEYS.get(target, "ms")
     return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
 
 
@@ -280,6 +282,12 @@ def _error_rate(workflow: str, share: float, window: str) -> LimitQuery:
     runs = f"sum(increase({SPAN_CALLS}{_matchers(labels)}[{window}]))"
     value = f"(({failed}) or vector(0)) / {runs}"
     return LimitQuery(workflow, "error_rate", "ratio", share, share, value, runs, 1, unit="ratio")
+
+
+RATIO_KEYS: Final[dict[str, Callable[[str, float, str], LimitQuery]]] = {
+    "error_rate": _error_rate,
+}
+"""Budget keys that bound a share of runs, and the query of each."""
 
 
 def _share(value: object) -> float | None:
@@ -294,7 +302,7 @@ def _share(value: object) -> float | None:
 def per_run_targets(budget: WorkflowBudget) -> list[tuple[str, float]]:
     """Every per-run limit as (target, limit), in the order check_run judges them."""
     found: list[tuple[str, float]] = list(budget.run_limits().items())
-    for extra in ("first_output", "cost"):
+    for extra in PER_RUN_KEYS:
         if extra not in dict(found):
             value = getattr(budget, extra, None)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -349,9 +357,10 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
                         workflow, step, key, q, limits.percentiles[key], window, min_runs
                     )
                 )
-        share = _share(getattr(budget, "error_rate", None))
-        if share is not None:
-            found.append(_error_rate(workflow, share, window))
+        for key, ratio in RATIO_KEYS.items():
+            share = _share(getattr(budget, key, None))
+            if share is not None:
+                found.append(ratio(workflow, share, window))
     return found
 
 
@@ -409,7 +418,7 @@ def chain_boundaries(budgets: Budgets | None, base: Iterable[float]) -> list[flo
     if budgets is not None:
         for budget in budgets.workflows.values():
             for target, limit in per_run_targets(budget):
-                if PER_RUN_UNITS.get(target.split(".", 1)[0], "ms") == "ms":
+                if PER_RUN_KEYS.get(target, "ms") == "ms":
                     found.add(limit)
             for limits in budget.percentiles.values():
                 found.update(limit for _, limit in limits.items())
