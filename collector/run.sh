@@ -50,6 +50,11 @@ export CHAINLAT_COLLECTOR_HEALTH_PORT=${CHAINLAT_COLLECTOR_HEALTH_PORT:-13134}
 export CHAINLAT_COLLECTOR_JAEGER_ENDPOINT=${CHAINLAT_COLLECTOR_JAEGER_ENDPOINT:-$(
   [[ $CHAINLAT_JAEGER_HOST == 0.0.0.0 ]] && echo 127.0.0.1 || echo "$CHAINLAT_JAEGER_HOST"
 ):$CHAINLAT_JAEGER_OTLP_GRPC_PORT}
+# The baseline policy's share as a probability, for chainlat.sampling.probability.
+export CHAINLAT_SAMPLING_PERCENT=${CHAINLAT_SAMPLING_PERCENT:-10}
+export CHAINLAT_SAMPLING_PROBABILITY=${CHAINLAT_SAMPLING_PROBABILITY:-$(
+  awk -v p="$CHAINLAT_SAMPLING_PERCENT" 'BEGIN { printf "%.6g", p / 100 }'
+)}
 # The scaled tier: replica K listens on REPLICA_BASE_PORT + 10 * (K - 1) + 0..4 (OTLP gRPC,
 # OTLP HTTP, span metrics, own metrics, health); the load balancer on the usual 4317/4318.
 SAMPLING_REPLICAS=${CHAINLAT_SAMPLING_REPLICAS:-2}

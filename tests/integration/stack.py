@@ -195,6 +195,7 @@ def start_tier(tier: CollectorTier, jaeger: Jaeger) -> None:
 def _sampling_env(sampling: Sampling) -> dict[str, str]:
     return {
         "CHAINLAT_SAMPLING_PERCENT": f"{sampling.percent:g}",
+        "CHAINLAT_SAMPLING_PROBABILITY": f"{sampling.percent / 100:g}",
         "CHAINLAT_SAMPLING_LATENCY_MS": str(sampling.latency_ms),
         "CHAINLAT_SAMPLING_DECISION_WAIT": f"{sampling.decision_wait_s:g}s",
         "CHAINLAT_SPANMETRICS_FLUSH_INTERVAL": f"{sampling.spanmetrics_flush_s:g}s",
