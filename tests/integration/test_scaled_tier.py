@@ -294,18 +294,25 @@ def _policies(scaled: Scaled, trace_id: str) -> set[object]:
     return {attributes(s).get("tailsampling.policy") for s in spans}
 
 
+def _probability(scaled: Scaled, trace_id: str) -> object:
+    """chainlat.sampling.probability on the trace's workflow span."""
+    spans = jaeger_spans(scaled.client, scaled.jaeger.query_url, trace_id)
+    (workflow,) = [s for s in spans if attributes(s).get("chainlat.step.kind") == "workflow"]
+    return attributes(workflow).get("chainlat.sampling.probability")
+
+
 def test_within_budget_traces_are_kept_only_as_the_sampled_share(scaled: Scaled) -> None:
     """A within-budget trace in Jaeger was kept by the baseline policy and no other (the
     recordpolicy gate says which), and about 20 % of them are."""
     kept = [t for t in scaled.workload.within if _jaeger_count(scaled.client, scaled.jaeger, t)]
     for trace_id in kept:
         assert _policies(scaled, trace_id) == {"baseline"}, trace_id
+        assert _probability(scaled, trace_id) == pytest.approx(0.2)
     # 50 within-budget traces at 20 %: P(more than 25 kept) < 1e-6.
     assert len(kept) <= 25, len(kept)
-    for trace_id in scaled.workload.over_budget:
-        assert "over-budget" in _policies(scaled, trace_id) or "baseline" in _policies(
-            scaled, trace_id
-        )
+    for trace_id in scaled.workload.over_budget | scaled.workload.failed:
+        assert _policies(scaled, trace_id) & {"over-budget", "errors"}, trace_id
+        assert _probability(scaled, trace_id) == 1.0
 
 
 def _spanmetric_counts(tier: ScaledTier) -> tuple[Counter[tuple[str, str]], list[int]]:
