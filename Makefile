@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: system-deps install demo test unit lint format bench integration interop interop-report jaeger pipeline rules clean
 
@@ -14,7 +15,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: install  ## run the demo agent on the embedded default (traces to chainlat-traces.jsonl)
+# The demo needs only the package and its demo extra (the openai SDK), not the dev tools.
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)  ## run the demo agent (traces to a fresh chainlat-traces.jsonl; the last one kept)
 	$(BIN)/chainlat demo
 
 lint: install  ## ruff (lint + format check) and the strict type check

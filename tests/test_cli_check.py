@@ -101,7 +101,10 @@ def test_collector_file_and_jaeger_json(tmp_path: Path, capsys: pytest.CaptureFi
     assert verdicts["total"]["status"] == "ok"
     assert verdicts["total"]["actual_ms"] == 900.0
     assert verdicts["p50.total"]["status"] == "broken"
-    assert verdicts["p50.total"]["actual_ms"] == 400.0  # nearest rank: 2nd of 300, 400, 500, 900
+    # The 300 ms run failed (status ERROR): counted, but out of the percentiles by default,
+    # so p50 is the nearest rank 2nd of 400, 500, 900.
+    assert verdicts["p50.total"]["actual_ms"] == 500.0
+    assert verdicts["p50.total"]["runs"] == 3
     assert report["workflows"]["support-chat"]["runs"] == 4
 
 
@@ -229,7 +232,38 @@ def test_no_budgeted_workflow_in_the_traces_exits_2(
     budgets.write_text('[workflows.checkout]\ntotal = "1s"\n')
     code, _, err = run(capsys, "check", DATA_DIR / "jaeger-traces.json", "--budgets", budgets)
     assert code == 2
+    assert_one_line_error(
+        err, "b.toml: workflows.checkout: no run of workflow 'checkout'", "seen: 'support-chat'"
+    )
+    code, _, err = run(
+        capsys,
+        "check",
+        DATA_DIR / "jaeger-traces.json",
+        "--budgets",
+        budgets,
+        "--allow-missing",
+    )
+    assert code == 2
     assert_one_line_error(err, "budgeted: checkout; in the traces: support-chat")
+
+
+def test_a_misspelled_step_fails_the_gate_with_a_suggestion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = tmp_path / "b.toml"
+    budgets.write_text(
+        '[workflows.support-chat.steps."chat gpt-40"]\nmax = "1ms"\n'
+        '[workflows.support-chat.steps."data nightly"]\nmax = "1ms"\noptional = true\n'
+    )
+    code, _, err = run(capsys, "check", DATA_DIR / "jaeger-traces.json", "--budgets", budgets)
+    assert code == 2
+    assert_one_line_error(
+        err,
+        "workflows.support-chat.steps.\"chat gpt-40\": no run of 'support-chat' has a step",
+        "did you mean 'chat gpt-4o'?",
+    )
+    # An optional step that no run has is "no data", not an error.
+    assert "data nightly" not in err
 
 
 def test_unreachable_jaeger_exits_2(budgets: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -298,6 +332,7 @@ def test_check_as_a_real_process(tmp_path: Path, budgets: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == f"chainlat: {broken}: workflows.x.max: unknown key (expected one of: " + (
-        "total, inference, data, tool, overhead, p50/p90/p95/p99 (any pNN), min_runs, "
-        "exclude_cache_hits, steps)\n"
+        "total, inference, data, tool, overhead, first_output, p50/p90/p95/p99 (any pNN), "
+        "error_rate, cost, cost_p95 (any cost_pNN), min_runs, exclude_cache_hits, "
+        "include_errors, optional, steps)\n"
     )

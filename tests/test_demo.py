@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from chainlat.demo import lookup_order, open_store, search
 
@@ -43,6 +44,40 @@ def test_demo_exits_0_and_writes_a_traces_file(tmp_path: Path) -> None:
         "chat sim-small",
     } <= names
     assert variants == {"large-planner", "small-planner"}
+    _first_output_is_the_answers_first_token(tmp_path / "traces.jsonl")
+
+
+def _first_output_is_the_answers_first_token(traces: Path) -> None:
+    """Every run has its first output and split, and the first output is, within 2 ms, the
+    answer's first token computed by hand from the raw spans (its start plus its ttft)."""
+    spans: dict[str, list[dict[str, object]]] = {}
+    for line in traces.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["attrs"] = {
+                        kv["key"]: next(iter(kv["value"].values())) for kv in span["attributes"]
+                    }
+                    spans.setdefault(span["traceId"], []).append(span)
+    runs = [
+        m for m in spans.values() if any(s["name"] == "invoke_workflow support-agent" for s in m)
+    ]
+    assert len(runs) == 8  # 4 requests for each of the two variants; the warm-up is no run
+    for members in runs:
+        (root,) = [s for s in members if s["name"] == "invoke_workflow support-agent"]
+        (answer,) = [s for s in members if _attrs(s).get("chainlat.step.name") == "answer"]
+        root_attrs, answer_attrs = _attrs(root), _attrs(answer)
+        by_hand = (
+            int(str(answer["startTimeUnixNano"])) - int(str(root["startTimeUnixNano"]))
+        ) / 1e6 + float(answer_attrs["chainlat.latency.ttft_ms"])
+        reported = float(root_attrs["chainlat.chain.first_output_ms"])
+        assert abs(reported - by_hand) <= 2.0, (reported, by_hand)
+        parts = [
+            float(root_attrs[f"chainlat.chain.first_output.{kind}_ms"])
+            for kind in ("inference", "data", "tool", "overhead")
+        ]
+        assert abs(sum(parts) - reported) < 1e-6
+        assert min(parts) >= 0
 
 
 def test_demo_bad_arguments_exit_2_without_traceback(tmp_path: Path) -> None:
@@ -63,3 +98,9 @@ def test_the_store_really_searches_and_looks_up() -> None:
     assert search(store.db, "How do I reset my password?")[0].startswith("Reset a password")
     assert lookup_order(store.db, "Where is A-1002?") == "order A-1002 is delivered, eta 0 days"
     assert lookup_order(store.db, "Where is my parcel?") == "no order number given"
+
+
+def _attrs(span: dict[str, object]) -> dict[str, Any]:
+    found = span["attrs"]
+    assert isinstance(found, dict)
+    return found

@@ -47,6 +47,8 @@ def random_tree(rng: random.Random, *, malformed: bool) -> tuple[SpanRecord, lis
                 cache_hit=rng.random() < 0.2,
                 input_tokens=rng.choice([None, rng.randint(0, 500)]),
                 output_tokens=rng.choice([None, rng.randint(0, 500)]),
+                ttft_ms=rng.choice([None, rng.uniform(0, 500)]),
+                user_facing=rng.random() < 0.1,
             )
         )
     return root, records
@@ -75,6 +77,15 @@ def test_split_always_sums_to_the_total_and_counts_agree(malformed: bool) -> Non
         # Every record has its own name, and the path never visits a step twice: not
         # even through the cycles and duplicate ids of malformed traces.
         assert len(rollup.critical_path) == len(set(rollup.critical_path))
+        # The wait for the first output lies inside the run, and its split sums to it.
+        split = rollup.first_output_split()
+        if rollup.first_output_ms is None:
+            assert split is None
+        else:
+            assert split is not None
+            assert 0 <= rollup.first_output_ms <= rollup.total_ms
+            assert all(part >= 0 for part in split.values())
+            assert sum(split.values()) == pytest.approx(rollup.first_output_ms, abs=1e-9)
 
 
 def well_formed_tree(rng: random.Random) -> tuple[SpanRecord, list[SpanRecord]]:

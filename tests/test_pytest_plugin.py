@@ -191,7 +191,7 @@ def test_session_option_judges_percentiles_over_the_session(project: pytest.Pyte
     result.stdout.fnmatch_lines(
         [
             "*p90.total*100 ms*[2-9]??.? ms*BROKEN*",
-            "*chainlat: 1 latency budget(s) broken: failing the session*",
+            "*chainlat: 1 latency budget broken: failing the session*",
         ]
     )
 
@@ -242,3 +242,31 @@ def test_inert_when_unused(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_a_misspelled_step_fails_the_test_with_a_suggestion(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_app="""
+        from workflows import answer
+
+        def test_typo(chainlat_traces):
+            answer()
+            chainlat_traces.assert_within_budget(
+                "support-chat", steps={"chat gpt-4": {"max": "1ms"}}
+            )
+
+        def test_optional(chainlat_traces):
+            answer()
+            chainlat_traces.assert_within_budget(
+                "support-chat", steps={"tool rare": {"max": "1ms", "optional": True}}
+            )
+        """
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*workflows.support-chat.steps.\"chat gpt-4\": no run of 'support-chat' has a step "
+            "'chat gpt-4' (did you mean 'chat gpt-4o'?)*"
+        ]
+    )

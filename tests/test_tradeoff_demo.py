@@ -84,7 +84,7 @@ def test_what_if_from_the_large_planner_runs_matches_the_measured_small_planner_
     demo_traces: tuple[Path, str],
 ) -> None:
     runs = list(read_runs([demo_traces[0]], outcomes=True))
-    result = whatif(runs, variant="large-planner", swap={"chat sim-large": "sim-small"})
+    result = whatif(runs, variant="large-planner", swap={"plan": "sim-small"})
     [estimate] = result.workflows
     measured = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant == "small-planner")
     assert len(measured) == estimate.runs == 24

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,7 +143,7 @@ class _Recorder:
 def _judge(
     runs: list[WorkflowRun], limits: dict[str, WorkflowBudget], defaults: Budgets | None = None
 ) -> BudgetReport:
-    from chainlat.budgets import Budgets, evaluate
+    from chainlat.budgets import Budgets, evaluate, unknown_keys
 
     budgets = Budgets(
         min_runs=defaults.min_runs if defaults is not None else 1,
@@ -151,12 +152,16 @@ def _judge(
     )
     if defaults is not None:
         budgets._source = defaults.source
-    return evaluate(runs, budgets)
+    report = evaluate(runs, budgets)
+    missing = unknown_keys(report, budgets)
+    if missing:
+        pytest.fail("\n".join(missing), pytrace=False)
+    return report
 
 
 def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report with broken limits: the limits, then a waterfall."""
-    from chainlat._core.runs import BudgetViolation
+    from chainlat._core.runs import BudgetViolation, amount
     from chainlat.report import waterfall
     from chainlat.report._common import visible
 
@@ -172,7 +177,10 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             how = f"over {_runs_label(v.runs)}"
         # Names come from the code under test: shown with their control characters escaped.
         name = visible(f"{v.workflow}: {v.target}")
-        lines.append(f"  {name} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms {how}")
+        lines.append(
+            f"  {name} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)} "
+            f"{how}"
+        )
     shown: set[int] = set()
     for v in broken:
         run = v.worst_run
@@ -183,7 +191,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             continue
         shown.add(id(run))
         marked = [
-            BudgetViolation(b.workflow, b.target, b.limit_ms, b.actual_ms)
+            BudgetViolation(b.workflow, b.target, b.limit_ms, b.actual_ms, b.unit)
             for b in broken
             if b.actual_ms is not None
             and b.workflow == run.workflow
@@ -351,6 +359,7 @@ class _SessionBudgets:
         self.budgets = budgets
         self.recorder = _Recorder()
         self.report: BudgetReport | None = None
+        self.missing: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.recorder.__enter__()
@@ -364,16 +373,18 @@ class _SessionBudgets:
             self.recorder.origin = ""
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from chainlat.budgets import evaluate
+        from chainlat.budgets import evaluate, unknown_keys
 
         self.recorder.__exit__()
         self.report = evaluate(self.recorder.runs, self.budgets)
-        if self.report.broken and session.exitstatus == pytest.ExitCode.OK:
+        # A step no run of its workflow had is a misspelled key; a workflow that did not
+        # run at all may be one this session's selection of tests left out.
+        self.missing = unknown_keys(self.report, self.budgets, workflows_not_run=False)
+        failed = self.report.broken or self.missing
+        if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from chainlat.report import check_renderables, render_text
-
         report = self.report
         if report is None:
             return
@@ -383,12 +394,130 @@ class _SessionBudgets:
                 f"no workflow ran in the session (budgets from {self.budgets.source})"
             )
             return
-        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 120)
-        text = render_text(check_renderables(report, sources="this session"), width=width)
-        for line in text.rstrip().splitlines():
+        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 80)
+        for line in session_lines(report, width=width):
             terminalreporter.line(line)
+        for problem in self.missing:
+            terminalreporter.line(f"chainlat: {problem}", red=True)
         if report.broken:
             terminalreporter.line(
-                f"chainlat: {len(report.broken)} latency budget(s) broken: failing the session",
+                f"chainlat: {_count(len(report.broken), 'latency budget')} broken: "
+                "failing the session",
                 red=True,
             )
+
+
+# --- the session summary, laid out for a log ------------------------------------------------------
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _columns(
+    head: list[str], rows: list[list[str]], width: int, *, left_last: bool = False
+) -> list[str]:
+    """Rows as fixed columns within ``width``: the first (a name) takes the room the others
+    leave, and a name longer than that room gets a line of its own, its values below it.
+    Nothing is wrapped mid-cell, so a log 80 columns wide shows every row whole."""
+    indent, gap = "  ", "  "
+    others = [max(len(r[i]) for r in [head, *rows]) for i in range(1, len(head))]
+    room = width - len(indent) - sum(others) - len(gap) * len(others)
+    name_width = max(min(max(len(r[0]) for r in [head, *rows]), room), 12)
+
+    def values(row: list[str]) -> str:
+        cells = [
+            cell.ljust(w) if left_last and i == len(others) - 1 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row[1:], others, strict=True))
+        ]
+        return gap.join(cells).rstrip()
+
+    lines = [f"{indent}{head[0]:<{name_width}}{gap}{values(head)}"]
+    for row in rows:
+        if len(row[0]) > name_width:
+            lines.append(f"{indent}{row[0]}")
+            lines.append(f"{indent}{'':<{name_width}}{gap}{values(row)}")
+        else:
+            lines.append(f"{indent}{row[0]:<{name_width}}{gap}{values(row)}")
+    return lines
+
+
+def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
+    """The session's verdicts as plain lines that fit ``width`` columns (at least 60): one
+    block per budgeted workflow, its statistics then its limits, then the worst run of each
+    broken per-run limit and the conclusion."""
+    from chainlat._core.runs import BudgetViolation
+    from chainlat.report import waterfall
+    from chainlat.report._common import (
+        limit_label,
+        limit_text,
+        ms,
+        source_name,
+        stat_rows,
+        verdict_label,
+        verdict_runs,
+        visible,
+    )
+    from chainlat.report.text import conclusion
+
+    width = max(width, 60)
+    stats = report.stats
+    lines = [
+        f"{_count(stats.runs, 'run')} of {_count(len(stats.workflows), 'workflow')} "
+        f"in this session; budgets from {source_name(report.budgets_source)}",
+        "",
+    ]
+    budgeted = list(dict.fromkeys(v.workflow for v in report.verdicts))
+    for name in budgeted:
+        workflow = stats.workflows.get(name)
+        if workflow is None:
+            lines.append(f"{visible(name)}: no runs in the session")
+        else:
+            lines.append(
+                f"{visible(name)}: {_count(workflow.runs, 'run')}"
+                + (f", {workflow.errors} with errors" if workflow.errors else "")
+            )
+            rows = [
+                [visible(r.label), str(r.summary.count)]
+                + [ms(v) for v in (r.summary.p50, r.summary.p90, r.summary.p95, r.summary.p99)]
+                + [ms(r.summary.max)]
+                for r in stat_rows(workflow)
+            ]
+            head = ["quantity / step (ms)", "count", "p50", "p90", "p95", "p99", "max"]
+            lines.extend(_columns(head, rows, width))
+        lines.append("")
+        verdicts = [
+            [
+                visible(limit_label(v)),
+                limit_text(v.limit_ms),
+                ms(v.actual_ms) + (" ms" if v.actual_ms is not None else ""),
+                verdict_runs(v),
+                verdict_label(v),
+            ]
+            for v in report.verdicts_of(name)
+        ]
+        head = ["limit", "budget", "actual", "runs", "verdict"]
+        lines.extend(_columns(head, verdicts, width, left_last=True))
+        lines.append("")
+    others = [w for w in stats.workflows if w not in budgeted]
+    if others:
+        listed = ", ".join(
+            f"{visible(w)} ({_count(stats.workflows[w].runs, 'run')})" for w in others
+        )
+        lines.extend([f"not budgeted: {listed}", ""])
+    for verdict in report.broken:
+        if verdict.worst_run is not None and verdict.actual_ms is not None:
+            violation = BudgetViolation(
+                verdict.workflow, verdict.target, verdict.limit_ms, verdict.actual_ms
+            )
+            lines.append(f"worst run for {visible(verdict.key_path)}:")
+            # The bars take the room the step names leave (a note past a bar may still run
+            # over: it is one line, never cut).
+            drawn = waterfall(verdict.worst_run, [violation], width=10)
+            bars = max(10, width - drawn.splitlines()[1].index("|") - 2)
+            lines.extend(waterfall(verdict.worst_run, [violation], width=bars).splitlines())
+            lines.append("")
+    lines.extend(
+        textwrap.wrap(conclusion(report), width, subsequent_indent="  ", break_on_hyphens=False)
+    )
+    return lines

@@ -26,6 +26,7 @@ from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.prices import Prices, price_of
 
 SpanKindLabel = Literal["inference", "data", "tool", "workflow"]
 
@@ -58,6 +59,17 @@ class SpanRecord:
     source: str | None = None
     """The convention that classified the span (``chainlat``, ``gen_ai``, ``openinference``...):
     two instrumentations seeing one call write two spans of different sources."""
+    step_name: str | None = None
+    """``chainlat.step.name``: the name the application gave the step, when it gave one."""
+    user_facing: bool = False
+    """``chainlat.step.user_facing``: this call's first token is the workflow's first output."""
+    cache_read_tokens: int | None = None
+    """Input tokens read from the provider's prompt cache (priced apart)."""
+
+    @property
+    def label(self) -> str:
+        """The step's key in budgets and reports: its step name, else its span name."""
+        return self.step_name or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,15 @@ class Rollup:
     output_tokens: int = 0
     critical_path: tuple[str, ...] = field(default=())
     """Names of the steps on the critical path, in time order."""
+    first_output_ms: float | None = None
+    """From the start to the first output the user saw (see :func:`compute_rollup`)."""
+    first_output_inference_ms: float | None = None
+    """The critical-path split of the wait for the first output; the four sum to it."""
+    first_output_data_ms: float | None = None
+    first_output_tool_ms: float | None = None
+    first_output_overhead_ms: float | None = None
+    cost_usd: float | None = None
+    """What the run's model calls cost, when prices were given; None otherwise."""
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
@@ -105,9 +126,20 @@ class Rollup:
             "overhead": self.overhead_ms,
         }[kind]
 
+    def first_output_split(self) -> dict[str, float] | None:
+        """The wait for the first output by kind (inference, data, tool, overhead), if known."""
+        if self.first_output_ms is None:
+            return None
+        return {
+            "inference": self.first_output_inference_ms or 0.0,
+            "data": self.first_output_data_ms or 0.0,
+            "tool": self.first_output_tool_ms or 0.0,
+            "overhead": self.first_output_overhead_ms or 0.0,
+        }
+
     def to_attributes(self) -> dict[str, float | int | tuple[str, ...]]:
         """The ``chainlat.chain.*`` span attributes."""
-        return {
+        found: dict[str, float | int | tuple[str, ...]] = {
             attr.CHAIN_TOTAL_MS: self.total_ms,
             attr.CHAIN_INFERENCE_MS: self.inference_ms,
             attr.CHAIN_DATA_MS: self.data_ms,
@@ -126,6 +158,15 @@ class Rollup:
             attr.CHAIN_OUTPUT_TOKENS: self.output_tokens,
             attr.CHAIN_CRITICAL_PATH: self.critical_path,
         }
+        if self.first_output_ms is not None:
+            found[attr.CHAIN_FIRST_OUTPUT_MS] = self.first_output_ms
+            found[attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS] = self.first_output_inference_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_DATA_MS] = self.first_output_data_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_TOOL_MS] = self.first_output_tool_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS] = self.first_output_overhead_ms or 0.0
+        if self.cost_usd is not None:
+            found[attr.CHAIN_COST_USD] = self.cost_usd
+        return found
 
     @classmethod
     def from_attributes(cls, attributes: Mapping[str, object]) -> Rollup | None:
@@ -152,6 +193,16 @@ class Rollup:
                 critical_path=tuple(str(p) for p in path)
                 if isinstance(path, (list, tuple))
                 else (),
+                first_output_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_MS),
+                first_output_inference_ms=_optional_float(
+                    attributes, attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS
+                ),
+                first_output_data_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_DATA_MS),
+                first_output_tool_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_TOOL_MS),
+                first_output_overhead_ms=_optional_float(
+                    attributes, attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS
+                ),
+                cost_usd=_optional_float(attributes, attr.CHAIN_COST_USD),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
@@ -167,6 +218,11 @@ def _as_float(value: object) -> float:
         # passes every limit.
         raise ValueError(value)
     return number
+
+
+def _optional_float(attributes: Mapping[str, object], key: str) -> float | None:
+    value = attributes.get(key)
+    return None if value is None else _as_float(value)
 
 
 def _as_int(value: object) -> int:
@@ -225,8 +281,14 @@ def call_record(
 ) -> SpanRecord:
     """A span's record, with :func:`call_details` for a model call."""
     cache_hit = attributes.get(attr.CACHE_HIT) is True
+    step_name = attributes.get(attr.STEP_NAME)
+    if type(step_name) is not str or not step_name.strip():
+        step_name = None
     if kind != "inference":
-        return SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
+        record = SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
+        if step_name is not None:
+            record.step_name = step_name
+        return record
     tokens_in, tokens_out, ttft, model, source = call_details(attributes)
     return SpanRecord(
         span_id,
@@ -241,7 +303,17 @@ def call_record(
         ttft_ms if ttft_ms is not None else ttft,
         model,
         source,
+        step_name,
+        attributes.get(attr.USER_FACING) is True,
+        conventions._first_count(attributes, CACHE_READ_KEYS),
     )
+
+
+CACHE_READ_KEYS: Final = (
+    attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
 
 
 @dataclass(slots=True)
@@ -253,6 +325,7 @@ class _Node:
     owner: _Node | None  # the innermost step around it, itself included
     enclosing: _Node | None = None  # for a step: the step around it
     kids: list[_Node] = field(default_factory=list)
+    parent: _Node | None = None
 
 
 def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
@@ -311,13 +384,30 @@ def _model_key(model: str) -> str:
     return _SNAPSHOT.sub("", model.rsplit("/", 1)[-1].lower())
 
 
-def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
+def compute_rollup(
+    root: SpanRecord,
+    spans: Iterable[SpanRecord],
+    *,
+    first_output_ns: int | None = None,
+    prices: Prices | None = None,
+) -> Rollup:
     """Roll the spans of one workflow up into chain latency.
+
+    The first output is the instant the user saw the answer begin: ``first_output_ns``
+    when the application marked it (``run.first_output()``); else the first token of
+    the earliest model call marked ``user_facing`` (a call that did not stream gives
+    its output when it ends); else the first token of the last streamed model call
+    (the one that started last); else the end of the model call that ended last; no
+    model call, no first output. Its wait is split by kind along the critical path
+    to that instant, the same walk as the total's.
 
     Args:
         root: The workflow span.
         spans: Its descendants, in any order; spans not connected to ``root``
             are ignored, and children are clipped to their parent's interval.
+        first_output_ns: The first output, when the application marked it.
+        prices: Model prices: the cost of the run's model calls, when each has a price
+            and token counts.
     """
     # Runs at the end of every workflow, in the application's thread: written for
     # speed (locals, no per-span generators), tested against the definition.
@@ -335,10 +425,13 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     twins = find_twins(root_id, records)
     widened: dict[int, tuple[int, int]] = {}
     twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
+    renamed: dict[int, str] = {}  # a counted call named only by its twin
     for twin_id, primary in twins.items():
         twin = twin_records[twin_id]
         low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
         widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
+        if twin.step_name and not primary.step_name:
+            renamed[primary.span_id] = twin.step_name
 
     top = _Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
     counts = {"inference": 0, "data": 0, "tool": 0}
@@ -350,6 +443,8 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
     tokens_in: dict[int, int] = {}
     tokens_out: dict[int, int] = {}
     cached: set[int] = set()
+    first_token: dict[int, int] = {}  # counted call -> its earliest first token (ns)
+    user_facing: set[int] = set()
     seen_twice: list[SpanRecord] = []
 
     queue = [top]
@@ -389,7 +484,7 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
             else:
                 attribution = p_attribution
                 counted = kind == "workflow"
-            node = _Node(rec, start, end, attribution, p_owner)
+            node = _Node(rec, start, end, attribution, p_owner, parent=parent)
             if counted:
                 node.owner = node
                 node.enclosing = p_owner
@@ -408,6 +503,7 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
                     key = group.rec.span_id
                     group_of[span_id] = key
                     _add_usage(rec, key, tokens_in, tokens_out, cached)
+                    _add_output(rec, key, first_token, user_facing)
             if kind is None:
                 # Transparent: its children take its place among its parent's children,
                 # so a framework span that ends last cannot hide the steps beside it
@@ -421,6 +517,7 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         call = group_of.get(twins[rec.span_id].span_id)
         if call is not None:
             _add_usage(rec, call, tokens_in, tokens_out, cached)
+            _add_output(rec, call, first_token, user_facing)
 
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
@@ -432,7 +529,11 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
             continue
         chain: list[str] = []
         while step is not None and id(step) not in on_path:
-            chain.append(step.rec.name)
+            chain.append(
+                step.rec.step_name or renamed.get(step.rec.span_id) or step.rec.name
+                if renamed
+                else step.rec.step_name or step.rec.name
+            )
             on_path.add(id(step))
             step = step.enclosing
         chain.reverse()
@@ -440,6 +541,27 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
 
     total = top.end - top.start
     call_keys = [n.rec.span_id for n in calls]
+    output_ns = first_output_ns
+    source: _Node | None = None
+    if output_ns is None and calls:
+        output_ns, source = _first_output(calls, first_token, user_facing)
+    first_output: dict[str, float] | None = None
+    if output_ns is not None:
+        output_ns = min(max(output_ns, top.start), top.end)
+        # At the output's instant the walk goes through the call that gave it, whatever
+        # else ends there too (everything running at that instant is cut there).
+        favoured: set[int] = set()
+        while source is not None:
+            favoured.add(id(source))
+            source = source.parent
+        waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+        for node, seg_start, seg_end in _critical_segments(top, output_ns, favoured):
+            waits[node.attribution] += seg_end - seg_start
+        first_output = {k: v / _NS_PER_MS for k, v in waits.items()}
+        first_output["total"] = (output_ns - top.start) / _NS_PER_MS
+    cost = None
+    if prices is not None and calls:
+        cost = _cost(calls, prices, tokens_in, tokens_out, records, group_of)
     return Rollup(
         total_ms=total / _NS_PER_MS,
         inference_ms=split["inference"] / _NS_PER_MS,
@@ -458,7 +580,74 @@ def compute_rollup(root: SpanRecord, spans: Iterable[SpanRecord]) -> Rollup:
         input_tokens=sum(tokens_in.get(k, 0) for k in call_keys),
         output_tokens=sum(tokens_out.get(k, 0) for k in call_keys),
         critical_path=tuple(path),
+        first_output_ms=first_output["total"] if first_output else None,
+        first_output_inference_ms=first_output["inference"] if first_output else None,
+        first_output_data_ms=first_output["data"] if first_output else None,
+        first_output_tool_ms=first_output["tool"] if first_output else None,
+        first_output_overhead_ms=first_output["overhead"] if first_output else None,
+        cost_usd=cost,
     )
+
+
+def _add_output(
+    rec: SpanRecord, key: int, first_token: dict[int, int], user_facing: set[int]
+) -> None:
+    # A call seen by several spans: its first token is the earliest any of them saw.
+    if rec.ttft_ms is not None:
+        instant = rec.start_ns + round(rec.ttft_ms * _NS_PER_MS)
+        known = first_token.get(key)
+        if known is None or instant < known:
+            first_token[key] = instant
+    if rec.user_facing:
+        user_facing.add(key)
+
+
+def _first_output(
+    calls: list[_Node], first_token: dict[int, int], user_facing: set[int]
+) -> tuple[int, _Node]:
+    """The documented rule of :func:`compute_rollup` without an application mark: the
+    instant, and the call that gave the output."""
+    marked = [n for n in calls if n.rec.span_id in user_facing]
+    if marked:
+        instant, call = min(
+            ((first_token.get(n.rec.span_id, n.end), n) for n in marked), key=lambda p: p[0]
+        )
+        return instant, call
+    streamed = [n for n in calls if n.rec.span_id in first_token]
+    if streamed:
+        last = max(streamed, key=lambda n: (n.start, n.end))
+        return first_token[last.rec.span_id], last
+    call = max(calls, key=lambda n: n.end)
+    return call.end, call
+
+
+def _cost(
+    calls: list[_Node],
+    prices: Prices,
+    tokens_in: Mapping[int, int],
+    tokens_out: Mapping[int, int],
+    records: list[SpanRecord],
+    group_of: Mapping[int, int],
+) -> float | None:
+    """The cost of every counted call; None when one has no price or no token counts."""
+    models: dict[int, str] = {}
+    cache_reads: dict[int, int] = {}
+    for rec in records:
+        key = group_of.get(rec.span_id)
+        if key is None:
+            continue
+        if rec.model is not None and (key not in models or rec.span_id == key):
+            models[key] = rec.model
+        if rec.cache_read_tokens is not None:
+            cache_reads[key] = max(cache_reads.get(key, 0), rec.cache_read_tokens)
+    total = 0.0
+    for node in calls:
+        key = node.rec.span_id
+        price = price_of(prices, models.get(key))
+        if price is None or (key not in tokens_in and key not in tokens_out):
+            return None
+        total += price.cost(tokens_in.get(key, 0), tokens_out.get(key, 0), cache_reads.get(key, 0))
+    return total
 
 
 def _add_usage(
@@ -477,33 +666,43 @@ def _add_usage(
         cached.add(key)
 
 
-def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
-    """The critical path as (node, start, end) pieces, in time order."""
+def _critical_segments(
+    top: _Node, until: int | None = None, favoured: set[int] | None = None
+) -> list[tuple[_Node, int, int]]:
+    """The critical path as (node, start, end) pieces, in time order; with ``until``, the
+    critical path to that instant (every span cut there, as if the run had ended then),
+    where the ``favoured`` nodes (by ``id``) win ties of end time."""
     segments: list[tuple[_Node, int, int]] = []
     # Each frame: node, the time the walk has reached inside it, its children
     # sorted by end (ties: longest last, so it wins), and the next candidate.
     stack: list[tuple[_Node, int, list[_Node], int]] = []
+    cut = top.end if until is None else until
+    ahead = favoured or set()
 
     def push(node: _Node) -> None:
-        kids = sorted((k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start))
-        stack.append((node, node.end, kids, len(kids) - 1))
+        kids = sorted(
+            (k for k in node.kids if min(k.end, cut) > k.start),
+            key=lambda k: (min(k.end, cut), id(k) in ahead, -k.start),
+        )
+        stack.append((node, min(node.end, cut), kids, len(kids) - 1))
 
     push(top)
     while stack:
         node, t, kids, i = stack.pop()
-        while i >= 0 and (kids[i].end > t or kids[i].start >= t):
+        while i >= 0 and (min(kids[i].end, cut) > t or kids[i].start >= t):
             i -= 1
         if i < 0:
             if node.start < t:
                 segments.append((node, node.start, t))
             continue
         child = kids[i]
-        if child.end < t:
-            segments.append((node, child.end, t))
+        child_end = min(child.end, cut)
+        if child_end < t:
+            segments.append((node, child_end, t))
         stack.append((node, child.start, kids, i - 1))
         if child.kids:
             push(child)
         else:  # a leaf lies on the path from its start to its end (push keeps end > start)
-            segments.append((child, child.start, child.end))
+            segments.append((child, child.start, child_end))
     segments.reverse()
     return segments

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.prices import Prices
 from chainlat._core.rollup import (
     Rollup,
     SpanRecord,
@@ -52,7 +53,8 @@ class StepTiming:
     """One step of a run: a model call, data stage, tool call or nested workflow."""
 
     name: str
-    """The span name, which budgets key steps by (``chat gpt-4o``, ``data retrieve-docs``)."""
+    """The step's key in budgets and reports: its ``chainlat.step.name`` when it has one
+    (``plan``), else its span name (``chat gpt-4o``, ``data retrieve-docs``)."""
     kind: StepKindName
     start_ns: int
     end_ns: int
@@ -61,6 +63,10 @@ class StepTiming:
     ttft_ms: float | None = None
     """Time to first token, for streamed model calls."""
     cache_hit: bool = False
+    span_name: str = ""
+    """The span name, also when the step has a step name."""
+    model: str | None = None
+    """The model of a model call, when known."""
 
     @property
     def duration_ms(self) -> float:
@@ -120,6 +126,34 @@ class WorkflowRun:
         return self.rollup.total_ms
 
     @property
+    def sampling(self) -> tuple[float, bool]:
+        """How many runs this one stands for (1/p of the sampling probability recorded on its
+        workflow span, else 1), and whether a sampler kept it without recording one (so
+        percentiles over such runs are biased)."""
+        if self.root is None:
+            return 1.0, False
+        attributes = self.root.attributes
+        p = attributes.get(attr.SAMPLING_PROBABILITY)
+        if isinstance(p, str):
+            try:
+                p = float(p)
+            except ValueError:
+                p = None
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p <= 1:
+            return 1.0 / p, False
+        return 1.0, attr.TAIL_SAMPLING_POLICY in attributes
+
+    @property
+    def first_output_ms(self) -> float | None:
+        """From the run's start to the first output the user saw; None without one."""
+        return self.rollup.first_output_ms
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run's model calls cost, when prices were known."""
+        return self.rollup.cost_usd
+
+    @property
     def variant_label(self) -> str:
         """The variant, or ``(none)``."""
         return self.variant if self.variant is not None else NO_VARIANT
@@ -156,7 +190,7 @@ class WorkflowRun:
         rec = root.record
         return cls(
             workflow=workflow,
-            rollup=compute_rollup(rec, records),
+            rollup=compute_rollup(rec, records, first_output_ns=marked_first_output(root)),
             steps=steps_of(rec, records),
             start_ns=rec.start_ns,
             end_ns=max(rec.end_ns, rec.start_ns),
@@ -173,7 +207,8 @@ class WorkflowRun:
 
     def recomputed_rollup(self) -> Rollup:
         """The rollup computed afresh from the run's spans (the recorded one may be older)."""
-        return compute_rollup(self.root_record, self.records)
+        marked = marked_first_output(self.root) if self.root is not None else None
+        return compute_rollup(self.root_record, self.records, first_output_ns=marked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +222,35 @@ class BudgetViolation:
     workflow: str
     target: str
     limit_ms: float
+    """The limit; in ``unit`` (milliseconds for every latency limit)."""
     actual_ms: float
+    unit: Unit = "ms"
 
     def __str__(self) -> str:
         return (
-            f"{self.workflow}: {self.target} {self.actual_ms:.1f} ms > limit {self.limit_ms:g} ms"
+            f"{self.workflow}: {self.target} {amount(self.actual_ms, self.unit)} > "
+            f"limit {amount(self.limit_ms, self.unit, limit=True)}"
         )
+
+
+Unit = Literal["ms", "%", "USD"]
+"""What a limit's numbers are: milliseconds, percent of runs, US dollars."""
+
+
+def amount(value: float, unit: str, *, limit: bool = False) -> str:
+    """A measured value (one decimal) or a limit (as written) with its unit."""
+    if unit == "USD":
+        return f"${value:.6g}" if limit else f"${value:.4f}"
+    if unit == "%":
+        return f"{value:g}%" if limit else f"{value:.1f}%"
+    return f"{value:g} ms" if limit else f"{value:.1f} ms"
+
+
+def cost_of(run: WorkflowRun, prices: Prices | None) -> float | None:
+    """What a run's model calls cost: as recorded, else from its spans and ``prices``."""
+    if run.rollup.cost_usd is not None or not prices or not run.spans:
+        return run.rollup.cost_usd
+    return compute_rollup(run.root_record, run.records, prices=prices).cost_usd
 
 
 def step_key(name: str) -> str:
@@ -233,13 +291,15 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                 assert kind is not None
                 found.append(
                     StepTiming(
-                        name=rec.name,
+                        name=rec.step_name or rec.name,
                         kind=kind,
                         start_ns=rec.start_ns,
                         end_ns=max(rec.end_ns, rec.start_ns),
                         depth=depth,
                         ttft_ms=rec.ttft_ms,
                         cache_hit=rec.cache_hit,
+                        span_name=rec.name,
+                        model=rec.model,
                     )
                 )
                 position[rec.span_id] = len(found) - 1
@@ -254,7 +314,11 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                 ttft = outer.ttft_ms
                 if ttft is None and rec.ttft_ms is not None:
                     ttft = (rec.start_ns - outer.start_ns) / _NS_PER_MS + rec.ttft_ms
-                if ttft != outer.ttft_ms or (rec.cache_hit and not outer.cache_hit):
+                if (
+                    ttft != outer.ttft_ms
+                    or (rec.cache_hit and not outer.cache_hit)
+                    or (outer.model is None and rec.model is not None)
+                ):
                     found[owner] = StepTiming(
                         outer.name,
                         outer.kind,
@@ -263,6 +327,8 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         outer.depth,
                         ttft,
                         outer.cache_hit or rec.cache_hit,
+                        outer.span_name,
+                        outer.model or rec.model,
                     )
             stack.append((rec, around, depth, owner))
     if twins:
@@ -292,14 +358,19 @@ def _merge_twins(
             ttft = (rec.start_ns - start_ns) / _NS_PER_MS + rec.ttft_ms
         else:
             ttft = None
+        # A step name given to either span names the call (the framework's span may
+        # be the one counted, while the application named the wire-level call, or back).
+        named = step.name != step.span_name
         found[i] = StepTiming(
-            step.name,
+            step.name if named or rec.step_name is None else rec.step_name,
             step.kind,
             start_ns,
             max(step.end_ns, rec.end_ns),
             step.depth,
             ttft,
             step.cache_hit or rec.cache_hit,
+            step.span_name,
+            step.model or rec.model,
         )
 
 
@@ -353,6 +424,30 @@ def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
     if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
         number = float(score)
     return (success if isinstance(success, bool) else None), number
+
+
+def marked_first_output(root: TracedSpan) -> int | None:
+    """The first output the application marked on a workflow span (``run.first_output()``)."""
+    value = root.attributes.get(attr.WORKFLOW_FIRST_OUTPUT_MS)
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return root.record.start_ns + round(value * _NS_PER_MS)
+
+
+def _with_first_output(recorded: Rollup, computed: Rollup) -> Rollup:
+    return replace(
+        recorded,
+        first_output_ms=computed.first_output_ms,
+        first_output_inference_ms=computed.first_output_inference_ms,
+        first_output_data_ms=computed.first_output_data_ms,
+        first_output_tool_ms=computed.first_output_tool_ms,
+        first_output_overhead_ms=computed.first_output_overhead_ms,
+    )
 
 
 def is_outcome(span: TracedSpan) -> bool:
@@ -454,12 +549,19 @@ def runs_of_trace(
             if attr.CHAIN_TOTAL_MS in top.attributes
             else None
         )
+        if recorded is not None and recorded.first_output_ms is None and records:
+            # Recorded before chainlat measured the first output: that part from the spans.
+            recorded = _with_first_output(
+                recorded, compute_rollup(root, records, first_output_ns=marked_first_output(top))
+            )
         variant = top.attributes.get(attr.VARIANT)
         success, score = outcomes[root.span_id]
         runs.append(
             WorkflowRun(
                 workflow=workflow_name(top),
-                rollup=recorded if recorded is not None else compute_rollup(root, records),
+                rollup=recorded
+                if recorded is not None
+                else compute_rollup(root, records, first_output_ns=marked_first_output(top)),
                 steps=steps_of(root, records),
                 start_ns=root.start_ns,
                 end_ns=max(root.end_ns, root.start_ns),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Final
@@ -27,6 +27,8 @@ PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 """The percentiles every statistics table shows."""
 QUANTITIES: Final = ("total", "inference", "data", "tool", "overhead")
 """The per-run quantities of a workflow: wall time and its critical-path split."""
+FIRST_OUTPUT: Final = "first_output"
+"""The quantity of the wait for the first output, sampled for the runs that have one."""
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -64,20 +66,60 @@ class Summary:
 
 
 class Samples:
-    """Durations in milliseconds, each flagged as a cache hit or not."""
+    """Durations in milliseconds, each flagged as a cache hit or not, and weighted.
 
-    __slots__ = ("_cached", "_sorted", "_values")
+    A sample's weight is how many runs it stands for: 1, or 1/p for a run a sampler kept
+    with probability p. Percentiles are then weighted nearest rank: the smallest value
+    with at least q % of the total weight at or below it (with all weights 1, the plain
+    nearest rank).
+    """
+
+    __slots__ = ("_cached", "_sorted", "_values", "_weights")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._values = array("d", values)
         self._cached = bytearray(len(self._values))
         self._sorted: dict[bool, list[float]] = {}
+        self._weights: array[float] | None = None  # None while every weight is 1
 
-    def add(self, value_ms: float, *, cached: bool = False) -> None:
+    def add(self, value_ms: float, *, cached: bool = False, weight: float = 1.0) -> None:
         """Add one sample."""
+        if weight != 1.0 and self._weights is None:
+            self._weights = array("d", [1.0] * len(self._values))
+        if self._weights is not None:
+            self._weights.append(weight)
         self._values.append(value_ms)
         self._cached.append(1 if cached else 0)
         self._sorted.clear()
+
+    @property
+    def weighted(self) -> bool:
+        """Some sample stands for more than one run."""
+        return self._weights is not None
+
+    def _weighted_mean(self) -> float:
+        assert self._weights is not None
+        total = math.fsum(self._weights)
+        return math.fsum(v * w for v, w in zip(self._values, self._weights, strict=True)) / total
+
+    def _weighted_percentile(self, q: float, exclude_cached: bool) -> float | None:
+        assert self._weights is not None
+        pairs = sorted(
+            (v, w)
+            for v, w, c in zip(self._values, self._weights, self._cached, strict=True)
+            if not (exclude_cached and c)
+        )
+        if not pairs:
+            return None
+        if not 0 < q <= 100:
+            raise ValueError(f"percentile {q} out of (0, 100]")
+        target = Fraction(str(q)) / 100 * sum(Fraction(w) for _, w in pairs)
+        reached = Fraction(0)
+        for value, weight in pairs:
+            reached += Fraction(weight)
+            if reached >= target:
+                return value
+        return pairs[-1][0]
 
     def __len__(self) -> int:
         return len(self._values)
@@ -98,7 +140,9 @@ class Samples:
         return len(self.sorted(exclude_cached=exclude_cached)) if exclude_cached else len(self)
 
     def percentile(self, q: float, *, exclude_cached: bool = False) -> float | None:
-        """Nearest-rank percentile, None without samples."""
+        """Nearest-rank percentile (weighted, when samples are), None without samples."""
+        if self._weights is not None:
+            return self._weighted_percentile(q, exclude_cached)
         values = self.sorted(exclude_cached=exclude_cached)
         return percentile(values, q) if values else None
 
@@ -112,6 +156,11 @@ class Samples:
         values = self.sorted(exclude_cached=exclude_cached)
         if not values:
             return Summary(0, None, None, None, None, None, None)
+        if self._weights is not None:
+            p50, p90, p95, p99 = (
+                self._weighted_percentile(q, exclude_cached) or 0.0 for q in PERCENTILES
+            )
+            return Summary(len(values), p50, p90, p95, p99, values[-1], self._weighted_mean())
         p50, p90, p95, p99 = (percentile(values, q) for q in PERCENTILES)
         return Summary(len(values), p50, p90, p95, p99, values[-1], math.fsum(values) / len(values))
 
@@ -129,35 +178,67 @@ class StepStats:
 
 @dataclass(slots=True)
 class WorkflowStats:
-    """The runs of one workflow, as samples per quantity and per step."""
+    """The runs of one workflow, as samples per quantity and per step.
+
+    A failed run (status ERROR) is counted in ``runs`` and ``errors`` and, unless
+    ``include_errors``, left out of every sample: a run that failed fast would
+    otherwise make the percentiles look better.
+    """
 
     name: str
     runs: int = 0
     errors: int = 0
     quantities: dict[str, Samples] = field(
-        default_factory=lambda: {q: Samples() for q in QUANTITIES}
+        default_factory=lambda: {q: Samples() for q in (*QUANTITIES, FIRST_OUTPUT)}
     )
-    """``total``, ``inference``, ``data``, ``tool``, ``overhead``; a run with a cache hit
-    is flagged cached in each."""
+    """``total``, ``inference``, ``data``, ``tool``, ``overhead`` and ``first_output``; a
+    run with a cache hit is flagged cached in each."""
     steps: dict[str, StepStats] = field(default_factory=dict)
     """By step name, in order of first appearance."""
     slowest: WorkflowRun | None = None
     """The run with the largest total."""
+    include_errors: bool = False
+    cost: Samples = field(default_factory=Samples)
+    """US dollars per run, for the runs whose cost is known."""
+    seen_steps: set[str] = field(default_factory=set)
+    """Every step name seen, failed runs included."""
+    biased: int = 0
+    """Runs a sampler kept without recording its probability: they cannot be weighted."""
 
-    def add(self, run: WorkflowRun) -> None:
-        """Count one run."""
+    @property
+    def sampled(self) -> int:
+        """Runs in the latency samples."""
+        return len(self.quantities["total"])
+
+    def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
+        """Count one run (``cost_usd``: its cost, when known otherwise than from the run)."""
         self.runs += 1
         self.errors += run.error
+        for step in run.steps:
+            self.seen_steps.add(step.name)
+        weight, biased = run.sampling
+        self.biased += biased
+        if run.error and not self.include_errors:
+            return
         cached = run.rollup.cache_hits > 0
         for quantity in QUANTITIES:
-            self.quantities[quantity].add(run.rollup.kind_ms(quantity), cached=cached)
+            self.quantities[quantity].add(
+                run.rollup.kind_ms(quantity), cached=cached, weight=weight
+            )
+        if run.rollup.first_output_ms is not None:
+            self.quantities[FIRST_OUTPUT].add(
+                run.rollup.first_output_ms, cached=cached, weight=weight
+            )
+        cost = cost_usd if cost_usd is not None else run.rollup.cost_usd
+        if cost is not None:
+            self.cost.add(cost, cached=cached, weight=weight)
         for step in run.steps:
             stats = self.steps.get(step.name)
             if stats is None:
                 stats = self.steps[step.name] = StepStats(step.name, step.kind)
-            stats.duration.add(step.duration_ms, cached=step.cache_hit)
+            stats.duration.add(step.duration_ms, cached=step.cache_hit, weight=weight)
             if step.ttft_ms is not None:
-                stats.ttft.add(step.ttft_ms, cached=step.cache_hit)
+                stats.ttft.add(step.ttft_ms, cached=step.cache_hit, weight=weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
 
@@ -167,13 +248,18 @@ class Stats:
     """Samples of every workflow seen, in order of first appearance."""
 
     workflows: dict[str, WorkflowStats] = field(default_factory=dict)
+    include_errors: Callable[[str], bool] | None = None
+    """Whether a workflow's failed runs count in its samples (default: they do not)."""
 
-    def add(self, run: WorkflowRun) -> None:
+    def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
         """Count one run."""
         stats = self.workflows.get(run.workflow)
         if stats is None:
-            stats = self.workflows[run.workflow] = WorkflowStats(run.workflow)
-        stats.add(run)
+            errors = self.include_errors is not None and self.include_errors(run.workflow)
+            stats = self.workflows[run.workflow] = WorkflowStats(
+                run.workflow, include_errors=errors
+            )
+        stats.add(run, cost_usd)
 
     @property
     def runs(self) -> int:

@@ -37,7 +37,7 @@ from chainlat._core.errors import (
     internal_errors,
 )
 from chainlat._core.rollup import SpanRecord
-from chainlat._core.runs import BudgetViolation, WorkflowRun, build_run
+from chainlat._core.runs import BudgetViolation, WorkflowRun, amount, build_run
 from chainlat._runtime import spans as _spans
 from chainlat.budgets import Budgets, check_run, load_budgets
 
@@ -128,7 +128,10 @@ def run_from_handle(handle: _spans.WorkflowHandle, *, origin: str = "") -> Workf
 
 def describe(workflow: str, violations: list[BudgetViolation]) -> str:
     """One line naming every broken limit of a run."""
-    broken = "; ".join(f"{v.target} {v.actual_ms:.1f} ms > {v.limit_ms:g} ms" for v in violations)
+    broken = "; ".join(
+        f"{v.target} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)}"
+        for v in violations
+    )
     return f"workflow {workflow!r} broke its latency budget: {broken}"
 
 

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from chainlat._core.errors import ConfigError, internal_errors, logger
+from chainlat._core.prices import Price, valid_price
 from chainlat._runtime.export import (
     DEFAULT_EXPORT_TIMEOUT_S,
     BoundedBatchSpanProcessor,
@@ -167,6 +168,7 @@ def configure(
     clock: Clock | None = None,
     budgets: str | os.PathLike[str] | Budgets | None = None,
     on_exceed: OnExceed = "record",
+    prices: Mapping[str, Price | Mapping[str, float]] | None = None,
 ) -> TracerProvider:
     """Set up tracing for an application and return its TracerProvider.
 
@@ -200,6 +202,10 @@ def configure(
         on_exceed: ``"record"`` (span attributes and events only), ``"warn"``
             (a ``LatencyBudgetWarning``), ``"raise"`` (``LatencyBudgetExceeded`` when the
             workflow block exits, after its span ended) or a callable given that exception.
+        prices: US dollars per million tokens by model (``{"gpt-4o": {"input_per_mtok":
+            2.5, "output_per_mtok": 10, "cache_read_per_mtok": 1.25}}``): every workflow
+            gets ``chainlat.chain.cost_usd``. Default: the budget file's ``[prices]``.
+            Never built in: prices change.
 
     Example::
 
@@ -209,6 +215,7 @@ def configure(
     """
     global _installed, _owned_provider
     loaded_budgets = _load_budgets(budgets, on_exceed)
+    model_prices = _prices(prices, loaded_budgets)
     with _lock:
         if tracer_provider is None and set_global:
             # Another library (Logfire, OpenLLMetry's Traceloop.init, the application)
@@ -254,6 +261,7 @@ def configure(
             register(tracer_provider, chainlat_processor)
         if clock is not None:
             chainlat_processor.clock = clock
+        chainlat_processor.prices = model_prices
         chainlat_processor.use_meter_provider(meter_provider)
 
         installed = _Installed(tracer_provider, owned, meter_provider=meter_provider)
@@ -310,6 +318,34 @@ def _load_budgets(
     from chainlat.budgets import Budgets, load_budgets
 
     return budgets if isinstance(budgets, Budgets) else load_budgets(budgets)
+
+
+def _prices(
+    given: Mapping[str, Price | Mapping[str, float]] | None, budgets: Budgets | None
+) -> dict[str, Price] | None:
+    if given is None:
+        return budgets.model_prices() if budgets is not None else None
+    found: dict[str, Price] = {}
+    for model, value in given.items():
+        if isinstance(value, Price):
+            found[model] = value
+            continue
+        try:
+            price = Price(
+                float(value["input_per_mtok"]),
+                float(value["output_per_mtok"]),
+                float(value["cache_read_per_mtok"]) if "cache_read_per_mtok" in value else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"prices[{model!r}]: expected input_per_mtok and output_per_mtok (US dollars "
+                f"per million tokens), and optionally cache_read_per_mtok: {exc!r}"
+            ) from None
+        values = (price.input_per_mtok, price.output_per_mtok, price.cache_read_per_mtok or 0.0)
+        if not all(valid_price(v) for v in values):
+            raise ConfigError(f"prices[{model!r}]: a price is a finite number of dollars >= 0")
+        found[model] = price
+    return found
 
 
 def _install_budgets(budgets: Budgets | None, on_exceed: OnExceed) -> None:

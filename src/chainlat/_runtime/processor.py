@@ -9,6 +9,7 @@ with the number of open workflows, never with the number run.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import time
 import weakref
@@ -22,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
+from chainlat._core.prices import Prices
 from chainlat._core.rollup import SpanRecord, _same_model, call_record, classify, source_of
 
 if TYPE_CHECKING:
@@ -35,6 +37,13 @@ _STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
 STEP_TWIN: Final = "chainlat.step.twin"
 """``true`` on a span that is a model call already counted by another span (its SDK-level
 span around or beside it): the Collector tier's span metrics leave it out."""
+
+StepNaming = tuple[str, "StepNaming | None", object]
+"""The innermost ``chainlat.step(name)`` block: its name, the one around it, its owner."""
+step_naming: contextvars.ContextVar[StepNaming | None] = contextvars.ContextVar(
+    "chainlat_step_name", default=None
+)
+"""Set by ``chainlat.step(name)``: every step begun inside gets that ``chainlat.step.name``."""
 
 
 class _WorkflowState:
@@ -83,6 +92,12 @@ class _Metrics:
             description="GenAI workflow duration.",
             explicit_bucket_boundaries_advisory=list(attr.WORKFLOW_BUCKETS_S),
         )
+        self.first_output: Histogram = meter.create_histogram(
+            attr.METRIC_WORKFLOW_FIRST_OUTPUT,
+            unit="s",
+            description="Time from a workflow's start to the first output the user saw.",
+            explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
+        )
 
 
 _METRIC_KEYS: Final = (
@@ -112,6 +127,8 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
         self.on_workflow_end: list[Callable[[ReadableSpan], None]] = []
+        self.prices: Prices | None = None
+        """Model prices: workflows on this provider get ``chainlat.chain.cost_usd``."""
 
     def use_meter_provider(self, meter_provider: MeterProvider | None) -> None:
         """Record the GenAI metrics through this meter provider (None: none)."""
@@ -147,6 +164,9 @@ class ChainlatSpanProcessor(SpanProcessor):
         state, around, step_id = entry
         if kind in _STEP_KINDS:
             assert kind is not None
+            naming = step_naming.get()
+            if naming is not None and attr.STEP_NAME not in attributes:
+                span.set_attribute(attr.STEP_NAME, naming[0])
             if around != kind:  # the same kind nested in itself is one step, not two
                 self._tag_step(span, state, kind, attributes)
                 step_id = span_id
@@ -301,6 +321,9 @@ class ChainlatSpanProcessor(SpanProcessor):
             if error:
                 labels[attr.ERROR_TYPE] = get(attr.ERROR_TYPE, "_OTHER")
             self._metrics.workflow_duration.record(seconds, labels)
+            first_output = get(attr.CHAIN_FIRST_OUTPUT_MS)
+            if isinstance(first_output, float):
+                self._metrics.first_output.record(first_output / 1e3, labels)
 
 
 def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:

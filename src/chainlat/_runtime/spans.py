@@ -24,7 +24,12 @@ from opentelemetry.trace import SpanKind
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, logger, shown
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
-from chainlat._runtime.processor import ChainlatSpanProcessor, default_provider, processor_for
+from chainlat._runtime.processor import (
+    ChainlatSpanProcessor,
+    default_provider,
+    processor_for,
+    step_naming,
+)
 from chainlat._runtime.scrubbing import exception_type, record_error
 
 if TYPE_CHECKING:
@@ -280,6 +285,37 @@ class WorkflowHandle(StepHandle):
         if context.is_valid:
             _emit_outcome(context.trace_id, context.span_id, values, self._provider)
 
+    _first_output_ns: int | None = None
+
+    def first_output(self, *, at_ns: int | None = None) -> None:
+        """Mark now (or ``at_ns``, from the same clock) as the first output the user saw.
+
+        Without a mark, the first output is inferred (see docs/attributes.md): the first
+        token of a call made with ``user_facing=True``, else of the last streamed model
+        call. Only the first call counts; it never raises.
+
+        Example::
+
+            with chainlat.workflow("voice-turn") as run:
+                speak(first_sentence)
+                run.first_output()
+        """
+        if at_ns is not None and type(at_ns) is not int:
+            _warn_once(
+                "first_output.at_ns",
+                "chainlat: first_output(at_ns=%s): expected integer nanoseconds; using now "
+                "(this warning is logged once)",
+                shown(at_ns),
+            )
+            at_ns = None
+        with internal_errors("marking the first output"):
+            if self._first_output_ns is not None or self.end_ns is not None:
+                return
+            now = self._now() if at_ns is None else at_ns
+            self._first_output_ns = now
+            self.span.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, (now - self.start_ns) / 1e6)
+            self.span.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=now)
+
     def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
         processor = self._processor
         context = self.span.get_span_context()
@@ -287,7 +323,12 @@ class WorkflowHandle(StepHandle):
             _no_rollup(self.name, self._provider, processor is None)
             return
         root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
-        rollup = compute_rollup(root, list(processor.records_of(context.span_id)))
+        rollup = compute_rollup(
+            root,
+            list(processor.records_of(context.span_id)),
+            first_output_ns=self._first_output_ns,
+            prices=processor.prices,
+        )
         self.rollup = rollup
         self.span.set_attributes(rollup.to_attributes())
         for hook in _workflow_end_hooks:
@@ -529,14 +570,27 @@ def inference(
     *,
     provider: str | None = None,
     operation: str = "chat",
+    step: str | None = None,
+    user_facing: bool = False,
     tracer_provider: trace.TracerProvider | None = None,
     **attributes: AttributeValue,
 ) -> Inference:
     """Trace one model call: everything from sending the request to the complete response.
 
+    Args:
+        model: The model asked (``gen_ai.request.model``).
+        provider: ``gen_ai.provider.name``.
+        operation: ``gen_ai.operation.name``: ``chat``, ``text_completion``, ``embeddings``.
+        step: The step's name (``plan``, ``answer``): budgets and reports key the call by
+            it, so two calls of one model are two rows. Default: the enclosing
+            ``chainlat.step(...)`` block's, else none (keyed by span name).
+        user_facing: This call's first token is the workflow's first output.
+        tracer_provider: Default: the one ``configure()`` set up.
+        **attributes: More span attributes.
+
     Example::
 
-        with chainlat.inference("gpt-4o", provider="openai") as call:
+        with chainlat.inference("gpt-4o", provider="openai", step="answer") as call:
             reply = client.chat.completions.create(model="gpt-4o", messages=messages)
             call.record_usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
     """
@@ -545,6 +599,10 @@ def inference(
     attributes[attr.STEP_KIND] = "inference"
     if provider is not None:
         attributes[attr.GEN_AI_PROVIDER_NAME] = provider
+    if step is not None:
+        attributes[attr.STEP_NAME] = step
+    if user_facing:
+        attributes[attr.USER_FACING] = True
     return Inference(
         InferenceHandle,
         attr.inference_span_name(operation, model),
@@ -595,6 +653,85 @@ def tool(
     return Tool(
         StepHandle, attr.tool_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
     )
+
+
+class StepName:
+    """Returned by :func:`chainlat.step`: names every step begun inside it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    # As for steps, nothing about an activation is kept on this object: one shared by
+    # concurrent tasks finds its own block again through the context it was entered in.
+    def __enter__(self) -> StepName:
+        step_naming.set((self.name, step_naming.get(), self))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        found = step_naming.get()
+        while found is not None and found[2] is not self:
+            found = found[1]
+        if found is not None:
+            step_naming.set(found[1])
+
+    async def __aenter__(self) -> StepName:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    @overload
+    def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]: ...
+    @overload
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]: ...
+    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
+        name = self.name
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                token = step_naming.set((name, step_naming.get(), None))
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    step_naming.reset(token)
+
+            return run_async
+
+        @functools.wraps(func)
+        def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+            token = step_naming.set((name, step_naming.get(), None))
+            try:
+                return func(*args, **kwargs)
+            finally:
+                step_naming.reset(token)
+
+        return run
+
+
+def step(name: str) -> StepName:
+    """Name every step begun inside: a model call an SDK instrumentation traces gets
+    ``chainlat.step.name``, so budgets and reports tell the planner from the answer.
+
+    No span of its own; the innermost block wins, and a name given to the step itself
+    (``chainlat.inference(..., step=...)``) wins over both.
+
+    Example::
+
+        with chainlat.step("plan"):
+            plan = client.chat.completions.create(model="gpt-4o-mini", messages=ask)
+    """
+    return StepName(name)
 
 
 def outcome_attributes(success: bool | None, score: float | None) -> dict[str, AttributeValue]:

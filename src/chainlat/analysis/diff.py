@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from chainlat._core.runs import WorkflowRun
-from chainlat._core.stats import QUANTITIES, Samples, Stats, aggregate, percentile
+from chainlat._core.stats import (
+    FIRST_OUTPUT,
+    QUANTITIES,
+    Samples,
+    Stats,
+    aggregate,
+    percentile,
+)
 
 __all__ = ["Comparison", "DiffResult", "compare", "holm", "mann_whitney_u", "tail_test"]
 
@@ -191,7 +198,11 @@ def _pairs(baseline: Stats, current: Stats) -> list[_Pending]:
     for name in names:
         b = baseline.workflows.get(name)
         a = current.workflows.get(name)
-        for quantity in QUANTITIES:
+        for quantity in (*QUANTITIES, FIRST_OUTPUT):
+            if quantity == FIRST_OUTPUT and not (
+                (b and len(b.quantities[quantity])) or (a and len(a.quantities[quantity]))
+            ):
+                continue  # traces from before the first output was measured
             pairs.append(
                 _Pending(
                     name,

@@ -228,7 +228,7 @@ def _call_of(
     record = step.record
     return ModelCall(
         span_id=record.span_id,
-        step=record.name,
+        step=record.label,
         model=model,
         duration_ms=max(record.end_ns - record.start_ns, 0) / _NS_PER_MS,
         input_tokens=max(tokens_in) if tokens_in else None,

@@ -1,4 +1,4 @@
-"""Compare variants: latency against success rate, per workflow, with the Pareto front.
+"""Compare variants: latency against success rate and cost, per workflow, with the Pareto front.
 
 Runs are grouped by workflow and ``chainlat.variant``. For each group: nearest-rank
 p50/p95/p99 of the total, the critical-path split (inference, data, tool,
@@ -8,9 +8,12 @@ a Wilson score 95 % interval (it stays inside 0..1 and behaves with few runs or
 rates near 0 and 1, where the normal approximation does not), and the mean
 ``chainlat.outcome.score``.
 
-A variant is on the **Pareto front** of its workflow when no other variant of
-it with outcomes is at least as fast at p95 and at least as successful, and
-strictly better in one of the two. Variants without outcomes are not judged.
+The time to first output (p50, p95) and, with model prices, the mean cost per run
+are summarised too. A variant is on the **Pareto front** of its workflow when no
+other variant of it with outcomes is at least as fast at p95, at least as
+successful and, when every variant of the workflow has a cost, at most as
+costly, and strictly better in one of them. Variants without outcomes are not
+judged.
 
 Outcomes come from the traces (on the workflow span, or ``record_outcome`` spans
 merged by trace id) and from an outcomes file (:func:`load_outcomes`), one JSON
@@ -37,10 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import InputError, shorten, shown
+from chainlat._core.runs import cost_of
 from chainlat._core.stats import percentile
 from chainlat.analysis.whatif import KINDS, Percentiles
 
 if TYPE_CHECKING:
+    from chainlat._core.prices import Prices
     from chainlat._core.rollup import Rollup
     from chainlat._core.runs import WorkflowRun
     from chainlat.traces import TraceSource
@@ -117,7 +122,13 @@ class VariantSummary:
     scored: int
     """Runs with a recorded score."""
     pareto: bool = False
-    """On the Pareto front of its workflow (p95 total against success rate)."""
+    """On the Pareto front of its workflow (p95 total, success rate and mean cost)."""
+    first_output: Percentiles | None = None
+    """Of the runs' time to first output; None when no run had one."""
+    cost_mean: float | None = None
+    """Mean US dollars per run, over the runs whose cost is known (needs prices)."""
+    costed: int = 0
+    """Runs whose cost is known."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,7 @@ def compare(
     workflow: str | None = None,
     outcomes: Mapping[str, Outcome] | str | os.PathLike[str] | None = None,
     roots: bool = False,
+    prices: Prices | None = None,
 ) -> Comparison:
     """Group runs by workflow and variant: latency, split, success rate and the Pareto front.
 
@@ -237,6 +249,8 @@ def compare(
         outcomes: Outcomes by trace id, or an outcomes file; they override the traces'.
         roots: Also make a run of every trace's root span that is not a workflow
             (:func:`chainlat.traces.read_runs`).
+        prices: Model prices (``chainlat._core.prices.Price`` by model): the cost per run
+            of each variant, for runs that did not record one.
 
     Raises:
         InputError: a file cannot be read, or there is no run.
@@ -261,7 +275,7 @@ def compare(
     if not trees:
         what = f" of workflow {workflow!r}" if workflow is not None else ""
         raise InputError(f"{where}: no workflow run{what} to compare")
-    tally = Tally()
+    tally = Tally(prices)
     for tree in trees:
         tally.add(tree)
     return tally.comparison()
@@ -270,16 +284,22 @@ def compare(
 class _Variant:
     """The numbers of one variant's runs that a summary needs (not the runs)."""
 
-    __slots__ = ("by_kind", "decided", "scores", "successes")
+    __slots__ = ("by_kind", "costs", "decided", "first_outputs", "scores", "successes")
 
     def __init__(self) -> None:
         self.by_kind = {k: array.array("d") for k in ("total", *KINDS)}
         self.decided = self.successes = 0
         self.scores = array.array("d")
+        self.first_outputs = array.array("d")
+        self.costs = array.array("d")
 
     def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
         for kind, values in self.by_kind.items():
             values.append(rollup.kind_ms(kind))
+        if rollup.first_output_ms is not None:
+            self.first_outputs.append(rollup.first_output_ms)
+        if rollup.cost_usd is not None:
+            self.costs.append(rollup.cost_usd)
         if success is not None:
             self.decided += 1
             self.successes += success
@@ -300,6 +320,9 @@ class _Variant:
             success=Proportion.of(self.successes, self.decided) if self.decided else None,
             score_mean=math.fsum(scores) / len(scores) if scores else None,
             scored=len(scores),
+            first_output=Percentiles.of(self.first_outputs) if self.first_outputs else None,
+            cost_mean=math.fsum(self.costs) / len(self.costs) if self.costs else None,
+            costed=len(self.costs),
         )
 
 
@@ -310,7 +333,8 @@ class Tally:
     uses it too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, prices: Prices | None = None) -> None:
+        self._prices = prices
         self._variants: dict[tuple[str, str], _Variant] = {}
         self.labelled = False
         """A run carried a variant or an outcome: a comparison has something to show."""
@@ -324,7 +348,12 @@ class Tally:
         variant = self._variants.get(key)
         if variant is None:
             variant = self._variants[key] = _Variant()
-        variant.add(run.recomputed_rollup(), run.success, run.score)
+        rollup = run.recomputed_rollup()
+        if rollup.cost_usd is None:
+            cost = cost_of(run, self._prices)
+            if cost is not None:
+                rollup = replace(rollup, cost_usd=cost)
+        variant.add(rollup, run.success, run.score)
         if run.variant is not None or run.success is not None or run.score is not None:
             self.labelled = True
 
@@ -335,6 +364,12 @@ class Tally:
 
 
 def _mark_pareto(summaries: Sequence[VariantSummary]) -> list[VariantSummary]:
+    # Cost counts only where every variant of the workflow has one: a variant without
+    # prices would otherwise look free.
+    costed = {
+        name: all(o.cost_mean is not None for o in summaries if o.workflow == name)
+        for name in {v.workflow for v in summaries}
+    }
     marked = []
     for v in summaries:
         on_front = False
@@ -343,13 +378,20 @@ def _mark_pareto(summaries: Sequence[VariantSummary]) -> list[VariantSummary]:
                 o is not v
                 and o.workflow == v.workflow
                 and o.success is not None
-                and o.total.p95 <= v.total.p95
-                and o.success.rate >= v.success.rate
-                and (o.total.p95 < v.total.p95 or o.success.rate > v.success.rate)
+                and _dominates(o, v, with_cost=costed[v.workflow])
                 for o in summaries
             )
         marked.append(replace(v, pareto=on_front))
     return marked
+
+
+def _dominates(o: VariantSummary, v: VariantSummary, *, with_cost: bool) -> bool:
+    """``o`` is at least as good as ``v`` on every axis and better on one."""
+    assert o.success is not None and v.success is not None
+    axes = [(o.total.p95, v.total.p95), (-o.success.rate, -v.success.rate)]
+    if with_cost and o.cost_mean is not None and v.cost_mean is not None:
+        axes.append((o.cost_mean, v.cost_mean))
+    return all(a <= b for a, b in axes) and any(a < b for a, b in axes)
 
 
 # -- the chart ---------------------------------------------------------------------------

@@ -57,9 +57,11 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from chainlat._core.errors import InputError, SpecError
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core.runs import cost_of
 from chainlat._core.stats import percentile
 
 if TYPE_CHECKING:
+    from chainlat._core.prices import Prices
     from chainlat._core.runs import WorkflowRun
     from chainlat.analysis.profiles import LatencyProfile, ModelCall
     from chainlat.budgets import BudgetReport, Budgets
@@ -394,6 +396,12 @@ class WorkflowEffect:
     """Critical-path share of inference, data, tool and overhead: sum over runs / sum of totals."""
     share_after: dict[str, float]
     steps: tuple[StepEffect, ...]
+    first_output_before: Percentiles | None = None
+    """Of the time to first output (ms), for the runs that have one."""
+    first_output_after: Percentiles | None = None
+    cost_before: float | None = None
+    """Mean US dollars per run, with prices; the swapped calls at their new model's price."""
+    cost_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -470,7 +478,7 @@ class _Estimator:
         overrides: dict[int, StepOverride] = {}
         dropped: set[int] = set()
         for span_id, rec in steps.items():
-            changes = self.by_step.get(rec.name)
+            changes = self.by_step.get(rec.label)
             if not changes:
                 continue
             if any(c.kind == "drop" for c in changes):
@@ -501,11 +509,11 @@ class _Estimator:
             return None
         if _draw(self.seed, run.trace_id, rec.span_id) >= rate:
             if rec.cache_hit:
-                self.note(f'"{rec.name}": recorded cache hits drawn as misses keep their time')
+                self.note(f'"{rec.label}": recorded cache hits drawn as misses keep their time')
             return StepOverride(rec.end_ns - rec.start_ns, cache_hit=rec.cache_hit)
-        hit_ms = self.hit_ms_by_step.get(rec.name)
+        hit_ms = self.hit_ms_by_step.get(rec.label)
         if hit_ms is None:
-            self.note(f'"{rec.name}": no recorded cache hit; a hit is taken to cost 0 ms')
+            self.note(f'"{rec.label}": no recorded cache hit; a hit is taken to cost 0 ms')
             hit_ms = 0.0
         return StepOverride(round(hit_ms * _NS_PER_MS), cache_hit=True)
 
@@ -588,7 +596,7 @@ def _validate(
     with_tokens: dict[str, bool] = {}
     for run in runs:
         for rec in _counted_steps(run).values():
-            seen.setdefault(rec.name, rec.kind or "")
+            seen.setdefault(rec.label, rec.kind or "")
         for call in calls_of(run):
             models.setdefault(call.step, set()).add(call.model)
             with_tokens[call.step] = with_tokens.get(call.step, False) or (
@@ -623,11 +631,13 @@ def _validate(
                 )
 
 
-def _effects(estimates: Sequence[RunEstimate], changes: Sequence[Change]) -> list[WorkflowEffect]:
+def _effects(
+    estimates: Sequence[RunEstimate], changes: Sequence[Change], prices: Prices | None = None
+) -> list[WorkflowEffect]:
     groups: dict[tuple[str, str | None], list[RunEstimate]] = {}
     for estimate in estimates:
         groups.setdefault((estimate.workflow, estimate.variant), []).append(estimate)
-    swaps = {c.step: c.model for c in changes if c.kind == "swap"}
+    swaps = {c.step: c.model for c in changes if c.kind == "swap" and c.model is not None}
     drops = {c.step for c in changes if c.kind == "drop"}
     effects = []
     for (workflow, variant), members in groups.items():
@@ -638,12 +648,12 @@ def _effects(estimates: Sequence[RunEstimate], changes: Sequence[Change]) -> lis
         for estimate in members:
             after_by_id = {r.span_id: r for r in estimate.after_spans}
             for span_id, rec in _counted_steps(estimate.run).items():
-                kinds.setdefault(rec.name, rec.kind or "")
-                step_before.setdefault(rec.name, []).append((rec.end_ns - rec.start_ns) / 1e6)
+                kinds.setdefault(rec.label, rec.kind or "")
+                step_before.setdefault(rec.label, []).append((rec.end_ns - rec.start_ns) / 1e6)
                 new = after_by_id.get(span_id)
                 if new is not None:
-                    step_after.setdefault(rec.name, []).append((new.end_ns - new.start_ns) / 1e6)
-                    renamed.setdefault(rec.name, new.name)
+                    step_after.setdefault(rec.label, []).append((new.end_ns - new.start_ns) / 1e6)
+                    renamed.setdefault(rec.label, new.label)
         steps = []
         for name, durations in step_before.items():
             after = step_after.get(name, [])
@@ -674,9 +684,39 @@ def _effects(estimates: Sequence[RunEstimate], changes: Sequence[Change]) -> lis
                 share_before=_shares([e.before for e in members]),
                 share_after=_shares([e.after for e in members]),
                 steps=tuple(steps),
+                first_output_before=_first_outputs(e.before for e in members),
+                first_output_after=_first_outputs(e.after for e in members),
+                cost_before=_mean([cost_of(e.run, prices) for e in members]),
+                cost_after=_mean([_cost_after(e, swaps, prices) for e in members]),
             )
         )
     return effects
+
+
+def _first_outputs(rollups: Iterable[Rollup]) -> Percentiles | None:
+    found = [r.first_output_ms for r in rollups if r.first_output_ms is not None]
+    return Percentiles.of(found) if found else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The mean, when every value is known: a partial mean would compare unlike runs."""
+    if not values or any(v is None for v in values):
+        return None
+    return math.fsum(v for v in values if v is not None) / len(values)
+
+
+def _cost_after(
+    estimate: RunEstimate, swaps: Mapping[str, str], prices: Prices | None
+) -> float | None:
+    """The estimated run's cost: each swapped call at its new model's price."""
+    if not prices:
+        return None
+    labels = {i: rec.label for i, rec in _counted_steps(estimate.run).items()}
+    spans = [
+        replace(rec, model=swaps[labels[rec.span_id]]) if labels.get(rec.span_id) in swaps else rec
+        for rec in estimate.after_spans
+    ]
+    return compute_rollup(estimate.after_root, spans, prices=prices).cost_usd
 
 
 def _shares(rollups: Sequence[Rollup]) -> dict[str, float]:
@@ -689,7 +729,7 @@ def _hit_ms_by_step(runs: Sequence[WorkflowRun]) -> dict[str, float]:
     for run in runs:
         for rec in _counted_steps(run).values():
             if rec.cache_hit:
-                hits.setdefault(rec.name, []).append((rec.end_ns - rec.start_ns) / 1e6)
+                hits.setdefault(rec.label, []).append((rec.end_ns - rec.start_ns) / 1e6)
     return {name: sorted(values)[len(values) // 2] for name, values in hits.items()}
 
 
@@ -709,6 +749,7 @@ def whatif(
     variant: str | None = None,
     seed: int = 0,
     roots: bool = False,
+    prices: Prices | None = None,
 ) -> WhatIfResult:
     """Re-estimate recorded runs under model swaps, prompt scales, cache hit rates and drops.
 
@@ -734,6 +775,8 @@ def whatif(
         seed: Seed of the cache-hit draws.
         roots: Also make a run of every trace's root span that is not a workflow
             (:func:`chainlat.traces.read_runs`).
+        prices: Model prices: the mean cost per run before and after (a swapped call
+            at its new model's price, with the tokens it recorded).
 
     Raises:
         SpecError: a change names no step of the runs, a model without a profile,
@@ -767,7 +810,7 @@ def whatif(
         before_report, after_report = _judge(estimates, budgets)
     return WhatIfResult(
         changes=tuple(changes),
-        workflows=tuple(_effects(estimates, changes)),
+        workflows=tuple(_effects(estimates, changes, prices)),
         runs=tuple(estimates),
         profiles=table,
         notes=notes,

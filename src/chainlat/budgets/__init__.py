@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -60,8 +61,16 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from chainlat._core.errors import SHOWN_CHARS, BudgetFileError, shorten, shown
-from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun, step_key
-from chainlat._core.stats import Samples, Stats, WorkflowStats
+from chainlat._core.prices import Price
+from chainlat._core.runs import (
+    BudgetViolation,
+    StepTiming,
+    Unit,
+    WorkflowRun,
+    cost_of,
+    step_key,
+)
+from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
 
 __all__ = [
     "BudgetReport",
@@ -78,6 +87,7 @@ __all__ = [
     "parse_budgets",
     "parse_duration",
     "parse_workflow_budget",
+    "unknown_keys",
 ]
 
 BUDGET_FILE_NAMES: Final = ("chainlat.toml", "chainlat.yaml", "chainlat.yml", "pyproject.toml")
@@ -175,11 +185,77 @@ def _check_ttft_percentile_key(key: str) -> str:
     return key
 
 
+_RATE_HINT: Final = 'expected a share of runs like "2%" or a fraction from 0 to 1'
+_RATE_RE: Final = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
+_RATE_SCHEMA: Final[dict[str, Any]] = {
+    "description": 'A share of runs: "2%", "0.5%", or a fraction from 0 to 1.',
+    "anyOf": [
+        {"type": "number", "minimum": 0, "maximum": 1},
+        {"type": "string", "pattern": r"^\s*(\d+(\.\d*)?|\.\d+)\s*%\s*$"},
+    ],
+}
+_MONEY_HINT: Final = 'expected US dollars like "0.01", "$0.01" or a number'
+_MONEY_RE: Final = re.compile(r"^\s*\$?\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:USD)?\s*$")
+_MONEY_SCHEMA: Final[dict[str, Any]] = {
+    "description": 'US dollars: 0.01, "0.01", "$0.01".',
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*\$?\s*(\d+(\.\d*)?|\.\d+)\s*(USD)?\s*$"},
+    ],
+}
+
+
+def parse_rate(value: object) -> float:
+    """A share of runs, in percent: ``"2%"`` and ``0.02`` are both 2.0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise PydanticCustomError("rate", f"{_RATE_HINT}, got {_show(value)}")
+    if isinstance(value, str):
+        match = _RATE_RE.match(value)
+        if match is None:
+            raise PydanticCustomError("rate", f"{_RATE_HINT}, got {_show(value)}")
+        percent = float(match.group(1))
+    else:
+        if not (math.isfinite(value) and 0 <= value <= 1):
+            raise PydanticCustomError(
+                "rate", f'{_RATE_HINT} (write "{_show(value)}%" for percent), got {_show(value)}'
+            )
+        percent = float(value) * 100
+    if percent > 100:
+        raise PydanticCustomError("rate", f"a share of runs is at most 100%, got {_show(value)}")
+    return percent
+
+
+def parse_money(value: object) -> float:
+    """US dollars: ``"0.01"``, ``"$0.01"``, ``0.01``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise PydanticCustomError("money", f"{_MONEY_HINT}, got {_show(value)}")
+    if isinstance(value, str):
+        match = _MONEY_RE.match(value)
+        if match is None:
+            raise PydanticCustomError("money", f"{_MONEY_HINT}, got {_show(value)}")
+        dollars = float(match.group(1))
+    else:
+        dollars = float(value)
+    if not math.isfinite(dollars) or dollars < 0:
+        raise PydanticCustomError("money", f"{_MONEY_HINT} (0 or more), got {_show(value)}")
+    return dollars
+
+
+def _check_cost_percentile_key(key: str) -> str:
+    _percentile_value(key, "cost_")
+    return key
+
+
+Rate = Annotated[float, BeforeValidator(parse_rate), WithJsonSchema(_RATE_SCHEMA)]
+"""A share of runs in percent, written ``"2%"`` or as a fraction ``0.02``."""
+Money = Annotated[float, BeforeValidator(parse_money), WithJsonSchema(_MONEY_SCHEMA)]
+"""US dollars."""
+CostPercentileKey = Annotated[str, AfterValidator(_check_cost_percentile_key)]
 Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DURATION_SCHEMA)]
 """A duration in milliseconds, written as ``"800ms"``, ``"1.2s"``, ``"250us"`` or a number."""
 PercentileKey = Annotated[str, AfterValidator(_check_percentile_key)]
 TtftPercentileKey = Annotated[str, AfterValidator(_check_ttft_percentile_key)]
-Quantity = Literal["total", "inference", "data", "tool", "overhead"]
+Quantity = Literal["total", "inference", "data", "tool", "overhead", "first_output"]
 
 
 def _gather(data: object, groups: dict[str, str]) -> object:
@@ -223,13 +299,15 @@ class QuantityLimits(_Model):
     """Limits on one percentile (or on each run) of a workflow's wall time and its split."""
 
     model_config = ConfigDict(json_schema_extra=_quantity_limits_schema)
-    keys_help: ClassVar[str] = "total, inference, data, tool, overhead"
+    keys_help: ClassVar[str] = "total, inference, data, tool, overhead, first_output"
 
     total: Duration | None = None
     inference: Duration | None = None
     data: Duration | None = None
     tool: Duration | None = None
     overhead: Duration | None = None
+    first_output: Duration | None = None
+    """The wait for the first output the user saw (``chainlat.chain.first_output_ms``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -251,7 +329,9 @@ class QuantityLimits(_Model):
 class StepBudget(_Model):
     """Limits on one step of a workflow, keyed by its span name (``chat gpt-4o``)."""
 
-    keys_help: ClassVar[str] = "max, ttft, p50/p90/p95/p99 (any pNN), ttft_p95 (any ttft_pNN)"
+    keys_help: ClassVar[str] = (
+        "max, ttft, p50/p90/p95/p99 (any pNN), ttft_p95 (any ttft_pNN), optional"
+    )
 
     max: Duration | None = None
     """Limit on every occurrence of the step, in every run."""
@@ -261,6 +341,8 @@ class StepBudget(_Model):
     """``p95 = "500ms"``: a percentile of the step's durations over all occurrences."""
     ttft_percentiles: dict[TtftPercentileKey, Duration] = Field(default_factory=dict)
     """``ttft_p95 = "250ms"``: a percentile of the time to first token."""
+    optional: StrictBool = False
+    """The step runs only sometimes: no run having it is not an error."""
 
     @model_validator(mode="before")
     @classmethod
@@ -272,8 +354,9 @@ class WorkflowBudget(_Model):
     """The budget of one workflow: per-run limits, percentile limits and per-step limits."""
 
     keys_help: ClassVar[str] = (
-        "total, inference, data, tool, overhead, p50/p90/p95/p99 (any pNN), "
-        "min_runs, exclude_cache_hits, steps"
+        "total, inference, data, tool, overhead, first_output, p50/p90/p95/p99 (any pNN), "
+        "error_rate, cost, cost_p95 (any cost_pNN), min_runs, exclude_cache_hits, "
+        "include_errors, optional, steps"
     )
 
     total: Duration | None = None
@@ -283,29 +366,57 @@ class WorkflowBudget(_Model):
     data: Duration | None = None
     tool: Duration | None = None
     overhead: Duration | None = None
+    first_output: Duration | None = None
+    """Limit on the wait for the first output, every run that has one."""
     percentiles: dict[PercentileKey, QuantityLimits] = Field(default_factory=dict)
     """``p95 = {total = "800ms"}`` or ``p95 = "800ms"``."""
+    error_rate: Rate | None = None
+    """Limit on the share of runs that failed (status ERROR): ``"2%"``."""
+    cost: Money | None = None
+    """Limit on what each run's model calls cost, in US dollars (needs prices)."""
+    cost_percentiles: dict[CostPercentileKey, Money] = Field(default_factory=dict)
+    """``cost_p95 = "0.02"``: a percentile of the runs' cost."""
     min_runs: Annotated[StrictInt, Field(ge=1)] | None = None
     """Runs needed before a percentile verdict counts (default: the file's)."""
     exclude_cache_hits: StrictBool | None = None
     """Leave runs and steps answered from a cache out of the percentiles (default: the file's)."""
+    include_errors: StrictBool | None = None
+    """Count failed runs in the latency percentiles (default: the file's, false)."""
+    optional: StrictBool = False
+    """The workflow runs only sometimes: no run of it is not an error."""
     steps: dict[str, StepBudget] = Field(default_factory=dict)
-    """Per-step limits, by span name."""
+    """Per-step limits, by step name (``chainlat.step.name``), else span name."""
 
     @model_validator(mode="before")
     @classmethod
     def _gather_percentiles(cls, data: object) -> object:
-        return _gather(data, {"": "percentiles"})
+        return _gather(data, {"cost_": "cost_percentiles", "": "percentiles"})
 
     def run_limits(self) -> QuantityLimits:
-        """The per-run limits on the total and the split."""
+        """The per-run limits on the total, the split and the first output."""
         return QuantityLimits(
             total=self.total,
             inference=self.inference,
             data=self.data,
             tool=self.tool,
             overhead=self.overhead,
+            first_output=self.first_output,
         )
+
+
+class ModelPrice(_Model):
+    """US dollars per million tokens of one model: ``[prices."gpt-4o"]``."""
+
+    keys_help: ClassVar[str] = "input_per_mtok, output_per_mtok, cache_read_per_mtok"
+
+    input_per_mtok: Money
+    output_per_mtok: Money
+    cache_read_per_mtok: Money | None = None
+    """Input tokens read from the prompt cache (default: the input price)."""
+
+    def price(self) -> Price:
+        """As the rollup takes it."""
+        return Price(self.input_per_mtok, self.output_per_mtok, self.cache_read_per_mtok)
 
 
 class Budgets(_Model):
@@ -317,7 +428,9 @@ class Budgets(_Model):
         assert budgets.workflows["chat"].total == 800.0
     """
 
-    keys_help: ClassVar[str] = "version, min_runs, exclude_cache_hits, workflows"
+    keys_help: ClassVar[str] = (
+        "version, min_runs, exclude_cache_hits, include_errors, prices, workflows"
+    )
 
     version: Literal[1] = 1
     """The format version; 1."""
@@ -325,6 +438,11 @@ class Budgets(_Model):
     """Default runs needed before a percentile verdict counts."""
     exclude_cache_hits: StrictBool = False
     """Default for leaving cache hits out of percentiles."""
+    include_errors: StrictBool = False
+    """Default for counting failed runs in the latency percentiles."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Model prices, by model name, for cost per call, run and variant. Never built in:
+    prices change."""
     workflows: dict[str, WorkflowBudget] = Field(default_factory=dict)
     """Budgets by workflow name (``gen_ai.workflow.name``)."""
 
@@ -341,6 +459,17 @@ class Budgets(_Model):
         if budget is not None and budget.min_runs is not None:
             return budget.min_runs
         return self.min_runs
+
+    def includes_errors(self, workflow: str) -> bool:
+        """Whether failed runs count in ``workflow``'s latency percentiles."""
+        budget = self.workflows.get(workflow)
+        if budget is not None and budget.include_errors is not None:
+            return budget.include_errors
+        return self.include_errors
+
+    def model_prices(self) -> dict[str, Price] | None:
+        """The ``[prices]`` table as the rollup takes it; None when the file has none."""
+        return {m: p.price() for m, p in self.prices.items()} if self.prices else None
 
     def excludes_cache_hits(self, workflow: str) -> bool:
         """Whether cache hits are left out of ``workflow``'s percentiles."""
@@ -741,6 +870,8 @@ class _QuantityMeasure(_Measure):
     quantity: str
 
     def of(self, run: WorkflowRun) -> float | None:
+        if self.quantity == FIRST_OUTPUT:
+            return run.rollup.first_output_ms
         return run.rollup.kind_ms(self.quantity)
 
 
@@ -786,6 +917,8 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
         actual = measure.of(run)
         if actual is not None and _over(actual, limit):
             violations.append(BudgetViolation(run.workflow, target, limit, actual))
+    if budget.cost is not None and run.cost_usd is not None and _over(run.cost_usd, budget.cost):
+        violations.append(BudgetViolation(run.workflow, "cost", budget.cost, run.cost_usd, "USD"))
     return violations
 
 
@@ -814,6 +947,8 @@ class LimitVerdict:
     min_runs: int = 1
     worst_run: WorkflowRun | None = field(default=None, compare=False)
     """Per-run limits: the run with the worst value."""
+    unit: Unit = "ms"
+    """What ``limit_ms`` and ``actual_ms`` are in: ms, % (error_rate) or USD (cost)."""
 
     @property
     def key_path(self) -> str:
@@ -824,7 +959,7 @@ class LimitVerdict:
         """This verdict as a violation, when broken."""
         if self.status != "broken" or self.actual_ms is None:
             return None
-        return BudgetViolation(self.workflow, self.target, self.limit_ms, self.actual_ms)
+        return BudgetViolation(self.workflow, self.target, self.limit_ms, self.actual_ms, self.unit)
 
 
 @dataclass(slots=True)
@@ -875,11 +1010,20 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
     """
     checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
     tallies: dict[tuple[str, str], _RunTally] = {}
-    stats = Stats()
+    stats = Stats(include_errors=budgets.includes_errors)
+    prices = budgets.model_prices()
     for run in runs:
-        stats.add(run)
-        for target, limit, measure in checks.get(run.workflow, ()):
-            actual = measure.of(run)
+        cost = cost_of(run, prices)
+        stats.add(run, cost)
+        budget = budgets.workflows.get(run.workflow)
+        if budget is None:
+            continue
+        measured = [
+            (target, limit, measure.of(run)) for target, limit, measure in checks[run.workflow]
+        ]
+        if budget.cost is not None:
+            measured.append(("cost", budget.cost, cost))
+        for target, limit, actual in measured:
             if actual is None:
                 continue
             tally = tallies.setdefault((run.workflow, target), _RunTally())
@@ -891,7 +1035,12 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
 
     verdicts: list[LimitVerdict] = []
     for name, budget in budgets.workflows.items():
-        for target, limit, _ in checks[name]:
+        run_limits: list[tuple[str, float, Unit]] = [
+            (target, limit, "ms") for target, limit, _ in checks[name]
+        ]
+        if budget.cost is not None:
+            run_limits.append(("cost", budget.cost, "USD"))
+        for target, limit, unit in run_limits:
             tally = tallies.get((name, target), _RunTally())
             status: VerdictStatus = (
                 "no_data" if tally.judged == 0 else "broken" if tally.broken else "ok"
@@ -906,10 +1055,85 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
                     tally.judged,
                     tally.broken,
                     worst_run=tally.worst_run if tally.broken else None,
+                    unit=unit,
                 )
             )
-        verdicts.extend(_percentile_verdicts(name, budget, budgets, stats.workflows.get(name)))
+        workflow_stats = stats.workflows.get(name)
+        verdicts.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        if budget.error_rate is not None:
+            verdicts.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
     return BudgetReport(verdicts, stats, budgets.source)
+
+
+def unknown_keys(
+    report: BudgetReport, budgets: Budgets, *, workflows_not_run: bool = True
+) -> list[str]:
+    """Budget keys naming a workflow or a step that no run has, each as a one-line message
+    with the closest names seen: a misspelled key would otherwise pass as "no data".
+
+    ``optional = true`` on a workflow or step says it runs only sometimes. Without
+    ``workflows_not_run``, only the steps of workflows that ran are looked at (a test
+    session that ran a subset of the tests).
+
+    Example::
+
+        problems = unknown_keys(evaluate(runs, budgets), budgets)
+        assert not problems, "; ".join(problems)
+    """
+    found: list[str] = []
+    seen = report.stats.workflows
+    for name, budget in budgets.workflows.items():
+        stats = seen.get(name)
+        if stats is None:
+            if not budget.optional and workflows_not_run:
+                where = _key_path(("workflows", name))
+                found.append(
+                    f"{budgets.source}: {where}: no run of workflow {shown(name)}"
+                    f"{_suggest(name, list(seen))}"
+                )
+            continue
+        for step, limits in budget.steps.items():
+            if step in stats.seen_steps or limits.optional:
+                continue
+            where = _key_path(("workflows", name, "steps", step))
+            found.append(
+                f"{budgets.source}: {where}: no run of {shown(name)} has a step "
+                f"{shown(step)}{_suggest(step, sorted(stats.seen_steps))}"
+            )
+    return found
+
+
+def _suggest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if close:
+        return " (did you mean " + " or ".join(shown(c) for c in close) + "?)"
+    if names:
+        listed = ", ".join(shown(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
+        return f" (seen: {listed}; set optional = true if it runs only sometimes)"
+    return ""
+
+
+def _error_rate_verdict(
+    name: str, limit: float, budgets: Budgets, stats: WorkflowStats | None
+) -> LimitVerdict:
+    min_runs = budgets.min_runs_for(name)
+    if stats is None or stats.runs == 0:
+        return LimitVerdict(name, "error_rate", limit, None, "no_data", 0, unit="%")
+    rate = 100.0 * stats.errors / stats.runs
+    status: VerdictStatus = (
+        "not_enough_runs" if stats.runs < min_runs else "broken" if rate > limit else "ok"
+    )
+    return LimitVerdict(
+        name,
+        "error_rate",
+        limit,
+        rate,
+        status,
+        stats.runs,
+        broken_runs=stats.errors,
+        min_runs=min_runs,
+        unit="%",
+    )
 
 
 def _percentile_verdicts(
@@ -919,10 +1143,14 @@ def _percentile_verdicts(
     exclude = budgets.excludes_cache_hits(name)
     found: list[LimitVerdict] = []
 
-    def judge(target: str, q: float, limit: float, samples: Samples | None) -> None:
+    def judge(
+        target: str, q: float, limit: float, samples: Samples | None, unit: Unit = "ms"
+    ) -> None:
         values = samples.sorted(exclude_cached=exclude) if samples is not None else []
         if not values:
-            found.append(LimitVerdict(name, target, limit, None, "no_data", 0, percentile=q))
+            found.append(
+                LimitVerdict(name, target, limit, None, "no_data", 0, percentile=q, unit=unit)
+            )
             return
         actual = samples.percentile(q, exclude_cached=exclude) if samples is not None else None
         assert actual is not None
@@ -937,7 +1165,15 @@ def _percentile_verdicts(
             status = "broken" if _over(actual, limit) else "ok"
         found.append(
             LimitVerdict(
-                name, target, limit, actual, status, len(values), percentile=q, min_runs=min_runs
+                name,
+                target,
+                limit,
+                actual,
+                status,
+                len(values),
+                percentile=q,
+                min_runs=min_runs,
+                unit=unit,
             )
         )
 
@@ -946,6 +1182,10 @@ def _percentile_verdicts(
         for quantity, limit in budget.percentiles[key].items():
             samples = stats.quantities[quantity] if stats is not None else None
             judge(_target(key, quantity), q, limit, samples)
+    for key in sorted(budget.cost_percentiles, key=lambda k: _percentile_value(k, "cost_")):
+        q = _percentile_value(key, "cost_")
+        cost = stats.cost if stats is not None else None
+        judge(key, q, budget.cost_percentiles[key], cost, "USD")
     for step, limits in budget.steps.items():
         step_stats = stats.steps.get(step) if stats is not None else None
         for key in sorted(limits.percentiles, key=lambda k: _percentile_value(k, "")):
@@ -984,13 +1224,16 @@ def json_schema() -> dict[str, Any]:
     )
     workflow = defs["WorkflowBudget"]
     workflow["properties"].pop("percentiles")
-    workflow["patternProperties"] = _percentile_schema(
-        {"anyOf": [_DURATION_SCHEMA, {"$ref": "#/$defs/QuantityLimits"}]}
-    )
+    workflow["properties"].pop("cost_percentiles")
+    workflow["patternProperties"] = {
+        **_percentile_schema({"anyOf": [_DURATION_SCHEMA, {"$ref": "#/$defs/QuantityLimits"}]}),
+        **_percentile_schema(_MONEY_SCHEMA, "cost_"),
+    }
     workflow["description"] = (
         "The budget of one workflow: per-run limits (total, inference, data, tool, "
-        "overhead), percentile limits over many runs (p50, p90, p95, p99 or any pNN), "
-        "and per-step limits."
+        "overhead, first_output, cost), percentile limits over many runs (p50, p90, p95, "
+        "p99 or any pNN; cost_pNN), the share of failed runs (error_rate), and per-step "
+        "limits."
     )
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "chainlat latency budgets"

@@ -1,7 +1,9 @@
 """The ``chainlat`` command: thin subcommands over the library's modules.
 
 Exit codes: 0 ok, 1 a latency budget was broken (or a regression found),
-2 bad input, an unreachable source or nothing to judge, 3 a bug in chainlat. Every
+2 bad input, an unreachable source or nothing to judge, 3 a bug in chainlat, 141 the
+reader of the output went away (``chainlat report ... | head``: quietly, as a process
+killed by SIGPIPE, like other Unix tools). Every
 error is one line on stderr, passed through the credential scrubber, and no
 traceback: :func:`main`'s handler is the safety net for an input a reader or
 loader did not expect (nesting that exhausts the stack, an undecodable string, a
@@ -15,6 +17,7 @@ import gc
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from chainlat._core import errors as _errors
 from chainlat._core.errors import ChainlatError, shorten
@@ -26,6 +29,8 @@ EXIT_OK = 0
 EXIT_BUDGET = 1
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_BROKEN_PIPE = 128 + 13
+"""What a shell reports for a process ended by SIGPIPE (``yes | head``)."""
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -85,6 +90,33 @@ def _reason(exc: BaseException) -> str:
     return shorten(f"{type(exc).__name__}: {exc}", 200)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked for (reading package metadata takes time)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        try:
+            sys.stdout.write(f"{parser.prog} {_version()}\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            parser.exit(EXIT_BROKEN_PIPE)
+        parser.exit(EXIT_OK)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("chainlat")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from chainlat import __version__
+
+        return __version__
+
+
 def _demo(args: argparse.Namespace) -> int:
     from chainlat import demo
 
@@ -109,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Latency of multi-step AI workflows: traced, rolled up, budgeted.",
         epilog="exit codes: 0 ok, 1 a budget broken or a regression, 2 bad input",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the demo agent against the local model simulator")
@@ -122,6 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_budgets.add_commands(sub)  # check, report, diff, budgets
     _cli_tradeoff.add_commands(sub)  # profile, whatif, compare
     return parser
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit, of what is
+    still buffered for a reader that went away, does not fail and print a traceback."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (captured output): nothing to flush
+        pass
 
 
 @contextmanager
@@ -162,7 +208,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = getattr(args, "command", None) or (arguments[0] if arguments else "chainlat")
     try:
         with _few_collections():
-            return func(args)
+            code = func(args)
+        # Flushed here, not at exit, so that a reader gone away is caught below.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except ChainlatError as exc:
         # InputError and its kinds name the file and the place themselves.
         print(_line(f"chainlat: {exc}"), file=sys.stderr)

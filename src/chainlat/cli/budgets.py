@@ -17,12 +17,16 @@ from typing import TYPE_CHECKING, Any
 from chainlat._core.errors import InputError, shown
 from chainlat.cli import prometheus as _cli_prometheus
 from chainlat.cli.sources import (
+    RunFilter,
+    add_filter_arguments,
     add_reader_options,
     add_source_arguments,
     describe,
     file_source,
     sources_from,
     warn,
+    warn_limits,
+    warn_sampling,
 )
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ def add_commands(sub: Any) -> None:
         description="Judge workflow runs in trace files or Jaeger against a budget file.",
     )
     add_source_arguments(check)
+    add_filter_arguments(check)
     check.add_argument(
         "--budgets",
         metavar="FILE",
@@ -54,6 +59,12 @@ def add_commands(sub: Any) -> None:
     )
     check.add_argument("--format", choices=_FORMATS, default="text")
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    check.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="a budgeted workflow or step that no run has is not an error (default: it is, "
+        "exit 2, as a misspelled name would otherwise pass)",
+    )
     _cli_prometheus.add_check_options(check)
     check.set_defaults(func=_check)
 
@@ -63,6 +74,7 @@ def add_commands(sub: Any) -> None:
         description="Statistics per workflow, kind and step, and the slowest and median run.",
     )
     add_source_arguments(report)
+    add_filter_arguments(report)
     report.add_argument("--format", choices=_FORMATS, default="text")
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
@@ -138,7 +150,7 @@ def _write(path: str, text: str, what: str) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.budgets import evaluate, load_budgets
+    from chainlat.budgets import evaluate, load_budgets, unknown_keys
     from chainlat.traces import ReadCounters
 
     if args.prometheus:
@@ -148,18 +160,41 @@ def _check(args: argparse.Namespace) -> int:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     sources = sources_from(args)
     counters = ReadCounters()
-    result = evaluate(_runs(sources, counters, args.roots), budgets)
+    chosen = RunFilter(args)
+    budgeted = list(budgets.workflows)
+    if chosen.workflows:
+        # Only the budgets of the workflows asked for are judged.
+        budgets = budgets.model_copy(
+            update={
+                "workflows": {k: budgets.workflows[k] for k in budgeted if k in chosen.workflows}
+            }
+        )
+    result = evaluate(chosen.select(_runs(sources, counters, args.roots)), budgets)
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
+    chosen.check_names()
+    if not budgets.workflows:
+        raise InputError(
+            f"--workflow {', '.join(chosen.workflows)}: no budget for it in {budgets.source} "
+            f"(budgeted: {', '.join(budgeted)})"
+        )
+    where = _where(sources, chosen)
     if args.format == "json":
         _emit(to_json(report.check_json(result)))
     elif args.format == "markdown":
-        _emit(report.check_markdown(result, sources=describe(sources)))
+        _emit(report.check_markdown(result, sources=where))
     else:
-        _emit(report.check_text(result, sources=describe(sources)))
+        _emit(report.check_text(result, sources=where))
     if args.junit:
         _write(args.junit, report.junit_xml(result), "JUnit report")
     warn(counters)
+    warn_limits(sources, counters)
+    warn_sampling(result.stats)
+    missing = [] if args.allow_missing else unknown_keys(result, budgets)
+    if missing:
+        for problem in missing[:-1]:
+            sys.stderr.write(f"chainlat: {problem}\n")
+        raise InputError(missing[-1] + " (--allow-missing to judge without it)")
     if result.broken:
         return EXIT_BROKEN
     if not result.judged:
@@ -178,57 +213,79 @@ def _report(args: argparse.Namespace) -> int:
 
     sources = sources_from(args)
     counters = ReadCounters()
+    chosen = RunFilter(args)
     tally = None
     if args.html:
         from chainlat.analysis.tradeoff import Tally
 
         tally = Tally()
     stats = aggregate(
-        _runs(sources, counters, args.roots)
-        if tally is None
-        else _tallied(sources, counters, tally, args.roots)
+        chosen.select(
+            _runs(sources, counters, args.roots)
+            if tally is None
+            else _tallied(sources, counters, tally, args.roots, chosen)
+        )
     )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
+    chosen.check_names()
     warn(counters)
-    waterfalls = _waterfalls(stats, sources, args.roots)
+    warn_limits(sources, counters)
+    warn_sampling(stats)
+    waterfalls = _waterfalls(stats, sources, args.roots, chosen)
+    where = _where(sources, chosen)
     if args.html:
         tradeoff = tally.comparison() if tally is not None and tally.labelled else None
         try:
-            page = report.html_page(
-                stats, sources=describe(sources), waterfalls=waterfalls, tradeoff=tradeoff
-            )
+            page = report.html_page(stats, sources=where, waterfalls=waterfalls, tradeoff=tradeoff)
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         _write(args.html, page, "HTML report")
     if args.format == "json":
         _emit(to_json(report.stats_json(stats)))
     elif args.format == "markdown":
-        _emit(report.stats_markdown(stats, sources=describe(sources), waterfalls=waterfalls))
+        _emit(report.stats_markdown(stats, sources=where, waterfalls=waterfalls))
     else:
-        _emit(report.stats_text(stats, sources=describe(sources), waterfalls=waterfalls))
+        _emit(report.stats_text(stats, sources=where, waterfalls=waterfalls))
     return EXIT_OK
 
 
-def _tallied(sources: list[TraceSource], counters: ReadCounters, tally: Tally, roots: bool) -> Any:
-    """The runs of the sources; on the way, their variants and outcomes counted into ``tally``."""
+def _where(sources: list[TraceSource], chosen: RunFilter) -> str:
+    """The sources, and which of their runs were selected, for a report's title."""
+    if not chosen.active:
+        return describe(sources)
+    read = f"{chosen.read} run" + ("" if chosen.read == 1 else "s")
+    return f"{describe(sources)} ({chosen.described()}; {read} read)"
+
+
+def _tallied(
+    sources: list[TraceSource],
+    counters: ReadCounters,
+    tally: Tally,
+    roots: bool,
+    chosen: RunFilter | None = None,
+) -> Any:
+    """The runs of the sources; on the way, their variants and outcomes counted into ``tally``
+    (of the runs ``chosen`` selects, when given)."""
+    wanted = RunFilter(argparse.Namespace()) if chosen is None else chosen
     for source in sources:
         for trace in source.traces(counters):
             runs = trace.workflow_runs(roots=roots)
             counters.workflows += len(runs)
             for run in runs:
-                if not run.nested:
+                if not run.nested and wanted.matches(run):
                     tally.add(run)
             yield from runs
 
 
 def _waterfalls(
-    stats: Stats, sources: list[TraceSource], roots: bool
+    stats: Stats, sources: list[TraceSource], roots: bool, chosen: RunFilter | None = None
 ) -> dict[str, list[tuple[str, WorkflowRun]]]:
     """The slowest run (kept while aggregating) and the median run (a second pass) per workflow."""
     medians = {name: w.quantities["total"].percentile(50) for name, w in stats.workflows.items()}
     found: dict[str, WorkflowRun] = {}
-    for run in _runs(sources, _quiet_counters(), roots):
+    runs = _runs(sources, _quiet_counters(), roots)
+    for run in runs if chosen is None else (r for r in runs if chosen.matches(r)):
         if run.workflow not in found and run.total_ms == medians.get(run.workflow):
             found[run.workflow] = run
             if len(found) == len(medians):

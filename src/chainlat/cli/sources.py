@@ -5,17 +5,23 @@
     SOURCE ... [--jaeger URL --service NAME [--lookback 1h] [--limit 100] [--timeout 60]
     [--max-response-bytes N]] [--settle-lines N] [--max-line-bytes N] [--max-open-traces N]
     [--max-open-bytes N] [--no-progress]
+
+``check`` and ``report`` also take ``--workflow NAME`` and ``--variant NAME`` (`RunFilter`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from chainlat._core.errors import InputError
+from chainlat._core import attributes as attr
+from chainlat._core.errors import InputError, shown
 
 if TYPE_CHECKING:
+    from chainlat._core.runs import WorkflowRun
+    from chainlat._core.stats import Stats
     from chainlat.traces import ReadCounters, TraceSource
 
 
@@ -162,3 +168,132 @@ def warn(*counters: ReadCounters) -> None:
         total.add(count)
     for line in total.warnings():
         print(f"chainlat: warning: {line}", file=sys.stderr)
+
+
+def warn_sampling(stats: Stats) -> None:
+    """A line on stderr per workflow whose runs were sampled: weighted, or biased."""
+    for name, workflow in stats.workflows.items():
+        if workflow.biased:
+            print(
+                f"chainlat: warning: {name}: {workflow.biased} of {workflow.runs} runs were kept "
+                "by a tail sampler that recorded no sampling probability "
+                f"({attr.SAMPLING_PROBABILITY}): percentiles are biased toward the traces it "
+                "keeps (slow and failed ones); see collector/README.md",
+                file=sys.stderr,
+            )
+        elif workflow.quantities["total"].weighted:
+            print(
+                f"chainlat: {name}: percentiles weighted by 1/{attr.SAMPLING_PROBABILITY} "
+                "(each sampled run stands for the runs the sampler dropped)",
+                file=sys.stderr,
+            )
+
+
+def warn_limits(sources: list[TraceSource], counters: ReadCounters) -> None:
+    """One line on stderr per Jaeger read that ``--limit`` cut: Jaeger returned as many
+    traces as it was asked for, so there may be more that were not read."""
+    from chainlat.traces import JaegerSource
+
+    for source in sources:
+        if isinstance(source, JaegerSource) and source.limit_reached:
+            print(
+                f"chainlat: warning: {source.name}: read {_count(source.returned, 'trace')}, "
+                f"as many as --limit asks for, with {_count(counters.workflows, 'run')} in "
+                "all; more traces may match that were not read: raise --limit or shorten "
+                "--lookback",
+                file=sys.stderr,
+            )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--workflow`` and ``--variant``, each repeatable or a comma-separated list."""
+    group = parser.add_argument_group("which runs")
+    group.add_argument(
+        "--workflow",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only the runs of this workflow (repeat, or NAME,NAME; default: all)",
+    )
+    group.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only the runs made with this variant (chainlat.variant; repeat, or NAME,NAME)",
+    )
+
+
+def _names(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+
+
+class RunFilter:
+    """The runs ``--workflow`` and ``--variant`` select, and the names the read saw.
+
+    A name that no run read has is an error naming the names seen (`check_names`), once
+    the read is over.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.workflows = _names(getattr(args, "workflow", None) or ())
+        self.variants = _names(getattr(args, "variant", None) or ())
+        self.seen_workflows: dict[str, None] = {}
+        self.seen_variants: dict[str, None] = {}
+        self.read = 0
+        """Runs read, before filtering."""
+        self.kept = 0
+        """Runs selected."""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.workflows or self.variants)
+
+    def matches(self, run: WorkflowRun) -> bool:
+        """Whether ``run`` is one of those asked for."""
+        if self.workflows and run.workflow not in self.workflows:
+            return False
+        return not self.variants or run.variant in self.variants
+
+    def select(self, runs: Iterable[WorkflowRun]) -> Iterator[WorkflowRun]:
+        """The selected runs; every run is counted and its names noted on the way."""
+        for run in runs:
+            self.read += 1
+            self.seen_workflows[run.workflow] = None
+            if run.variant is not None:
+                self.seen_variants[run.variant] = None
+            if self.matches(run):
+                self.kept += 1
+                yield run
+
+    def check_names(self) -> None:
+        """InputError when a name asked for is not one a run had, or no run has all asked."""
+        for option, asked, seen in (
+            ("--workflow", self.workflows, self.seen_workflows),
+            ("--variant", self.variants, self.seen_variants),
+        ):
+            unknown = [name for name in asked if name not in seen]
+            if unknown:
+                names = ", ".join(shown(n) for n in unknown)
+                what = option.removeprefix("--")
+                listed = ", ".join(shown(n) for n in sorted(seen)) or f"no run has a {what}"
+                raise InputError(
+                    f"{option} {names}: no run read has this {what} ({what}s seen: {listed})"
+                )
+        if self.active and self.read and not self.kept:
+            raise InputError(
+                f"no run read is of {self.described()} ({_count(self.read, 'run')} read)"
+            )
+
+    def described(self) -> str:
+        """What was selected, for a report's title: ``workflow a, variant b``."""
+        parts = []
+        if self.workflows:
+            parts.append("workflow " + ", ".join(self.workflows))
+        if self.variants:
+            parts.append("variant " + ", ".join(self.variants))
+        return "; ".join(parts)

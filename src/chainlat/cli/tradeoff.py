@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from chainlat._core.prices import Price
     from chainlat._core.runs import WorkflowRun
 
 EXIT_OK = 0
@@ -77,6 +78,11 @@ def add_commands(sub: Any) -> None:
     )
     whatif.add_argument("--budgets", metavar="FILE", help="judge the runs before and after")
     whatif.add_argument("--seed", type=int, default=0, help="seed of the cache-hit draws")
+    whatif.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="model prices: a budget file's [prices] table; default: --budgets' own, if any",
+    )
     whatif.add_argument("--format", choices=("text", "json"), default="text")
     whatif.set_defaults(func=_whatif)
 
@@ -90,6 +96,12 @@ def add_commands(sub: Any) -> None:
     compare.add_argument("--workflow", metavar="NAME", help="only this workflow")
     compare.add_argument(
         "--outcomes", metavar="FILE", help="outcomes by trace id, JSON lines (override traces')"
+    )
+    compare.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="model prices: a budget file's [prices] table (US dollars per million tokens), "
+        "for the cost per run of each variant",
     )
     compare.add_argument("--html", metavar="FILE", help="write the chart and table to FILE")
     compare.add_argument("--format", choices=("text", "json"), default="text")
@@ -174,6 +186,9 @@ def _whatif(args: argparse.Namespace) -> int:
         variant=args.variant,
         seed=args.seed,
         roots=args.roots,
+        prices=load_prices(args.prices)
+        if args.prices
+        else (budgets.model_prices() if budgets is not None else None),
     )
     after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
@@ -186,12 +201,31 @@ def _whatif(args: argparse.Namespace) -> int:
 # -- compare -------------------------------------------------------------------------------
 
 
+def load_prices(path: str | None) -> dict[str, Price] | None:
+    """The ``[prices]`` table of a budget file; None without ``--prices``."""
+    if path is None:
+        return None
+    from chainlat._core.errors import InputError
+    from chainlat.budgets import load_budgets
+
+    prices = load_budgets(path).model_prices()
+    if prices is None:
+        raise InputError(f'{path}: no [prices] table (add [prices."MODEL"] input_per_mtok = ...)')
+    return prices
+
+
 def _compare(args: argparse.Namespace) -> int:
     from chainlat.analysis.tradeoff import compare
     from chainlat.report import tradeoff_page
 
     sources = sources_from(args)
-    comparison = compare(sources, workflow=args.workflow, outcomes=args.outcomes, roots=args.roots)
+    comparison = compare(
+        sources,
+        workflow=args.workflow,
+        outcomes=args.outcomes,
+        roots=args.roots,
+        prices=load_prices(args.prices),
+    )
     if args.html:
         from chainlat._core.errors import InputError
 

@@ -9,7 +9,10 @@ called through the real ``openai`` SDK, traced automatically by
 with the small model swapped into the planning step, so the trade-off shows.
 
 Traces go to ``chainlat-traces.jsonl`` (the embedded default), or over OTLP
-when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set.
+when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. Each run starts a fresh file: the one
+an earlier run left is kept, renamed with the time it was last written
+(``chainlat-traces.20261203T121500Z.jsonl``), so that ``chainlat check
+chainlat-traces.jsonl`` judges this run's traces alone.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import json
 import random
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlat
@@ -107,35 +112,41 @@ async def answer(
             docs = search(store.db, question)
         context = "\n".join(docs)
         # Model calls are traced by chainlat.instrument_httpx(): each becomes a
-        # `chat {model}` inference span with usage, TTFT and the latency breakdown.
-        plan = await client.chat.completions.create(
-            model=planner,
-            messages=[
-                {"role": "system", "content": "Plan the answer; name the tools to call."},
-                {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
-            ],
-            max_tokens=48,
-        )
+        # `chat {model}` inference span with usage, TTFT and the latency breakdown;
+        # chainlat.step names them, so the planner and the answer stay two steps
+        # when both run on the same model.
+        async with chainlat.step("plan"):
+            plan = await client.chat.completions.create(
+                model=planner,
+                messages=[
+                    {"role": "system", "content": "Plan the answer; name the tools to call."},
+                    {"role": "user", "content": f"{question}\n\nContext:\n{context}"},
+                ],
+                max_tokens=48,
+            )
         async with chainlat.tool("order-status"):
             status = lookup_order(store.db, question)
             # The order system is a remote API in production; its latency is
             # simulated here (20-45 ms), the lookup itself is a real query.
             await asyncio.sleep(rng.uniform(0.020, 0.045))
-        stream = await client.chat.completions.create(
-            model=SMALL,
-            messages=[
-                {"role": "system", "content": "Answer briefly from the plan and the facts."},
-                {
-                    "role": "user",
-                    "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
-                },
-            ],
-            max_tokens=40,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        async for _chunk in stream:
-            pass  # a real app would forward each chunk to the user here
+        # The answer streams: its first token is the run's first output (the user
+        # starts reading), chainlat.chain.first_output_ms on the workflow span.
+        async with chainlat.step("answer"):
+            stream = await client.chat.completions.create(
+                model=SMALL,
+                messages=[
+                    {"role": "system", "content": "Answer briefly from the plan and the facts."},
+                    {
+                        "role": "user",
+                        "content": f"{question}\n{status}\n{plan.choices[0].message.content}",
+                    },
+                ],
+                max_tokens=40,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            async for _chunk in stream:
+                pass  # a real app would forward each chunk to the user here
     if run.rollup is None:
         return None
     return Run(variant, run.span.get_span_context().trace_id, run.rollup)
@@ -225,7 +236,9 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
         if span.parent is None or span.context is None or span.context.trace_id not in trace_ids:
             continue
         ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
-        steps.setdefault(span.name, []).append(ms)
+        step_name = (span.attributes or {}).get("chainlat.step.name")
+        label = f"{step_name} ({span.name})" if isinstance(step_name, str) else span.name
+        steps.setdefault(label, []).append(ms)
     table = Table(title="per step (ms)", title_justify="left")
     for column in ("step", "runs", "p50", "p95"):
         table.add_column(column, justify="left" if column == "step" else "right")
@@ -242,6 +255,12 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
         values = [r.rollup.kind_ms(kind) for r in runs]
         p50 = percentile(values, 50)
         chain.add_row(kind, f"{p50:.1f}", f"{percentile(values, 95):.1f}", f"{p50 / p50_total:.0%}")
+    waits = [r.rollup.first_output_ms for r in runs if r.rollup.first_output_ms is not None]
+    if waits:
+        p50 = percentile(waits, 50)
+        chain.add_row(
+            "first output", f"{p50:.1f}", f"{percentile(waits, 95):.1f}", f"{p50 / p50_total:.0%}"
+        )
     console.print(chain)
 
 
@@ -258,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the model simulator")
     parser.add_argument(
-        "--traces-file", help="where to append traces (default chainlat-traces.jsonl)"
+        "--traces-file",
+        help="where to write traces (default chainlat-traces.jsonl; a file left by an earlier "
+        "run is kept under a name with its time)",
     )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.concurrency < 1:
@@ -276,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     from chainlat.sim import SimServer
 
     console = Console()
+    destination = traces_path(args.traces_file)
+    kept = keep_previous(destination) if destination is not None else None
+    if kept is not None:
+        console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
     provider: TracerProvider = chainlat.configure("chainlat-demo", traces_file=args.traces_file)
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
@@ -347,12 +372,77 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
 
 
 def _print_destination(console: Console, traces_file: str | None) -> None:
-    import os
+    from chainlat._runtime.config import _choose_exporter
 
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-    ):
-        console.print("traces sent over OTLP")
+    path = traces_path(traces_file)
+    if path is None:
+        chosen = _choose_exporter(None)
+        console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
-    path = traces_file or os.environ.get("CHAINLAT_TRACES_FILE") or "chainlat-traces.jsonl"
-    console.print(f"traces appended to [bold]{path}[/]")
+    console.print(
+        f"traces written to [bold]{path}[/]; next: {_command()} check {path}", soft_wrap=True
+    )
+
+
+def _command() -> str:
+    """How this ``chainlat`` was run (``.venv/bin/chainlat`` from ``make demo``), for the hint:
+    the virtual environment's command is not on the PATH until it is activated."""
+    import os
+    import sys
+
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) != "chainlat":
+        return "chainlat"
+    relative = os.path.relpath(invoked)
+    return relative if not relative.startswith("..") else invoked
+
+
+def traces_path(traces_file: str | None) -> Path | None:
+    """The file the demo's traces go to, as :func:`chainlat.configure` picks it; None when
+    they go elsewhere (OTLP, the console, nowhere)."""
+    from chainlat._runtime.config import DEFAULT_TRACES_FILE, _choose_exporter, _env
+
+    if _choose_exporter(None) != "file":
+        return None
+    return Path(traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE)
+
+
+def keep_previous(path: Path) -> Path | None:
+    """Move the traces an earlier run left at ``path`` aside, so that this run starts a
+    fresh file; returns where they went, or None when there was nothing to keep.
+
+    The new name carries the time the file was last written, in UTC
+    (``chainlat-traces.jsonl`` -> ``chainlat-traces.20261203T121500Z.jsonl``), with
+    ``-1``, ``-2``, ... when that name is taken.
+
+    Example::
+
+        kept = keep_previous(Path("chainlat-traces.jsonl"))
+    """
+    try:
+        written = path.stat()
+    except FileNotFoundError:
+        return None
+    if written.st_size == 0:
+        return None
+    stem, suffix = (
+        (path.name[: -len(".jsonl")], ".jsonl")
+        if path.name.endswith(".jsonl")
+        else (
+            path.name,
+            "",
+        )
+    )
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(written.st_mtime))
+    target = path.with_name(f"{stem}.{stamp}{suffix}")
+    taken = 0
+    while target.exists():
+        taken += 1
+        target = path.with_name(f"{stem}.{stamp}-{taken}{suffix}")
+    try:
+        path.rename(target)
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot keep the previous traces: {exc.strerror or exc}"
+        ) from None
+    return target

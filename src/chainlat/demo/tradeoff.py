@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 SIMULATED_SUCCESS: Final = {"large-planner": (0.92, 17.0, 3.0), "small-planner": (0.80, 14.8, 5.2)}
 """Per variant: probability of success, and the Beta(a, b) of the score."""
-SWAP: Final = {"chat sim-large": "sim-small"}
+SWAP: Final = {"plan": "sim-small"}
 
 
 def grade(runs: Sequence[WorkflowRun], seed: int) -> dict[str, tuple[bool, float]]:

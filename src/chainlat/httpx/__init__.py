@@ -16,6 +16,7 @@ Example::
 Or one client, or a transport of your own::
 
     client = chainlat.instrument_httpx(httpx.Client())
+    client = chainlat.instrument_httpx(openai.OpenAI())   # its inner httpx2 client
     client = httpx.Client(transport=TracingTransport(httpx.HTTPTransport()))
 
 Works with both ``httpx`` and ``httpx2`` (the fork the current ``openai`` and ``anthropic``
@@ -30,7 +31,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from opentelemetry import context as otel_context
 
@@ -78,6 +79,17 @@ __all__ = [
 ]
 
 C = TypeVar("C", bound="AnyClient")
+
+
+class _SDKClient(Protocol):
+    """A model SDK's client that holds its httpx/httpx2 client as ``_client``: ``openai.OpenAI``,
+    ``anthropic.Anthropic`` and their async, Azure and Bedrock twins."""
+
+    @property
+    def _client(self) -> Any: ...
+
+
+S = TypeVar("S", bound=_SDKClient)
 
 _MARK = "chainlat.traced"
 """Request extension set while a call is traced, so that nested transports trace it once."""
@@ -309,13 +321,23 @@ def _wrap(transport: Any, options: Options, is_async: bool) -> Any:
     return cls._wrapping(transport, options)
 
 
+def _http_client(client: Any) -> Any:
+    """The httpx/httpx2 client of ``client``: itself, or the one a model SDK's client holds."""
+    if module_of(client, "Client", "AsyncClient") is not None:
+        return client
+    inner = getattr(client, "_client", None)
+    if inner is not None and module_of(inner, "Client", "AsyncClient") is not None:
+        return inner
+    raise TypeError(
+        "instrument_httpx: expected an httpx or httpx2 Client or AsyncClient, or a model "
+        f"SDK's client holding one (openai.OpenAI, anthropic.Anthropic), got "
+        f"{type(client).__module__}.{type(client).__qualname__}"
+    )
+
+
 def _instrument_client(client: Any, options: Options) -> None:
+    client = _http_client(client)
     module = module_of(client, "Client", "AsyncClient")
-    if module is None:
-        raise TypeError(
-            "instrument_httpx: expected an httpx or httpx2 Client or AsyncClient, "
-            f"got {type(client).__name__}"
-        )
     is_async = isinstance(client, module.AsyncClient)
     with _lock:
         _restore_client(client)
@@ -326,6 +348,8 @@ def _instrument_client(client: Any, options: Options) -> None:
 
 
 def _restore_client(client: Any) -> None:
+    if module_of(client, "Client", "AsyncClient") is None:
+        client = getattr(client, "_client", client)
     with _lock:
         saved = _clients.pop(client, None)
         if saved is None:
@@ -365,6 +389,16 @@ def instrument_httpx(
 ) -> C: ...
 @overload
 def instrument_httpx(
+    client: S,
+    *,
+    capture_content: bool = ...,
+    max_content_length: int = ...,
+    matchers: Sequence[Matcher] = ...,
+    record_headers: Iterable[str] = ...,
+    tracer_provider: TracerProvider | None = ...,
+) -> S: ...
+@overload
+def instrument_httpx(
     client: None = None,
     *,
     capture_content: bool = ...,
@@ -374,21 +408,24 @@ def instrument_httpx(
     tracer_provider: TracerProvider | None = ...,
 ) -> None: ...
 def instrument_httpx(
-    client: C | None = None,
+    client: C | S | None = None,
     *,
     capture_content: bool = False,
     max_content_length: int = 2048,
     matchers: Sequence[Matcher] = (),
     record_headers: Iterable[str] = (),
     tracer_provider: TracerProvider | None = None,
-) -> C | None:
-    """Trace the model calls of one httpx/httpx2 client, or of every client created from now on.
+) -> C | S | None:
+    """Trace the model calls of one client, or of every httpx/httpx2 client created from now on.
 
     With a client, its transports (and mounts) are wrapped in place and the client is
-    returned. Without, ``Client`` and ``AsyncClient`` of ``httpx`` and ``httpx2`` (when
-    installed) wrap their transports from now on, including the clients the ``openai``
-    and ``anthropic`` SDKs create for themselves; calling it again changes the settings
-    for clients created afterwards. Clients created before are left alone.
+    returned. The client is an httpx/httpx2 ``Client`` or ``AsyncClient``, or a model
+    SDK's client (``openai.OpenAI()``, ``anthropic.AsyncAnthropic()``, ...), whose inner
+    httpx client (``client._client``) is the one instrumented. Without, ``Client`` and
+    ``AsyncClient`` of ``httpx`` and ``httpx2`` (when installed) wrap their transports from
+    now on, including the clients the ``openai`` and ``anthropic`` SDKs create for
+    themselves; calling it again changes the settings for clients created afterwards.
+    Clients created before are left alone.
 
     Example::
 
@@ -396,8 +433,11 @@ def instrument_httpx(
         client = openai.OpenAI()
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
 
+    Or one client made already: ``client = chainlat.instrument_httpx(openai.OpenAI())``.
+
     Args:
-        client: An ``httpx``/``httpx2`` ``Client`` or ``AsyncClient``; None for all new ones.
+        client: An ``httpx``/``httpx2`` ``Client`` or ``AsyncClient``, or a model SDK's
+            client that holds one; None for all new ones.
         capture_content: Record prompts and completions (off by default: they may hold
             personal data).
         max_content_length: With ``capture_content``, keep at most this many characters
@@ -411,7 +451,7 @@ def instrument_httpx(
         ``client``, or None.
 
     Raises:
-        TypeError: ``client`` is not an httpx or httpx2 client.
+        TypeError: ``client`` is neither an httpx or httpx2 client nor holds one.
     """
     options = _options(
         capture_content, max_content_length, matchers, record_headers, tracer_provider
@@ -435,8 +475,8 @@ def instrument_httpx(
     return None
 
 
-def uninstrument_httpx(client: AnyClient | None = None) -> None:
-    """Undo `instrument_httpx`: for one client, or everywhere.
+def uninstrument_httpx(client: AnyClient | _SDKClient | None = None) -> None:
+    """Undo `instrument_httpx`: for one client (or the SDK client holding it), or everywhere.
 
     Without a client, new clients are no longer instrumented, the client classes get
     their own ``__init__`` back, and every client chainlat instrumented gets its original

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from chainlat._core.runs import amount
 from chainlat._core.stats import (
+    FIRST_OUTPUT,
     QUANTITIES,
     Summary,
     WorkflowStats,
@@ -87,8 +89,15 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def limit_text(value: float) -> str:
-    return f"{value:g} ms"
+def limit_text(value: float, unit: str = "ms") -> str:
+    return amount(value, unit, limit=True)
+
+
+def actual_text(value: float | None, unit: str = "ms") -> str:
+    """A measured value with its unit; a dash when there is none."""
+    if value is None or not math.isfinite(value):
+        return ms(value) + (" ms" if value is not None and unit == "ms" else "")
+    return amount(value, unit)
 
 
 # --- rows shared by every format ----------------------------------------------------------
@@ -101,11 +110,23 @@ class StatRow:
     summary: Summary
 
 
+def runs_heading(workflow: WorkflowStats) -> str:
+    """``12 runs``, and how many failed: they are not in the percentiles unless asked."""
+    text = count(workflow.runs, "run")
+    if workflow.errors:
+        where = "in" if workflow.include_errors else "not in"
+        text += f" ({workflow.errors} failed, {where} the percentiles)"
+    return text
+
+
 def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
     rows = [
         StatRow(q if q == "total" else f"{q} (critical path)", "", workflow.quantities[q].summary())
         for q in QUANTITIES
     ]
+    first_output = workflow.quantities[FIRST_OUTPUT]
+    if len(first_output):
+        rows.insert(1, StatRow("first output", "", first_output.summary()))
     for step in workflow.steps.values():
         rows.append(StatRow(step.name, step.kind, step.duration.summary()))
     for step in workflow.steps.values():

@@ -13,6 +13,7 @@ from chainlat._core.stats import (
 )
 from chainlat.analysis.whatif import KINDS
 from chainlat.report._common import (
+    count,
     ms,
     source_name,
     stat_rows,
@@ -162,14 +163,14 @@ def html_page(
             for r in stat_rows(workflow)
         )
         tables.append(
-            f"<h3>{_h(workflow.name)}: {workflow.runs} runs</h3>"
+            f"<h3>{_h(workflow.name)}: {count(workflow.runs, 'run')}</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
         for label, run in (waterfalls or {}).get(workflow.name, ()):
             tables.append(f"<h4>{_h(label)}</h4><pre>{_h(waterfall(run))}</pre>")
-    subtitle = f"{stats.runs} runs" + (f" from {_h(source_name(sources))}" if sources else "")
+    subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_h(title)}</title>"

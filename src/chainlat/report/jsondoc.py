@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.stats import (
+    FIRST_OUTPUT,
     QUANTITIES,
     Stats,
     WorkflowStats,
@@ -31,7 +32,18 @@ def _workflow_json(workflow: WorkflowStats) -> dict[str, Any]:
     return {
         "runs": workflow.runs,
         "errors": workflow.errors,
-        "quantities": {q: summary_json(workflow.quantities[q].summary()) for q in QUANTITIES},
+        "errors_in_percentiles": workflow.include_errors,
+        "quantities": {
+            q: summary_json(workflow.quantities[q].summary()) for q in (*QUANTITIES, FIRST_OUTPUT)
+        },
+        "cost_usd": (
+            {
+                key.removesuffix("_ms"): value
+                for key, value in summary_json(workflow.cost.summary()).items()
+            }
+            if len(workflow.cost)
+            else None
+        ),
         "steps": {
             step.name: {
                 "kind": step.kind,

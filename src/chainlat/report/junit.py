@@ -9,7 +9,14 @@ from chainlat._core.runs import BudgetViolation
 from chainlat._core.stats import (
     format_percentile,
 )
-from chainlat.report._common import limit_text, ms, source_name, verdict_label, visible
+from chainlat.report._common import (
+    actual_text,
+    count,
+    limit_text,
+    source_name,
+    verdict_label,
+    visible,
+)
 from chainlat.report.waterfall import waterfall
 
 if TYPE_CHECKING:
@@ -63,23 +70,27 @@ def junit_xml(report: BudgetReport) -> str:
             time="0",
         )
         over = (
-            f"{v.broken_runs} of {v.runs} runs over"
+            f"{v.broken_runs} of {count(v.runs, 'run')} over"
             if v.percentile is None
-            else f"{format_percentile(v.percentile)} of {v.runs} runs"
+            else f"{format_percentile(v.percentile)} of {count(v.runs, 'run')}"
         )
-        detail = f"{v.key_path}: {ms(v.actual_ms)} ms > {limit_text(v.limit_ms)} ({over})"
+        detail = (
+            f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} > "
+            f"{limit_text(v.limit_ms, v.unit)} ({over})"
+        )
         if v.status == "broken":
             failure = ET.SubElement(
                 case, "failure", message=_xml(detail), type="LatencyBudgetExceeded"
             )
             if v.worst_run is not None and v.actual_ms is not None:
-                violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
+                violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms, v.unit)
                 failure.text = _xml(waterfall(v.worst_run, [violation]))
         elif v.status in ("not_enough_runs", "no_data"):
             ET.SubElement(case, "skipped", message=_xml(f"{v.key_path}: {verdict_label(v)}"))
         else:
             ET.SubElement(case, "system-out").text = _xml(
-                f"{v.key_path}: {ms(v.actual_ms)} ms <= {limit_text(v.limit_ms)}"
+                f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} <= "
+                f"{limit_text(v.limit_ms, v.unit)}"
             )
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")

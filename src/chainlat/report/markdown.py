@@ -12,12 +12,15 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    actual_text,
+    count,
     diff_conclusion,
     diff_header,
     diff_rows,
     limit_label,
     limit_text,
     ms,
+    runs_heading,
     source_name,
     stat_rows,
     verdict_label,
@@ -62,7 +65,7 @@ def _fenced(block: str) -> list[str]:
 
 def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     lines = [
-        f"### {_md(workflow.name)}: {workflow.runs} runs"
+        f"### {_md(workflow.name)}: {runs_heading(workflow)}"
         + (f", {workflow.errors} with errors" if workflow.errors else ""),
         "",
         "| quantity / step (ms) | kind | count | p50 | p90 | p95 | p99 | max |",
@@ -84,7 +87,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
     lines = [
         f"## chainlat latency budgets: {verdict}",
         "",
-        f"{report.stats.runs} runs"
+        count(report.stats.runs, "run")
         + (f" from {_code(source_name(sources))}" if sources else "")
         + f"; budgets from {_code(source_name(report.budgets_source))}.",
         "",
@@ -98,15 +101,15 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         lines.extend(["| limit | budget | actual | runs | verdict |", "|---|--:|--:|--:|---|"])
         for v in report.verdicts_of(name):
             label = f"**{verdict_label(v)}**" if v.status == "broken" else verdict_label(v)
-            actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+            actual = actual_text(v.actual_ms, v.unit)
             lines.append(
-                f"| {_code(limit_label(v))} | {limit_text(v.limit_ms)} | {actual} | "
+                f"| {_code(limit_label(v))} | {limit_text(v.limit_ms, v.unit)} | {actual} | "
                 f"{verdict_runs(v)} | {label} |"
             )
         lines.append("")
     for v in report.broken:
         if v.worst_run is not None and v.actual_ms is not None:
-            violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms)
+            violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms, v.unit)
             drawn = waterfall(v.worst_run, [violation])
             lines.extend([f"Worst run for {_code(v.key_path)}:", "", *_fenced(drawn), ""])
     lines.append(_md(conclusion(report)))
@@ -121,7 +124,7 @@ def stats_markdown(
 ) -> str:
     """The statistics report as Markdown."""
     lines = [
-        f"## chainlat report: {stats.runs} runs"
+        f"## chainlat report: {count(stats.runs, 'run')}"
         + (f" from {_code(source_name(sources))}" if sources else ""),
         "",
     ]
@@ -137,7 +140,8 @@ def diff_markdown(result: DiffResult) -> str:
     lines = [
         f"## chainlat diff: {'regression' if result.regressions else 'no regression'}",
         "",
-        f"{result.baseline_runs} baseline runs, {result.current_runs} current runs.",
+        f"{count(result.baseline_runs, 'baseline run')}, "
+        f"{count(result.current_runs, 'current run')}.",
         "",
         "| " + " | ".join(diff_header) + " |",
         "|---|---|--:|--:|--:|--:|--:|--:|---|",

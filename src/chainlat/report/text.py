@@ -11,6 +11,7 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.report._common import (
+    actual_text,
     count,
     diff_conclusion,
     diff_header,
@@ -18,6 +19,7 @@ from chainlat.report._common import (
     limit_label,
     limit_text,
     ms,
+    runs_heading,
     source_name,
     stat_rows,
     verdict_label,
@@ -48,10 +50,7 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
     from rich.table import Table
 
     table = Table(
-        title=_cell(
-            f"{workflow.name}: {workflow.runs} runs"
-            + (f", {workflow.errors} with errors" if workflow.errors else "")
-        ),
+        title=_cell(f"{workflow.name}: {runs_heading(workflow)}"),
         title_justify="left",
         show_edge=False,
     )
@@ -80,10 +79,10 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("verdict")
     for v in verdicts:
         style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
-        actual = ms(v.actual_ms) + (" ms" if v.actual_ms is not None else "")
+        actual = actual_text(v.actual_ms, v.unit)
         table.add_row(
             _cell(limit_label(v)),
-            limit_text(v.limit_ms),
+            limit_text(v.limit_ms, v.unit),
             actual,
             verdict_runs(v),
             Text(verdict_label(v), style=style),
@@ -138,7 +137,8 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
     others = [w for w in stats.workflows if w not in budgeted]
     if others:
         out.append(
-            "not budgeted: " + ", ".join(f"{w} ({stats.workflows[w].runs} runs)" for w in others)
+            "not budgeted: "
+            + ", ".join(f"{w} ({count(stats.workflows[w].runs, 'run')})" for w in others)
         )
         out.append("")
     for verdict in report.broken:
@@ -211,6 +211,7 @@ def diff_text(result: DiffResult, *, width: int | None = None) -> str:
         style = "bold red" if c.regression else "green" if c.verdict == "faster" else ""
         table.add_row(*(_cell(cell) for cell in row[:-1]), _cell(row[-1], style))
     head = (
-        f"chainlat diff: {result.baseline_runs} baseline runs, {result.current_runs} current runs"
+        f"chainlat diff: {count(result.baseline_runs, 'baseline run')}, "
+        f"{count(result.current_runs, 'current run')}"
     )
     return render_text([head, "", table, "", diff_conclusion(result)], width=width or 140)

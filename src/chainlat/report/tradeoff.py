@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report._common import json_ready, source_name, visible
+from chainlat.report._common import count, json_ready, source_name, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from chainlat._core.latency import LatencyProfile
     from chainlat.analysis.tradeoff import Comparison
-    from chainlat.analysis.whatif import WhatIfResult
+    from chainlat.analysis.whatif import Percentiles, WhatIfResult
 
 
 def _x(text: str) -> str:
@@ -34,7 +34,8 @@ def print_profiles(
     from rich.table import Table
 
     table = Table(
-        title=_x(f"latency profiles from {runs} runs in {source_name(where)}"), title_justify="left"
+        title=_x(f"latency profiles from {count(runs, 'run')} in {source_name(where)}"),
+        title_justify="left",
     )
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
@@ -73,6 +74,10 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
                     "runs": w.runs,
                     "before": {"p50": w.before.p50, "p95": w.before.p95, "p99": w.before.p99},
                     "after": {"p50": w.after.p50, "p95": w.after.p95, "p99": w.after.p99},
+                    "first_output_before": _percentiles_json(w.first_output_before),
+                    "first_output_after": _percentiles_json(w.first_output_after),
+                    "cost_mean_before_usd": w.cost_before,
+                    "cost_mean_after_usd": w.cost_after,
                     "share_before": w.share_before,
                     "share_after": w.share_after,
                     "steps": [
@@ -99,29 +104,38 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
     return document
 
 
+def _percentiles_json(p: Percentiles | None) -> dict[str, float] | None:
+    return None if p is None else {"p50": p.p50, "p95": p.p95, "p99": p.p99}
+
+
 def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
     from rich.table import Table
 
     console.print(
-        _x(f"what-if over {len(result.runs)} runs from {source_name(where)}: ")
+        _x(f"what-if over {count(len(result.runs), 'run')} from {source_name(where)}: ")
         + _x(" ".join(c.spec for c in result.changes)),
         soft_wrap=True,
     )
     for w in result.workflows:
         label = _x(w.workflow + (f" [{w.variant}]" if w.variant else ""))
-        table = Table(title=f"{label}: {w.runs} runs (ms)", title_justify="left")
-        for head in ("", "p50", "p95", "p99", "inference", "data", "tool", "overhead"):
+        table = Table(title=f"{label}: {count(w.runs, 'run')} (ms)", title_justify="left")
+        heads = ("", "p50", "p95", "p99", "1st out p50", "1st out p95", "inference", "data",
+                 "tool", "overhead", "cost/run")  # fmt: skip
+        for head in heads:
             table.add_column(head, justify="left" if not head else "right")
-        for name, p, share in (
-            ("recorded", w.before, w.share_before),
-            ("estimated", w.after, w.share_after),
+        for name, p, first, share, cost in (
+            ("recorded", w.before, w.first_output_before, w.share_before, w.cost_before),
+            ("estimated", w.after, w.first_output_after, w.share_after, w.cost_after),
         ):
             table.add_row(
                 name,
                 _ms(p.p50),
                 _ms(p.p95),
                 _ms(p.p99),
+                "-" if first is None else _ms(first.p50),
+                "-" if first is None else _ms(first.p95),
                 *(f"{share[k]:.0%}" for k in ("inference", "data", "tool", "overhead")),
+                "-" if cost is None else f"${cost:.4f}",
             )
         table.add_row(
             "change",
@@ -131,12 +145,23 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
                     (w.after.p50, w.before.p50),
                     (w.after.p95, w.before.p95),
                     (w.after.p99, w.before.p99),
+                    (
+                        w.first_output_after.p50 if w.first_output_after else 0.0,
+                        w.first_output_before.p50 if w.first_output_before else 0.0,
+                    ),
+                    (
+                        w.first_output_after.p95 if w.first_output_after else 0.0,
+                        w.first_output_before.p95 if w.first_output_before else 0.0,
+                    ),
                 )
             ),
             "",
             "",
             "",
             "",
+            f"{(w.cost_after / w.cost_before - 1) * 100:+.1f}%"
+            if w.cost_after is not None and w.cost_before
+            else "-",
         )
         console.print(table)
         steps = Table(
@@ -160,7 +185,7 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
             verdict = (
                 "within budget"
                 if not broken
-                else f"{len(broken)} limit(s) broken: "
+                else f"{count(len(broken), 'limit')} broken: "
                 + ("; ".join(str(v.violation()) for v in broken[:3]))
             )
             console.print(f"budget, {when} runs: {_x(verdict)}", soft_wrap=True)
@@ -198,6 +223,10 @@ def compare_json(comparison: Comparison) -> dict[str, Any]:
                         "high": v.success.high,
                     },
                     "score_mean": v.score_mean,
+                    "first_output_p50": v.first_output.p50 if v.first_output else None,
+                    "first_output_p95": v.first_output.p95 if v.first_output else None,
+                    "cost_mean_usd": v.cost_mean,
+                    "costed_runs": v.costed,
                     "pareto": v.pareto,
                 }
                 for v in comparison.variants
@@ -213,8 +242,8 @@ def print_compare(console: Console, comparison: Comparison) -> None:
     kinds = ("inference", "data", "tool", "overhead")
     for workflow in comparison.workflows():
         table = Table(title=f"{_x(workflow)}: variants (ms)", title_justify="left")
-        heads = ("variant", "runs", "p50", "p95", "p99", *kinds, "success", "95% CI", "score",
-                 "Pareto")  # fmt: skip
+        heads = ("variant", "runs", "p50", "p95", "p99", "1st out p95", *kinds, "success",
+                 "95% CI", "score", "cost/run", "Pareto")  # fmt: skip
         for head in heads:
             table.add_column(head, justify="left" if head == "variant" else "right")
         for v in comparison.of(workflow):
@@ -225,16 +254,19 @@ def print_compare(console: Console, comparison: Comparison) -> None:
                 _ms(v.total.p50),
                 _ms(v.total.p95),
                 _ms(v.total.p99),
+                "-" if v.first_output is None else _ms(v.first_output.p95),
                 *(f"{v.share[k]:.0%}" for k in kinds),
                 "-" if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
                 "-" if p is None else f"{p.low:.0%}-{p.high:.0%}",
                 "-" if v.score_mean is None else f"{v.score_mean:.2f}",
+                "-" if v.cost_mean is None else f"${v.cost_mean:.4f}",
                 "yes" if v.pareto else ("" if p is not None else "-"),
             )
         console.print(table)
     console.print(
         "kind columns: share of critical-path time; success: runs with a recorded outcome; "
-        "Pareto: no other variant is both as fast at p95 and as successful",
+        "1st out: time to first output; cost/run: mean, from model prices; "
+        "Pareto: no other variant is as fast at p95, as successful and (with prices) as cheap",
         soft_wrap=True,
         style="dim",
     )

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
 from chainlat.report._common import limit_text, source_name, visible
 
 _BAR_WIDTH: Final = 40
@@ -34,7 +34,8 @@ def waterfall(
         row = _row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
-            f"<-- {limit} {violation.actual_ms:.1f} ms > {limit_text(violation.limit_ms)}"
+            f"<-- {limit} {amount(violation.actual_ms, violation.unit)} > "
+            f"{limit_text(violation.limit_ms, violation.unit)}"
         )
     rows: list[tuple[str, str, float, float, str, str]] = [
         (

@@ -93,6 +93,8 @@ class JaegerSource:
         self._spans: list[Parsed] | None = None
         self.api: str | None = None
         """``v3`` or ``v1``: which API answered."""
+        self.returned = 0
+        """Traces in Jaeger's answer, once fetched."""
 
     def runs(self, counters: ReadCounters | None = None) -> Iterator[WorkflowRun]:
         """The runs of the traces Jaeger returned."""
@@ -106,10 +108,16 @@ class JaegerSource:
             nonfinite = tally.nonfinite_values
             try:
                 self._spans = self._fetch()
+                self.returned = len({trace_id for trace_id, _, _ in self._spans})
             finally:
                 counters.nonfinite_values += tally.nonfinite_values - nonfinite
         assembler = Assembler(counters, 0, 1)
         yield from assembler.add_whole(self._spans)
+
+    @property
+    def limit_reached(self) -> bool:
+        """Jaeger returned as many traces as ``limit`` asks for: there may be more, unread."""
+        return self.returned >= self.limit
 
     def _fetch(self) -> list[Parsed]:
         import httpx

@@ -18,7 +18,13 @@ from typing import Any, Final
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import shown
-from chainlat._core.rollup import SpanRecord, call_details, call_record, classify
+from chainlat._core.rollup import (
+    CACHE_READ_KEYS,
+    SpanRecord,
+    call_details,
+    call_record,
+    classify,
+)
 from chainlat._core.runs import TracedSpan
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -86,6 +92,14 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
         attr.CACHE_HIT,
         attr.ERROR_TYPE,
+        *CACHE_READ_KEYS,
+        # named steps and the first output
+        attr.STEP_NAME,
+        attr.USER_FACING,
+        attr.WORKFLOW_FIRST_OUTPUT_MS,
+        # sampled sources
+        attr.SAMPLING_PROBABILITY,
+        attr.TAIL_SAMPLING_POLICY,
         # variants and outcomes
         attr.VARIANT,
         attr.OUTCOME_SUCCESS,
@@ -317,6 +331,10 @@ _CACHE_HIT: Final = attr.CACHE_HIT
 _FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
 
 
+_STEP_NAME: Final = attr.STEP_NAME
+_USER_FACING: Final = attr.USER_FACING
+
+
 def _common_otlp_span(
     raw: dict[str, Any],
     origin: str,
@@ -422,6 +440,13 @@ def _common_otlp_span(
         model,
         source,
     )
+    if attributes:
+        step_name = attributes.get(_STEP_NAME)
+        if type(step_name) is str and step_name.strip():
+            record.step_name = step_name
+        if kind == "inference":
+            record.user_facing = attributes.get(_USER_FACING) is True
+            record.cache_read_tokens = conventions._first_count(attributes, CACHE_READ_KEYS)
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )
