@@ -357,3 +357,118 @@ def test_promtool_step_keyed_by_step_name(promtool: Path, tmp_path: Path) -> Non
     ]
     done = _promtool_test(promtool, tmp_path, budgets, [_case(series, expected)])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+BUDGET_KEYS_TOML = """
+min_runs = 20
+
+[prices]
+"sim-model" = { input_per_mtok = "1.0", output_per_mtok = "2.0" }
+
+[workflows.voice]
+first_output = "300ms"
+error_rate = "2%"
+cost = "0.01"
+cost_p95 = "0.008"
+p95 = { first_output = "250ms" }
+"""
+
+
+def test_first_output_error_rate_and_cost_keys_are_one_query_each() -> None:
+    budgets = _budgets(BUDGET_KEYS_TOML)
+    queries = {q.target: q for q in limit_queries(budgets)}
+    assert sorted(queries) == ["cost", "error_rate", "first_output", "p95.first_output"]
+    assert (queries["cost"].measure, queries["cost"].unit) == ("per_run", "USD")
+    assert (queries["first_output"].measure, queries["first_output"].unit) == ("per_run", "ms")
+    rate = queries["error_rate"]
+    assert (rate.measure, rate.limit, rate.threshold, rate.min_runs) == ("ratio", 2.0, 0.02, 20)
+    assert 'chainlat_chain_kind="first_output"' in queries["p95.first_output"].value
+    assert [u.target for u in unexpressed_limits(budgets)] == ["cost_p95"]
+    assert 300.0 in chain_boundaries(budgets, []) and 0.01 not in chain_boundaries(budgets, [])
+
+
+def test_include_errors_keeps_failed_runs_in_the_percentiles() -> None:
+    text = BUDGET_TOML.replace("min_runs = 20", "min_runs = 20\ninclude_errors = true")
+    queries = {q.target: q for q in limit_queries(_budgets(text))}
+    assert "STATUS_CODE_ERROR" not in queries["p95.total"].value
+    assert 'error_type=""' not in queries["p95.data"].value
+    assert "STATUS_CODE_ERROR" not in queries['steps."chat gpt-4o".p95'].value
+
+
+VOICE_SPAN = {
+    "span_name": "invoke_workflow voice",
+    "chainlat_step_kind": "workflow",
+    "status_code": "STATUS_CODE_UNSET",
+}
+FIRST_OUTPUT = {"gen_ai_workflow_name": "voice", "chainlat_chain_kind": "first_output"}
+
+
+def _voice(errors_per_step: int, first_output_within: float, over: str) -> list[dict[str, str]]:
+    calls = "traces_span_metrics_calls_total"
+    labels = ", ".join(f'{k}="{v}"' for k, v in VOICE_SPAN.items())
+    failed = labels.replace("STATUS_CODE_UNSET", "STATUS_CODE_ERROR")
+    return [
+        {"series": f"{calls}{{{labels}}}", "values": f"0+{STEP - errors_per_step}x{STEPS}"},
+        {"series": f"{calls}{{{failed}}}", "values": f"0+{errors_per_step}x{STEPS}"},
+        *_histogram(
+            "chainlat_chain_duration_milliseconds",
+            FIRST_OUTPUT,
+            {0: 0.5, 250: first_output_within},
+        ),
+        {
+            "series": 'chainlat_chain_duration_milliseconds_count{gen_ai_workflow_name="voice", '
+            'chainlat_chain_kind="total"}',
+            "values": f"0+{STEP}x{STEPS}",
+        },
+        {
+            "series": 'chainlat_budget_exceeded_total{gen_ai_workflow_name="voice", '
+            'chainlat_budget_target="cost"}',
+            "values": over,
+        },
+        {
+            "series": 'chainlat_budget_exceeded_total{gen_ai_workflow_name="voice", '
+            'chainlat_budget_target="first_output"}',
+            "values": over,
+        },
+    ]
+
+
+def _voice_alert(target: str, limit: str, summary: str) -> dict[str, Any]:
+    alert = _alert(target, limit, summary)
+    alert["exp_labels"]["workflow"] = "voice"
+    return alert
+
+
+@pytest.mark.integration
+def test_promtool_error_rate_first_output_and_cost_fire_when_broken_and_not_when_kept(
+    promtool: Path, tmp_path: Path
+) -> None:
+    """1 % of runs failing keeps error_rate <= 2 %, 5 % breaks it; 97 % of first outputs
+    within 250 ms keeps their p95, 90 % breaks it; a run over the cost limit breaks it."""
+    budgets = _budgets(BUDGET_KEYS_TOML)
+    broken = [
+        _voice_alert(
+            "first_output",
+            "300",
+            "runs of voice broke first_output <= 300 ms (chainlat_budget:runs_over)",
+        ),
+        _voice_alert(
+            "cost", "0.01", "runs of voice broke cost <= 0.01 USD (chainlat_budget:runs_over)"
+        ),
+        _voice_alert(
+            "p95.first_output",
+            "250",
+            "voice: p95.first_output over 250 ms (chainlat_budget:value_ms)",
+        ),
+        _voice_alert("error_rate", "2", "voice: error_rate over 2% (chainlat_budget:ratio)"),
+    ]
+    done = _promtool_test(
+        promtool,
+        tmp_path,
+        budgets,
+        [
+            _case(_voice(1, 0.97, f"0x{STEPS}"), []),
+            _case(_voice(5, 0.90, f"0x60 1x{STEPS - 60}"), broken),
+        ],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -145,3 +145,27 @@ def test_the_hook_runs_after_the_budget_check_and_goes_at_shutdown() -> None:
     assert hooks.count(chain_metrics._record) == 1
     chainlat.shutdown()
     assert chain_metrics._record not in _spans._workflow_end_hooks
+
+
+def test_first_output_is_recorded_when_the_run_marks_one() -> None:
+    """``run.first_output()`` at 12 ms: a ``first_output`` point of 12 ms, and its per-run
+    limit counted when broken."""
+    reader = InMemoryMetricReader()
+    clock = FakeClock()
+    budgets = Budgets.model_validate({"workflows": {"voice": {"first_output": "10ms"}}})
+    provider = chainlat.configure(
+        exporter="none", metric_readers=[reader], set_global=False, clock=clock, budgets=budgets
+    )
+    with chainlat.workflow("voice", tracer_provider=provider) as run:
+        clock.advance(12)
+        run.first_output()
+        clock.advance(30)
+    [point] = [
+        p
+        for p in _points(reader, "chainlat.chain.duration")
+        if _attrs(p)["chainlat.chain.kind"] == "first_output"
+    ]
+    assert (point.count, point.sum) == (1, 12.0)
+    assert 10.0 in list(point.explicit_bounds)
+    [counted] = _points(reader, "chainlat.budget.exceeded")
+    assert (_attrs(counted)["chainlat.budget.target"], counted.value) == ("first_output", 1)

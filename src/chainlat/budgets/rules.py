@@ -175,7 +175,7 @@ their unit; the application counts runs over each in ``chainlat.budget.exceeded`
 NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "ttft_percentiles": "no histogram of time to first token per step and workflow "
     "(gen_ai.client.operation.time_to_first_chunk is per model only)",
-    "cost_p95": "no histogram of cost per run",
+    "cost_percentiles": "no histogram of cost per run",
     "exclude_cache_hits": "metrics do not tell cache hits apart; the percentiles include them",
 }
 
@@ -241,9 +241,16 @@ def _step_selector(workflow: str, step: str) -> list[dict[str, str]]:
 
 
 def _step_percentile(
-    workflow: str, step: str, key: str, q: float, limit: float, window: str, min_runs: int
+    workflow: str,
+    step: str,
+    key: str,
+    q: float,
+    limit: float,
+    window: str,
+    min_runs: int,
+    include_errors: bool,
 ) -> LimitQuery:
-    keep = f'status_code!="{STATUS_ERROR}"'
+    keep = "" if include_errors else f'status_code!="{STATUS_ERROR}"'
     buckets = " or ".join(
         f"rate({SPAN_DURATION}_bucket{_matchers(s, keep)}[{window}])"
         for s in _step_selector(workflow, step)
@@ -275,28 +282,22 @@ def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuer
     return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
 
 
-def _error_rate(workflow: str, share: float, window: str) -> LimitQuery:
+def _error_rate(workflow: str, percent: float, window: str, min_runs: int) -> LimitQuery:
     labels = _workflow_span(workflow)
     errors = _matchers(labels, f"status_code={_quote(STATUS_ERROR)}")
     failed = f"sum(increase({SPAN_CALLS}{errors}[{window}]))"
     runs = f"sum(increase({SPAN_CALLS}{_matchers(labels)}[{window}]))"
     value = f"(({failed}) or vector(0)) / {runs}"
-    return LimitQuery(workflow, "error_rate", "ratio", share, share, value, runs, 1, unit="ratio")
+    return LimitQuery(
+        workflow, "error_rate", "ratio", percent, percent / 100, value, runs, min_runs, unit="%"
+    )
 
 
-RATIO_KEYS: Final[dict[str, Callable[[str, float, str], LimitQuery]]] = {
+RATIO_KEYS: Final[dict[str, Callable[[str, float, str, int], LimitQuery]]] = {
     "error_rate": _error_rate,
 }
-"""Budget keys that bound a share of runs, and the query of each."""
-
-
-def _share(value: object) -> float | None:
-    """``"2%"`` or ``0.02`` as a share; None when not set."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return float(value.strip()[:-1]) / 100
-    return float(value)  # type: ignore[arg-type]
+"""Budget keys that bound a share of runs (in percent, as the budget model holds them),
+and the query of each."""
 
 
 def per_run_targets(budget: WorkflowBudget) -> list[tuple[str, float]]:
@@ -336,6 +337,8 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
                 if source is None:
                     continue
                 histogram, labels, keep = source(workflow)
+                if budgets.includes_errors(workflow):
+                    keep = ""
                 found.append(
                     _percentile_query(
                         workflow,
@@ -354,13 +357,20 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
                 q = _percentile_value(key, "")
                 found.append(
                     _step_percentile(
-                        workflow, step, key, q, limits.percentiles[key], window, min_runs
+                        workflow,
+                        step,
+                        key,
+                        q,
+                        limits.percentiles[key],
+                        window,
+                        min_runs,
+                        budgets.includes_errors(workflow),
                     )
                 )
         for key, ratio in RATIO_KEYS.items():
-            share = _share(getattr(budget, key, None))
-            if share is not None:
-                found.append(ratio(workflow, share, window))
+            percent = getattr(budget, key, None)
+            if isinstance(percent, (int, float)) and not isinstance(percent, bool):
+                found.append(ratio(workflow, float(percent), window, min_runs))
     return found
 
 
@@ -383,8 +393,8 @@ def unexpressed_limits(budgets: Budgets) -> list[Unexpressed]:
                         NOT_EXPRESSIBLE["ttft_percentiles"],
                     )
                 )
-        if getattr(budget, "cost_p95", None) is not None:
-            found.append(Unexpressed(workflow, "cost_p95", NOT_EXPRESSIBLE["cost_p95"]))
+        for key in getattr(budget, "cost_percentiles", {}):
+            found.append(Unexpressed(workflow, key, NOT_EXPRESSIBLE["cost_percentiles"]))
         if budgets.excludes_cache_hits(workflow) and (
             budget.percentiles or any(s.percentiles for s in budget.steps.values())
         ):
@@ -464,8 +474,7 @@ def _rules_of(query: LimitQuery, for_: str) -> list[dict[str, object]]:
         )
     elif query.measure == "ratio":
         summary = (
-            f"{query.workflow}: {query.target} over {_number(query.limit * 100)}% "
-            "(chainlat_budget:ratio)"
+            f"{query.workflow}: {query.target} over {_number(query.limit)}% (chainlat_budget:ratio)"
         )
     else:
         summary = (

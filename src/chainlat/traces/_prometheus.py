@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import TraceSourceError
+from chainlat._core.runs import Unit
 from chainlat._core.stats import Stats
 from chainlat.budgets import BudgetReport, Budgets, LimitVerdict, VerdictStatus
 from chainlat.budgets.rules import LimitQuery, limit_queries
@@ -127,18 +128,33 @@ def _verdict(query: LimitQuery, value: float | None, runs: float | None) -> Limi
     if query.measure == "per_run":
         over = round(value) if value is not None and math.isfinite(value) else 0
         return LimitVerdict(
-            query.workflow, query.target, query.limit, None, status, count, broken_runs=over
+            query.workflow,
+            query.target,
+            query.limit,
+            None,
+            status,
+            count,
+            broken_runs=over,
+            unit=_unit(query.unit),
         )
+    actual = value if status != "no_data" else None
+    if query.measure == "ratio" and actual is not None:
+        actual *= 100  # a share, shown in percent as the limit is
     return LimitVerdict(
         query.workflow,
         query.target,
         query.limit,
-        value if status != "no_data" else None,
+        actual,
         status,
         count,
         percentile=query.percentile,
         min_runs=query.min_runs,
+        unit=_unit(query.unit),
     )
+
+
+def _unit(unit: str) -> Unit:
+    return "USD" if unit == "USD" else "%" if unit == "%" else "ms"
 
 
 def judge_prometheus(
