@@ -404,7 +404,7 @@ FIRST_OUTPUT = {"gen_ai_workflow_name": "voice", "chainlat_chain_kind": "first_o
 
 
 def _voice(errors_per_step: int, first_output_within: float, over: str) -> list[dict[str, str]]:
-    calls = "traces_span_metrics_calls_total"
+    calls = "traces_span_metrics_duration_milliseconds_count"
     labels = ", ".join(f'{k}="{v}"' for k, v in VOICE_SPAN.items())
     failed = labels.replace("STATUS_CODE_UNSET", "STATUS_CODE_ERROR")
     return [

@@ -310,10 +310,11 @@ def test_within_budget_traces_are_kept_only_as_the_sampled_share(scaled: Scaled)
 
 
 def _spanmetric_counts(tier: ScaledTier) -> tuple[Counter[tuple[str, str]], list[int]]:
-    """calls_total summed over the replicas by (span name, step kind); and per replica."""
+    """Spans counted (histogram count) summed over the replicas by (span name, step kind);
+    and per replica."""
     total: Counter[tuple[str, str]] = Counter()
     per_replica = []
-    pattern = re.compile(r"^traces_span_metrics_calls_total\{(.*)\} (\S+)$")
+    pattern = re.compile(r"^traces_span_metrics_duration_milliseconds_count\{(.*)\} (\S+)$")
     for url in tier.replica_metrics_urls:
         text = httpx.get(url, timeout=10).text
         mine = 0

@@ -71,7 +71,9 @@ __all__ = [
 SPAN_DURATION: Final = "traces_span_metrics_duration_milliseconds"
 """The span-metrics histogram (``_bucket``, ``_count``, ``_sum``); labels ``span_name``,
 ``status_code``, ``chainlat_step_kind``, ``chainlat_workflow_name``, ``chainlat_step_name``."""
-SPAN_CALLS: Final = "traces_span_metrics_calls_total"
+SPAN_CALLS: Final = "traces_span_metrics_duration_milliseconds_count"
+"""Spans counted, as the histogram's count: the same number as ``calls_total``, from the
+series the percentiles read, so that a ratio and a percentile never see different scrapes."""
 CHAIN_DURATION: Final = "chainlat_chain_duration_milliseconds"
 """chainlat's per-run histogram (:mod:`chainlat._runtime.metrics`); labels
 ``gen_ai_workflow_name``, ``chainlat_chain_kind`` and ``error_type`` (failed runs only)."""
