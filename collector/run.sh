@@ -76,7 +76,7 @@ die() { log "$*"; exit 1; }
 binary() {
   case $1 in
     jaeger) "$HERE/build.sh" --print jaeger ;;
-    prometheus) "$HERE/build.sh" --print prometheus | head -n 1 ;;
+    prometheus) "$HERE/build.sh" --print prometheus | sed -n 1p ;;
     *) "$HERE/build.sh" --print otelcol ;;
   esac
 }

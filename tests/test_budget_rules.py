@@ -472,3 +472,19 @@ def test_promtool_error_rate_first_output_and_cost_fire_when_broken_and_not_when
         ],
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.integration
+def test_promtool_a_series_first_scraped_after_the_runs_still_counts(
+    promtool: Path, tmp_path: Path
+) -> None:
+    """An application that exports once, after its over-budget runs: its counter's first
+    sample is already 2, which ``increase()`` alone would read as no increase."""
+    series = [
+        *_all_within(),
+    ]
+    series = [s for s in series if 'chainlat_budget_target="total"' not in s["series"]]
+    series.append(_exceeded("total", f"_x100 2x{STEPS - 100}"))
+    expected = [ALL_ALERTS[0]]
+    done = _promtool_test(promtool, tmp_path, _budgets(), [_case(series, expected)])
+    assert done.returncode == 0, done.stdout + done.stderr

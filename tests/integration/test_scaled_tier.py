@@ -70,15 +70,22 @@ POLL_S = 60.0
 """The longest any wait for the pipeline lasts (decision wait, flushes, scrapes)."""
 
 
-def poll(what: str, probe: Callable[[], T | None], timeout_s: float = POLL_S) -> T:
-    """``probe()`` until it returns something other than None; fail after ``timeout_s``."""
+def poll(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout_s: float = POLL_S,
+    state: Callable[[], object] | None = None,
+) -> T:
+    """``probe()`` until it returns something other than None; fail after ``timeout_s``,
+    with ``state()`` (what was seen) in the message."""
     deadline = time.monotonic() + timeout_s
     while True:
         found = probe()
         if found is not None:
             return found
         if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:g}s", pytrace=False)
+            seen = f"; seen: {state()}" if state is not None else ""
+            pytest.fail(f"{what}: not within {timeout_s:g}s{seen}", pytrace=False)
         time.sleep(0.25)
 
 
@@ -372,7 +379,25 @@ def test_the_over_budget_alert_fires_and_the_within_budget_workflow_fires_nothin
         fired = {a["target"] for a in labels if a["workflow"] == "checkout"}
         return labels if wanted <= fired else None
 
-    labels = poll("ChainlatBudgetBroken firing for checkout", firing)
+    def rules() -> object:
+        groups = _prometheus(scaled, "/api/v1/rules")["groups"]
+        found: list[object] = [
+            (r.get("name"), r.get("health"), r.get("lastError"), r.get("state"))
+            for g in groups
+            for r in g["rules"]
+            if r.get("health") != "ok"
+        ]
+        for series in (
+            "chainlat_budget:runs_over",
+            "chainlat_budget:value_ms",
+            "chainlat_budget:runs",
+            "chainlat_budget_exceeded_total",
+        ):
+            result = _prometheus(scaled, "/api/v1/query", query=series)["result"]
+            found.append((series, [(r["metric"], r["value"][1]) for r in result]))
+        return found
+
+    labels = poll("ChainlatBudgetBroken firing for checkout", firing, state=rules)
     assert {a["alertname"] for a in labels} == {"ChainlatBudgetBroken"}
     assert not [a for a in labels if a["workflow"] == "browse"], labels
     assert {a["target"] for a in labels if a["workflow"] == "checkout"} == {"total", "p95.total"}

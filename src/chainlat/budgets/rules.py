@@ -200,6 +200,21 @@ def _number(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
+def _increase(series: str, window: str) -> str:
+    """How much each counter in ``series`` grew over ``window``, counting a series born
+    within the window from 0.
+
+    ``increase()`` alone needs two samples of a series in the window: the counts a series
+    already holds when first scraped are lost. chainlat's counters and histograms, and the
+    span metrics, start at 0 with their process, so a series that did not exist a window
+    ago counts its whole value; the others their increase (resets included).
+    """
+    return (
+        f"(increase({series}[{window}]) and {series} offset {window}) "
+        f"or ({series} unless {series} offset {window})"
+    )
+
+
 _WINDOW_RE: Final = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
 
 
@@ -226,9 +241,9 @@ def _percentile_query(
     selector = _matchers(labels, keep)
     value = (
         f"histogram_quantile({_number(q / 100)}, "
-        f"sum by (le) (rate({histogram}_bucket{selector}[{window}])))"
+        f"sum by (le) ({_increase(f'{histogram}_bucket{selector}', window)}))"
     )
-    runs = f"sum(increase({histogram}_count{selector}[{window}]))"
+    runs = f"sum({_increase(f'{histogram}_count{selector}', window)})"
     return LimitQuery(
         workflow, target, "percentile", limit, limit, value, runs, min_runs, percentile=q
     )
@@ -254,11 +269,11 @@ def _step_percentile(
 ) -> LimitQuery:
     keep = "" if include_errors else f'status_code!="{STATUS_ERROR}"'
     buckets = " or ".join(
-        f"rate({SPAN_DURATION}_bucket{_matchers(s, keep)}[{window}])"
+        _increase(f"{SPAN_DURATION}_bucket{_matchers(s, keep)}", window)
         for s in _step_selector(workflow, step)
     )
     counts = " or ".join(
-        f"increase({SPAN_DURATION}_count{_matchers(s, keep)}[{window}])"
+        _increase(f"{SPAN_DURATION}_count{_matchers(s, keep)}", window)
         for s in _step_selector(workflow, step)
     )
     value = f"histogram_quantile({_number(q / 100)}, sum by (le) ({buckets}))"
@@ -277,9 +292,9 @@ def _step_percentile(
 
 def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuery:
     labels = {"gen_ai_workflow_name": workflow, "chainlat_budget_target": target}
-    value = f"sum(increase({BUDGET_EXCEEDED}{_matchers(labels)}[{window}]))"
+    value = f"sum({_increase(f'{BUDGET_EXCEEDED}{_matchers(labels)}', window)})"
     runs_labels = {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": "total"}
-    runs = f"sum(increase({CHAIN_DURATION}_count{_matchers(runs_labels)}[{window}]))"
+    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{_matchers(runs_labels)}', window)})"
     unit = PER_RUN_KEYS.get(target, "ms")
     return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
 
@@ -287,8 +302,8 @@ def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuer
 def _error_rate(workflow: str, percent: float, window: str, min_runs: int) -> LimitQuery:
     labels = _workflow_span(workflow)
     errors = _matchers(labels, f"status_code={_quote(STATUS_ERROR)}")
-    failed = f"sum(increase({SPAN_CALLS}{errors}[{window}]))"
-    runs = f"sum(increase({SPAN_CALLS}{_matchers(labels)}[{window}]))"
+    failed = f"sum({_increase(f'{SPAN_CALLS}{errors}', window)})"
+    runs = f"sum({_increase(f'{SPAN_CALLS}{_matchers(labels)}', window)})"
     value = f"(({failed}) or vector(0)) / {runs}"
     return LimitQuery(
         workflow, "error_rate", "ratio", percent, percent / 100, value, runs, min_runs, unit="%"
