@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Debian packages the test suite uses: Chromium renders the HTML report headless.
+# Debian packages the test suite uses: Chromium renders the HTML report headless, and
+# Playwright drives it for the run explorer's browser tests (tests/browser/): always this
+# Chromium, never a browser Playwright would download. Fonts come with it (fontconfig).
 # Installs them when missing and when it can (root with apt-get); otherwise says so
-# in one line, and the tests that need them skip with a visible reason.
+# in one line, and the tests that need them skip with a visible reason (they fail
+# instead under CHAINLAT_REQUIRE_INTEGRATION=1, as in .ci/run).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ import chainlat
 from chainlat._core.runs import WorkflowRun
 from chainlat.analysis.profiles import (
     LatencyProfile,
+    ModelCall,
     ProfileFileError,
     calls_of,
+    fit_profile,
     fit_profiles,
     load_profiles,
     save_profiles,
@@ -221,3 +224,25 @@ def test_a_bad_profile_file_names_the_file_and_key(tmp_path: Path, text: str, me
 def test_a_missing_profile_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(ProfileFileError, match="no such profile file"):
         load_profiles(tmp_path / "nope.toml")
+
+
+# A slope of 0.18 ms/token at 2.1 standard errors: the profile drops it, the closest fit keeps it.
+NOISY_SLOPE = [(100, 250.0), (200, 210.0), (300, 230.0), (400, 310.0), (500, 330.0), (600, 290.0)]
+
+
+def test_in_sample_fit_keeps_the_slope_the_three_standard_error_rule_drops() -> None:
+    calls = [
+        ModelCall(span_id=i, step="chat m", model="m", duration_ms=ms, input_tokens=x,
+                  output_tokens=11)
+        for i, (x, ms) in enumerate(NOISY_SLOPE)
+    ]  # fmt: skip
+    line = statistics.linear_regression([x for x, _ in NOISY_SLOPE], [y for _, y in NOISY_SLOPE])
+    profile = fit_profile(calls)
+    closest = fit_profile(calls, in_sample=True)
+    assert profile is not None and closest is not None
+    assert profile.ttft_per_input_token_ms == 0
+    assert profile.ttft_base_ms == pytest.approx(270)  # flat at the mean
+    assert "too narrow a range" in profile.note
+    assert closest.ttft_per_input_token_ms == pytest.approx(line.slope, rel=1e-5)
+    assert closest.ttft_base_ms == pytest.approx(line.intercept, rel=1e-5)
+    assert "too narrow" not in closest.note

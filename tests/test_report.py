@@ -37,16 +37,17 @@ def test_waterfall_marks_the_broken_limits_on_their_rows(tmp_path: Path) -> None
     assert lines[0].startswith("support-chat run ") and lines[0].endswith(": total 410.0 ms")
     assert lines[1].split("|")[1] == "0" + " " * 34 + "410 ms"
     assert lines[2] == (
-        "  invoke_workflow support-chat  workflow        0.0     410.0  |"
+        "   invoke_workflow support-chat  workflow        0.0     410.0  |"
         + "#" * 41
-        + "|  <-- total 410.0 ms > 400 ms"
+        + "|  first output 190.0 ms  <-- total 410.0 ms > 400 ms"
     )
-    assert lines[3] == "    data retrieve-docs          data           10.0     100.0  |" + (
+    assert lines[3] == " *   data retrieve-docs          data           10.0     100.0  |" + (
         " " + "#" * 10 + " " * 30 + "|"
     )
+    assert lines[4].startswith(" *   chat gpt-4o ")  # both steps are on the critical path
     assert lines[4].endswith("|  ttft 80.0 ms  <-- ttft 80.0 ms > 50 ms")
     assert lines[5] == (
-        "  critical path: inference 300.0 ms, data 100.0 ms, tool 0.0 ms, overhead 10.0 ms"
+        "   critical path (*): inference 300.0 ms, data 100.0 ms, tool 0.0 ms, overhead 10.0 ms"
     )
     assert text.isascii()
 

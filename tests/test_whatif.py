@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import math
+import statistics
 from collections.abc import Mapping
 
 import pytest
@@ -15,6 +17,7 @@ from chainlat.analysis.profiles import LatencyProfile
 from chainlat.analysis.whatif import (
     SpecError,
     StepOverride,
+    WhatIfResult,
     parse_change,
     rebuild_timeline,
     whatif,
@@ -81,7 +84,9 @@ def run_of(
             cache_hit=attributes.get("chainlat.cache.hit") is True,
             input_tokens=tokens_in if isinstance(tokens_in, int) else None,
             output_tokens=tokens_out if isinstance(tokens_out, int) else None,
-        )
+            ttft_ms=ttft if isinstance(ttft := attributes.get("chainlat.latency.ttft_ms"), float)
+            else None,
+        )  # fmt: skip
         spans.append(TracedSpan(record, attributes))
     return WorkflowRun.from_spans("w", root, tuple(spans), trace_id=trace, variant=variant)
 
@@ -343,3 +348,140 @@ def test_parallel_branches_recorded_on_an_injected_clock(cap: Capture) -> None:
     for model, total in expected.items():
         [estimate] = whatif(runs, profiles=PROFILES, swap={"chat big": model}).runs
         assert estimate.after.total_ms == total, model
+
+
+# -- the new model's noise ------------------------------------------------------------------
+
+
+def swapped_ms(result: WhatIfResult, step_id: int = 2) -> list[float]:
+    """The new duration of span ``step_id`` in every estimated run, in run order."""
+    return [
+        next((r.end_ns - r.start_ns) / MS for r in e.after_spans if r.span_id == step_id)
+        for e in result.runs
+    ]
+
+
+def big_beside_small(
+    big_ms: float, small_ms: float, trace: str, small_ttft_ms: float | None = None
+) -> WorkflowRun:
+    """chat big (span 2) and chat small (span 3) side by side, both at 100 in, 11 out."""
+    small = call("small")
+    if small_ttft_ms is not None:
+        small["chainlat.latency.ttft_ms"] = small_ttft_ms
+    return run_of(
+        max(big_ms, small_ms) + 1,
+        (2, 1, "chat big", 0, big_ms, call("big")),
+        (3, 1, "chat small", 0, small_ms, small),
+        trace=trace,
+    )
+
+
+def test_a_swapped_call_takes_the_new_models_residual_at_its_rank() -> None:
+    # big predicts 200 ms, small 50 ms. The slowest big call (x1.2) gets the slowest
+    # small residual (x1.4), not its own: the new model's noise is its own.
+    big = [1.0, 1.1, 0.9, 1.2, 0.8]
+    small = [1.4, 1.0, 0.6, 1.2, 0.8]
+    runs = [
+        big_beside_small(200 * b, 50 * s, trace=f"t{i}")
+        for i, (b, s) in enumerate(zip(big, small, strict=True))
+    ]
+    result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([50, 60, 40, 70, 30], abs=1e-6)
+    assert result.notes == ()
+
+
+def test_the_new_models_noise_comes_from_its_calls_streamed_like_the_swapped_one() -> None:
+    # small: streamed calls 2x its profile, calls not streamed 1x. A big call not
+    # streamed is estimated from the latter; a streamed one from the former, TTFT too.
+    runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)] + [
+        big_beside_small(200, 50, trace=f"n{i}") for i in range(5)
+    ]
+    streamed = run_of(
+        201, (2, 1, "chat big", 0, 200, {**call("big"), "chainlat.latency.ttft_ms": 100.0}),
+        trace="x",
+    )  # fmt: skip
+    result = whatif([*runs, streamed], profiles=PROFILES, swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([50] * 10 + [100], abs=1e-6)
+    ttft = next(r.ttft_ms for r in result.runs[-1].after_spans if r.span_id == 2)
+    assert ttft == pytest.approx(2 * SMALL.ttft_ms(100))
+
+
+def test_too_few_calls_of_the_swapped_calls_mode_keep_the_recorded_residual_and_say_so() -> None:
+    # small is seen streamed only (2x its profile, a level and spread of their own): the
+    # big calls, not streamed, keep their own residuals (x1.0, x1.1, x0.9, x1.2, x0.8).
+    big = [1.0, 1.1, 0.9, 1.2, 0.8]
+    runs = [
+        big_beside_small(200 * b, 100, trace=f"s{i}", small_ttft_ms=20.0) for i, b in enumerate(big)
+    ]
+    result = whatif(runs, profiles=PROFILES, swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([50, 55, 45, 60, 40], abs=1e-6)
+    [note] = result.notes
+    assert note.startswith("small: fewer than 5 calls not streamed in the runs")
+
+
+def test_a_model_the_runs_never_called_draws_its_noise_from_its_residual_sigma() -> None:
+    big = [1.0, 1.1, 0.9, 1.2, 0.8]  # ranks 0.5, 0.7, 0.3, 0.9, 0.1
+    runs = [
+        run_of(201, (2, 1, "chat big", 0, 200 * b, call("big")), trace=f"t{i}")
+        for i, b in enumerate(big)
+    ]
+    profiles = {**PROFILES, "small": SMALL.model_copy(update={"residual_sigma": 0.2})}
+    result = whatif(runs, profiles=profiles, swap={"chat big": "small"})
+    normal = statistics.NormalDist()
+    expected = [50 * math.exp(0.2 * normal.inv_cdf(u)) for u in (0.5, 0.7, 0.3, 0.9, 0.1)]
+    assert swapped_ms(result) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_prompt_size_effect_the_profile_left_out_is_not_taken_for_slowness() -> None:
+    # big's slope (0.18 ms/token at 2.1 standard errors) is dropped from its profile:
+    # measured against that flat line, the longest prompts would look slow and carry
+    # it to small on top of small's own slope. The residual is taken against the
+    # closest line instead (small has no calls and no residual_sigma: the call keeps it).
+    points = [(100, 250.0), (200, 210.0), (300, 230.0), (400, 310.0), (500, 330.0), (600, 290.0)]
+    runs = [
+        run_of(ms + 1, (2, 1, "chat big", 0, ms, call("big", tokens_in=x)), trace=f"t{i}")
+        for i, (x, ms) in enumerate(points)
+    ]
+    result = whatif(runs, profiles={"small": SMALL}, swap={"chat big": "small"})
+    assert result.profiles["big"].ttft_per_input_token_ms == 0
+    line = statistics.linear_regression([x for x, _ in points], [ms for _, ms in points])
+    expected = [
+        SMALL.service_ms(x, 11) * ms / (line.intercept + line.slope * x) for x, ms in points
+    ]
+    assert swapped_ms(result) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_new_model_fitted_from_the_runs_is_predicted_from_its_calls_of_the_same_mode() -> None:
+    # small, fitted from the runs: 80 ms streamed (TTFT 30), 40 ms not streamed. One
+    # profile fitted from both would take the streamed calls' 80 ms for every call.
+    runs = [big_beside_small(200, 80, trace=f"s{i}", small_ttft_ms=30.0) for i in range(5)] + [
+        big_beside_small(200, 40, trace=f"n{i}") for i in range(5)
+    ]
+    result = whatif(runs, swap={"chat big": "small"})
+    assert result.profiles["small"].service_ms(100, 11) == pytest.approx(80)
+    assert swapped_ms(result) == pytest.approx([40] * 10, abs=1e-6)
+
+
+def test_within_the_sizes_it_was_fitted_on_the_new_model_keeps_every_slope() -> None:
+    # small, not streamed, fitted from the runs: 0.18 ms/token at 2.1 standard errors, a
+    # slope its profile drops. At 100 tokens, inside the 100-600 it was seen at, the
+    # closest line predicts; each big call takes small's residual around that line at
+    # its own rank (big: x1.0, x1.1, x0.9, x1.2, x0.8, x1.05).
+    points = [(100, 250.0), (200, 210.0), (300, 230.0), (400, 310.0), (500, 330.0), (600, 290.0)]
+    big = [1.0, 1.1, 0.9, 1.2, 0.8, 1.05]
+    runs = [
+        run_of(
+            400,
+            (2, 1, "chat big", 0, 200 * b, call("big")),
+            (3, 1, "chat small", 0, ms, call("small", tokens_in=x)),
+            trace=f"t{i}",
+        )
+        for i, ((x, ms), b) in enumerate(zip(points, big, strict=True))
+    ]
+    result = whatif(runs, swap={"chat big": "small"})
+    assert result.profiles["small"].ttft_per_input_token_ms == 0
+    line = statistics.linear_regression([x for x, _ in points], [ms for _, ms in points])
+    noise = sorted(math.log(ms / (line.intercept + line.slope * x)) for x, ms in points)
+    ranks = [sorted(big).index(b) for b in big]
+    expected = [(line.intercept + line.slope * 100) * math.exp(noise[r]) for r in ranks]
+    assert swapped_ms(result) == pytest.approx(expected, rel=1e-5)

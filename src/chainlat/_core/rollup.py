@@ -323,9 +323,9 @@ class _Node:
     end: int
     attribution: str  # the kind its own time counts as, or "overhead"
     owner: _Node | None  # the innermost step around it, itself included
+    parent: _Node | None = None
     enclosing: _Node | None = None  # for a step: the step around it
     kids: list[_Node] = field(default_factory=list)
-    parent: _Node | None = None
 
 
 def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
@@ -484,7 +484,7 @@ def compute_rollup(
             else:
                 attribution = p_attribution
                 counted = kind == "workflow"
-            node = _Node(rec, start, end, attribution, p_owner, parent=parent)
+            node = _Node(rec, start, end, attribution, p_owner, parent)
             if counted:
                 node.owner = node
                 node.enclosing = p_owner
@@ -503,7 +503,8 @@ def compute_rollup(
                     key = group.rec.span_id
                     group_of[span_id] = key
                     _add_usage(rec, key, tokens_in, tokens_out, cached)
-                    _add_output(rec, key, first_token, user_facing)
+                    if rec.ttft_ms is not None or rec.user_facing:
+                        _add_output(rec, key, first_token, user_facing)
             if kind is None:
                 # Transparent: its children take its place among its parent's children,
                 # so a framework span that ends last cannot hide the steps beside it
@@ -555,7 +556,7 @@ def compute_rollup(
             favoured.add(id(source))
             source = source.parent
         waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
-        for node, seg_start, seg_end in _critical_segments(top, output_ns, favoured):
+        for node, seg_start, seg_end in _wait_segments(top, output_ns, favoured):
             waits[node.attribution] += seg_end - seg_start
         first_output = {k: v / _NS_PER_MS for k, v in waits.items()}
         first_output["total"] = (output_ns - top.start) / _NS_PER_MS
@@ -666,43 +667,73 @@ def _add_usage(
         cached.add(key)
 
 
-def _critical_segments(
-    top: _Node, until: int | None = None, favoured: set[int] | None = None
-) -> list[tuple[_Node, int, int]]:
-    """The critical path as (node, start, end) pieces, in time order; with ``until``, the
-    critical path to that instant (every span cut there, as if the run had ended then),
-    where the ``favoured`` nodes (by ``id``) win ties of end time."""
+def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
+    """The critical path as (node, start, end) pieces, in time order."""
     segments: list[tuple[_Node, int, int]] = []
     # Each frame: node, the time the walk has reached inside it, its children
     # sorted by end (ties: longest last, so it wins), and the next candidate.
     stack: list[tuple[_Node, int, list[_Node], int]] = []
-    cut = top.end if until is None else until
-    ahead = favoured or set()
 
     def push(node: _Node) -> None:
-        kids = sorted(
-            (k for k in node.kids if min(k.end, cut) > k.start),
-            key=lambda k: (min(k.end, cut), id(k) in ahead, -k.start),
-        )
-        stack.append((node, min(node.end, cut), kids, len(kids) - 1))
+        kids = sorted((k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start))
+        stack.append((node, node.end, kids, len(kids) - 1))
 
     push(top)
     while stack:
         node, t, kids, i = stack.pop()
-        while i >= 0 and (min(kids[i].end, cut) > t or kids[i].start >= t):
+        while i >= 0 and (kids[i].end > t or kids[i].start >= t):
             i -= 1
         if i < 0:
             if node.start < t:
                 segments.append((node, node.start, t))
             continue
         child = kids[i]
-        child_end = min(child.end, cut)
+        if child.end < t:
+            segments.append((node, child.end, t))
+        stack.append((node, child.start, kids, i - 1))
+        if child.kids:
+            push(child)
+        else:  # a leaf lies on the path from its start to its end (push keeps end > start)
+            segments.append((child, child.start, child.end))
+    segments.reverse()
+    return segments
+
+
+def _wait_segments(top: _Node, cut: int, favoured: set[int]) -> list[tuple[_Node, int, int]]:
+    """The critical path to the instant ``cut``, as if the run had ended then (every span
+    cut there), where the ``favoured`` nodes (by ``id``) win ties of end time: the same
+    walk as :func:`_critical_segments`."""
+    segments: list[tuple[_Node, int, int]] = []
+    stack: list[tuple[_Node, int, list[tuple[int, bool, int, int, _Node]], int]] = []
+
+    def push(node: _Node) -> None:
+        # Decorated tuples rather than a key function: this runs at every workflow's end.
+        ordered = sorted(
+            [
+                (k.end if k.end < cut else cut, id(k) in favoured, -k.start, n, k)
+                for n, k in enumerate(node.kids)
+                if k.start < cut and k.end > k.start
+            ]
+        )
+        stack.append((node, node.end if node.end < cut else cut, ordered, len(ordered) - 1))
+
+    push(top)
+    while stack:
+        node, t, kids, i = stack.pop()
+        while i >= 0 and (kids[i][0] > t or kids[i][4].start >= t):
+            i -= 1
+        if i < 0:
+            if node.start < t:
+                segments.append((node, node.start, t))
+            continue
+        child_end = kids[i][0]
+        child = kids[i][4]
         if child_end < t:
             segments.append((node, child_end, t))
         stack.append((node, child.start, kids, i - 1))
         if child.kids:
             push(child)
-        else:  # a leaf lies on the path from its start to its end (push keeps end > start)
+        else:
             segments.append((child, child.start, child_end))
     segments.reverse()
     return segments

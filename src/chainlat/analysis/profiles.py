@@ -245,13 +245,16 @@ def _call_of(
 # -- fitting -----------------------------------------------------------------------------
 
 
-def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, bool]:
+def _line(
+    xs: Sequence[float], ys: Sequence[float], *, in_sample: bool = False
+) -> tuple[float, float, bool]:
     """Least-squares intercept and slope, and whether the slope was kept.
 
     The slope is set to 0 (the line flat at the mean) without spread in x, when it
     is negative, or when it is within three standard errors of 0: over a narrow
     range of input tokens the noise decides the slope, and extrapolating a noisy
-    slope to other prompt sizes is worse than assuming none.
+    slope to other prompt sizes is worse than assuming none. ``in_sample`` keeps a
+    positive slope however noisy: the closest line to these points, for residuals.
     """
     n = len(xs)
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
@@ -262,7 +265,7 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, bool]
     base = mean_y - slope * mean_x
     if slope < 0:
         return mean_y, 0.0, False
-    if n > 2:
+    if n > 2 and not in_sample:
         sse = math.fsum((y - base - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
         if slope < 3 * math.sqrt(sse / (n - 2) / sxx):
             return mean_y, 0.0, False
@@ -296,8 +299,13 @@ def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
 
-def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
-    """The latency profile of one model from its calls; None when no call can be used."""
+def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> LatencyProfile | None:
+    """The latency profile of one model from its calls; None when no call can be used.
+
+    ``in_sample=True`` skips the three-standard-errors rule: a positive slope is
+    kept however noisy. The result describes these calls best (what each call's
+    residual should be measured against) but is not meant for other prompt sizes.
+    """
     every = list(calls)
     hits = [c.duration_ms for c in every if c.cache_hit and not c.error]
     usable = [
@@ -319,7 +327,7 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
     if streamed:
         x_ttft = [float(c.input_tokens or 0) for c in streamed]
         base, per_input, kept = _line(
-            x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed]
+            x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed], in_sample=in_sample
         )
         if not kept and len(set(x_ttft)) > 1:
             notes.append(_flat_note(x_ttft))
@@ -337,10 +345,10 @@ def fit_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
         if plane is not None:
             base, per_input, decode_ms = plane
         elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
-            base, decode_ms, _ = _line(decodes, service)
+            base, decode_ms, _ = _line(decodes, service, in_sample=in_sample)
             per_input = 0.0
         else:
-            base, per_input, kept = _line(ins, service)
+            base, per_input, kept = _line(ins, service, in_sample=in_sample)
             if not kept and len(set(ins)) > 1:
                 notes.append(_flat_note(ins))
             decode_ms = None

@@ -5,13 +5,22 @@ Method, for every recorded run:
 
 1. **Changed steps are re-estimated from latency profiles** (:mod:`chainlat.analysis.profiles`,
    fitted from the same traces, or from a profile file) with the run's own token
-   counts. Each call keeps its own residual: its recorded service time divided
-   by the old model's prediction for its tokens. The new duration is::
+   counts. The new duration is::
 
        queue + connect + network (as recorded) + new profile's prediction * residual
 
-   so a call that was slow for its size stays slow, and the spread of the
-   estimate is the spread the runs really had. ``--prompt-scale`` multiplies the
+   Under ``--prompt-scale`` alone a call keeps its own residual: its recorded
+   service time divided by its model's prediction for its tokens. Under a swap
+   the new model's noise is its own: the call keeps its *rank* (how slow it was
+   for its size among the old model's calls streamed like it, measured against
+   the closest fit of those calls) and takes the new model's residual at that
+   rank, from the new model's calls streamed like it (predicted by a profile
+   fitted from those calls alone, when the profile was fitted from the runs);
+   from a log-normal with the profile's ``residual_sigma`` for a model the runs
+   never called. With fewer than five calls of the new model of that kind, the
+   call keeps its own residual (said in a note). So a call that was slow
+   for its size stays slow, and the spread of the estimate is the new model's
+   (``docs/tradeoffs.md`` has the measurements behind each rule). ``--prompt-scale`` multiplies the
    call's input tokens (rounded); output tokens stay as recorded (a swapped model
    is assumed to answer at the same length). ``--cache-hit-rate`` turns a
    deterministic share of the step's calls (a hash of seed, trace and span id)
@@ -51,6 +60,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import statistics
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, Literal
@@ -458,7 +468,9 @@ class _Estimator:
         profiles: Mapping[str, LatencyProfile],
         seed: int,
         hit_ms_by_step: Mapping[str, float],
+        noise: _Noise | None = None,
     ) -> None:
+        self.noise = noise or _Noise()
         self.by_step: dict[str, list[Change]] = {}
         for change in changes:
             self.by_step.setdefault(change.step, []).append(change)
@@ -576,11 +588,147 @@ class _Estimator:
             self.note(f"{call.model}: no profile, so its calls get no residual")
         elif expected > 0 and call.service_ms > 0:
             residual = call.service_ms / expected
+        if model != call.model:
+            # Streamed and non-streamed calls of the new model apart, when it has enough of
+            # each: a profile fitted from one kind mispredicts the other (see _Noise).
+            streamed = call.ttft_ms is not None
+            own = self.noise.profiles.get((model, streamed))
+            fitted_on = own.input_tokens_range if own is not None else None
+            if own is not None and fitted_on and fitted_on[0] <= new_in <= fitted_on[1]:
+                new = own  # within the sizes it was fitted on, every slope is safe to use
+            predicted = new.service_ms(new_in, tokens_out)
+            residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
         ttft = call.env_ms + new.ttft_ms(new_in) * residual if call.ttft_ms is not None else None
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
+
+    def new_residual(
+        self,
+        run: WorkflowRun,
+        call: ModelCall,
+        model: str,
+        profile: LatencyProfile,
+        recorded: float,
+    ) -> float:
+        """The swapped call's residual on the new model: its rank, the new model's noise.
+
+        A call slow for its size on the old model stays as slow among the new
+        model's calls: the residual at the same quantile of the new model's own
+        residuals, from its calls streamed (or not) like this one; for a model the
+        runs never called, of a log-normal with its profile's ``residual_sigma``.
+        When the new model has fewer than ``MIN_NOISE_CALLS`` calls of this kind,
+        the call keeps its own residual (measured against the closest fit of the
+        old model's calls when its profile was fitted from them): the new model's
+        calls of the other kind are slower or faster, and noisier or not, by an
+        amount the runs cannot tell (docs/tradeoffs.md).
+        """
+        key = (run.trace_id, call.span_id)
+        rank = self.noise.ranks.get(key)
+        streamed = call.ttft_ms is not None
+        same = self.noise.residuals.get((model, streamed), [])
+        if rank is not None and len(same) >= MIN_NOISE_CALLS:
+            return math.exp(_quantile(same, rank))
+        if rank is not None and model not in self.noise.called and profile.residual_sigma:
+            return math.exp(profile.residual_sigma * statistics.NormalDist().inv_cdf(rank))
+        if model in self.noise.called:
+            mode = "streamed" if streamed else "not streamed"
+            self.note(
+                f"{model}: fewer than {MIN_NOISE_CALLS} calls {mode} in the runs; swapped "
+                f"calls {mode} keep their recorded residual (see docs/tradeoffs.md)"
+            )
+        closest = self.noise.closest.get(key)
+        return recorded if closest is None else math.exp(closest)
+
+
+MIN_NOISE_CALLS: Final = 5
+"""Calls of a model, of one mode, from which its own residuals are taken as its noise."""
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """How the calls of each model deviate from its profile, for swaps.
+
+    Streamed and non-streamed calls apart: on one machine a streamed call of the
+    same size takes longer (the client reads every chunk, the stream's tail), so a
+    profile fitted from one kind mispredicts the other by as much.
+    """
+
+    profiles: dict[tuple[str, bool], LatencyProfile] = field(default_factory=dict)
+    """By (model, streamed): the closest fit of those calls alone (every slope kept), for
+    models fitted from the runs with enough calls of that kind; it predicts a swapped
+    call of that kind within the prompt sizes it was fitted on."""
+    residuals: dict[tuple[str, bool], list[float]] = field(default_factory=dict)
+    """By (model, streamed): log(service time / prediction) of those calls, sorted; the
+    prediction of the closest fit of those calls, or of the given profile."""
+    called: set[str] = field(default_factory=set)
+    """Models with usable calls in the runs."""
+    ranks: dict[tuple[str, int], float] = field(default_factory=dict)
+    """Each usable call's quantile (0..1) among its model's calls streamed like it, by
+    (trace id, span id)."""
+    closest: dict[tuple[str, int], float] = field(default_factory=dict)
+    """Each usable call's log residual against the closest fit of its model's calls
+    streamed like it (:func:`fit_profile` ``in_sample``: every slope kept), for models
+    fitted from the runs: a prompt-size effect the profile had to leave out is not the
+    call's own slowness."""
+
+
+def _noise(
+    runs: Sequence[WorkflowRun],
+    profiles: Mapping[str, LatencyProfile],
+    fitted: Collection[str],
+) -> _Noise:
+    from chainlat.analysis.profiles import calls_of, fit_profile
+
+    by_mode: dict[tuple[str, bool], list[tuple[str, ModelCall]]] = {}
+    for run in runs:
+        for call in calls_of(run):
+            if (
+                not call.cache_hit
+                and not call.error
+                and call.input_tokens is not None
+                and call.output_tokens is not None
+                and call.service_ms > 0
+            ):
+                key = (call.model, call.ttft_ms is not None)
+                by_mode.setdefault(key, []).append((run.trace_id, call))
+    noise = _Noise(called={model for model, _ in by_mode})
+    for (model, streamed), calls in by_mode.items():
+        # Against the closest fit: against a profile flattened by the three-standard-errors
+        # rule, long prompts would rank as slow calls and widen the noise.
+        closest = fit_profile((c for _, c in calls), in_sample=True)
+        if model not in fitted or closest is None:
+            closest = profiles.get(model)
+        elif len(calls) >= MIN_NOISE_CALLS:
+            noise.profiles[(model, streamed)] = closest
+        if closest is None:
+            continue
+        logs = (_log_residual(closest, c) for _, c in calls)
+        noise.residuals[(model, streamed)] = sorted(v for v in logs if v is not None)
+        ranked = sorted(
+            (log, trace_id, call.span_id)
+            for trace_id, call in calls
+            if (log := _log_residual(closest, call)) is not None
+        )
+        for i, (log, trace_id, span_id) in enumerate(ranked):
+            noise.ranks[(trace_id, span_id)] = (i + 0.5) / len(ranked)
+            if model in fitted:
+                noise.closest[(trace_id, span_id)] = log
+    return noise
+
+
+def _log_residual(profile: LatencyProfile, call: ModelCall) -> float | None:
+    predicted = profile.service_ms(call.input_tokens or 0, call.output_tokens or 0)
+    return math.log(call.service_ms / predicted) if predicted > 0 else None
+
+
+def _quantile(ordered: Sequence[float], rank: float) -> float:
+    """The value at quantile ``rank`` (0..1) of sorted values, the i-th at (i + 0.5) / n."""
+    position = min(max(rank * len(ordered) - 0.5, 0.0), len(ordered) - 1.0)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _validate(
@@ -793,13 +941,17 @@ def whatif(
         )
     selected, where = _select(runs, workflow, variant, roots)
     table = fit_profiles(selected)
+    fitted = set(table)
     if profiles is not None:
         given = (
             load_profiles(profiles) if isinstance(profiles, (str, os.PathLike)) else dict(profiles)
         )
         table.update(given)
+        fitted -= set(given)
     _validate(changes, selected, table, where)
-    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected))
+    swapped = any(c.kind == "swap" for c in changes)
+    noise = _noise(selected, table, fitted) if swapped else None
+    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected), noise)
     estimates = [estimator.run(run) for run in selected]
     notes = tuple(
         f"{text} ({count} call{'s' if count != 1 else ''})"

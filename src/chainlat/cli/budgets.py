@@ -79,6 +79,12 @@ def add_commands(sub: Any) -> None:
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
     )
+    report.add_argument(
+        "--budgets", metavar="FILE", help="with --html: mark the limits each run broke"
+    )
+    report.add_argument(
+        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
+    )
     report.set_defaults(func=_report)
 
     diff = sub.add_parser(
@@ -215,17 +221,24 @@ def _report(args: argparse.Namespace) -> int:
     counters = ReadCounters()
     chosen = RunFilter(args)
     tally = None
+    explorer = None
+    if (args.budgets or args.jaeger_ui) and not args.html:
+        raise InputError("--budgets and --jaeger-ui mark the runs of the HTML page: add --html")
     if args.html:
         from chainlat.analysis.tradeoff import Tally
+        from chainlat.budgets import load_budgets
 
         tally = Tally()
-    stats = aggregate(
-        chosen.select(
-            _runs(sources, counters, args.roots)
-            if tally is None
-            else _tallied(sources, counters, tally, args.roots, chosen)
+        explorer = report.RunExplorer(
+            budgets=load_budgets(args.budgets) if args.budgets else None,
+            jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
         )
+    selected = chosen.select(
+        _runs(sources, counters, args.roots)
+        if tally is None
+        else _tallied(sources, counters, tally, args.roots, chosen)
     )
+    stats = aggregate(selected if explorer is None else explorer.watch(selected))
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     chosen.check_names()
@@ -237,7 +250,9 @@ def _report(args: argparse.Namespace) -> int:
     if args.html:
         tradeoff = tally.comparison() if tally is not None and tally.labelled else None
         try:
-            page = report.html_page(stats, sources=where, waterfalls=waterfalls, tradeoff=tradeoff)
+            page = report.html_page(
+                stats, sources=where, waterfalls=waterfalls, tradeoff=tradeoff, explorer=explorer
+            )
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         _write(args.html, page, "HTML report")

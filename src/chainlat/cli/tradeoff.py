@@ -104,6 +104,9 @@ def add_commands(sub: Any) -> None:
         "for the cost per run of each variant",
     )
     compare.add_argument("--html", metavar="FILE", help="write the chart and table to FILE")
+    compare.add_argument(
+        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
+    )
     compare.add_argument("--format", choices=("text", "json"), default="text")
     compare.set_defaults(func=_compare)
 
@@ -228,9 +231,15 @@ def _compare(args: argparse.Namespace) -> int:
     )
     if args.html:
         from chainlat._core.errors import InputError
+        from chainlat.report import RunExplorer, jaeger_ui_url
+        from chainlat.traces import read_runs
 
+        explorer = RunExplorer(jaeger_ui=jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None)
+        for run in read_runs(sources, outcomes=True, roots=args.roots):
+            if args.workflow is None or run.workflow == args.workflow:
+                explorer.add(run)
         try:
-            page = tradeoff_page(comparison, sources=describe(sources))
+            page = tradeoff_page(comparison, sources=describe(sources), explorer=explorer)
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         try:

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
 WORKFLOW = "support-agent"
 LARGE = "sim-large"
 SMALL = "sim-small"
+PRICES: dict[str, dict[str, float]] = {
+    # The simulator's own models, priced for the demo (US dollars per million tokens);
+    # a real application passes its provider's current prices, never built-in ones.
+    LARGE: {"input_per_mtok": 2.5, "output_per_mtok": 10.0},
+    SMALL: {"input_per_mtok": 0.15, "output_per_mtok": 0.6},
+}
 _KIND_STYLE = {"inference": "magenta", "data": "cyan", "tool": "yellow", "workflow": "white"}
 
 
@@ -301,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     kept = keep_previous(destination) if destination is not None else None
     if kept is not None:
         console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
-    provider: TracerProvider = chainlat.configure("chainlat-demo", traces_file=args.traces_file)
+    provider: TracerProvider = chainlat.configure(
+        "chainlat-demo", traces_file=args.traces_file, prices=PRICES
+    )
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
     instrument_httpx()

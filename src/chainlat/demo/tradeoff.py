@@ -110,15 +110,15 @@ def tradeoff_section(
     )
     console.print(table)
     console.print(
-        'the same from a shell: chainlat whatif TRACES --variant large-planner --swap "chat '
-        'sim-large=sim-small"',
+        "the same from a shell: chainlat whatif TRACES --variant large-planner --swap "
+        '"plan=sim-small"',
         soft_wrap=True,
     )
 
     console.rule("latency against success rate (simulated outcomes)")
     comparison = compare(graded)
     table = Table(title_justify="left")
-    for column in ("variant", "runs", "p95", "success", "95% CI", "score", "Pareto"):
+    for column in ("variant", "runs", "p95", "1st out p95", "success", "cost/run", "Pareto"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for v in comparison.variants:
         p = v.success
@@ -126,9 +126,9 @@ def tradeoff_section(
             v.variant,
             str(v.runs),
             f"{v.total.p95:.0f} ms",
+            "-" if v.first_output is None else f"{v.first_output.p95:.0f} ms",
             "-" if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
-            "-" if p is None else f"{p.low:.0%}-{p.high:.0%}",
-            "-" if v.score_mean is None else f"{v.score_mean:.2f}",
+            "-" if v.cost_mean is None else f"${v.cost_mean:.5f}",
             "yes" if v.pareto else "",
         )
     console.print(table)

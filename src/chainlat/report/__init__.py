@@ -4,7 +4,8 @@ trade-off commands' output. One module per format; this package re-exports them.
 Text tables use rich (imported when first rendered); waterfalls are plain ASCII so
 that they read the same in a terminal, a CI log and a pytest failure message. The
 HTML page is drawn with plotly, whose JavaScript is embedded in the page, so it
-opens without network access.
+opens without network access; its run explorer (:class:`RunExplorer`, docs/report.md)
+is a small script and the runs' data, embedded too.
 
 Example::
 
@@ -15,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+from chainlat.report._explorer import RunExplorer, jaeger_ui_url
 from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
 from chainlat.report.jsondoc import check_json, diff_json, stats_json
 from chainlat.report.junit import junit_xml
@@ -30,6 +32,7 @@ from chainlat.report.text import (
 from chainlat.report.waterfall import waterfall
 
 __all__ = [
+    "RunExplorer",
     "check_json",
     "check_markdown",
     "check_renderables",
@@ -38,6 +41,7 @@ __all__ = [
     "diff_markdown",
     "diff_text",
     "html_page",
+    "jaeger_ui_url",
     "junit_xml",
     "render_text",
     "stats_json",

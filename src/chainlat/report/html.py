@@ -10,6 +10,7 @@ from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Samples,
     Stats,
+    WorkflowStats,
 )
 from chainlat.analysis.whatif import KINDS
 from chainlat.report._common import (
@@ -23,6 +24,7 @@ from chainlat.report.waterfall import waterfall
 
 if TYPE_CHECKING:
     from chainlat.analysis.tradeoff import Comparison
+    from chainlat.report._explorer import RunExplorer
 
 # --- HTML ---------------------------------------------------------------------------------
 
@@ -61,34 +63,50 @@ def html_page(
     sources: str = "",
     waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None = None,
     tradeoff: Comparison | None = None,
+    explorer: RunExplorer | None = None,
 ) -> str:
     """One self-contained HTML page with the charts; plotly.js is inlined, so it works offline.
 
     Charts: latency distribution per workflow, the inference/data/tool/overhead
     split per workflow, per-step percentiles, time to first token per model call;
     with ``tradeoff``, p95 latency against success rate per variant
-    (:func:`tradeoff_figure`). Needs plotly
-    (``pip install 'chainlat[html]'``).
+    (:func:`tradeoff_figure`). With ``explorer`` (a
+    :class:`~chainlat.report.RunExplorer` the runs went through), the page has the
+    run explorer, and the charts draw one series per workflow and variant when the
+    runs have more than one variant. Needs plotly (``pip install 'chainlat[html]'``).
+
+    Example::
+
+        explorer = RunExplorer()
+        stats = aggregate(explorer.watch(read_runs(["traces.jsonl"])))
+        Path("report.html").write_text(html_page(stats, explorer=explorer))
     """
     import plotly.graph_objects as go
 
+    series = _series(stats, explorer)
+    split_by_variant = any(variant is not None for _, variant, _ in series)
+    note = (
+        '<p class="note">One series per workflow and variant: runs of different variants '
+        "are never pooled in a chart.</p>"
+        if split_by_variant
+        else ""
+    )
     figures: list[tuple[str, str, Any]] = []
 
     distribution = go.Figure()
-    for name, workflow in stats.workflows.items():
+    for label, _, workflow in series:
         distribution.add_trace(
-            go.Box(y=_spread(workflow.quantities["total"]), name=visible(name), boxpoints=False)
+            go.Box(y=_spread(workflow.quantities["total"]), name=label, boxpoints=False)
         )
     distribution.update_layout(yaxis_title="total ms", showlegend=False)
     figures.append(("distribution", "Latency distribution per workflow", distribution))
 
     split = go.Figure()
-    names = list(stats.workflows)
     for quantity in ("inference", "data", "tool", "overhead"):
-        means = [stats.workflows[n].quantities[quantity].summary().mean or 0.0 for n in names]
+        means = [w.quantities[quantity].summary().mean or 0.0 for _, _, w in series]
         split.add_trace(
             go.Bar(
-                y=[visible(n) for n in names],
+                y=[label for label, _, _ in series],
                 x=means,
                 name=quantity,
                 orientation="h",
@@ -101,24 +119,25 @@ def html_page(
     steps = go.Figure()
     for q in ("p50", "p95", "p99"):
         labels, values = [], []
-        for name, workflow in stats.workflows.items():
+        for label, _, workflow in series:
             for step in workflow.steps.values():
-                labels.append(visible(f"{name}: {step.name}"))
+                labels.append(f"{label}: {visible(step.name)}")
                 values.append(getattr(step.duration.summary(), q))
         steps.add_trace(go.Bar(x=labels, y=values, name=q))
     steps.update_layout(barmode="group", yaxis_title="step ms")
     figures.append(("steps", "Per-step percentiles", steps))
 
     ttft = go.Figure()
-    by_call: dict[str, Samples] = {}
-    for workflow in stats.workflows.values():
+    by_call: dict[tuple[str, str | None], Samples] = {}
+    for _, variant, workflow in series:
         for step in workflow.steps.values():
             if len(step.ttft):
-                merged = by_call.setdefault(step.name, Samples())
+                merged = by_call.setdefault((step.name, variant), Samples())
                 for value in step.ttft.sorted():
                     merged.add(value)
-    for name, samples in by_call.items():
-        ttft.add_trace(go.Box(y=_spread(samples), name=visible(name), boxpoints=False))
+    for (name, variant), samples in by_call.items():
+        label = visible(name) if variant is None else f"{visible(name)} · {visible(variant)}"
+        ttft.add_trace(go.Box(y=_spread(samples), name=label, boxpoints=False))
     ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
     figures.append(("ttft", "Time to first token per model call", ttft))
 
@@ -130,6 +149,8 @@ def html_page(
     for index, (key, heading, figure) in enumerate(figures):
         figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=420)
         parts.append(f'<section id="{key}"><h2>{html.escape(heading)}</h2>')
+        if index < 4:
+            parts.append(note)
         if not figure.data:
             parts.append(f"<p>{_NO_DATA.get(key, 'No data.')}</p>")
         parts.append(
@@ -162,8 +183,13 @@ def html_page(
             )
             for r in stat_rows(workflow)
         )
+        pooled = (
+            f" (all {len(explorer.variants)} variants together)"
+            if explorer is not None and len(explorer.variants) > 1
+            else ""
+        )
         tables.append(
-            f"<h3>{_h(workflow.name)}: {count(workflow.runs, 'run')}</h3>"
+            f"<h3>{_h(workflow.name)}: {count(workflow.runs, 'run')}{pooled}</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
@@ -172,18 +198,48 @@ def html_page(
             tables.append(f"<h4>{_h(label)}</h4><pre>{_h(waterfall(run))}</pre>")
     subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_h(title)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-        "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px}</style>"
-        f"</head><body><h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest "
-        "rank.</p>"
+        _head(title)
+        + f"<h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest rank.</p>"
+        + (explorer.html() if explorer is not None else "")
         + "".join(parts)
         + '<section id="tables"><h2>Statistics</h2>'
         + "".join(tables)
         + "</section></body></html>\n"
     )
+
+
+_STYLE: Final = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+    "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #8884}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px}"
+    ".note{color:#888;font-size:.9em}"
+    "@media (prefers-color-scheme:dark){body{background:#16191d;color:#e6e6e6}}"
+)
+
+
+def _head(title: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
+        f"<title>{_h(title)}</title><style>{_STYLE}</style></head><body>"
+    )
+
+
+def _series(
+    stats: Stats, explorer: RunExplorer | None
+) -> list[tuple[str, str | None, WorkflowStats]]:
+    """The charts' series: one per workflow, or per workflow and variant when the runs
+    have more than one variant (so that a chart never pools them silently)."""
+    if explorer is None or len(explorer.by_variant) < 2:
+        return [(visible(name), None, w) for name, w in stats.workflows.items()]
+    found: list[tuple[str, str | None, WorkflowStats]] = []
+    for name in stats.workflows:
+        for variant, by_variant in explorer.by_variant.items():
+            workflow = by_variant.workflows.get(name)
+            if workflow is not None:
+                found.append((f"{visible(name)} · {visible(variant)}", variant, workflow))
+    return found
 
 
 def tradeoff_figure(comparison: Comparison) -> Any:
@@ -256,8 +312,14 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f} %"
 
 
-def tradeoff_page(comparison: Comparison, *, sources: str = "") -> str:
-    """A self-contained HTML page with the trade-off chart and the table; works offline."""
+def tradeoff_page(
+    comparison: Comparison, *, sources: str = "", explorer: RunExplorer | None = None
+) -> str:
+    """A self-contained HTML page with the trade-off chart and the table; works offline.
+
+    With ``explorer``, the page also has the run explorer, so that a user can look at
+    the runs behind each variant's point.
+    """
     figure = tradeoff_figure(comparison)
     figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=480)
     chart = (
@@ -294,19 +356,18 @@ def tradeoff_page(comparison: Comparison, *, sources: str = "") -> str:
     ]  # fmt: skip
     subtitle = f" from {_h(source_name(sources))}" if sources else ""
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>chainlat: latency against success rate</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-        "td{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+        _head("chainlat: latency against success rate")
+        + "<style>#variants td{text-align:right;font-variant-numeric:tabular-nums}</style>"
         f"<h1>Latency against success rate{subtitle}</h1>"
         "<p>Percentiles by nearest rank; shares are critical-path time over total time; "
         "&#9733; marks the Pareto front of each workflow (no other variant is both at least "
         "as fast at p95 and at least as successful).</p>"
         f'<section id="tradeoff">{chart}</section>'
-        "<table><thead><tr>"
+        '<table id="variants"><thead><tr>'
         + "".join(f"<th>{h}</th>" for h in heads)
         + "</tr></thead><tbody>"
         + "".join(rows)
-        + "</tbody></table></body></html>\n"
+        + "</tbody></table>"
+        + (explorer.html() if explorer is not None else "")
+        + "</body></html>\n"
     )

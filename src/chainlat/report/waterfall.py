@@ -24,36 +24,45 @@ def waterfall(
 ) -> str:
     """A plain-text waterfall of one run, with the limits it broke marked on their rows.
 
+    Steps on the critical path are marked ``*``; model calls show their time to first
+    token, and the workflow its first output when the run recorded one.
+
     Example::
 
         print(waterfall(run, check_run(run, budget)))
     """
+    from chainlat.report._critical import critical_steps
+
     total_ns = max(run.end_ns - run.start_ns, 1)
     notes: dict[int, list[str]] = {}  # row 0 is the workflow, row i the step i - 1
     for violation in violations:
-        row = _row_of(run, violation)
+        row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
             f"<-- {limit} {amount(violation.actual_ms, violation.unit)} > "
             f"{limit_text(violation.limit_ms, violation.unit)}"
         )
-    rows: list[tuple[str, str, float, float, str, str]] = [
+    first_output = first_output_ms(run)
+    on_path = critical_steps(run)
+    rows: list[tuple[str, str, str, float, float, str, str]] = [
         (
+            " ",
             visible(f"invoke_workflow {run.workflow}"),
             "workflow",
             0.0,
             run.total_ms,
             _bar(0, total_ns, total_ns, width),
-            "",
+            "" if first_output is None else f"first output {first_output:.1f} ms",
         )
     ]
-    for step in run.steps:
+    for index, step in enumerate(run.steps):
         start = step.start_ns - run.start_ns
         extra = f"ttft {step.ttft_ms:.1f} ms" if step.ttft_ms is not None else ""
         if step.cache_hit:
             extra = (extra + " cached").strip()
         rows.append(
             (
+                "*" if index in on_path else " ",
                 "  " * (step.depth + 1) + visible(step.name),
                 visible(step.kind),
                 start / 1e6,
@@ -62,7 +71,7 @@ def waterfall(
                 extra,
             )
         )
-    name_width = max(len(r[0]) for r in rows)
+    name_width = max(len(r[1]) for r in rows)
     head = (
         visible(title)
         if title is not None
@@ -77,24 +86,30 @@ def waterfall(
     scale = limit_text(round(run.total_ms, 1))
     lines = [
         head,
-        f"  {'step':<{name_width}}  {'kind':<9} {'start ms':>9} {'took ms':>9}  "
+        f"   {'step':<{name_width}}  {'kind':<9} {'start ms':>9} {'took ms':>9}  "
         f"|0{scale:>{width - 1}}|",
     ]
-    for index, (label, kind, start_ms, took_ms, bar, extra) in enumerate(rows):
+    for index, (mark, label, kind, start_ms, took_ms, bar, extra) in enumerate(rows):
         found = ([extra] if extra else []) + notes.get(index, [])
         lines.append(
-            f"  {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
+            f" {mark} {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
             + ("  " + "  ".join(found) if found else "")
         )
     c = run.rollup
     lines.append(
-        f"  critical path: inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
+        f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
         f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
     )
     return "\n".join(lines)
 
 
-def _row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
+def first_output_ms(run: WorkflowRun) -> float | None:
+    """When the user saw the run's first output (``chainlat.chain.first_output_ms``), if known."""
+    value = run.first_output_ms
+    return value if value is not None and math.isfinite(value) else None
+
+
+def row_of(run: WorkflowRun, violation: BudgetViolation) -> int:
     """The waterfall row a violation belongs on: its step's worst occurrence, else the workflow."""
     if not violation.target.startswith("steps."):
         return 0
