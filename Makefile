@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: system-deps install demo test unit lint format bench integration interop interop-report jaeger clean
+.PHONY: system-deps install demo test unit lint format bench integration interop interop-report jaeger pipeline rules clean
 
 install: $(STAMP)
 
@@ -42,7 +42,7 @@ system-deps:  ## Debian packages for the tests (Chromium for the HTML report che
 	scripts/system-deps.sh
 
 test: lint system-deps  ## lint, type check, the whole test suite
-	@if command -v go >/dev/null 2>&1; then collector/build.sh; \
+	@if command -v go >/dev/null 2>&1; then collector/build.sh all; \
 	else echo "no Go toolchain: the Jaeger / Collector integration tests will skip"; fi
 	$(BIN)/pytest -m "not interop"
 
@@ -53,10 +53,16 @@ interop-report: install  ## the interop matrix, one line per stack and case, res
 	$(BIN)/python tests/interop/run.py --stack all --repo . --out interop-results
 
 jaeger:  ## build the Jaeger v2 binary once (cached in ~/.cache/chainlat/bin)
-	collector/build.sh
+	collector/build.sh jaeger
 
-integration: install jaeger  ## the Jaeger / Collector integration tests
-	$(BIN)/pytest -m integration tests/integration
+pipeline:  ## build Jaeger, chainlat-otelcol, prometheus and promtool once (cached)
+	collector/build.sh all
+
+rules: install  ## Prometheus rules for the budget file found here (BUDGETS=FILE to choose)
+	$(BIN)/chainlat budgets rules $(BUDGETS)
+
+integration: install pipeline  ## the Jaeger / Collector / Prometheus integration tests
+	$(BIN)/pytest -m integration tests/integration tests/test_budget_rules.py
 
 bench: install  ## benchmarks; results go to BENCHMARKS.md
 	$(BIN)/python benchmarks/run.py

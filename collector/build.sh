@@ -1,101 +1,212 @@
 #!/usr/bin/env bash
-# Build Jaeger v2 from the Go module proxy into a cache directory.
+# Build the Go binaries of chainlat's trace pipeline from the Go module proxy into a cache.
 #
-#   collector/build.sh            build unless a binary of the pinned version is cached
-#   collector/build.sh --print    the same, then print the binary's path on stdout
-#   collector/build.sh --check    print the path if it is cached, exit 1 if not (no build)
+#   collector/build.sh [TARGET...]            build each TARGET unless it is cached
+#   collector/build.sh --print [TARGET...]    the same, then print each binary's path
+#   collector/build.sh --check [TARGET...]    print the paths if cached, exit 1 if not (no build)
 #
-# The binary lands at ${CHAINLAT_BIN_DIR:-$HOME/.cache/chainlat/bin}/jaeger. The same
-# binary runs both collector/jaeger.yaml (storage + query) and collector/otelcol.yaml
-# (the Collector tier): Jaeger v2 is an OpenTelemetry Collector distribution.
+# TARGET is one of (default: jaeger):
+#   jaeger       Jaeger v2 (storage + query, collector/jaeger.yaml)
+#   otelcol      chainlat-otelcol, the Collector distribution of the scaled tier
+#                (collector/otelcol-lb.yaml and collector/otelcol.yaml), made by the
+#                OpenTelemetry Collector Builder from collector/otelcol-builder.yaml
+#   prometheus   prometheus and promtool (rule checks and the integration tests)
+#   all          the three
+#
+# Binaries land in ${CHAINLAT_BIN_DIR:-$HOME/.cache/chainlat/bin}. The Go module and
+# build caches are the user's usual ones, so a second build is quick.
 #
 # Jaeger's go.mod carries a `replace` directive, so `go install ...@version` refuses to
 # build it. Instead a scratch module under the cache directory requires Jaeger as a
-# tool, copies Jaeger's replace directives, and builds the command package. The Go
-# module and build caches are the user's usual ones, so a second build is quick.
+# tool, copies Jaeger's replace directives, and builds the command package. Prometheus
+# is built the same way (without replaces). The Jaeger UI assets are not part of the Go
+# module (upstream builds them with npm before compiling), so this binary serves the
+# full query API but only a placeholder page at /; Prometheus likewise serves its API
+# without the web UI.
 #
-# The UI assets are not part of the Go module (upstream builds them with npm before
-# compiling), so this binary serves the full query API but only a placeholder page at /.
+# Cold build times (2 cores, empty Go caches) are in collector/README.md ("Building").
 set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Jaeger v2 tags its Go module with v1 numbers: v1.76.0 is Jaeger v2.13.0.
 JAEGER_MODULE=github.com/jaegertracing/jaeger
 JAEGER_MODULE_VERSION=${CHAINLAT_JAEGER_MODULE_VERSION:-v1.76.0}
 JAEGER_VERSION=${CHAINLAT_JAEGER_VERSION:-v2.13.0}
+# The builder's release is the release of every module in otelcol-builder.yaml.
+BUILDER_MODULE=go.opentelemetry.io/collector/cmd/builder
+BUILDER_VERSION=v0.161.0
+MANIFEST=$HERE/otelcol-builder.yaml
+# Prometheus tags its Go module v0.3XX.Y for release v3.XX.Y.
+PROMETHEUS_MODULE=github.com/prometheus/prometheus
+PROMETHEUS_MODULE_VERSION=v0.316.0
+PROMETHEUS_VERSION=3.16.0
 
 BIN_DIR=${CHAINLAT_BIN_DIR:-$HOME/.cache/chainlat/bin}
-BIN=$BIN_DIR/jaeger
-WORK_DIR=$BIN_DIR/.jaeger-build-$JAEGER_MODULE_VERSION
 
 print_path=0
 check_only=0
 case "${1:-}" in
-  --print) print_path=1 ;;
-  --check) print_path=1; check_only=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--print|--check]" >&2; exit 2 ;;
+  --print) print_path=1; shift ;;
+  --check) print_path=1; check_only=1; shift ;;
+  -*) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all]..." >&2; exit 2 ;;
 esac
+targets=()
+for t in "${@:-jaeger}"; do
+  case $t in
+    all) targets+=(jaeger otelcol prometheus) ;;
+    jaeger | otelcol | prometheus) targets+=("$t") ;;
+    *) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all]..." >&2; exit 2 ;;
+  esac
+done
 
 log() { echo "build.sh: $*" >&2; }
-
-cached_version() {
-  # `jaeger version` prints {"gitCommit":...,"gitVersion":"v2.13.0",...} on stdout.
-  [[ -x $BIN ]] || return 1
-  "$BIN" version 2>/dev/null | grep -q "\"gitVersion\":\"$JAEGER_VERSION\""
-}
-
-if cached_version; then
-  (( check_only )) || log "cached: $BIN ($JAEGER_VERSION)"
-  (( print_path )) && echo "$BIN"
-  exit 0
-fi
-if (( check_only )); then
-  log "no Jaeger $JAEGER_VERSION at $BIN; build it with collector/build.sh"
-  exit 1
-fi
-
-command -v go >/dev/null || { log "go is not installed; Go >= 1.24 is needed"; exit 1; }
 
 # Never let `go` fetch another toolchain: only the module proxy is assumed reachable.
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
-mkdir -p "$WORK_DIR"
-cd "$WORK_DIR"
+need_go() {
+  command -v go >/dev/null || { log "go is not installed; Go >= 1.26 is needed"; exit 1; }
+}
 
-if [[ ! -f go.mod ]]; then
-  log "scratch module in $WORK_DIR"
-  go mod init chainlat.local/jaeger-build >/dev/null 2>&1
-  # The `tool` directive needs go >= 1.24; Jaeger's own go line is newer still.
-  go mod edit -go=1.24.6
-fi
+# A scratch module in $1 (created once) whose go line allows the `tool` directive.
+scratch_module() {
+  mkdir -p "$1"
+  if [[ ! -f $1/go.mod ]]; then
+    log "scratch module in $1"
+    (cd "$1" && go mod init "chainlat.local/$(basename "$1")" >/dev/null 2>&1 && go mod edit -go=1.24.6)
+  fi
+}
 
-# Copy Jaeger's replace directives: replaces in a dependency's go.mod are ignored.
-jaeger_gomod=$(go mod download -json "$JAEGER_MODULE@$JAEGER_MODULE_VERSION" |
-  sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-[[ -f $jaeger_gomod ]] || { log "could not download $JAEGER_MODULE@$JAEGER_MODULE_VERSION"; exit 1; }
-awk '
-  /^replace[[:space:]]*\($/ { block = 1; next }
-  block && /^\)/ { block = 0; next }
-  block { print; next }
-  /^replace[[:space:]]/ { sub(/^replace[[:space:]]+/, ""); print }
-' "$jaeger_gomod" | while read -r old _arrow new newver; do
-  [[ -n $old ]] || continue
-  go mod edit -replace="$old=$new${newver:+@$newver}"
+# --- Jaeger -------------------------------------------------------------------------
+
+jaeger_bin() { echo "$BIN_DIR/jaeger"; }
+
+jaeger_cached() {
+  # `jaeger version` prints {"gitCommit":...,"gitVersion":"v2.13.0",...} on stdout.
+  local bin
+  bin=$(jaeger_bin)
+  [[ -x $bin ]] && "$bin" version 2>/dev/null | grep -q "\"gitVersion\":\"$JAEGER_VERSION\""
+}
+
+jaeger_build() {
+  local bin work jaeger_gomod start pkg
+  bin=$(jaeger_bin)
+  work=$BIN_DIR/.jaeger-build-$JAEGER_MODULE_VERSION
+  scratch_module "$work"
+  cd "$work"
+  # Copy Jaeger's replace directives: replaces in a dependency's go.mod are ignored.
+  jaeger_gomod=$(go mod download -json "$JAEGER_MODULE@$JAEGER_MODULE_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  [[ -f $jaeger_gomod ]] || { log "could not download $JAEGER_MODULE@$JAEGER_MODULE_VERSION"; exit 1; }
+  awk '
+    /^replace[[:space:]]*\($/ { block = 1; next }
+    block && /^\)/ { block = 0; next }
+    block { print; next }
+    /^replace[[:space:]]/ { sub(/^replace[[:space:]]+/, ""); print }
+  ' "$jaeger_gomod" | while read -r old _arrow new newver; do
+    [[ -n $old ]] || continue
+    go mod edit -replace="$old=$new${newver:+@$newver}"
+  done
+  log "resolving $JAEGER_MODULE/cmd/jaeger@$JAEGER_MODULE_VERSION"
+  go get -tool "$JAEGER_MODULE/cmd/jaeger@$JAEGER_MODULE_VERSION"
+  log "compiling Jaeger $JAEGER_VERSION (about 5 minutes cold on 2 cores, seconds with warm Go caches)"
+  start=$(date +%s)
+  pkg=$JAEGER_MODULE/internal/version
+  go build -trimpath -o "$bin.tmp" \
+    -ldflags "-s -w -X $pkg.latestVersion=$JAEGER_VERSION -X $pkg.commitSHA=$JAEGER_MODULE_VERSION -X $pkg.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "$JAEGER_MODULE/cmd/jaeger"
+  mv "$bin.tmp" "$bin"
+  log "built $bin in $(( $(date +%s) - start ))s ($(du -h "$bin" | cut -f1))"
+}
+
+# --- chainlat-otelcol ---------------------------------------------------------------
+
+otelcol_bin() { echo "$BIN_DIR/chainlat-otelcol"; }
+
+# The binary is current when it was built from this very manifest by this builder.
+otelcol_stamp() { { echo "$BUILDER_VERSION"; cat "$MANIFEST"; } | sha256sum | cut -c1-16; }
+
+otelcol_cached() {
+  local bin
+  bin=$(otelcol_bin)
+  [[ -x $bin && -f $bin.stamp && $(<"$bin.stamp") == "$(otelcol_stamp)" ]]
+}
+
+otelcol_build() {
+  local bin work start
+  bin=$(otelcol_bin)
+  work=$BIN_DIR/.otelcol-build
+  mkdir -p "$work"
+  log "compiling chainlat-otelcol with $BUILDER_MODULE@$BUILDER_VERSION from $MANIFEST"
+  start=$(date +%s)
+  # The builder writes main.go, components.go and go.mod into $work/dist, resolves the
+  # modules and runs `go build -trimpath -ldflags="-s -w"`.
+  (cd "$work" && go run "$BUILDER_MODULE@$BUILDER_VERSION" \
+    --config="$MANIFEST" --output-path="$work/dist" >"$work/builder.log" 2>&1) || {
+    tail -n 30 "$work/builder.log" >&2
+    log "the builder failed (log: $work/builder.log)"
+    exit 1
+  }
+  cp "$work/dist/chainlat-otelcol" "$bin.tmp"
+  mv "$bin.tmp" "$bin"
+  otelcol_stamp >"$bin.stamp"
+  log "built $bin in $(( $(date +%s) - start ))s ($(du -h "$bin" | cut -f1))"
+}
+
+# --- prometheus and promtool --------------------------------------------------------
+
+prometheus_bin() { echo "$BIN_DIR/prometheus"; }
+
+prometheus_cached() {
+  local bin=$BIN_DIR/prometheus tool=$BIN_DIR/promtool
+  [[ -x $bin && -x $tool ]] &&
+    "$bin" --version 2>/dev/null | grep -q "version $PROMETHEUS_VERSION " &&
+    "$tool" --version 2>/dev/null | grep -q "version $PROMETHEUS_VERSION "
+}
+
+prometheus_build() {
+  local work start pkg cmd
+  work=$BIN_DIR/.prometheus-build-$PROMETHEUS_MODULE_VERSION
+  scratch_module "$work"
+  cd "$work"
+  log "resolving $PROMETHEUS_MODULE@$PROMETHEUS_MODULE_VERSION"
+  go get -tool "$PROMETHEUS_MODULE/cmd/prometheus@$PROMETHEUS_MODULE_VERSION"
+  go get -tool "$PROMETHEUS_MODULE/cmd/promtool@$PROMETHEUS_MODULE_VERSION"
+  log "compiling prometheus and promtool $PROMETHEUS_VERSION"
+  start=$(date +%s)
+  pkg=github.com/prometheus/common/version
+  # remove_all_sd leaves out the cloud and Kubernetes service discovery (static and file
+  # targets remain), about half of the packages: the tier needs static targets only.
+  for cmd in prometheus promtool; do
+    go build -trimpath -tags remove_all_sd -o "$BIN_DIR/$cmd.tmp" \
+      -ldflags "-s -w -X $pkg.Version=$PROMETHEUS_VERSION -X $pkg.Revision=$PROMETHEUS_MODULE_VERSION -X $pkg.Branch=module -X $pkg.BuildDate=$(date -u +%Y%m%d-%H:%M:%S)" \
+      "$PROMETHEUS_MODULE/cmd/$cmd"
+    mv "$BIN_DIR/$cmd.tmp" "$BIN_DIR/$cmd"
+  done
+  log "built prometheus and promtool in $(( $(date +%s) - start ))s"
+}
+
+# --- main ---------------------------------------------------------------------------
+
+mkdir -p "$BIN_DIR"
+status=0
+for t in "${targets[@]}"; do
+  if "${t}_cached"; then
+    (( check_only )) || log "cached: $("${t}_bin")"
+  elif (( check_only )); then
+    log "no current $t binary in $BIN_DIR; build it with collector/build.sh $t"
+    status=1
+    continue
+  else
+    need_go
+    ("${t}_build")
+    "${t}_cached" || { log "$("${t}_bin") does not report the pinned version"; exit 1; }
+  fi
+  if (( print_path )); then
+    "${t}_bin"
+    [[ $t == prometheus ]] && echo "$BIN_DIR/promtool"
+  fi
 done
-
-log "resolving $JAEGER_MODULE/cmd/jaeger@$JAEGER_MODULE_VERSION"
-go get -tool "$JAEGER_MODULE/cmd/jaeger@$JAEGER_MODULE_VERSION"
-
-log "compiling Jaeger $JAEGER_VERSION (about 5 minutes cold on 2 cores, seconds with warm Go caches)"
-start=$(date +%s)
-pkg=$JAEGER_MODULE/internal/version
-go build -trimpath -o "$BIN.tmp" \
-  -ldflags "-s -w -X $pkg.latestVersion=$JAEGER_VERSION -X $pkg.commitSHA=$JAEGER_MODULE_VERSION -X $pkg.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-  "$JAEGER_MODULE/cmd/jaeger"
-mv "$BIN.tmp" "$BIN"
-log "built $BIN in $(( $(date +%s) - start ))s ($(du -h "$BIN" | cut -f1))"
-
-cached_version || { log "$BIN does not report $JAEGER_VERSION"; exit 1; }
-(( print_path )) && echo "$BIN"
-exit 0
+exit "$status"

@@ -41,7 +41,7 @@ from .stack import (
 
 CollectorFactory = Callable[[Sampling], CollectorTier]
 
-SKIP_PREFIX = "integration tests need the Jaeger binary: "
+SKIP_PREFIX = "integration tests need the pipeline binaries: "
 _SKIP_LINE = next(
     number
     for number, line in enumerate(Path(__file__).read_text().splitlines(), start=1)

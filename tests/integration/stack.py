@@ -8,8 +8,10 @@ yield, for annotations in tests.
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +22,8 @@ COLLECTOR_DIR = REPO_ROOT / "collector"
 BUILD_SH = COLLECTOR_DIR / "build.sh"
 RUN_SH = COLLECTOR_DIR / "run.sh"
 
-Process = Literal["jaeger", "collector"]
+Process = Literal["jaeger", "collector", "lb", "prometheus", "tier"] | str
+"""A process (or group) of collector/run.sh: also ``replica-K``."""
 
 _RUN_SH_TIMEOUT_S = 120
 # A cold build compiles about 2,300 packages: about 5 minutes on 2 cores; allow for slower machines.
@@ -28,7 +31,7 @@ BUILD_TIMEOUT_S = 40 * 60
 
 
 class BinaryUnavailable(Exception):
-    """The Jaeger binary is not built and could not be (message: one line why)."""
+    """A pipeline binary is not built and could not be (message: one line why)."""
 
 
 class StackError(Exception):
@@ -47,6 +50,8 @@ class Jaeger:
     """``127.0.0.1:PORT``: OTLP/gRPC, what the Collector tier exports to."""
     health_url: str
     run_dir: Path
+    env: dict[str, str] = field(default_factory=dict, compare=False)
+    """The settings it was started with (start_jaeger_again reuses them)."""
 
     @property
     def log_path(self) -> Path:
@@ -78,6 +83,7 @@ class CollectorTier:
     """``http://127.0.0.1:PORT/metrics``: the Collector's own metrics."""
     sampling: Sampling
     run_dir: Path
+    health_port: int = 0
 
     @property
     def log_path(self) -> Path:
@@ -92,8 +98,9 @@ class CollectorTier:
 
 
 def find_binary(*, build: bool) -> Path:
-    """The cached Jaeger binary; with ``build``, build it first when it is missing."""
-    args = [str(BUILD_SH), "--print" if build else "--check"]
+    """The cached Jaeger binary, with chainlat-otelcol, prometheus and promtool beside it;
+    with ``build``, build what is missing first."""
+    args = [str(BUILD_SH), "--print" if build else "--check", "all"]
     try:
         done = subprocess.run(
             args,
@@ -107,11 +114,20 @@ def find_binary(*, build: bool) -> Path:
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise BinaryUnavailable(lines[-1] if lines else f"build.sh exited {done.returncode}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return Path(done.stdout.strip().splitlines()[0])
 
 
-def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:
-    """Start Jaeger on free ports; raise StackError with its log if it is not ready."""
+def start_jaeger(
+    run_dir: Path,
+    *,
+    max_traces: int = 100_000,
+    storage: Literal["memstore", "badger"] = "memstore",
+) -> Jaeger:
+    """Start Jaeger on free ports; raise StackError with its log if it is not ready.
+
+    ``memstore`` keeps traces in memory (the tests that need no restart); ``badger``
+    on disk in ``run_dir``, as shipped.
+    """
     otlp_grpc, otlp_http, query, query_grpc, health = free_ports(5)
     env = {
         "CHAINLAT_JAEGER_HOST": "127.0.0.1",
@@ -121,6 +137,8 @@ def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:
         "CHAINLAT_JAEGER_QUERY_GRPC_PORT": str(query_grpc),
         "CHAINLAT_JAEGER_HEALTH_PORT": str(health),
         "CHAINLAT_JAEGER_MAX_TRACES": str(max_traces),
+        "CHAINLAT_JAEGER_STORAGE": storage,
+        "CHAINLAT_JAEGER_DATA_DIR": str(run_dir / "jaeger-data"),
     }
     _run_sh("start", "jaeger", run_dir=run_dir, env=env)
     return Jaeger(
@@ -129,12 +147,18 @@ def start_jaeger(run_dir: Path, *, max_traces: int = 100_000) -> Jaeger:
         otlp_grpc_endpoint=f"127.0.0.1:{otlp_grpc}",
         health_url=f"http://127.0.0.1:{health}/status",
         run_dir=run_dir,
+        env=env,
     )
+
+
+def start_jaeger_again(jaeger: Jaeger) -> None:
+    """Start a stopped Jaeger again: same ports, same storage (its data directory)."""
+    _run_sh("start", "jaeger", run_dir=jaeger.run_dir, env=jaeger.env)
 
 
 def start_collector(run_dir: Path, jaeger: Jaeger, sampling: Sampling) -> CollectorTier:
     """Start a Collector tier that exports to ``jaeger``; raise StackError if not ready."""
-    otlp_grpc, otlp_http, prometheus, telemetry = free_ports(4)
+    otlp_grpc, otlp_http, prometheus, telemetry, health = free_ports(5)
     tier = CollectorTier(
         otlp_http_endpoint=f"http://127.0.0.1:{otlp_http}",
         otlp_grpc_endpoint=f"127.0.0.1:{otlp_grpc}",
@@ -142,6 +166,7 @@ def start_collector(run_dir: Path, jaeger: Jaeger, sampling: Sampling) -> Collec
         telemetry_url=f"http://127.0.0.1:{telemetry}/metrics",
         sampling=sampling,
         run_dir=run_dir,
+        health_port=health,
     )
     start_tier(tier, jaeger)
     return tier
@@ -155,18 +180,134 @@ def start_tier(tier: CollectorTier, jaeger: Jaeger) -> None:
     """
     sampling = tier.sampling
     env = {
+        **_sampling_env(sampling),
+        "CHAINLAT_COLLECTOR_HEALTH_PORT": str(tier.health_port or free_ports(1)[0]),
         "CHAINLAT_COLLECTOR_HOST": "127.0.0.1",
         "CHAINLAT_COLLECTOR_OTLP_GRPC_PORT": _port(tier.otlp_grpc_endpoint),
         "CHAINLAT_COLLECTOR_OTLP_HTTP_PORT": _port(tier.otlp_http_endpoint),
         "CHAINLAT_COLLECTOR_PROMETHEUS_PORT": _port(tier.metrics_url),
         "CHAINLAT_COLLECTOR_METRICS_PORT": _port(tier.telemetry_url),
         "CHAINLAT_COLLECTOR_JAEGER_ENDPOINT": jaeger.otlp_grpc_endpoint,
+    }
+    _run_sh("start", "collector", run_dir=tier.run_dir, env=env)
+
+
+def _sampling_env(sampling: Sampling) -> dict[str, str]:
+    return {
         "CHAINLAT_SAMPLING_PERCENT": f"{sampling.percent:g}",
+        "CHAINLAT_SAMPLING_PROBABILITY": f"{sampling.percent / 100:g}",
         "CHAINLAT_SAMPLING_LATENCY_MS": str(sampling.latency_ms),
         "CHAINLAT_SAMPLING_DECISION_WAIT": f"{sampling.decision_wait_s:g}s",
         "CHAINLAT_SPANMETRICS_FLUSH_INTERVAL": f"{sampling.spanmetrics_flush_s:g}s",
     }
-    _run_sh("start", "collector", run_dir=tier.run_dir, env=env)
+
+
+@dataclass(frozen=True)
+class ScaledTier:
+    """The scaled tier (``run.sh start tier``): a load balancer, sampling replicas and a
+    Prometheus scraping them and evaluating a rules file, in front of a Jaeger."""
+
+    otlp_http_endpoint: str
+    """The load balancer's OTLP/HTTP: the value for ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+    prometheus_url: str
+    replica_metrics_urls: tuple[str, ...]
+    """Each replica's span metrics, ``http://127.0.0.1:PORT/metrics``."""
+    replica_telemetry_urls: tuple[str, ...]
+    """Each replica's own metrics (tail sampling counts)."""
+    lb_telemetry_url: str
+    """The load balancer's own metrics (spans it could not deliver)."""
+    sampling: Sampling
+    run_dir: Path
+    env: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def replicas(self) -> int:
+        return len(self.replica_metrics_urls)
+
+    def otel_env(self) -> dict[str, str]:
+        """Environment that points an OpenTelemetry SDK here."""
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_http_endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+
+
+def _free_block(size: int, attempts: int = 50) -> int:
+    """A base port with ``size`` consecutive free ports on 127.0.0.1."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(20_000, 60_000 - size)
+        try:
+            sockets = []
+            for port in range(base, base + size):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise StackError(f"no {size} consecutive free ports found in {attempts} attempts")
+
+
+def start_scaled_tier(
+    run_dir: Path,
+    jaeger: Jaeger,
+    sampling: Sampling,
+    *,
+    rules: Path,
+    replicas: int = 2,
+    spanmetrics_buckets: str | None = None,
+    scrape_interval_s: float = 1.0,
+    lb_retry_s: float = 3.0,
+) -> ScaledTier:
+    """Start ``replicas`` sampling Collectors, the load balancer and Prometheus (with
+    ``rules``) exporting to ``jaeger``; raise StackError if one is not ready."""
+    base = _free_block(10 * replicas)
+    lb_grpc, lb_http, lb_health, lb_metrics, prometheus = free_ports(5)
+    env = {
+        **_sampling_env(sampling),
+        "CHAINLAT_SAMPLING_REPLICAS": str(replicas),
+        "CHAINLAT_REPLICA_BASE_PORT": str(base),
+        "CHAINLAT_COLLECTOR_HOST": "127.0.0.1",
+        "CHAINLAT_COLLECTOR_JAEGER_ENDPOINT": jaeger.otlp_grpc_endpoint,
+        "CHAINLAT_LB_HOST": "127.0.0.1",
+        "CHAINLAT_LB_OTLP_GRPC_PORT": str(lb_grpc),
+        "CHAINLAT_LB_OTLP_HTTP_PORT": str(lb_http),
+        "CHAINLAT_LB_HEALTH_PORT": str(lb_health),
+        "CHAINLAT_LB_METRICS_PORT": str(lb_metrics),
+        "CHAINLAT_PROMETHEUS_PORT": str(prometheus),
+        "CHAINLAT_PROMETHEUS_RULES": str(rules),
+        "CHAINLAT_PROMETHEUS_SCRAPE_INTERVAL": f"{scrape_interval_s:g}s",
+        # A stopped replica's share is dropped (and counted) after this, not after 5 min.
+        "CHAINLAT_LB_RETRY_MAX_ELAPSED": f"{lb_retry_s:g}s",
+    }
+    if spanmetrics_buckets is not None:
+        env["CHAINLAT_SPANMETRICS_BUCKETS"] = spanmetrics_buckets
+    # Jaeger already runs in its own run directory; the tier's processes start here.
+    for name in [*(f"replica-{k}" for k in range(1, replicas + 1)), "lb", "prometheus"]:
+        _run_sh("start", name, run_dir=run_dir, env=env)
+    return ScaledTier(
+        otlp_http_endpoint=f"http://127.0.0.1:{lb_http}",
+        prometheus_url=f"http://127.0.0.1:{prometheus}",
+        replica_metrics_urls=tuple(
+            f"http://127.0.0.1:{base + 10 * k + 2}/metrics" for k in range(replicas)
+        ),
+        replica_telemetry_urls=tuple(
+            f"http://127.0.0.1:{base + 10 * k + 3}/metrics" for k in range(replicas)
+        ),
+        lb_telemetry_url=f"http://127.0.0.1:{lb_metrics}/metrics",
+        sampling=sampling,
+        run_dir=run_dir,
+        env=env,
+    )
+
+
+def stop_in_tier(tier: ScaledTier, process: Process) -> None:
+    """Stop one process of the scaled tier (``replica-2``, ``lb``, ``tier`` for all)."""
+    _run_sh("stop", process, run_dir=tier.run_dir, env=tier.env)
 
 
 def _port(address: str) -> str:

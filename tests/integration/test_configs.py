@@ -10,7 +10,12 @@ import yaml
 
 from .stack import COLLECTOR_DIR, validate
 
-CONFIGS = ("otelcol.yaml", "jaeger.yaml")
+CONFIGS = ("otelcol.yaml", "otelcol-lb.yaml", "jaeger.yaml")
+STORAGE_EXAMPLES = tuple(
+    f"storage/jaeger-{store}.yaml"
+    for store in ("elasticsearch", "opensearch", "cassandra", "clickhouse")
+)
+"""Jaeger on shared storage: validated only, since no such server runs in the tests."""
 ENV_REFERENCE = re.compile(r"\$\{env:([A-Z0-9_]+)(?::-([^}]*))?\}")
 
 # (config, text to replace, replacement, why it must fail)
@@ -21,6 +26,14 @@ BREAKAGES = [
     ("otelcol.yaml", "limit_percentage: 80", "limit_percentage: 180", "limit over 100 %"),
     ("jaeger.yaml", "max_traces:", "max_tracez:", "unknown storage key"),
     ("jaeger.yaml", "processors: [batch]", "processors: [batching]", "undefined processor"),
+    ("jaeger.yaml", "ttl:", "ttls:", "unknown badger key"),
+    ("otelcol.yaml", "- attributes[", "- attributez[", "twin filter not OTTL"),
+    ("otelcol-lb.yaml", "hostnames:", "hostname:", "unknown resolver key"),
+    ("otelcol-lb.yaml", "[loadbalancing/traces]", "[loadbalancing/spans]", "undefined exporter"),
+    ("storage/jaeger-opensearch.yaml", "server_urls:", "server_urlz:", "unknown storage key"),
+    ("storage/jaeger-cassandra.yaml", "keyspace:", "key_space:", "unknown storage key"),
+    ("storage/jaeger-clickhouse.yaml", "addresses:", "address:", "unknown storage key"),
+    ("storage/jaeger-elasticsearch.yaml", "index_prefix:", "prefix:", "unknown storage key"),
 ]
 
 
@@ -44,7 +57,7 @@ def _env_references(config: str) -> dict[str, str | None]:
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("jaeger_binary")
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", CONFIGS + STORAGE_EXAMPLES)
 def test_shipped_config_passes_validation(config: str) -> None:
     """`run.sh validate` accepts each config as shipped, with its defaults."""
     done = validate(COLLECTOR_DIR / config)
@@ -61,7 +74,7 @@ def test_broken_config_fails_validation(
     """A copy with one bad edit is rejected: validation is a real check, not a parse."""
     text = (COLLECTOR_DIR / config).read_text()
     assert old in text, f"{config} no longer contains {old!r}; update the breakage"
-    broken = tmp_path / config
+    broken = tmp_path / Path(config).name
     broken.write_text(text.replace(old, new, 1))
     done = validate(broken)
     assert done.returncode != 0, f"{why}: accepted\n{done.stdout}"
@@ -69,10 +82,11 @@ def test_broken_config_fails_validation(
 
 
 def test_compose_file_mounts_the_shipped_configs() -> None:
-    """docker-compose.yml parses, pins its images and mounts configs that exist."""
+    """docker-compose.yml parses, pins its images and mounts configs that exist: the
+    scaled topology, a load balancer in front of two sampling replicas."""
     compose = yaml.safe_load((COLLECTOR_DIR / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"collector", "jaeger"}
+    assert set(services) == {"lb", "replica-1", "replica-2", "jaeger", "prometheus"}
     mounted: dict[str, str] = {}
     for name, service in services.items():
         image = service["image"]
@@ -80,11 +94,15 @@ def test_compose_file_mounts_the_shipped_configs() -> None:
         assert not image.endswith(":latest"), f"{name}: image {image} is not pinned"
         for volume in service["volumes"]:
             source, target, *_ = volume.split(":")
-            assert (COLLECTOR_DIR / source).is_file(), f"{name}: {source} does not exist"
-            mounted[target] = source
-        (config_arg,) = [a for a in service["command"] if a.startswith("--config=")]
-        assert config_arg.removeprefix("--config=") in mounted, f"{name}: config not mounted"
-    assert sorted(Path(s).name for s in mounted.values()) == sorted(CONFIGS)
+            if source.startswith("."):
+                assert (COLLECTOR_DIR / source).exists(), f"{name}: {source} does not exist"
+                mounted[target] = source
+        (config_arg,) = [a for a in service["command"] if a.startswith("--config")]
+        assert config_arg.split("=", 1)[1] in mounted, f"{name}: config not mounted"
+    configs = {Path(s).name for s in mounted.values() if s.endswith((".yaml", ".yml"))}
+    assert configs == {*CONFIGS, "prometheus.yml"}
+    backends = services["lb"]["environment"]["CHAINLAT_LB_BACKENDS"]
+    assert backends == "[replica-1:4317, replica-2:4317]"
 
 
 def test_compose_sets_only_variables_the_configs_read() -> None:
@@ -92,7 +110,9 @@ def test_compose_sets_only_variables_the_configs_read() -> None:
     compose = yaml.safe_load((COLLECTOR_DIR / "docker-compose.yml").read_text())
     for name, service in compose["services"].items():
         config = Path(service["volumes"][0].split(":")[0]).name
-        unknown = set(service["environment"]) - set(_env_references(config))
+        if config not in CONFIGS:
+            continue
+        unknown = set(service.get("environment", {})) - set(_env_references(config))
         assert not unknown, f"{name}: {sorted(unknown)} not read by {config}"
 
 

@@ -291,6 +291,7 @@ def configure(
         _installed = installed
         set_default_provider(tracer_provider)
         _install_budgets(loaded_budgets, on_exceed)
+        _install_chain_metrics(meter_provider, loaded_budgets)
         return tracer_provider
 
 
@@ -363,6 +364,15 @@ def _install_budgets(budgets: Budgets | None, on_exceed: OnExceed) -> None:
         from chainlat._runtime import budgets as runtime
     if runtime is not None:
         runtime.install(budgets, on_exceed)
+
+
+def _install_chain_metrics(meter_provider: MeterProvider | None, budgets: Budgets | None) -> None:
+    # Per-run histograms and budget counters only when metrics are read (a reader is set).
+    runtime = sys.modules.get("chainlat._runtime.metrics")
+    if meter_provider is not None:
+        from chainlat._runtime import metrics as runtime
+    if runtime is not None:
+        runtime.install(meter_provider, budgets)
 
 
 def _describe(exporter: SpanExporter) -> str:
@@ -493,4 +503,5 @@ def shutdown(*, timeout_ms: float | None = None) -> bool:
         installed, _installed = _installed, None
         set_default_provider(None)
         _install_budgets(None, "record")
+        _install_chain_metrics(None, None)
         return _shutdown_installed(installed, None if timeout_ms is None else timeout_ms / 1000)

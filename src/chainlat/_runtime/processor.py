@@ -24,7 +24,7 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, call_record, classify
+from chainlat._core.rollup import SpanRecord, _same_model, call_record, classify, source_of
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -34,6 +34,9 @@ Clock = Callable[[], int]
 """Returns the current time in integer nanoseconds since the epoch."""
 
 _STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
+STEP_TWIN: Final = "chainlat.step.twin"
+"""``true`` on a span that is a model call already counted by another span (its SDK-level
+span around or beside it): the Collector tier's span metrics leave it out."""
 
 StepNaming = tuple[str, "StepNaming | None", object]
 """The innermost ``chainlat.step(name)`` block: its name, the one around it, its owner."""
@@ -44,7 +47,7 @@ step_naming: contextvars.ContextVar[StepNaming | None] = contextvars.ContextVar(
 
 
 class _WorkflowState:
-    __slots__ = ("counter", "name", "parent", "records", "root_id")
+    __slots__ = ("calls", "counter", "name", "parent", "records", "root_id")
 
     def __init__(self, root_id: int, name: str, parent: _WorkflowState | None) -> None:
         self.root_id = root_id
@@ -52,6 +55,8 @@ class _WorkflowState:
         self.parent = parent
         self.records: list[SpanRecord] = []
         self.counter = itertools.count()
+        # Open model calls: span id -> (source convention, model), to spot a twin at its start.
+        self.calls: dict[int, tuple[str, str | None]] = {}
 
 
 class _Metrics:
@@ -165,14 +170,32 @@ class ChainlatSpanProcessor(SpanProcessor):
             if around != kind:  # the same kind nested in itself is one step, not two
                 self._tag_step(span, state, kind, attributes)
                 step_id = span_id
+                if kind == "inference" and self._beside_twin(span, state, attributes):
+                    span.set_attribute(STEP_TWIN, True)
             else:
                 if attr.STEP_KIND not in attributes:
                     span.set_attribute(attr.STEP_KIND, kind)
                 # The outer span of a call seen twice records no metrics: the
-                # inner, wire-level one does.
+                # inner, wire-level one does. Span metrics count the outer one, as the
+                # rollup does, and leave out the inner one, which says it is a twin.
                 self._seen_twice.add(step_id)
+                span.set_attribute(STEP_TWIN, True)
             around = kind
         self._owner[span_id] = (state, around, step_id)
+
+    def _beside_twin(
+        self, span: Span, state: _WorkflowState, attributes: Mapping[str, object]
+    ) -> bool:
+        """Whether this model call is one already open, seen by another instrumentation
+        (a framework's callback span is not made current, so the wire-level span of its
+        call starts beside it, not inside): an open call of another source and the same
+        model. The earlier span counts, as in the rollup's ``find_twins``."""
+        source = source_of(attributes)
+        model = conventions.model_of(attributes)
+        calls = state.calls
+        twin = any(s != source and _same_model(m, model) for s, m in calls.values())
+        calls[span.context.span_id] = (source, model)
+        return twin
 
     def _tag_step(
         self, span: Span, state: _WorkflowState, kind: str, attributes: Mapping[str, object]
@@ -215,6 +238,8 @@ class ChainlatSpanProcessor(SpanProcessor):
         if entry is None:
             return
         state = entry[0]
+        if state.calls:
+            state.calls.pop(context.span_id, None)
         record = to_record(span, attributes)
         if record is None:
             return

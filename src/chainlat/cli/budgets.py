@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.errors import InputError, shown
+from chainlat.cli import prometheus as _cli_prometheus
 from chainlat.cli.sources import (
     RunFilter,
     add_filter_arguments,
@@ -64,6 +65,7 @@ def add_commands(sub: Any) -> None:
         help="a budgeted workflow or step that no run has is not an error (default: it is, "
         "exit 2, as a misspelled name would otherwise pass)",
     )
+    _cli_prometheus.add_check_options(check)
     check.set_defaults(func=_check)
 
     report = sub.add_parser(
@@ -116,6 +118,7 @@ def add_commands(sub: Any) -> None:
     validate = budgets_sub.add_parser("validate", help="check a budget file")
     validate.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
     validate.set_defaults(func=_validate)
+    _cli_prometheus.add_budgets_commands(budgets_sub)
 
 
 def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = False) -> Any:
@@ -156,6 +159,8 @@ def _check(args: argparse.Namespace) -> int:
     from chainlat.budgets import evaluate, load_budgets, unknown_keys
     from chainlat.traces import ReadCounters
 
+    if args.prometheus:
+        return _cli_prometheus.check(args)
     budgets = load_budgets(args.budgets)
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")

@@ -1,0 +1,583 @@
+"""Budgets as Prometheus rules: a budget file in, recording and alerting rules (YAML) out.
+
+Every limit that metrics can express becomes one PromQL query over a window
+(:func:`limit_queries`); :func:`prometheus_rules` turns them into a rules file
+and ``chainlat check --prometheus`` runs the same queries through Prometheus's
+HTTP API, so the alert and the CI verdict cannot disagree.
+
+Where each kind of limit is read from:
+
+- **workflow percentiles of the total** (``p95 = "800ms"``): the span-metrics
+  histogram of the workflow spans (``invoke_workflow NAME``), computed by the
+  Collector tier from every span before sampling;
+- **workflow percentiles of the split and of other per-run quantities**
+  (``p95 = { data = "250ms" }``): chainlat's own histogram
+  ``chainlat.chain.duration`` (label ``chainlat.chain.kind``), emitted by the
+  application with the rollup (:mod:`chainlat._runtime.metrics`);
+- **step percentiles** (``steps."chat gpt-4o".p95``): the span-metrics histogram
+  of the step's spans within the workflow;
+- **per-run limits** (``total``, ``data``, ``steps."x".max``, ...): chainlat's
+  counter ``chainlat.budget.exceeded`` per workflow and limit, counted by the
+  application that judged each run; any increase in the window breaks it;
+- **the error rate** (``error_rate = "2%"``): span-metrics call counts of the
+  workflow spans with status ERROR over all of them.
+
+A percentile read from buckets is only as exact as its buckets. With the limit
+itself a bucket boundary, "the histogram's p95 is above the limit" holds exactly
+when fewer than 95 % of the observations are at or below the limit, which is the
+nearest-rank verdict of ``chainlat check``; the value shown in between two
+boundaries is interpolated. :func:`bucket_boundaries` lists the boundaries the
+span metrics need (``CHAINLAT_SPANMETRICS_BUCKETS`` in collector/otelcol.yaml);
+the application's own histograms get every limit as a boundary automatically.
+
+Failed runs (status ERROR) are left out of the latency percentiles and counted
+in the error rate.
+
+Example::
+
+    budgets = chainlat.budgets.load_budgets("chainlat.toml")
+    text = chainlat.budgets.rules.prometheus_rules(budgets, window="1h")
+    pathlib.Path("chainlat.rules.yml").write_text(text)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import yaml
+
+from chainlat._core.errors import InputError
+from chainlat._core.runs import step_key
+from chainlat.budgets import Budgets, WorkflowBudget, _percentile_value
+
+__all__ = [
+    "DEFAULT_SPANMETRICS_BUCKETS_MS",
+    "LimitQuery",
+    "Unexpressed",
+    "bucket_boundaries",
+    "limit_queries",
+    "parse_window",
+    "prometheus_rules",
+    "unexpressed_limits",
+]
+
+# --- the series, as the Collector's prometheus exporter names them -------------------------
+
+SPAN_DURATION: Final = "traces_span_metrics_duration_milliseconds"
+"""The span-metrics histogram (``_bucket``, ``_count``, ``_sum``); labels ``span_name``,
+``status_code``, ``chainlat_step_kind``, ``chainlat_workflow_name``, ``chainlat_step_name``."""
+SPAN_CALLS: Final = "traces_span_metrics_duration_milliseconds_count"
+"""Spans counted, as the histogram's count: the same number as ``calls_total``, from the
+series the percentiles read, so that a ratio and a percentile never see different scrapes."""
+CHAIN_DURATION: Final = "chainlat_chain_duration_milliseconds"
+"""chainlat's per-run histogram (:mod:`chainlat._runtime.metrics`); labels
+``gen_ai_workflow_name``, ``chainlat_chain_kind`` and ``error_type`` (failed runs only)."""
+BUDGET_EXCEEDED: Final = "chainlat_budget_exceeded_total"
+"""chainlat's counter of runs over a per-run limit; labels ``gen_ai_workflow_name`` and
+``chainlat_budget_target``."""
+
+STATUS_ERROR: Final = "STATUS_CODE_ERROR"
+WORKFLOW_LABEL: Final = "workflow"
+TARGET_LABEL: Final = "target"
+ALERT_NAME: Final = "ChainlatBudgetBroken"
+
+DEFAULT_SPANMETRICS_BUCKETS_MS: Final = (
+    10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0, 1280.0, 2560.0, 5120.0, 10240.0, 20480.0,
+    40960.0, 81920.0,
+)  # fmt: skip
+"""The span-metrics buckets collector/otelcol.yaml ships (the GenAI conventions' grid)."""
+
+Measure = Literal["percentile", "per_run", "ratio"]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitQuery:
+    """One limit of a budget file as PromQL over a window.
+
+    ``value`` is what the limit bounds (a percentile in ms, runs over a per-run
+    limit, a ratio); ``runs`` is how many runs (or step occurrences) it was
+    computed from. The limit is broken when ``value > threshold`` and
+    ``runs >= min_runs``.
+    """
+
+    workflow: str
+    target: str
+    """The limit's key path inside the workflow's budget (``p95.total``, ``steps."x".max``)."""
+    measure: Measure
+    limit: float
+    """The limit as written: ms, a share (0.02), USD."""
+    threshold: float
+    """What ``value`` is compared with: the limit, or 0 for a per-run limit's count."""
+    value: str
+    runs: str
+    min_runs: int = 1
+    percentile: float | None = None
+    unit: str = "ms"
+
+
+@dataclass(frozen=True, slots=True)
+class Unexpressed:
+    """A limit that metrics cannot express, and why."""
+
+    workflow: str
+    target: str
+    reason: str
+
+
+# --- how each budget key is read ---------------------------------------------------------------
+#
+# Adding a budget key is one entry: a percentile quantity in PERCENTILE_SOURCES (its
+# histogram), a per-run key in PER_RUN_KEYS (counted by the application), a share of runs
+# in RATIO_KEYS (its query), or a reason in NOT_EXPRESSIBLE. A percentile quantity
+# missing from PERCENTILE_SOURCES is listed as not expressible, never dropped.
+
+
+def _workflow_span(workflow: str) -> dict[str, str]:
+    return {"span_name": f"invoke_workflow {workflow}", "chainlat_step_kind": "workflow"}
+
+
+def _chain(kind: str) -> Callable[[str], tuple[str, dict[str, str], str]]:
+    def selector(workflow: str) -> tuple[str, dict[str, str], str]:
+        return (
+            CHAIN_DURATION,
+            {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": kind},
+            'error_type=""',
+        )
+
+    return selector
+
+
+def _span_total(workflow: str) -> tuple[str, dict[str, str], str]:
+    return SPAN_DURATION, _workflow_span(workflow), f'status_code!="{STATUS_ERROR}"'
+
+
+PERCENTILE_SOURCES: Final[dict[str, Callable[[str], tuple[str, dict[str, str], str]]]] = {
+    "total": _span_total,
+    "inference": _chain("inference"),
+    "data": _chain("data"),
+    "tool": _chain("tool"),
+    "overhead": _chain("overhead"),
+    "first_output": _chain("first_output"),
+}
+"""Percentile quantity -> (histogram, its labels for a workflow, the filter that leaves
+failed runs out)."""
+
+CHAIN_KINDS: Final = ("total", "inference", "data", "tool", "overhead", "first_output")
+"""The kinds of ``chainlat.chain.duration`` the application records, when it has them."""
+
+PER_RUN_KEYS: Final[dict[str, str]] = {"first_output": "ms", "cost": "USD"}
+"""Per-run keys of a workflow's budget beyond ``run_limits()`` (total and its split), with
+their unit; the application counts runs over each in ``chainlat.budget.exceeded``."""
+
+NOT_EXPRESSIBLE: Final[dict[str, str]] = {
+    "ttft_percentiles": "no histogram of time to first token per step and workflow "
+    "(gen_ai.client.operation.time_to_first_chunk is per model only)",
+    "cost_percentiles": "no histogram of cost per run",
+    "exclude_cache_hits": "metrics do not tell cache hits apart; the percentiles include them",
+}
+
+
+# --- PromQL ----------------------------------------------------------------------------------
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal (Go escapes, which JSON's are a subset of)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _matchers(labels: dict[str, str], *extra: str) -> str:
+    parts = [f"{k}={_quote(v)}" for k, v in labels.items()]
+    parts.extend(e for e in extra if e)
+    return "{" + ", ".join(parts) + "}"
+
+
+def _number(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def _increase(series: str, window: str) -> str:
+    """How much each counter in ``series`` grew over ``window``, counting a series born
+    within the window from 0.
+
+    ``increase()`` alone needs two samples of a series in the window: the counts a series
+    already holds when first scraped are lost. chainlat's counters and histograms, and the
+    span metrics, start at 0 with their process, so a series that did not exist a window
+    ago counts its whole value; the others their increase (resets included).
+    """
+    return (
+        f"(increase({series}[{window}]) and {series} offset {window}) "
+        f"or ({series} unless {series} offset {window})"
+    )
+
+
+_WINDOW_RE: Final = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+
+
+def parse_window(text: str) -> str:
+    """A Prometheus range (``1h``, ``30m``, ``90s``); InputError otherwise."""
+    cleaned = text.strip()
+    match = _WINDOW_RE.match(cleaned)
+    if match is None or int(match.group(1)) == 0:
+        raise InputError(f"window {text!r}: expected a Prometheus duration like 1h, 30m or 90s")
+    return cleaned
+
+
+def _percentile_query(
+    workflow: str,
+    target: str,
+    q: float,
+    limit: float,
+    histogram: str,
+    labels: dict[str, str],
+    keep: str,
+    window: str,
+    min_runs: int,
+) -> LimitQuery:
+    selector = _matchers(labels, keep)
+    value = (
+        f"histogram_quantile({_number(q / 100)}, "
+        f"sum by (le) ({_increase(f'{histogram}_bucket{selector}', window)}))"
+    )
+    runs = f"sum({_increase(f'{histogram}_count{selector}', window)})"
+    return LimitQuery(
+        workflow, target, "percentile", limit, limit, value, runs, min_runs, percentile=q
+    )
+
+
+def _step_selector(workflow: str, step: str) -> list[dict[str, str]]:
+    # A step is keyed by its step name when it has one, else by its span name.
+    return [
+        {"chainlat_workflow_name": workflow, "chainlat_step_name": step},
+        {"chainlat_workflow_name": workflow, "chainlat_step_name": "", "span_name": step},
+    ]
+
+
+def _step_percentile(
+    workflow: str,
+    step: str,
+    key: str,
+    q: float,
+    limit: float,
+    window: str,
+    min_runs: int,
+    include_errors: bool,
+) -> LimitQuery:
+    keep = "" if include_errors else f'status_code!="{STATUS_ERROR}"'
+    buckets = " or ".join(
+        _increase(f"{SPAN_DURATION}_bucket{_matchers(s, keep)}", window)
+        for s in _step_selector(workflow, step)
+    )
+    counts = " or ".join(
+        _increase(f"{SPAN_DURATION}_count{_matchers(s, keep)}", window)
+        for s in _step_selector(workflow, step)
+    )
+    value = f"histogram_quantile({_number(q / 100)}, sum by (le) ({buckets}))"
+    return LimitQuery(
+        workflow,
+        f"steps.{step_key(step)}.{key}",
+        "percentile",
+        limit,
+        limit,
+        value,
+        f"sum({counts})",
+        min_runs,
+        percentile=q,
+    )
+
+
+def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuery:
+    labels = {"gen_ai_workflow_name": workflow, "chainlat_budget_target": target}
+    value = f"sum({_increase(f'{BUDGET_EXCEEDED}{_matchers(labels)}', window)})"
+    runs_labels = {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": "total"}
+    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{_matchers(runs_labels)}', window)})"
+    unit = PER_RUN_KEYS.get(target, "ms")
+    return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
+
+
+def _error_rate(workflow: str, percent: float, window: str, min_runs: int) -> LimitQuery:
+    labels = _workflow_span(workflow)
+    errors = _matchers(labels, f"status_code={_quote(STATUS_ERROR)}")
+    failed = f"sum({_increase(f'{SPAN_CALLS}{errors}', window)})"
+    runs = f"sum({_increase(f'{SPAN_CALLS}{_matchers(labels)}', window)})"
+    value = f"(({failed}) or vector(0)) / {runs}"
+    return LimitQuery(
+        workflow, "error_rate", "ratio", percent, percent / 100, value, runs, min_runs, unit="%"
+    )
+
+
+RATIO_KEYS: Final[dict[str, Callable[[str, float, str, int], LimitQuery]]] = {
+    "error_rate": _error_rate,
+}
+"""Budget keys that bound a share of runs (in percent, as the budget model holds them),
+and the query of each."""
+
+
+def per_run_targets(budget: WorkflowBudget) -> list[tuple[str, float]]:
+    """Every per-run limit as (target, limit), in the order check_run judges them."""
+    found: list[tuple[str, float]] = list(budget.run_limits().items())
+    for extra in PER_RUN_KEYS:
+        if extra not in dict(found):
+            value = getattr(budget, extra, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found.append((extra, float(value)))
+    for step, limits in budget.steps.items():
+        if limits.max is not None:
+            found.append((f"steps.{step_key(step)}.max", limits.max))
+        if limits.ttft is not None:
+            found.append((f"steps.{step_key(step)}.ttft", limits.ttft))
+    return found
+
+
+def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
+    """Every limit of ``budgets`` that metrics can express, as PromQL over ``window``.
+
+    Example::
+
+        for query in limit_queries(load_budgets("chainlat.toml"), window="1h"):
+            print(query.workflow, query.target, query.value)
+    """
+    window = parse_window(window)
+    found: list[LimitQuery] = []
+    for workflow, budget in budgets.workflows.items():
+        min_runs = budgets.min_runs_for(workflow)
+        for target, limit in per_run_targets(budget):
+            found.append(_per_run(workflow, target, limit, window))
+        for key in sorted(budget.percentiles, key=lambda k: _percentile_value(k, "")):
+            q = _percentile_value(key, "")
+            for quantity, limit in budget.percentiles[key].items():
+                source = PERCENTILE_SOURCES.get(quantity)
+                if source is None:
+                    continue
+                histogram, labels, keep = source(workflow)
+                if budgets.includes_errors(workflow):
+                    keep = ""
+                found.append(
+                    _percentile_query(
+                        workflow,
+                        f"{key}.{quantity}",
+                        q,
+                        limit,
+                        histogram,
+                        labels,
+                        keep,
+                        window,
+                        min_runs,
+                    )
+                )
+        for step, limits in budget.steps.items():
+            for key in sorted(limits.percentiles, key=lambda k: _percentile_value(k, "")):
+                q = _percentile_value(key, "")
+                found.append(
+                    _step_percentile(
+                        workflow,
+                        step,
+                        key,
+                        q,
+                        limits.percentiles[key],
+                        window,
+                        min_runs,
+                        budgets.includes_errors(workflow),
+                    )
+                )
+        for key, ratio in RATIO_KEYS.items():
+            percent = getattr(budget, key, None)
+            if isinstance(percent, (int, float)) and not isinstance(percent, bool):
+                found.append(ratio(workflow, float(percent), window, min_runs))
+    return found
+
+
+def unexpressed_limits(budgets: Budgets) -> list[Unexpressed]:
+    """The limits of ``budgets`` that metrics cannot express, with the reason."""
+    found: list[Unexpressed] = []
+    for workflow, budget in budgets.workflows.items():
+        for key, limits in budget.percentiles.items():
+            for quantity, _ in limits.items():
+                if quantity not in PERCENTILE_SOURCES:
+                    found.append(
+                        Unexpressed(workflow, f"{key}.{quantity}", f"no histogram of {quantity}")
+                    )
+        for step, step_limits in budget.steps.items():
+            for key in step_limits.ttft_percentiles:
+                found.append(
+                    Unexpressed(
+                        workflow,
+                        f"steps.{step_key(step)}.{key}",
+                        NOT_EXPRESSIBLE["ttft_percentiles"],
+                    )
+                )
+        for key in getattr(budget, "cost_percentiles", {}):
+            found.append(Unexpressed(workflow, key, NOT_EXPRESSIBLE["cost_percentiles"]))
+        if budgets.excludes_cache_hits(workflow) and (
+            budget.percentiles or any(s.percentiles for s in budget.steps.values())
+        ):
+            found.append(
+                Unexpressed(workflow, "exclude_cache_hits", NOT_EXPRESSIBLE["exclude_cache_hits"])
+            )
+    return found
+
+
+def bucket_boundaries(
+    budgets: Budgets, base: Iterable[float] = DEFAULT_SPANMETRICS_BUCKETS_MS
+) -> list[float]:
+    """Span-metrics bucket boundaries (ms) with every limit the span metrics judge: ``base``
+    plus the workflow ``total`` percentiles and the step percentiles and maxima."""
+    found = {float(b) for b in base}
+    for budget in budgets.workflows.values():
+        for limits in budget.percentiles.values():
+            if limits.total is not None:
+                found.add(limits.total)
+        for step in budget.steps.values():
+            found.update(step.percentiles.values())
+            if step.max is not None:
+                found.add(step.max)
+    return sorted(b for b in found if math.isfinite(b) and b > 0)
+
+
+def chain_boundaries(budgets: Budgets | None, base: Iterable[float]) -> list[float]:
+    """Boundaries (ms) for ``chainlat.chain.duration``: ``base`` plus every millisecond limit,
+    per-run or percentile, of every workflow."""
+    found = {float(b) for b in base}
+    if budgets is not None:
+        for budget in budgets.workflows.values():
+            for target, limit in per_run_targets(budget):
+                if PER_RUN_KEYS.get(target, "ms") == "ms":
+                    found.add(limit)
+            for limits in budget.percentiles.values():
+                found.update(limit for _, limit in limits.items())
+    return sorted(b for b in found if math.isfinite(b) and b > 0)
+
+
+def buckets_setting(boundaries: Iterable[float]) -> str:
+    """The boundaries as collector/otelcol.yaml reads them (``[10ms, 20ms, ...]``)."""
+    return "[" + ", ".join(f"{_number(b)}ms" for b in boundaries) + "]"
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes each mapping out in full: anchors and aliases puzzle readers of rule files."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+# --- the rules file ------------------------------------------------------------------------
+
+
+def _labels(query: LimitQuery) -> dict[str, str]:
+    return {WORKFLOW_LABEL: query.workflow, TARGET_LABEL: query.target}
+
+
+def _rules_of(query: LimitQuery, for_: str) -> list[dict[str, object]]:
+    labels = _labels(query)
+    selector = _matchers(labels)
+    record_value = {
+        "percentile": "chainlat_budget:value_ms",
+        "per_run": "chainlat_budget:runs_over",
+        "ratio": "chainlat_budget:ratio",
+    }[query.measure]
+    at_least = max(query.min_runs, 1)
+    expression = (
+        f"{record_value}{selector} > {_number(query.threshold)} and on({WORKFLOW_LABEL}, "
+        f"{TARGET_LABEL}) chainlat_budget:runs{selector} >= {at_least}"
+    )
+    if query.measure == "per_run":
+        summary = (
+            f"runs of {query.workflow} broke {query.target} <= {_number(query.limit)} "
+            f"{query.unit} (chainlat_budget:runs_over)"
+        )
+    elif query.measure == "ratio":
+        summary = (
+            f"{query.workflow}: {query.target} over {_number(query.limit)}% (chainlat_budget:ratio)"
+        )
+    else:
+        summary = (
+            f"{query.workflow}: {query.target} over {_number(query.limit)} ms "
+            "(chainlat_budget:value_ms)"
+        )
+    alert: dict[str, object] = {
+        "alert": ALERT_NAME,
+        "expr": expression,
+        "labels": {**labels, "limit": _number(query.limit), "severity": "warning"},
+        "annotations": {"summary": summary},
+    }
+    if for_:
+        alert["for"] = for_
+    return [
+        {"record": record_value, "expr": query.value, "labels": dict(labels)},
+        {"record": "chainlat_budget:runs", "expr": query.runs, "labels": dict(labels)},
+        alert,
+    ]
+
+
+def prometheus_rules(
+    budgets: Budgets,
+    *,
+    window: str = "1h",
+    evaluation_interval: str = "30s",
+    for_: str = "",
+    spanmetrics_buckets: Iterable[float] = DEFAULT_SPANMETRICS_BUCKETS_MS,
+) -> str:
+    """The Prometheus rules file (YAML) that enforces ``budgets`` over ``window``.
+
+    One group per workflow; for each limit a recording rule of the measured value
+    (``chainlat_budget:value_ms``, ``chainlat_budget:runs_over`` or
+    ``chainlat_budget:ratio``), one of the runs it was measured on
+    (``chainlat_budget:runs``), and the alert ``ChainlatBudgetBroken`` labelled
+    ``workflow``, ``target`` and ``limit``. Limits metrics cannot express are
+    listed in the header comment.
+
+    Example::
+
+        print(prometheus_rules(load_budgets("chainlat.toml"), window="1h"))
+    """
+    window = parse_window(window)
+    if for_:
+        parse_window(for_)
+    queries = limit_queries(budgets, window=window)
+    groups: list[dict[str, object]] = []
+    for workflow in budgets.workflows:
+        rules: list[dict[str, object]] = []
+        for query in queries:
+            if query.workflow == workflow:
+                rules.extend(_rules_of(query, for_))
+        if rules:
+            groups.append(
+                {
+                    "name": f"chainlat-budgets:{workflow}",
+                    "interval": parse_window(evaluation_interval),
+                    "rules": rules,
+                }
+            )
+    needed = bucket_boundaries(budgets, spanmetrics_buckets)
+    missing = sorted(set(needed) - {float(b) for b in spanmetrics_buckets})
+    header = [
+        f"Prometheus rules for the latency budgets in {budgets.source}",
+        "generated by `chainlat budgets rules`; edit the budget file, not this one.",
+        f"Window: {window}. Alert: {ALERT_NAME} (labels workflow, target, limit).",
+        "",
+        "A percentile read from buckets is only as exact as its buckets: with the limit",
+        "a boundary the verdict is exact, the value shown between boundaries interpolated.",
+    ]
+    if missing:
+        header += [
+            "These limits are not span-metrics bucket boundaries yet; start the Collector",
+            "tier with (collector/otelcol.yaml reads it):",
+            f"  CHAINLAT_SPANMETRICS_BUCKETS='{buckets_setting(needed)}'",
+        ]
+    unexpressed = unexpressed_limits(budgets)
+    if unexpressed:
+        header += ["", "Limits metrics cannot express (judge them with `chainlat check`):"]
+        header += [f"  workflows.{u.workflow}.{u.target}: {u.reason}" for u in unexpressed]
+    text = "".join(f"# {line}".rstrip() + "\n" for line in header)
+    body = yaml.dump(
+        {"groups": groups},
+        Dumper=_NoAliases,
+        sort_keys=False,
+        allow_unicode=True,
+        width=1_000_000,
+    )
+    return text + body

@@ -1,0 +1,134 @@
+"""``chainlat budgets rules`` and ``chainlat check --prometheus``: budgets enforced from metrics.
+
+Exit codes follow :mod:`chainlat.cli`: 0 ok, 1 a budget broken, 2 bad input, an
+unreachable Prometheus or nothing to judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from chainlat._core.errors import InputError
+
+EXIT_OK = 0
+EXIT_BROKEN = 1
+
+
+def add_check_options(check: argparse.ArgumentParser) -> None:
+    """``--prometheus URL --window 1h`` on ``chainlat check``."""
+    group = check.add_argument_group("Prometheus's HTTP API (instead of traces)")
+    group.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="judge the budgets from the span-metrics and chainlat histograms in "
+        "Prometheus, e.g. http://host:9090 (no trace is read)",
+    )
+    group.add_argument(
+        "--window", default="1h", help="the range the metrics cover, ending now (default 1h)"
+    )
+
+
+def add_budgets_commands(budgets_sub: Any) -> None:
+    """``chainlat budgets rules FILE``."""
+    rules = budgets_sub.add_parser(
+        "rules",
+        help="write Prometheus recording and alerting rules for a budget file",
+        description="Prometheus rules (YAML) that enforce every limit metrics can express; "
+        "the others are listed in a comment.",
+    )
+    rules.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
+    rules.add_argument("--window", default="1h", help="range of each rule (default 1h)")
+    rules.add_argument(
+        "--for",
+        dest="for_",
+        default="",
+        metavar="DURATION",
+        help="how long a limit stays broken before the alert fires (default: at once)",
+    )
+    rules.add_argument(
+        "--evaluation-interval", default="30s", help="the rule groups' interval (default 30s)"
+    )
+    rules.add_argument("--output", "-o", metavar="FILE", help="write the rules to FILE")
+    rules.add_argument(
+        "--spanmetrics-buckets",
+        action="store_true",
+        help="print only the span-metrics bucket boundaries these limits need, as "
+        "CHAINLAT_SPANMETRICS_BUCKETS takes them",
+    )
+    rules.set_defaults(func=rules_command)
+
+
+def rules_command(args: argparse.Namespace) -> int:
+    """``chainlat budgets rules``."""
+    from chainlat.budgets import load_budgets
+    from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+
+    budgets = load_budgets(args.file)
+    if not budgets.workflows:
+        raise InputError(f"{budgets.source}: no workflows (add [workflows.NAME])")
+    if args.spanmetrics_buckets:
+        text = buckets_setting(bucket_boundaries(budgets))
+    else:
+        text = prometheus_rules(
+            budgets,
+            window=args.window,
+            for_=args.for_,
+            evaluation_interval=args.evaluation_interval,
+        )
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{args.output}: cannot write the rules: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def check(args: argparse.Namespace) -> int:
+    """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
+    from chainlat import report
+    from chainlat.budgets import load_budgets
+    from chainlat.report.text import _verdict_table, conclusion, render_text
+    from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+
+    if args.sources or args.jaeger:
+        raise InputError("--prometheus reads metrics: give no trace files and no --jaeger")
+    budgets = load_budgets(args.budgets)
+    if not budgets.workflows:
+        raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
+    reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
+    result = judge_prometheus(budgets, reader, window=args.window)
+    where = f"Prometheus {reader.url}, the last {args.window}"
+    if args.format == "json":
+        document = report.check_json(result)
+        document["source"] = where
+        from chainlat.report.jsondoc import to_json
+
+        sys.stdout.write(to_json(document) + "\n")
+    else:
+        out: list[Any] = [f"chainlat check: {where}; budgets from {budgets.source}", ""]
+        for name in budgets.workflows:
+            verdicts = result.verdicts_of(name)
+            if verdicts:
+                out += [f"{name}:", _verdict_table(verdicts), ""]
+        out.append(conclusion(result))
+        sys.stdout.write(render_text(out))
+    if args.junit:
+        try:
+            Path(args.junit).write_text(report.junit_xml(result), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(
+                f"{args.junit}: cannot write the JUnit report: {exc.strerror}"
+            ) from None
+    if result.broken:
+        return EXIT_BROKEN
+    if not result.judged:
+        raise InputError(
+            f"nothing to judge: {where} has no runs of the budgeted workflows "
+            f"({', '.join(budgets.workflows)})"
+        )
+    return EXIT_OK

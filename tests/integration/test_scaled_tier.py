@@ -1,0 +1,540 @@
+"""The scaled tier for real: applications -> load balancer -> 2 sampling replicas -> Jaeger on
+Badger, with Prometheus scraping the replicas and evaluating the rules `chainlat budgets
+rules` generated from the applications' budget file.
+
+One workload runs once for the module (``scaled`` fixture); each test checks one claim of
+collector/README.md about it. Every wait is a bounded poll, never a sleep on a guess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import chainlat
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.processor import STEP_TWIN
+from chainlat.budgets import load_budgets
+from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+
+from .apps import attributes, jaeger_spans, trace_id_of
+from .stack import (
+    Jaeger,
+    Sampling,
+    ScaledTier,
+    StackError,
+    start_jaeger,
+    start_jaeger_again,
+    start_scaled_tier,
+    stop,
+    stop_in_tier,
+)
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+
+SERVICE = "tier-app"
+BUDGET_TOML = """
+min_runs = 5
+
+[workflows.checkout]
+total = "150ms"
+p95 = { total = "150ms" }
+
+[workflows.browse]
+total = "5s"
+p95 = { total = "2s" }
+"""
+SAMPLING = Sampling(percent=20, decision_wait_s=2.0, spanmetrics_flush_s=1.0)
+POLL_S = 60.0
+"""The longest any wait for the pipeline lasts (decision wait, flushes, scrapes)."""
+
+
+def poll(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout_s: float = POLL_S,
+    state: Callable[[], object] | None = None,
+) -> T:
+    """``probe()`` until it returns something other than None; fail after ``timeout_s``,
+    with ``state()`` (what was seen) in the message."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            seen = f"; seen: {state()}" if state is not None else ""
+            pytest.fail(f"{what}: not within {timeout_s:g}s{seen}", pytrace=False)
+        time.sleep(0.25)
+
+
+@dataclass
+class Workload:
+    """What the application sent, from its own copy of every span."""
+
+    spans: list[ReadableSpan] = field(default_factory=list)
+    over_budget: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    within: set[str] = field(default_factory=set)
+    late_spans: Counter[str] = field(default_factory=Counter)
+    """Spans another process added to a trace after its decision wait, by trace id."""
+    traces_file: Path = Path()
+
+    def spans_by_trace(self) -> Counter[str]:
+        found = Counter(trace_id_of(s) for s in self.spans)
+        found.update(self.late_spans)
+        return found
+
+
+@dataclass
+class Scaled:
+    jaeger: Jaeger
+    tier: ScaledTier
+    rules: Path
+    budgets_file: Path
+    workload: Workload
+    client: httpx.Client
+
+
+async def _run(provider: Any, name: str, data_ms: float, *, fail: bool, twin: bool) -> str:
+    """One run: data, a model call (seen twice when ``twin``: a framework's span beside
+    chainlat's), a tool step that raises when ``fail``."""
+    handle: chainlat.WorkflowHandle | None = None
+    try:
+        async with chainlat.workflow(name, tracer_provider=provider) as handle:
+            async with chainlat.data_stage("fetch-cart", tracer_provider=provider):
+                await asyncio.sleep(data_ms / 1000)
+            framework = None
+            if twin:
+                framework = provider.get_tracer("framework").start_span(
+                    "ChatOpenAI",
+                    attributes={"openinference.span.kind": "LLM", "llm.model_name": "sim-model"},
+                )
+            async with chainlat.inference("sim-model", provider="sim", tracer_provider=provider):
+                await asyncio.sleep(0.002)
+            if framework is not None:
+                framework.end()
+            async with chainlat.tool("pay", tracer_provider=provider):
+                if fail:
+                    raise RuntimeError("payment service unavailable")
+    except RuntimeError:
+        pass
+    assert handle is not None
+    return f"{handle.span.get_span_context().trace_id:032x}"
+
+
+def _late_span_script(endpoint: str, trace_id: str) -> str:
+    """A second process adding one span to an existing trace, as a feedback service would."""
+    return f"""
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+provider = TracerProvider(resource=Resource.create({{"service.name": "{SERVICE}-feedback"}}))
+provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint="{endpoint}/v1/traces")))
+parent = SpanContext(int("{trace_id}", 16), 1, is_remote=True, trace_flags=TraceFlags(1))
+with provider.get_tracer("feedback").start_as_current_span(
+    "user_feedback", context=trace.set_span_in_context(NonRecordingSpan(parent))
+):
+    pass
+provider.shutdown()
+"""
+
+
+def _send_workload(tier: ScaledTier, budgets_file: Path, out: Path, over: int = 6) -> Workload:
+    workload = Workload(traces_file=out)
+    spans = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    otlp_metrics = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=f"{tier.otlp_http_endpoint}/v1/metrics"),
+        export_interval_millis=500,
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tier.otlp_http_endpoint)
+        patch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        provider = chainlat.configure(
+            SERVICE,
+            exporter="otlp",
+            set_global=False,
+            metric_readers=[reader, otlp_metrics],
+            budgets=budgets_file,
+        )
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+        provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(out)))
+
+        async def send() -> None:
+            for index in range(30):
+                twin = index % 3 == 0
+                tid = await _run(provider, "checkout", 5, fail=False, twin=twin)
+                workload.within.add(tid)
+            for index in range(over):
+                workload.over_budget.add(
+                    await _run(provider, "checkout", 250, fail=False, twin=index == 0)
+                )
+            for _ in range(4):
+                workload.failed.add(await _run(provider, "checkout", 5, fail=True, twin=False))
+            for _ in range(20):
+                workload.within.add(await _run(provider, "browse", 5, fail=False, twin=False))
+
+        try:
+            asyncio.run(send())
+            assert provider.force_flush(30_000)
+        finally:
+            chainlat.shutdown()
+            provider.shutdown()
+    workload.spans = list(spans.get_finished_spans())
+    # The app judged each run: a within-budget one it marked over moves (slow machine).
+    marked_over = {
+        trace_id_of(s)
+        for s in workload.spans
+        if (s.attributes or {}).get("chainlat.budget.ok") is False
+    }
+    workload.within -= marked_over
+    workload.over_budget |= marked_over - workload.failed
+    return workload
+
+
+def _add_late_spans(tier: ScaledTier, workload: Workload) -> None:
+    """After the decision wait, a second process adds a span to each over-budget trace."""
+    time.sleep(0)  # the decision wait is passed by the poll in the fixture
+    for trace_id in sorted(workload.over_budget):
+        done = subprocess.run(
+            [sys.executable, "-c", _late_span_script(tier.otlp_http_endpoint, trace_id)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        workload.late_spans[trace_id] += 1
+
+
+def _jaeger_count(client: httpx.Client, jaeger: Jaeger, trace_id: str) -> int:
+    return len(jaeger_spans(client, jaeger.query_url, trace_id))
+
+
+@pytest.fixture(scope="module")
+def scaled(jaeger_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
+    base = tmp_path_factory.mktemp("scaled")
+    budgets_file = base / "chainlat.toml"
+    budgets_file.write_text(BUDGET_TOML)
+    budgets = load_budgets(budgets_file)
+    rules = base / "chainlat.rules.yml"
+    rules.write_text(prometheus_rules(budgets, window="10m", evaluation_interval="1s"))
+    jaeger_dir = base / "jaeger"
+    tier_dir = base / "tier"
+    jaeger: Jaeger | None = None
+    tier: ScaledTier | None = None
+    try:
+        jaeger = start_jaeger(jaeger_dir, storage="badger")
+        tier = start_scaled_tier(
+            tier_dir,
+            jaeger,
+            SAMPLING,
+            rules=rules,
+            spanmetrics_buckets=buckets_setting(bucket_boundaries(budgets)),
+        )
+        workload = _send_workload(tier, budgets_file, base / "traces.jsonl")
+        with httpx.Client(timeout=10) as client:
+            # Decided: every over-budget trace has reached Jaeger.
+            poll(
+                "over-budget traces in Jaeger",
+                lambda: (
+                    True
+                    if all(_jaeger_count(client, jaeger, t) > 0 for t in workload.over_budget)
+                    else None
+                ),
+            )
+            _add_late_spans(tier, workload)
+            yield Scaled(jaeger, tier, rules, budgets_file, workload, client)
+    except StackError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        if tier is not None:
+            stop_in_tier(tier, "tier")
+        if jaeger is not None:
+            stop(jaeger_dir, "jaeger")
+
+
+def test_every_over_budget_and_failed_trace_is_in_jaeger_whole(scaled: Scaled) -> None:
+    """Each kept trace holds every span the application ended, plus the span a second
+    process sent after the decision (it followed the kept decision, on the same replica)."""
+    expected = scaled.workload.spans_by_trace()
+    keep = scaled.workload.over_budget | scaled.workload.failed
+    assert len(scaled.workload.over_budget) >= 6 and len(scaled.workload.failed) == 4
+
+    def whole() -> dict[str, int] | None:
+        counts = {t: _jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
+        return counts if all(counts[t] == expected[t] for t in keep) else None
+
+    counts = poll("kept traces whole in Jaeger", whole)
+    assert sum(counts.values()) == sum(expected[t] for t in keep)
+    assert all(scaled.workload.late_spans[t] == 1 for t in scaled.workload.over_budget)
+
+
+def _probability(scaled: Scaled, trace_id: str) -> object:
+    """chainlat.sampling.probability on the trace's workflow span."""
+    spans = jaeger_spans(scaled.client, scaled.jaeger.query_url, trace_id)
+    (workflow,) = [s for s in spans if attributes(s).get("chainlat.step.kind") == "workflow"]
+    return attributes(workflow).get("chainlat.sampling.probability")
+
+
+def test_within_budget_traces_are_kept_only_as_the_sampled_share(scaled: Scaled) -> None:
+    """A within-budget trace in Jaeger was kept by the baseline sampler, which says so
+    with its probability (0.2), and about 20 % of them are; every over-budget and failed
+    trace was kept with probability 1."""
+    kept = [t for t in scaled.workload.within if _jaeger_count(scaled.client, scaled.jaeger, t)]
+    for trace_id in kept:
+        assert _probability(scaled, trace_id) == pytest.approx(0.2), trace_id
+    # 50 within-budget traces at 20 %: P(more than 25 kept) < 1e-6.
+    assert len(kept) <= 25, len(kept)
+    for trace_id in scaled.workload.over_budget | scaled.workload.failed:
+        assert _probability(scaled, trace_id) == 1.0, trace_id
+
+
+def _spanmetric_counts(tier: ScaledTier) -> tuple[Counter[tuple[str, str]], list[int]]:
+    """Spans counted (histogram count) summed over the replicas by (span name, step kind);
+    and per replica."""
+    total: Counter[tuple[str, str]] = Counter()
+    per_replica = []
+    pattern = re.compile(r"^traces_span_metrics_duration_milliseconds_count\{(.*)\} (\S+)$")
+    for url in tier.replica_metrics_urls:
+        text = httpx.get(url, timeout=10).text
+        mine = 0
+        for line in text.splitlines():
+            match = pattern.match(line)
+            if not match:
+                continue
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(1)))
+            if not labels.get("service_name", "").startswith(SERVICE):
+                continue
+            count = int(float(match.group(2)))
+            total[(labels["span_name"], labels.get("chainlat_step_kind", ""))] += count
+            mine += count
+        per_replica.append(mine)
+    return total, per_replica
+
+
+def test_span_metrics_summed_over_replicas_count_every_span_once(scaled: Scaled) -> None:
+    """Each replica counted its share; together, every span the applications sent, a
+    model call seen twice (framework span + chainlat's twin) counted once."""
+    expected: Counter[tuple[str, str]] = Counter()
+    twins = 0
+    for span in scaled.workload.spans:
+        attrs = span.attributes or {}
+        if attrs.get(STEP_TWIN) is True:
+            twins += 1
+            continue
+        expected[(span.name, str(attrs.get("chainlat.step.kind", "")))] += 1
+    expected[("user_feedback", "")] += sum(scaled.workload.late_spans.values())
+    assert twins == 11  # 10 within + 1 over-budget run had a framework span beside the call
+
+    def settled() -> tuple[Counter[tuple[str, str]], list[int]] | None:
+        found = _spanmetric_counts(scaled.tier)
+        return found if found[0] == expected else None
+
+    found, per_replica = poll("span metrics equal to the spans sent", settled)
+    assert all(n > 0 for n in per_replica), per_replica  # both replicas had a share
+    calls = sum(n for (_, kind), n in found.items() if kind == "inference")
+    assert calls == 60  # one model call per run, whether seen once or twice
+
+
+def _prometheus(scaled: Scaled, path: str, **params: str) -> Any:
+    response = scaled.client.get(f"{scaled.tier.prometheus_url}{path}", params=params)
+    response.raise_for_status()
+    return response.json()["data"]
+
+
+def test_the_over_budget_alert_fires_and_the_within_budget_workflow_fires_nothing(
+    scaled: Scaled,
+) -> None:
+    def firing() -> list[dict[str, str]] | None:
+        alerts = _prometheus(scaled, "/api/v1/alerts")["alerts"]
+        labels = [a["labels"] for a in alerts if a["state"] == "firing"]
+        wanted = {"total", "p95.total"}
+        fired = {a["target"] for a in labels if a["workflow"] == "checkout"}
+        return labels if wanted <= fired else None
+
+    def rules() -> object:
+        groups = _prometheus(scaled, "/api/v1/rules")["groups"]
+        found: list[object] = [
+            (r.get("name"), r.get("health"), r.get("lastError"), r.get("state"))
+            for g in groups
+            for r in g["rules"]
+            if r.get("health") != "ok"
+        ]
+        for series in (
+            "chainlat_budget:runs_over",
+            "chainlat_budget:value_ms",
+            "chainlat_budget:runs",
+            "chainlat_budget_exceeded_total",
+        ):
+            result = _prometheus(scaled, "/api/v1/query", query=series)["result"]
+            found.append((series, [(r["metric"], r["value"][1]) for r in result]))
+        return found
+
+    labels = poll("ChainlatBudgetBroken firing for checkout", firing, state=rules)
+    assert {a["alertname"] for a in labels} == {"ChainlatBudgetBroken"}
+    assert not [a for a in labels if a["workflow"] == "browse"], labels
+    assert {a["target"] for a in labels if a["workflow"] == "checkout"} == {"total", "p95.total"}
+
+
+def _check(*args: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "chainlat.cli", "check", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_check_prometheus_agrees_with_check_on_the_same_runs(scaled: Scaled) -> None:
+    """Same verdicts; percentiles within the bucket that holds the trace-based value;
+    per-run counts equal (the counter counts what the application judged)."""
+    runs = len(scaled.workload.over_budget | scaled.workload.failed | scaled.workload.within)
+
+    def scraped() -> bool | None:
+        result = _prometheus(
+            scaled,
+            "/api/v1/query",
+            query='sum(chainlat_chain_duration_milliseconds_count{chainlat_chain_kind="total"})',
+        )["result"]
+        return True if result and float(result[0]["value"][1]) == runs else None
+
+    poll("every run's metrics in Prometheus", scraped)
+    code_traces, traces = _check(
+        str(scaled.workload.traces_file), "--budgets", str(scaled.budgets_file)
+    )
+    code_prom, prom = _check(
+        "--prometheus",
+        scaled.tier.prometheus_url,
+        "--window",
+        "10m",
+        "--budgets",
+        str(scaled.budgets_file),
+    )
+    assert code_traces == code_prom == 1
+    by_target = {(v["workflow"], v["target"]): v for v in traces["verdicts"]}
+    boundaries = bucket_boundaries(load_budgets(scaled.budgets_file))
+    for verdict in prom["verdicts"]:
+        other = by_target[(verdict["workflow"], verdict["target"])]
+        assert verdict["status"] == other["status"], (verdict, other)
+        if verdict["kind"] == "run":
+            assert verdict["broken_runs"] == other["broken_runs"], (verdict, other)
+        else:
+            actual = other["actual_ms"]
+            upper = next(b for b in [*boundaries, math.inf] if b >= actual)
+            lower = max([0.0, *(b for b in boundaries if b < actual)])
+            assert lower <= verdict["actual_ms"] <= upper, (verdict, other, lower, upper)
+
+
+def test_jaeger_restarted_loses_no_stored_trace(scaled: Scaled) -> None:
+    """Badger keeps every trace through a stop and start of Jaeger."""
+    keep = scaled.workload.over_budget | scaled.workload.failed
+    before = {t: _jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
+    assert all(before.values())
+    stop(scaled.jaeger.run_dir, "jaeger")
+    start_jaeger_again(scaled.jaeger)
+    after = poll(
+        "Jaeger answering again",
+        lambda: _safe_counts(scaled, keep),
+    )
+    assert after == before
+
+
+def _safe_counts(scaled: Scaled, keep: set[str]) -> dict[str, int] | None:
+    try:
+        return {t: _jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
+    except httpx.HTTPError:
+        return None
+
+
+def _telemetry_sum(url: str, prefix: str, label: str = "") -> float:
+    """The sum of a Collector's own metric (``prefix``) over the series that contain ``label``."""
+    text = httpx.get(url, timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(prefix) and label in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _accepted(url: str) -> float:
+    return _telemetry_sum(url, "otelcol_receiver_accepted_spans")
+
+
+def test_a_stopped_replica_loses_its_share_which_the_load_balancer_counts_as_sent(
+    scaled: Scaled,
+) -> None:
+    """With replica 2 stopped, the load balancer accepts every span and counts every one
+    as sent, while replica 1 receives only its share: the rest is lost, and the
+    application is told nothing. Each kept trace is in Jaeger whole or not at all, never
+    in part. (The load balancer logs "Exporting failed. Dropping data." with the count
+    when its retries give up; collector/README.md says what was measured.)"""
+    tier = scaled.tier
+    replica_1 = tier.replica_telemetry_urls[0]
+    accepted_before = _accepted(replica_1)
+    sent_before = _telemetry_sum(
+        tier.lb_telemetry_url, "otelcol_exporter_sent_spans", "loadbalancing/traces"
+    )
+    stop_in_tier(tier, "replica-2")
+    # 20 kept traces: all of them routed to replica 2 has a chance of 2^-20.
+    workload = _send_workload(tier, scaled.budgets_file, tier.run_dir / "after-stop.jsonl", over=16)
+    sent = workload.spans_by_trace()
+    total = sum(sent.values())
+
+    def lb_counted_all() -> float | None:
+        counted = (
+            _telemetry_sum(
+                tier.lb_telemetry_url, "otelcol_exporter_sent_spans", "loadbalancing/traces"
+            )
+            - sent_before
+        )
+        return counted if counted == total else None
+
+    poll("the load balancer counting every span as sent", lb_counted_all)
+    keep = workload.over_budget | workload.failed
+    counts = poll(
+        "kept traces routed to replica 1 in Jaeger",
+        lambda: _settled_counts(scaled, keep, sent),
+    )
+    accepted = _accepted(replica_1) - accepted_before
+    assert 0 < accepted < total, (accepted, total)
+    assert all(counts[t] in (0, sent[t]) for t in keep), counts
+    assert 0 < sum(counts.values()) < sum(sent[t] for t in keep)
+    assert _telemetry_sum(tier.lb_telemetry_url, "otelcol_exporter_send_failed_spans") == 0
+
+
+def _settled_counts(scaled: Scaled, keep: set[str], sent: Counter[str]) -> dict[str, int] | None:
+    """Counts once some kept trace has arrived and none is in part."""
+    counts = {t: _jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
+    settled = all(counts[t] in (0, sent[t]) for t in keep) and sum(counts.values()) > 0
+    return counts if settled else None

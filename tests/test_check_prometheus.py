@@ -1,0 +1,188 @@
+"""``chainlat check --prometheus``: verdicts from Prometheus's HTTP API, the same queries as
+the generated rules (a fake Prometheus answers them here; the integration test runs a real one)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import httpx
+import pytest
+
+from chainlat._core.errors import TraceSourceError
+from chainlat.budgets import Budgets
+from chainlat.cli import main
+from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+
+BUDGETS = Budgets.model_validate(
+    {
+        "min_runs": 10,
+        "workflows": {
+            "chat": {"total": "800ms", "p95": {"total": "700ms", "data": "200ms"}},
+        },
+    }
+)
+Answer = Callable[[str], list[float]]
+
+
+def _vector(values: list[float]) -> dict[str, object]:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": {}, "value": [1, str(v)]} for v in values],
+        },
+    }
+
+
+def _answer(over: float, p95_total: float, p95_data: float | None, runs: float) -> Answer:
+    """Values by what each query reads (no answer: an empty vector, as for absent series)."""
+
+    def answer(query: str) -> list[float]:
+        if "chainlat_budget_exceeded_total" in query:
+            return [over]
+        if query.startswith("histogram_quantile") and "traces_span_metrics" in query:
+            return [p95_total]
+        if query.startswith("histogram_quantile"):
+            return [] if p95_data is None else [p95_data]
+        return [runs]
+
+    return answer
+
+
+def _reader(answer: Answer, queries: list[str] | None = None) -> PrometheusReader:
+    def handle(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/query"
+        query = parse_qs(request.content.decode())["query"][0]
+        if queries is not None:
+            queries.append(query)
+        return httpx.Response(200, json=_vector(answer(query)))
+
+    return PrometheusReader("http://prom.test", transport=httpx.MockTransport(handle))
+
+
+def test_each_kind_of_limit_is_judged_from_its_query() -> None:
+    queries: list[str] = []
+    report = judge_prometheus(BUDGETS, _reader(_answer(2, 640.0, 150.0, 40), queries))
+    verdicts = {v.target: v for v in report.verdicts}
+    assert (verdicts["total"].status, verdicts["total"].broken_runs, verdicts["total"].runs) == (
+        "broken",
+        2,
+        40,
+    )
+    assert (verdicts["p95.total"].status, verdicts["p95.total"].actual_ms) == ("ok", 640.0)
+    assert (verdicts["p95.data"].status, verdicts["p95.data"].actual_ms) == ("ok", 150.0)
+    assert len(queries) == 6  # a value and a run count per limit
+    assert all("[1h]" in q for q in queries)
+
+
+def test_a_percentile_over_its_limit_is_broken_and_waits_for_min_runs() -> None:
+    report = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 40)))
+    verdicts = {v.target: v for v in report.verdicts}
+    assert verdicts["p95.total"].status == "broken"
+    assert verdicts["p95.data"].status == "no_data"
+    assert verdicts["total"].status == "ok"
+    few = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 4)))
+    assert {v.target: v.status for v in few.verdicts}["p95.total"] == "not_enough_runs"
+
+
+def test_an_error_answer_names_prometheus() -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"status": "error", "error": "parse error"})
+
+    reader = PrometheusReader("http://prom.test", transport=httpx.MockTransport(handle))
+    with pytest.raises(
+        TraceSourceError, match=r"http://prom.test: /api/v1/query: HTTP 400: parse error"
+    ):
+        reader.query("up")
+
+
+class _FakePrometheus(BaseHTTPRequestHandler):
+    answer: Answer = staticmethod(_answer(1, 640.0, 150.0, 40))
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        query = parse_qs(self.rfile.read(length).decode())["query"][0]
+        body = json.dumps(_vector(type(self).answer(query))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_prints_the_verdict_table_and_exits_1_when_broken(
+    fake_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('min_runs = 10\n[workflows.chat]\ntotal = "800ms"\np95 = "700ms"\n')
+    code = main(
+        ["check", "--prometheus", fake_prometheus, "--window", "30m", "--budgets", str(budgets)]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "the last 30m" in out
+    assert "BROKEN: 1 of 2 judged limits (workflows.chat.total)" in out
+
+
+def test_cli_json_and_bad_input(
+    fake_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.chat]\np95 = "700ms"\n')
+    assert (
+        main(
+            [
+                "check",
+                "--prometheus",
+                fake_prometheus,
+                "--budgets",
+                str(budgets),
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert document["ok"] is True
+    assert [v["actual_ms"] for v in document["verdicts"]] == [640.0]
+    assert (
+        main(["check", "x.jsonl", "--prometheus", fake_prometheus, "--budgets", str(budgets)]) == 2
+    )
+    assert "give no trace files" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "check",
+                "--prometheus",
+                fake_prometheus,
+                "--window",
+                "1 hour",
+                "--budgets",
+                str(budgets),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "1 hour" in err and len(err.strip().splitlines()) == 1
