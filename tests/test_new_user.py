@@ -24,11 +24,12 @@ def test_make_demo_installs_the_demo_extra_only(tmp_path: Path) -> None:
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
     done = subprocess.run(
-        ["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"],
+        ["make", "--no-print-directory", "-n", "demo", f"VENV={tmp_path / 'venv'}"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
+        env=_outside_make(),
     )
     assert done.returncode == 0, done.stderr
     installs = [line for line in done.stdout.splitlines() if "pip install" in line and "-e" in line]
@@ -36,11 +37,12 @@ def test_make_demo_installs_the_demo_extra_only(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[-1] == f"{tmp_path / 'venv'}/bin/chainlat demo"
     # `make test` still installs everything.
     done = subprocess.run(
-        ["make", "-n", "unit", f"VENV={tmp_path / 'venv'}"],
+        ["make", "--no-print-directory", "-n", "unit", f"VENV={tmp_path / 'venv'}"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
+        env=_outside_make(),
     )
     assert "-e '.[dev]'" in done.stdout
 
@@ -108,3 +110,8 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
     assert json.loads(check.stdout)["workflows"]["support-agent"]["runs"] == 8
     broken = any(v["status"] == "broken" for v in verdicts)
     assert check.returncode == (1 if broken else 0)
+
+
+def _outside_make() -> dict[str, str]:
+    """The environment without the variables a calling ``make test`` exports to children."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
