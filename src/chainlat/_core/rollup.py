@@ -291,9 +291,7 @@ def call_record(
 ) -> SpanRecord:
     """A span's record, with :func:`call_details` for a model call."""
     cache_hit = attributes.get(attr.CACHE_HIT) is True
-    step_name = attributes.get(attr.STEP_NAME)
-    if type(step_name) is not str or not step_name.strip():
-        step_name = None
+    step_name = step_name_of(attributes)
     if kind != "inference":
         record = SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
         if step_name is not None:
@@ -315,7 +313,7 @@ def call_record(
         source,
         step_name,
         attributes.get(attr.USER_FACING) is True,
-        conventions._first_count(attributes, CACHE_READ_KEYS),
+        cache_read_tokens_of(attributes),
     )
 
 
@@ -324,6 +322,17 @@ CACHE_READ_KEYS: Final = (
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",
 )
+
+
+def step_name_of(attributes: Mapping[str, object]) -> str | None:
+    """``chainlat.step.name``, when it is a non-blank string."""
+    name = attributes.get(attr.STEP_NAME)
+    return name if type(name) is str and name.strip() else None
+
+
+def cache_read_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Input tokens read from a prompt cache, as any convention writes them."""
+    return conventions._first_count(attributes, CACHE_READ_KEYS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,13 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
-from chainlat._core.rollup import CACHE_READ_KEYS, SpanRecord, call_details, classify
+from chainlat._core.rollup import (
+    SpanRecord,
+    cache_read_tokens_of,
+    call_details,
+    classify,
+    step_name_of,
+)
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._parse import (
     _MAX_NS,
@@ -127,7 +132,6 @@ _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
 _FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
-_STEP_NAME: Final = attr.STEP_NAME
 _USER_FACING: Final = attr.USER_FACING
 
 
@@ -320,16 +324,14 @@ def _derive(
     cache_hit = found.get(_CACHE_HIT) is True
     model = source = cache_read = None
     user_facing = False
-    step_name = found.get(_STEP_NAME)
-    if type(step_name) is not str or not step_name.strip():
-        step_name = None
+    step_name = step_name_of(found)
     if kind == "inference":
         # Tokens, first token, model and source by any convention.
         tokens_in, tokens_out, call_ttft, model, source = call_details(found)
         if ttft is None:
             ttft = call_ttft
         user_facing = found.get(_USER_FACING) is True
-        cache_read = conventions._first_count(found, CACHE_READ_KEYS)
+        cache_read = cache_read_tokens_of(found)
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
         step_name, user_facing, cache_read,

@@ -21,9 +21,11 @@ from chainlat._core.errors import shown
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
     SpanRecord,
+    cache_read_tokens_of,
     call_details,
     call_record,
     classify,
+    step_name_of,
 )
 from chainlat._core.runs import TracedSpan
 
@@ -331,7 +333,6 @@ _CACHE_HIT: Final = attr.CACHE_HIT
 _FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
 
 
-_STEP_NAME: Final = attr.STEP_NAME
 _USER_FACING: Final = attr.USER_FACING
 
 
@@ -441,12 +442,10 @@ def _common_otlp_span(
         source,
     )
     if attributes:
-        step_name = attributes.get(_STEP_NAME)
-        if type(step_name) is str and step_name.strip():
-            record.step_name = step_name
+        record.step_name = step_name_of(attributes)
         if kind == "inference":
             record.user_facing = attributes.get(_USER_FACING) is True
-            record.cache_read_tokens = conventions._first_count(attributes, CACHE_READ_KEYS)
+            record.cache_read_tokens = cache_read_tokens_of(attributes)
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )
