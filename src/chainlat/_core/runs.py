@@ -206,10 +206,11 @@ class WorkflowRun:
             score=score,
         )
 
-    def recomputed_rollup(self) -> Rollup:
-        """The rollup computed afresh from the run's spans (the recorded one may be older)."""
+    def recomputed_rollup(self, prices: Prices | None = None) -> Rollup:
+        """The rollup computed afresh from the run's spans (the recorded one may be older);
+        with ``prices``, its cost too."""
         marked = marked_first_output(self.root) if self.root is not None else None
-        return compute_rollup(self.root_record, self.records, first_output_ns=marked)
+        return compute_rollup(self.root_record, self.records, first_output_ns=marked, prices=prices)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import InputError, shorten, shown
-from chainlat._core.runs import cost_of
 from chainlat._core.stats import percentile
 from chainlat.analysis.whatif import KINDS, Percentiles
 
@@ -348,11 +347,11 @@ class Tally:
         variant = self._variants.get(key)
         if variant is None:
             variant = self._variants[key] = _Variant()
-        rollup = run.recomputed_rollup()
-        if rollup.cost_usd is None:
-            cost = cost_of(run, self._prices)
-            if cost is not None:
-                rollup = replace(rollup, cost_usd=cost)
+        # One rollup per run: the recorded cost wins (cost_of's rule), else the prices'.
+        recorded = run.rollup.cost_usd
+        rollup = run.recomputed_rollup(self._prices if recorded is None else None)
+        if recorded is not None:
+            rollup = replace(rollup, cost_usd=recorded)
         variant.add(rollup, run.success, run.score)
         if run.variant is not None or run.success is not None or run.score is not None:
             self.labelled = True
