@@ -248,3 +248,19 @@ def test_compare_shows_cost_and_first_output_and_cost_joins_the_pareto_front(
     # Without prices, cost is not an axis: "small" and "cheap" tie, both on the front.
     fronts = {v.variant: v.pareto for v in chainlat.compare(runs).variants}
     assert fronts == {"big": False, "small": True, "cheap": True}
+
+
+def test_error_rate_is_shown_as_a_share_of_runs_not_a_per_run_limit(cap: Capture) -> None:
+    from chainlat.report import check_json, check_text
+
+    _chat(cap, wait_ms=1, fail=True)
+    for wait in (50, 60, 70):
+        _chat(cap, wait_ms=wait)
+    budgets = Budgets.model_validate({"workflows": {"chat": {"error_rate": "20%"}}})
+    report = evaluate(_runs(cap), budgets)
+    (verdict,) = report.verdicts
+    assert verdict.kind == "share"
+    text = check_text(report, sources="t.jsonl")
+    assert "error_rate (each run)" not in text
+    assert "1/4 failed" in text
+    assert check_json(report)["verdicts"][0]["kind"] == "share"

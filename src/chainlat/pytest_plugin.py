@@ -171,8 +171,10 @@ def _failure(report: BudgetReport, what: str) -> str | None:
     lines = [f"latency budget broken ({what}):"]
     for v in broken:
         assert v.actual_ms is not None
-        if v.percentile is None:
+        if v.kind == "run":
             how = f"in {v.broken_runs} of {_runs_label(v.runs)}"
+        elif v.kind == "share":
+            how = f"({v.broken_runs} of {_runs_label(v.runs)} failed)"
         else:
             how = f"over {_runs_label(v.runs)}"
         # Names come from the code under test: shown with their control characters escaped.

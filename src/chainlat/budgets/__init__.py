@@ -951,6 +951,14 @@ class LimitVerdict:
     """What ``limit_ms`` and ``actual_ms`` are in: ms, % (error_rate) or USD (cost)."""
 
     @property
+    def kind(self) -> Literal["run", "percentile", "share"]:
+        """What the limit holds: every run, a percentile over the runs, or the share of runs
+        that failed (``error_rate``)."""
+        if self.percentile is not None:
+            return "percentile"
+        return "share" if self.target == "error_rate" else "run"
+
+    @property
     def key_path(self) -> str:
         """The limit's full key path in the budget file."""
         return _key_path(("workflows", self.workflow)) + "." + self.target

@@ -158,13 +158,14 @@ def verdict_label(verdict: LimitVerdict) -> str:
 
 
 def verdict_runs(verdict: LimitVerdict) -> str:
-    if verdict.percentile is None and verdict.runs:
-        return f"{verdict.broken_runs}/{verdict.runs} over"
+    if verdict.kind != "percentile" and verdict.runs:
+        what = "failed" if verdict.kind == "share" else "over"
+        return f"{verdict.broken_runs}/{verdict.runs} {what}"
     return str(verdict.runs)
 
 
 def limit_label(verdict: LimitVerdict) -> str:
-    return verdict.target if verdict.percentile is not None else f"{verdict.target} (each run)"
+    return f"{verdict.target} (each run)" if verdict.kind == "run" else verdict.target
 
 
 def pct(change: float | None) -> str:

@@ -90,7 +90,7 @@ def check_json(report: BudgetReport) -> dict[str, Any]:
                     "workflow": v.workflow,
                     "target": v.target,
                     "key_path": v.key_path,
-                    "kind": "percentile" if v.percentile is not None else "run",
+                    "kind": v.kind,
                     "percentile": v.percentile,
                     "limit_ms": v.limit_ms,
                     "actual_ms": v.actual_ms,

@@ -69,11 +69,12 @@ def junit_xml(report: BudgetReport) -> str:
             name=_xml(v.target),
             time="0",
         )
-        over = (
-            f"{v.broken_runs} of {count(v.runs, 'run')} over"
-            if v.percentile is None
-            else f"{format_percentile(v.percentile)} of {count(v.runs, 'run')}"
-        )
+        if v.percentile is not None:
+            over = f"{format_percentile(v.percentile)} of {count(v.runs, 'run')}"
+        else:
+            over = f"{v.broken_runs} of {count(v.runs, 'run')} " + (
+                "failed" if v.kind == "share" else "over"
+            )
         detail = (
             f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} > "
             f"{limit_text(v.limit_ms, v.unit)} ({over})"
