@@ -192,9 +192,7 @@ class Rollup:
                 cache_hits=_as_int(attributes.get(attr.CHAIN_CACHE_HITS, 0)),
                 input_tokens=_as_int(attributes.get(attr.CHAIN_INPUT_TOKENS, 0)),
                 output_tokens=_as_int(attributes.get(attr.CHAIN_OUTPUT_TOKENS, 0)),
-                critical_path=tuple(str(p) for p in path)
-                if isinstance(path, (list, tuple))
-                else (),
+                critical_path=tuple(map(str, path)) if isinstance(path, (list, tuple)) else (),
                 first_output_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_MS),
                 first_output_inference_ms=_optional_float(
                     attributes, attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS
@@ -211,6 +209,10 @@ class Rollup:
 
 
 def _as_float(value: object) -> float:
+    if type(value) is float:  # the common case, checked first: a finite double
+        if value - value == 0.0:  # False for NaN and the infinities
+            return value
+        raise ValueError(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
     number = float(value)
@@ -228,6 +230,8 @@ def _optional_float(attributes: Mapping[str, object], key: str) -> float | None:
 
 
 def _as_int(value: object) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
     return int(value)  # int("nan") and int(float("inf")) raise ValueError / OverflowError

@@ -30,6 +30,7 @@ PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 QUANTITIES: Final = ("total", "inference", "data", "tool", "overhead")
 """The per-run quantities of a workflow: wall time and its critical-path split."""
 FIRST_OUTPUT: Final = "first_output"
+_NS_PER_MS: Final = 1_000_000
 """The quantity of the wait for the first output, sampled for the runs that have one."""
 
 
@@ -90,8 +91,16 @@ class Samples:
         self._sorted = len(self._plain) < 2
         self._merged: array[float] | None = None
 
-    def add(self, value_ms: float, *, cached: bool = False, weight: float = 1.0) -> None:
+    def add(self, value_ms: float, cached: bool = False, weight: float = 1.0) -> None:
         """Add one sample."""
+        if weight == 1.0 and self._plain_weights is None:  # the common case, first
+            if cached:
+                self._hits.append(value_ms)
+            else:
+                self._plain.append(value_ms)
+            self._sorted = False
+            self._merged = None
+            return
         if weight != 1.0 and self._plain_weights is None:
             self._plain_weights = array("d", [1.0]) * len(self._plain)
             self._hits_weights = array("d", [1.0]) * len(self._hits)
@@ -293,25 +302,30 @@ class WorkflowStats:
         self.biased += biased
         if run.error and not self.include_errors:
             return
-        cached = run.rollup.cache_hits > 0
-        for quantity in QUANTITIES:
-            self.quantities[quantity].add(
-                run.rollup.kind_ms(quantity), cached=cached, weight=weight
-            )
-        if run.rollup.first_output_ms is not None:
-            self.quantities[FIRST_OUTPUT].add(
-                run.rollup.first_output_ms, cached=cached, weight=weight
-            )
-        cost = cost_usd if cost_usd is not None else run.rollup.cost_usd
+        rollup = run.rollup
+        cached = rollup.cache_hits > 0
+        quantities = self.quantities
+        for quantity, value in (
+            ("total", rollup.total_ms),
+            ("inference", rollup.inference_ms),
+            ("data", rollup.data_ms),
+            ("tool", rollup.tool_ms),
+            ("overhead", rollup.overhead_ms),
+        ):
+            quantities[quantity].add(value, cached, weight)
+        if rollup.first_output_ms is not None:
+            quantities[FIRST_OUTPUT].add(rollup.first_output_ms, cached, weight)
+        cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
-            self.cost.add(cost, cached=cached, weight=weight)
+            self.cost.add(cost, cached, weight)
+        steps = self.steps
         for step in run.steps:
-            stats = self.steps.get(step.name)
+            stats = steps.get(step.name)
             if stats is None:
-                stats = self.steps[step.name] = StepStats(step.name, step.kind)
-            stats.duration.add(step.duration_ms, cached=step.cache_hit, weight=weight)
+                stats = steps[step.name] = StepStats(step.name, step.kind)
+            stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
             if step.ttft_ms is not None:
-                stats.ttft.add(step.ttft_ms, cached=step.cache_hit, weight=weight)
+                stats.ttft.add(step.ttft_ms, step.cache_hit, weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
 
