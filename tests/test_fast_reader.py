@@ -450,7 +450,7 @@ def test_the_one_loop_step_walk_finds_the_steps_of_the_full_walk(
     fast = runs_module.steps_of(root, records)
     original = runs_module._flat_steps
     try:
-        runs_module._flat_steps = lambda root_id, records: None  # type: ignore[assignment]
+        runs_module._flat_steps = lambda root_id, records: None
         assert runs_module.steps_of(root, records) == fast
     finally:
         runs_module._flat_steps = original
