@@ -282,6 +282,48 @@ class Assembler:
                 trace.root_line = line
                 self._rooted.append((line, trace_id))
 
+    def add_line(self, spans: Sequence[Parsed], line: int, size: int = 0) -> None:
+        """The spans read on ``line``, each given ``size`` bytes: as :meth:`add` on each, in
+        one loop (the open traces and spans only grow within a line, so their peaks are
+        taken once, at its end)."""
+        counters = self._counters
+        counters.spans += len(spans)
+        open_traces = self._open
+        get = open_traces.get
+        added = 0
+        for trace_id, local_root, span in spans:
+            trace = get(trace_id)
+            if trace is None:
+                early = self._judged.get(trace_id)
+                if early:
+                    self._judged.discard(trace_id)
+                    counters.reopened_traces += 1
+                elif early is not None:
+                    if not (trace_id in self._outcomes and is_outcome(span)):
+                        counters.late_spans += 1
+                    continue
+                trace = open_traces[trace_id] = _Trace()
+            elif trace.last_line != line:
+                open_traces.move_to_end(trace_id)
+            trace.spans.append(span)
+            trace.last_line = line
+            trace.size += size
+            added += 1
+            if local_root:
+                if span.record.parent_id is not None:
+                    trace.remote_parents += 1
+                if trace.root_line is None:
+                    trace.root_line = line
+                    self._rooted.append((line, trace_id))
+        if len(open_traces) > counters.peak_open_traces:
+            counters.peak_open_traces = len(open_traces)
+        self._held += added
+        self._held_bytes += added * size
+        if self._held > counters.peak_open_spans:
+            counters.peak_open_spans = self._held
+        if self._held_bytes > counters.peak_open_bytes:
+            counters.peak_open_bytes = self._held_bytes
+
     def complete(self, line: int) -> Iterator[Trace]:
         """The traces complete once ``line`` has been read, and those judged early to keep
         within the bounds."""
