@@ -545,25 +545,29 @@ def runs_of_trace(
     children: dict[int, list[TracedSpan]] = {}
     workflows: list[TracedSpan] = []
     late: list[TracedSpan] = []
+    untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
+    outcome_name = attr.OUTCOME_SPAN_NAME
     for span in every:
         rec = span.record
         by_id[rec.span_id] = span
-        if rec.parent_id is not None:
-            siblings = children.get(rec.parent_id)
+        parent_id = rec.parent_id
+        if parent_id is not None:
+            siblings = children.get(parent_id)
             if siblings is None:
-                children[rec.parent_id] = [span]
+                children[parent_id] = [span]
             else:
                 siblings.append(span)
-        if rec.kind == "workflow":
+        kind = rec.kind
+        if kind == "workflow":
             workflows.append(span)
-        elif rec.name == attr.OUTCOME_SPAN_NAME and rec.kind is None:
-            late.append(span)
-    for span in every:
+        elif kind is None:
+            untyped.append(span)
+            if rec.name == outcome_name:
+                late.append(span)
+    for span in untyped:
         rec = span.record
-        if (
-            rec.kind is None
-            and (rec.parent_id is None or rec.parent_id not in by_id)
-            and ((roots and not is_outcome(span)) or is_run_root(span))
+        if (rec.parent_id is None or rec.parent_id not in by_id) and (
+            (roots and not is_outcome(span)) or is_run_root(span)
         ):
             workflows.append(span)
     if not workflows:
@@ -592,7 +596,6 @@ def runs_of_trace(
         )
 
     runs: list[WorkflowRun] = []
-    outcome_name = attr.OUTCOME_SPAN_NAME
     for top in workflows:
         descendants: list[TracedSpan] = []
         records: list[SpanRecord] = []
