@@ -28,23 +28,23 @@ _MIB = 2**20
 
 def _memory(path: Path, budgets_path: Path, top: int) -> None:
     budgets = load_budgets(budgets_path)
-    at_end: dict[str, object] = {}
+    snapshots: list[tracemalloc.Snapshot] = []
+    at_end: list[tuple[int, int]] = []
 
     def runs() -> Iterator[WorkflowRun]:
         yield from FileSource(path).runs(ReadCounters())
         gc.collect()
-        at_end["snapshot"] = tracemalloc.take_snapshot()
-        at_end["memory"] = tracemalloc.get_traced_memory()
+        snapshots.append(tracemalloc.take_snapshot())
+        at_end.append(tracemalloc.get_traced_memory())
 
     tracemalloc.start(3)
     before = tracemalloc.take_snapshot()
     evaluate(runs(), budgets)
     current, peak = tracemalloc.get_traced_memory()
-    read_current, read_peak = at_end["memory"]  # type: ignore[misc]
+    read_current, read_peak = at_end[0]
     print(f"end of the read: {read_current / _MIB:.1f} MiB (peak {read_peak / _MIB:.1f} MiB)")
     print(f"after evaluate:  {current / _MIB:.1f} MiB (peak {peak / _MIB:.1f} MiB)")
-    snapshot: tracemalloc.Snapshot = at_end["snapshot"]  # type: ignore[assignment]
-    for stat in snapshot.compare_to(before, "traceback")[:top]:
+    for stat in snapshots[0].compare_to(before, "traceback")[:top]:
         print(stat)
         for line in stat.traceback.format()[-6:]:
             print("   ", line)
