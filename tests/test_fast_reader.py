@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chainlat import report
+from chainlat._core import runs as runs_module
+from chainlat._core.errors import TraceSourceError
+from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import WorkflowRun
+from chainlat.budgets import Budgets, evaluate
+from chainlat.cli import main
 from chainlat.testing import capture
 from chainlat.traces import FileSource, ReadCounters, _files, read_traces
 from chainlat.traces._fast import quick_spans
@@ -355,3 +362,181 @@ def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_pa
     assert found is not None
     record = found[0][2].record
     assert (record.step_name, record.user_facing, record.cache_read_tokens) == ("plan", True, 40)
+
+
+# --- what check prints, by either path -----------------------------------------------------
+
+
+def _check_outputs(
+    path: Path, budgets: Path, capsys: pytest.CaptureFixture[str]
+) -> list[tuple[int, str]]:
+    found = []
+    for form in ("text", "json"):
+        code = main(["check", str(path), "--budgets", str(budgets), "--format", form])
+        found.append((code, capsys.readouterr().out))
+    return found
+
+
+def _budgets_for(path: Path, tmp_path: Path) -> Path:
+    """A budget for every workflow of ``path`` and every step seen, tight enough to break."""
+    runs, _ = _runs(path)
+    text = ["min_runs = 1"]
+    for name in sorted({r.workflow for r in runs}):
+        text += [f"[workflows.{json.dumps(name)}]", 'total = "1ms"', 'p95 = { total = "1s" }']
+        for step in sorted({s.name for r in runs if r.workflow == name for s in r.steps}):
+            text += [f"[workflows.{json.dumps(name)}.steps.{json.dumps(step)}]", 'p50 = "1ms"']
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text("\n".join(text) + "\n")
+    return budgets
+
+
+@pytest.mark.parametrize("path", sorted(DATA_DIR.iterdir()), ids=lambda p: p.name)
+def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_full_walk(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``chainlat check`` (text and JSON) is the same whichever reader and step walk run."""
+    budgets = _budgets_for(path, tmp_path)
+    quick = _check_outputs(path, budgets, capsys)
+    assert [code for code, _ in quick] == [1, 1] and all(out for _, out in quick)
+    monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
+    assert _check_outputs(path, budgets, capsys) == quick
+    monkeypatch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+    assert _check_outputs(path, budgets, capsys) == quick
+
+
+def test_the_pipelines_own_file_checks_the_same_by_either_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    write_runs(path, [ChatRun(), ChatRun(tool_ms=20.0, cached=True), ChatRun(fail=True)] * 30)
+    budgets = _budgets_for(path, tmp_path)
+    quick = _check_outputs(path, budgets, capsys)
+    monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
+    monkeypatch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+    assert _check_outputs(path, budgets, capsys) == quick
+
+
+_KINDS = st.sampled_from([None, "inference", "data", "tool", "workflow"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 6),  # span id: repeats happen
+            st.sampled_from([0, 0, 0, 0, 1, 2]),  # parent: mostly the workflow (id 0)
+            _KINDS,
+            st.integers(0, 50),
+            st.integers(-5, 50),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
+def test_the_one_loop_step_walk_finds_the_steps_of_the_full_walk(
+    rows: list[tuple[int, int, str | None, int, int, bool]],
+) -> None:
+    """Flat workflows take the one-loop walk; its steps are the full walk's, to the field."""
+    root = SpanRecord(0, None, "wf", 0, 100, "workflow")
+    records = [
+        SpanRecord(
+            span_id,
+            parent,
+            f"s{span_id}",
+            start,
+            start + length,
+            kind,  # type: ignore[arg-type]
+            cached,
+            ttft_ms=1.5 if kind == "inference" else None,
+            step_name="named" if span_id == 3 else None,
+        )
+        for span_id, parent, kind, start, length, cached in rows
+    ]
+    fast = runs_module.steps_of(root, records)
+    original = runs_module._flat_steps
+    try:
+        runs_module._flat_steps = lambda root_id, records: None
+        assert runs_module.steps_of(root, records) == fast
+    finally:
+        runs_module._flat_steps = original
+
+
+_ROOT_ID = "00000000000000f0"
+_START = 1_700_000_000_000_000_000
+_FUZZED_ATTRIBUTE = st.fixed_dictionaries({"key": KEYS, "value": ANY_VALUE})
+_KIND = st.fixed_dictionaries(
+    {
+        "key": st.just("chainlat.step.kind"),
+        "value": st.builds(
+            lambda v: {"stringValue": v}, st.sampled_from(["inference", "data", "tool", "x"])
+        ),
+    }
+)
+# A workflow (recorded rollup or not, hostile attributes beside) with steps of every kind,
+# mostly its children, some nested, ids repeated: the runs the step walks are built for.
+_WORKFLOW_ROOT = st.builds(
+    lambda extra: {
+        "traceId": "ab" * 16,
+        "spanId": _ROOT_ID,
+        "name": "invoke_workflow w",
+        "startTimeUnixNano": str(_START),
+        "endTimeUnixNano": str(_START + 10_000_000_000),
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+            *extra,
+        ],
+    },
+    st.lists(_FUZZED_ATTRIBUTE, max_size=3),
+)
+_STEP = st.builds(
+    lambda span_id, parent, name, start, length, attributes: {
+        "traceId": "ab" * 16,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": str(_START + start),
+        "endTimeUnixNano": str(_START + start + length),
+        "attributes": attributes,
+    },
+    st.sampled_from([f"00000000000000a{n}" for n in range(1, 5)]),
+    st.sampled_from([_ROOT_ID] * 3 + ["00000000000000a1"]),
+    st.sampled_from(["chat m", "data d", "tool t"]),
+    st.integers(-1_000_000, 9_000_000_000),
+    st.integers(0, 2_000_000_000),
+    st.lists(_KIND, min_size=1, max_size=1) | st.lists(_KIND | _FUZZED_ATTRIBUTE, max_size=3),
+)
+
+
+@FUZZ
+@given(_WORKFLOW_ROOT, st.lists(st.lists(_STEP, min_size=1, max_size=4), max_size=3))
+def test_fuzzed_files_check_the_same_by_either_path_and_either_step_walk(
+    root: Any, steps: list[list[Any]]
+) -> None:
+    """Fuzzed well-formed spans, a line of them at a time: the runs and check's report are
+    the same by the quick reader and the one-loop step walk as by the validating reader
+    and the full walk."""
+    budgets = Budgets.model_validate(
+        {"min_runs": 1, "workflows": {"w": {"total": "1ms", "p95": {"total": "1s"}}}}
+    )
+    lines = [*steps, [root]]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.jsonl"
+        path.write_bytes(
+            b"".join(
+                json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode() + b"\n"
+                for spans in lines
+            )
+        )
+        found: list[object] = []
+        with pytest.MonkeyPatch.context() as patch:
+            for slow in (False, True):
+                if slow:
+                    patch.setattr(_files, "quick_spans", _no_quick_path)
+                    patch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+                try:
+                    runs, counters = _runs(path)
+                except TraceSourceError as exc:
+                    found.append(str(exc))
+                    continue
+                text = report.check_text(evaluate(runs, budgets)) if runs else ""
+                found.append(([_run_fields(r) for r in runs], counters, text))
+        assert found[0] == found[1]

@@ -23,7 +23,9 @@ import pytest
 import chainlat
 from chainlat.cli import main
 from chainlat.traces import FileSource, JaegerSource, ReadCounters, _parse, read_runs
-from tracegen import ChatRun, write_runs
+from chainlat.traces._assemble import Assembler
+from chainlat.traces._parse import Parsed
+from tracegen import DATA_DIR, ChatRun, write_runs
 
 BUDGETS = """\
 [workflows.support-chat]
@@ -489,3 +491,36 @@ def test_the_cli_passes_its_bounds_to_the_sources(tmp_path: Path) -> None:
     assert (file.max_line_bytes, file.max_open_traces, file.max_open_bytes) == (11, 13, 17)
     assert (jaeger.timeout_s, jaeger.max_response_bytes) == (7.0, 9)
     assert _parse.tally.nonfinite_values >= 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"max_open_traces": 1}, {"max_open_bytes": 1000}, {"settle_lines": 0}],
+    ids=["default", "one-open-trace", "1000-bytes", "no-settling"],
+)
+def test_a_line_added_in_one_loop_is_a_line_added_span_by_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, int]
+) -> None:
+    """``Assembler.add_line`` gives the traces and counters of ``add`` on each span: late,
+    evicted and reopened traces, and the peaks, included."""
+    path = slow_run_among_others(tmp_path, others=20)
+    batched = write_runs(tmp_path / "batched.jsonl", [FAST, SLOW] * 20)  # many spans a line
+    for source in (path, batched, DATA_DIR / "collector-traces.jsonl"):
+
+        def read(source: Path = source) -> tuple[list[object], ReadCounters]:
+            counters = ReadCounters()
+            traces = list(FileSource(source, **options).traces(counters))  # type: ignore[arg-type]
+            return [(t.trace_id, t.spans) for t in traces], counters
+
+        one_loop = read()
+        with monkeypatch.context() as patch:
+
+            def span_by_span(
+                self: Assembler, spans: list[Parsed], line: int, size: int = 0
+            ) -> None:
+                for span in spans:
+                    self.add(span, line, size)
+
+            patch.setattr(Assembler, "add_line", span_by_span)
+            assert read() == one_loop
+        assert one_loop[1].spans > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup
@@ -182,3 +184,19 @@ def test_rollup_attributes_round_trip() -> None:
 )
 def test_classify_other_instrumentations(attributes: dict[str, object], kind: str | None) -> None:
     assert classify(attributes) == kind
+
+
+def test_a_recorded_rollup_reads_back_field_for_field() -> None:
+    """Every field distinct, so that a field read into another's place is seen."""
+    names = [f.name for f in dataclasses.fields(Rollup)]
+    values: dict[str, object] = {}
+    for number, name in enumerate(names, 1):
+        default = Rollup.__dataclass_fields__[name].default
+        if name == "critical_path":
+            values[name] = ("a", "b")
+        elif isinstance(default, int) and not isinstance(default, float):
+            values[name] = number
+        else:
+            values[name] = number + 0.5
+    rollup = Rollup(**values)  # type: ignore[arg-type]
+    assert Rollup.from_attributes(rollup.to_attributes()) == rollup

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import random
+from fractions import Fraction
+
 import pytest
 
 from chainlat._core.rollup import Rollup
@@ -66,3 +70,58 @@ def test_aggregate_groups_by_workflow_quantity_and_step() -> None:
     assert chat.steps["chat a"].ttft.sorted() == [10.0, 20.0]
     assert list(chat.steps) == ["chat a", "chat b"]
     assert chat.slowest is not None and chat.slowest.total_ms == 300.0
+
+
+def _reference_percentile(pairs: list[tuple[float, float]], q: float) -> float:
+    """Weighted nearest rank over (value, weight) pairs, written out plainly."""
+    ordered = sorted(pairs)
+    target = Fraction(str(q)) / 100 * sum(Fraction(w) for _, w in ordered)
+    reached = Fraction(0)
+    for value, weight in ordered:
+        reached += Fraction(weight)
+        if reached >= target:
+            return value
+    return ordered[-1][0]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n", [1, 7, 1000, 70_000])
+def test_compact_samples_give_the_exact_percentiles_of_every_sample(n: int, weighted: bool) -> None:
+    """Samples kept as arrays and sorted in place (a chunk at a time past 65,536) give the
+    nearest rank of all values, with and without the cache hits, as a plain sort does."""
+    rng = random.Random(n)
+    rows = [
+        (
+            float(rng.randrange(1_000_000)) / 1000,
+            rng.random() < 0.3,
+            rng.choice((1.0, 4.0, 10.0)) if weighted else 1.0,
+        )
+        for _ in range(n if not weighted else min(n, 1000))
+    ]
+    samples = Samples()
+    for value, cached, weight in rows:
+        samples.add(value, cached=cached, weight=weight)
+    for exclude in (False, True):
+        kept = [(v, w) for v, c, w in rows if not (exclude and c)]
+        assert samples.count(exclude_cached=exclude) == len(kept)
+        assert samples.sorted(exclude_cached=exclude) == sorted(v for v, _ in kept)
+        if not kept:
+            continue
+        ordered = sorted(v for v, _ in kept)
+        for q in (0.1, 50, 90, 95, 99, 99.9, 100):
+            expected = _reference_percentile(kept, q) if weighted else percentile(ordered, q)
+            assert samples.percentile(q, exclude_cached=exclude) == expected
+        summary = samples.summary(exclude_cached=exclude)
+        assert summary.max == ordered[-1]
+        assert summary.p95 == samples.percentile(95, exclude_cached=exclude)
+    samples.add(-1.0)  # a sample after a percentile was asked for: sorted again
+    assert samples.percentile(0.0001) == -1.0
+    assert samples.count() == len(rows) + 1
+
+
+def test_a_nonfinite_sample_is_found_whatever_the_order() -> None:
+    samples = Samples([3.0, math.inf, 1.0])
+    samples.add(2.0, cached=True)
+    assert samples.nonfinite() == math.inf
+    assert Samples([1.0, 2.0]).nonfinite() is None
+    assert Samples([1e308, 1e308]).nonfinite() is None  # the sum overflows, no value does

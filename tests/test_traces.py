@@ -324,3 +324,24 @@ def test_lookback_parsing() -> None:
 def test_file_source_can_be_read_twice(tmp_path: Path) -> None:
     source = FileSource(write_runs(tmp_path / "t.jsonl", RUNS))
     assert len(list(source.runs())) == len(list(source.runs())) == 3
+
+
+def test_judged_trace_ids_are_remembered_for_one_to_two_generations() -> None:
+    """A judged id is known (late spans are counted) for at least a generation of later
+    judged traces, early ones can be opened again, and ids never share a key."""
+    from chainlat.traces._assemble import _JudgedIds
+
+    judged = _JudgedIds(generation=4)
+    ids = [f"{n:032x}" for n in range(1, 11)]
+    for n, trace_id in enumerate(ids):
+        judged.add(trace_id, early=n == 9)
+    # 10 judged by generations of 4: the first four dropped, the next six kept
+    assert [judged.get(t) for t in ids] == [None] * 4 + [False] * 5 + [True]
+    judged.discard(ids[9])
+    judged.discard(ids[4])
+    assert judged.get(ids[9]) is None and judged.get(ids[4]) is None
+    # Ids that int() reads alike are different ids.
+    judged.add("0x" + "0" * 29 + "1", early=False)
+    assert judged.get("0" * 31 + "1") is None
+    judged.add("A" * 32, early=True)
+    assert judged.get("a" * 32) is True  # the readers lower-case ids: one trace

@@ -174,43 +174,43 @@ class Rollup:
     def from_attributes(cls, attributes: Mapping[str, object]) -> Rollup | None:
         """Read a rollup back from span attributes; None when they are absent or malformed."""
         try:
-            path = attributes.get(attr.CHAIN_CRITICAL_PATH, ())
+            get = attributes.get
+            path = get(attr.CHAIN_CRITICAL_PATH, ())
+            # Positional, in the order of the fields: this runs once per run read.
             return cls(
-                total_ms=_as_float(attributes[attr.CHAIN_TOTAL_MS]),
-                inference_ms=_as_float(attributes[attr.CHAIN_INFERENCE_MS]),
-                data_ms=_as_float(attributes[attr.CHAIN_DATA_MS]),
-                tool_ms=_as_float(attributes[attr.CHAIN_TOOL_MS]),
-                overhead_ms=_as_float(attributes[attr.CHAIN_OVERHEAD_MS]),
-                inference_sum_ms=_as_float(attributes.get(attr.CHAIN_INFERENCE_SUM_MS, 0.0)),
-                data_sum_ms=_as_float(attributes.get(attr.CHAIN_DATA_SUM_MS, 0.0)),
-                tool_sum_ms=_as_float(attributes.get(attr.CHAIN_TOOL_SUM_MS, 0.0)),
-                parallelism=_as_float(attributes.get(attr.CHAIN_PARALLELISM, 0.0)),
-                step_count=_as_int(attributes.get(attr.CHAIN_STEP_COUNT, 0)),
-                inference_count=_as_int(attributes.get(attr.CHAIN_INFERENCE_COUNT, 0)),
-                data_count=_as_int(attributes.get(attr.CHAIN_DATA_COUNT, 0)),
-                tool_count=_as_int(attributes.get(attr.CHAIN_TOOL_COUNT, 0)),
-                cache_hits=_as_int(attributes.get(attr.CHAIN_CACHE_HITS, 0)),
-                input_tokens=_as_int(attributes.get(attr.CHAIN_INPUT_TOKENS, 0)),
-                output_tokens=_as_int(attributes.get(attr.CHAIN_OUTPUT_TOKENS, 0)),
-                critical_path=tuple(str(p) for p in path)
-                if isinstance(path, (list, tuple))
-                else (),
-                first_output_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_MS),
-                first_output_inference_ms=_optional_float(
-                    attributes, attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS
-                ),
-                first_output_data_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_DATA_MS),
-                first_output_tool_ms=_optional_float(attributes, attr.CHAIN_FIRST_OUTPUT_TOOL_MS),
-                first_output_overhead_ms=_optional_float(
-                    attributes, attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS
-                ),
-                cost_usd=_optional_float(attributes, attr.CHAIN_COST_USD),
+                _as_float(attributes[attr.CHAIN_TOTAL_MS]),
+                _as_float(attributes[attr.CHAIN_INFERENCE_MS]),
+                _as_float(attributes[attr.CHAIN_DATA_MS]),
+                _as_float(attributes[attr.CHAIN_TOOL_MS]),
+                _as_float(attributes[attr.CHAIN_OVERHEAD_MS]),
+                _as_float(get(attr.CHAIN_INFERENCE_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_DATA_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_TOOL_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_PARALLELISM, 0.0)),
+                _as_int(get(attr.CHAIN_STEP_COUNT, 0)),
+                _as_int(get(attr.CHAIN_INFERENCE_COUNT, 0)),
+                _as_int(get(attr.CHAIN_DATA_COUNT, 0)),
+                _as_int(get(attr.CHAIN_TOOL_COUNT, 0)),
+                _as_int(get(attr.CHAIN_CACHE_HITS, 0)),
+                _as_int(get(attr.CHAIN_INPUT_TOKENS, 0)),
+                _as_int(get(attr.CHAIN_OUTPUT_TOKENS, 0)),
+                tuple(map(str, path)) if isinstance(path, (list, tuple)) else (),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_DATA_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TOOL_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS)),
+                _optional_float(get(attr.CHAIN_COST_USD)),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
 
 
 def _as_float(value: object) -> float:
+    if type(value) is float:  # the common case, checked first: a finite double
+        if value - value == 0.0:  # False for NaN and the infinities
+            return value
+        raise ValueError(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
     number = float(value)
@@ -222,12 +222,13 @@ def _as_float(value: object) -> float:
     return number
 
 
-def _optional_float(attributes: Mapping[str, object], key: str) -> float | None:
-    value = attributes.get(key)
+def _optional_float(value: object) -> float | None:
     return None if value is None else _as_float(value)
 
 
 def _as_int(value: object) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
     return int(value)  # int("nan") and int(float("inf")) raise ValueError / OverflowError

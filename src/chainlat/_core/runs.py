@@ -21,8 +21,8 @@ same call seen twice). A nested workflow counts as a step of the outer one.
 
 from __future__ import annotations
 
-import collections
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
@@ -47,6 +47,8 @@ StepKindName = Literal["inference", "data", "tool", "workflow"]
 
 _NS_PER_MS: Final = 1_000_000
 _COUNTED: Final = frozenset({"inference", "data", "tool"})
+_CHAIN_TOTAL_MS: Final = attr.CHAIN_TOTAL_MS
+_STEP_KINDS: Final = frozenset({"inference", "data", "tool", "workflow"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +270,10 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
     """The steps under a workflow span, in start order (ties: outer first)."""
     records = spans if isinstance(spans, list) else list(spans)
     twins = find_twins(root.span_id, records)
+    if not twins:
+        flat = _flat_steps(root.span_id, records)
+        if flat is not None:
+            return flat
     by_parent: dict[int, list[SpanRecord]] = {}
     for rec in records:
         if rec.parent_id is not None and rec.span_id != root.span_id:
@@ -290,18 +296,19 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                 stack.append((rec, around, depth, owner))  # the same call, counted as its twin
                 continue
             if kind == "workflow" or (kind in _COUNTED and kind != around):
-                assert kind is not None
+                start_ns = rec.start_ns
+                end_ns = rec.end_ns
                 found.append(
                     StepTiming(
-                        name=rec.step_name or rec.name,
-                        kind=kind,
-                        start_ns=rec.start_ns,
-                        end_ns=max(rec.end_ns, rec.start_ns),
-                        depth=depth,
-                        ttft_ms=rec.ttft_ms,
-                        cache_hit=rec.cache_hit,
-                        span_name=rec.name,
-                        model=rec.model,
+                        rec.step_name or rec.name,
+                        kind,  # a step kind, checked above
+                        start_ns,
+                        end_ns if end_ns > start_ns else start_ns,
+                        depth,
+                        rec.ttft_ms,
+                        rec.cache_hit,
+                        rec.name,
+                        rec.model,
                     )
                 )
                 position[rec.span_id] = len(found) - 1
@@ -335,18 +342,63 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
             stack.append((rec, around, depth, owner))
     if twins:
         _merge_twins(found, position, twins, records)
-    found.sort(key=_start_then_depth)  # stable: ties keep the order found
+    if len(found) > 1:
+        found.sort(key=_START_THEN_DEPTH)  # stable: ties keep the order found
+    return tuple(found)
+
+
+def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ...] | None:
+    """The steps of a workflow whose spans are all its children (the common shape), as
+    :func:`steps_of` finds them, in one loop; None for any other shape."""
+    ids = set()
+    for rec in records:
+        if rec.parent_id != root_id or rec.span_id == root_id:
+            return None
+        ids.add(rec.span_id)
+    if len(ids) != len(records):
+        return None  # a span id twice: the general walk keeps the first
+    found: list[StepTiming] = []
+    append = found.append
+    for rec in records:
+        kind = rec.kind
+        if kind is None or kind not in _STEP_KINDS:
+            continue
+        start_ns = rec.start_ns
+        end_ns = rec.end_ns
+        append(
+            StepTiming(
+                rec.step_name or rec.name,
+                kind,  # a step kind, checked above
+                start_ns,
+                end_ns if end_ns > start_ns else start_ns,
+                0,
+                rec.ttft_ms,
+                rec.cache_hit,
+                rec.name,
+                rec.model,
+            )
+        )
+    if len(found) > 1:
+        found.sort(key=_START_THEN_DEPTH)
     return tuple(found)
 
 
 def _more_steps(steps: Sequence[StepTiming], recorded: Rollup) -> bool:
     """Whether the trace holds more model calls, data stages or tools than ``recorded``
     counted: spans the live rollup never saw."""
-    found = collections.Counter(step.kind for step in steps)
+    inference = data = tool = 0
+    for step in steps:
+        kind = step.kind
+        if kind == "inference":
+            inference += 1
+        elif kind == "data":
+            data += 1
+        elif kind == "tool":
+            tool += 1
     return (
-        found["inference"] > recorded.inference_count
-        or found["data"] > recorded.data_count
-        or found["tool"] > recorded.tool_count
+        inference > recorded.inference_count
+        or data > recorded.data_count
+        or tool > recorded.tool_count
     )
 
 
@@ -387,8 +439,7 @@ def _merge_twins(
         )
 
 
-def _start_then_depth(step: StepTiming) -> tuple[int, int]:
-    return step.start_ns, step.depth
+_START_THEN_DEPTH: Final = operator.attrgetter("start_ns", "depth")
 
 
 def build_run(
@@ -494,31 +545,35 @@ def runs_of_trace(
     children: dict[int, list[TracedSpan]] = {}
     workflows: list[TracedSpan] = []
     late: list[TracedSpan] = []
+    untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
+    outcome_name = attr.OUTCOME_SPAN_NAME
     for span in every:
         rec = span.record
         by_id[rec.span_id] = span
-        if rec.parent_id is not None:
-            siblings = children.get(rec.parent_id)
+        parent_id = rec.parent_id
+        if parent_id is not None:
+            siblings = children.get(parent_id)
             if siblings is None:
-                children[rec.parent_id] = [span]
+                children[parent_id] = [span]
             else:
                 siblings.append(span)
-        if rec.kind == "workflow":
+        kind = rec.kind
+        if kind == "workflow":
             workflows.append(span)
-        elif rec.name == attr.OUTCOME_SPAN_NAME and rec.kind is None:
-            late.append(span)
-    for span in every:
+        elif kind is None:
+            untyped.append(span)
+            if rec.name == outcome_name:
+                late.append(span)
+    for span in untyped:
         rec = span.record
-        top_level = rec.parent_id is None or rec.parent_id not in by_id
-        if (
-            rec.kind is None
-            and top_level
-            and ((roots and not is_outcome(span)) or is_run_root(span))
+        if (rec.parent_id is None or rec.parent_id not in by_id) and (
+            (roots and not is_outcome(span)) or is_run_root(span)
         ):
             workflows.append(span)
     if not workflows:
         return []
-    workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
+    if len(workflows) > 1:
+        workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
     run_ids = {w.record.span_id for w in workflows}
     nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
     tops = [w for w in workflows if not nested[id(w)]]
@@ -543,24 +598,24 @@ def runs_of_trace(
     runs: list[WorkflowRun] = []
     for top in workflows:
         descendants: list[TracedSpan] = []
+        records: list[SpanRecord] = []
         stack = [top.record.span_id]
         seen = set(stack)
         while stack:
             for child in children.get(stack.pop(), ()):
-                child_id = child.record.span_id
+                rec = child.record
+                child_id = rec.span_id
                 if child_id in seen:  # a cycle in a malformed trace
                     continue
                 seen.add(child_id)
-                if is_outcome(child):
+                if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
                     continue
                 descendants.append(child)
+                records.append(rec)
                 stack.append(child_id)
         root = top.record
-        records = [s.record for s in descendants]
         recorded = (
-            Rollup.from_attributes(top.attributes)
-            if attr.CHAIN_TOTAL_MS in top.attributes
-            else None
+            Rollup.from_attributes(top.attributes) if _CHAIN_TOTAL_MS in top.attributes else None
         )
         steps = steps_of(root, records)
         if recorded is not None and _more_steps(steps, recorded):

@@ -7,12 +7,14 @@ that was observed, never an interpolation, so "p95 <= 800 ms" reads exactly
 as "at least 95 % of runs took 800 ms or less". With few values the high
 percentiles are the maximum (p99 of 50 runs is the slowest run).
 
-Memory: one float (and one byte for the cache-hit flag) per sample, per
-quantity; runs and spans are not kept.
+Memory: one double (8 bytes, in an ``array``) per sample, per quantity, and one more
+per sample for its weight when a sampler's weights are recorded; runs and spans are
+not kept. Percentiles stay exact: the samples are sorted in place when one is asked for.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +30,7 @@ PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 QUANTITIES: Final = ("total", "inference", "data", "tool", "overhead")
 """The per-run quantities of a workflow: wall time and its critical-path split."""
 FIRST_OUTPUT: Final = "first_output"
+_NS_PER_MS: Final = 1_000_000
 """The quantity of the wait for the first output, sampled for the runs that have one."""
 
 
@@ -72,43 +75,112 @@ class Samples:
     with probability p. Percentiles are then weighted nearest rank: the smallest value
     with at least q % of the total weight at or below it (with all weights 1, the plain
     nearest rank).
+
+    Stored compactly: the cache hits and the other samples in an ``array('d')`` each (8
+    bytes a sample, and 8 more for a weight once one is not 1), sorted in place the first
+    time a percentile is asked for; no Python float is kept per sample.
     """
 
-    __slots__ = ("_cached", "_sorted", "_values", "_weights")
+    __slots__ = ("_hits", "_hits_weights", "_merged", "_plain", "_plain_weights", "_sorted")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
-        self._values = array("d", values)
-        self._cached = bytearray(len(self._values))
-        self._sorted: dict[bool, list[float]] = {}
-        self._weights: array[float] | None = None  # None while every weight is 1
+        self._plain = array("d", values)
+        self._hits = array("d")
+        self._plain_weights: array[float] | None = None  # None while every weight is 1
+        self._hits_weights: array[float] | None = None
+        self._sorted = len(self._plain) < 2
+        self._merged: array[float] | None = None
 
-    def add(self, value_ms: float, *, cached: bool = False, weight: float = 1.0) -> None:
+    def add(self, value_ms: float, cached: bool = False, weight: float = 1.0) -> None:
         """Add one sample."""
-        if weight != 1.0 and self._weights is None:
-            self._weights = array("d", [1.0] * len(self._values))
-        if self._weights is not None:
-            self._weights.append(weight)
-        self._values.append(value_ms)
-        self._cached.append(1 if cached else 0)
-        self._sorted.clear()
+        if weight == 1.0 and self._plain_weights is None:  # the common case, first
+            if cached:
+                self._hits.append(value_ms)
+            else:
+                self._plain.append(value_ms)
+            self._sorted = False
+            self._merged = None
+            return
+        if weight != 1.0 and self._plain_weights is None:
+            self._plain_weights = array("d", [1.0]) * len(self._plain)
+            self._hits_weights = array("d", [1.0]) * len(self._hits)
+        if cached:
+            self._hits.append(value_ms)
+            if self._hits_weights is not None:
+                self._hits_weights.append(weight)
+        else:
+            self._plain.append(value_ms)
+            if self._plain_weights is not None:
+                self._plain_weights.append(weight)
+        self._sorted = False
+        self._merged = None
 
     @property
     def weighted(self) -> bool:
         """Some sample stands for more than one run."""
-        return self._weights is not None
+        return self._plain_weights is not None
+
+    def __len__(self) -> int:
+        return len(self._plain) + len(self._hits)
+
+    def _sort(self) -> None:
+        """Sort both groups in place (with their weights): their order is read nowhere."""
+        if self._sorted:
+            return
+        if self._plain_weights is None or self._hits_weights is None:
+            self._plain = _sorted_array(self._plain)
+            self._hits = _sorted_array(self._hits)
+        else:
+            self._plain, self._plain_weights = _sorted_pairs(self._plain, self._plain_weights)
+            self._hits, self._hits_weights = _sorted_pairs(self._hits, self._hits_weights)
+        self._sorted = True
+
+    def _values(self, exclude_cached: bool) -> array[float]:
+        """The samples sorted ascending (without the cache hits when asked)."""
+        self._sort()
+        if exclude_cached or not self._hits:
+            return self._plain
+        if not self._plain:
+            return self._hits
+        if self._merged is None:
+            self._merged = _sorted_array(self._plain + self._hits)
+        return self._merged
+
+    def sorted(self, *, exclude_cached: bool = False) -> list[float]:
+        """The samples in ascending order, without the cache hits when asked."""
+        return self._values(exclude_cached).tolist()
+
+    def count(self, *, exclude_cached: bool = False) -> int:
+        """How many samples (without the cache hits when asked)."""
+        return len(self._plain) if exclude_cached else len(self)
+
+    def nonfinite(self, *, exclude_cached: bool = False) -> float | None:
+        """The smallest NaN or infinite sample in sorted order, None when all are finite."""
+        values = self._values(exclude_cached)
+        if _all_finite(values):
+            return None
+        return next((v for v in values if not math.isfinite(v)), None)
 
     def _weighted_mean(self) -> float:
-        assert self._weights is not None
-        total = math.fsum(self._weights)
-        return math.fsum(v * w for v, w in zip(self._values, self._weights, strict=True)) / total
+        total = math.fsum(self._weight_arrays(False))
+        return math.fsum(v * w for v, w in self._pairs(False)) / total
+
+    def _weight_arrays(self, exclude_cached: bool) -> list[float]:
+        assert self._plain_weights is not None and self._hits_weights is not None
+        found = list(self._plain_weights)
+        if not exclude_cached:
+            found.extend(self._hits_weights)
+        return found
+
+    def _pairs(self, exclude_cached: bool) -> list[tuple[float, float]]:
+        assert self._plain_weights is not None and self._hits_weights is not None
+        pairs = list(zip(self._plain, self._plain_weights, strict=True))
+        if not exclude_cached:
+            pairs.extend(zip(self._hits, self._hits_weights, strict=True))
+        return pairs
 
     def _weighted_percentile(self, q: float, exclude_cached: bool) -> float | None:
-        assert self._weights is not None
-        pairs = sorted(
-            (v, w)
-            for v, w, c in zip(self._values, self._weights, self._cached, strict=True)
-            if not (exclude_cached and c)
-        )
+        pairs = sorted(self._pairs(exclude_cached))
         if not pairs:
             return None
         if not 0 < q <= 100:
@@ -121,48 +193,58 @@ class Samples:
                 return value
         return pairs[-1][0]
 
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def sorted(self, *, exclude_cached: bool = False) -> list[float]:
-        """The samples in ascending order, without the cache hits when asked."""
-        found = self._sorted.get(exclude_cached)
-        if found is None:
-            if exclude_cached:
-                found = sorted(v for v, c in zip(self._values, self._cached, strict=True) if not c)
-            else:
-                found = sorted(self._values)
-            self._sorted[exclude_cached] = found
-        return found
-
-    def count(self, *, exclude_cached: bool = False) -> int:
-        """How many samples (without the cache hits when asked)."""
-        return len(self.sorted(exclude_cached=exclude_cached)) if exclude_cached else len(self)
-
     def percentile(self, q: float, *, exclude_cached: bool = False) -> float | None:
         """Nearest-rank percentile (weighted, when samples are), None without samples."""
-        if self._weights is not None:
+        if self._plain_weights is not None:
             return self._weighted_percentile(q, exclude_cached)
-        values = self.sorted(exclude_cached=exclude_cached)
+        values = self._values(exclude_cached)
         return percentile(values, q) if values else None
 
     def max(self, *, exclude_cached: bool = False) -> float | None:
         """The largest sample, None without samples."""
-        values = self.sorted(exclude_cached=exclude_cached)
+        values = self._values(exclude_cached)
         return values[-1] if values else None
 
     def summary(self, *, exclude_cached: bool = False) -> Summary:
         """Count, p50/p90/p95/p99, maximum and mean."""
-        values = self.sorted(exclude_cached=exclude_cached)
+        values = self._values(exclude_cached)
         if not values:
             return Summary(0, None, None, None, None, None, None)
-        if self._weights is not None:
+        if self._plain_weights is not None:
             p50, p90, p95, p99 = (
                 self._weighted_percentile(q, exclude_cached) or 0.0 for q in PERCENTILES
             )
             return Summary(len(values), p50, p90, p95, p99, values[-1], self._weighted_mean())
         p50, p90, p95, p99 = (percentile(values, q) for q in PERCENTILES)
         return Summary(len(values), p50, p90, p95, p99, values[-1], math.fsum(values) / len(values))
+
+
+_SORT_CHUNK: Final = 1 << 16
+
+
+def _sorted_array(values: array[float]) -> array[float]:
+    """``values`` sorted, as an array; a long one a chunk at a time, so that no more than a
+    chunk's worth of Python floats exists at once."""
+    if len(values) <= _SORT_CHUNK or not _all_finite(values):
+        # NaN has no place in an order: sorted() as a whole, as ever, places it.
+        return array("d", sorted(values))
+    chunks = [
+        array("d", sorted(values[i : i + _SORT_CHUNK])) for i in range(0, len(values), _SORT_CHUNK)
+    ]
+    return array("d", heapq.merge(*chunks))
+
+
+def _all_finite(values: array[float]) -> bool:
+    """No NaN or infinity among ``values`` (a C loop; False also when the sum overflows)."""
+    try:
+        return math.isfinite(math.fsum(values))
+    except OverflowError:
+        return False
+
+
+def _sorted_pairs(values: array[float], weights: array[float]) -> tuple[array[float], array[float]]:
+    pairs = sorted(zip(values, weights, strict=True))
+    return array("d", (v for v, _ in pairs)), array("d", (w for _, w in pairs))
 
 
 @dataclass(slots=True)
@@ -220,25 +302,30 @@ class WorkflowStats:
         self.biased += biased
         if run.error and not self.include_errors:
             return
-        cached = run.rollup.cache_hits > 0
-        for quantity in QUANTITIES:
-            self.quantities[quantity].add(
-                run.rollup.kind_ms(quantity), cached=cached, weight=weight
-            )
-        if run.rollup.first_output_ms is not None:
-            self.quantities[FIRST_OUTPUT].add(
-                run.rollup.first_output_ms, cached=cached, weight=weight
-            )
-        cost = cost_usd if cost_usd is not None else run.rollup.cost_usd
+        rollup = run.rollup
+        cached = rollup.cache_hits > 0
+        quantities = self.quantities
+        for quantity, value in (
+            ("total", rollup.total_ms),
+            ("inference", rollup.inference_ms),
+            ("data", rollup.data_ms),
+            ("tool", rollup.tool_ms),
+            ("overhead", rollup.overhead_ms),
+        ):
+            quantities[quantity].add(value, cached, weight)
+        if rollup.first_output_ms is not None:
+            quantities[FIRST_OUTPUT].add(rollup.first_output_ms, cached, weight)
+        cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
-            self.cost.add(cost, cached=cached, weight=weight)
+            self.cost.add(cost, cached, weight)
+        steps = self.steps
         for step in run.steps:
-            stats = self.steps.get(step.name)
+            stats = steps.get(step.name)
             if stats is None:
-                stats = self.steps[step.name] = StepStats(step.name, step.kind)
-            stats.duration.add(step.duration_ms, cached=step.cache_hit, weight=weight)
+                stats = steps[step.name] = StepStats(step.name, step.kind)
+            stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
             if step.ttft_ms is not None:
-                stats.ttft.add(step.ttft_ms, cached=step.cache_hit, weight=weight)
+                stats.ttft.add(step.ttft_ms, step.cache_hit, weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
 

@@ -1154,20 +1154,20 @@ def _percentile_verdicts(
     def judge(
         target: str, q: float, limit: float, samples: Samples | None, unit: Unit = "ms"
     ) -> None:
-        values = samples.sorted(exclude_cached=exclude) if samples is not None else []
-        if not values:
+        count = samples.count(exclude_cached=exclude) if samples is not None else 0
+        if samples is None or not count:
             found.append(
                 LimitVerdict(name, target, limit, None, "no_data", 0, percentile=q, unit=unit)
             )
             return
-        actual = samples.percentile(q, exclude_cached=exclude) if samples is not None else None
+        actual = samples.percentile(q, exclude_cached=exclude)
         assert actual is not None
-        odd = next((v for v in values if not math.isfinite(v)), None)
+        odd = samples.nonfinite(exclude_cached=exclude)
         status: VerdictStatus
         if odd is not None:
             # No percentile of a set holding NaN means anything: broken, whatever min_runs.
             actual, status = odd, "broken"
-        elif len(values) < min_runs:
+        elif count < min_runs:
             status = "not_enough_runs"
         else:
             status = "broken" if _over(actual, limit) else "ok"
@@ -1178,7 +1178,7 @@ def _percentile_verdicts(
                 limit,
                 actual,
                 status,
-                len(values),
+                count,
                 percentile=q,
                 min_runs=min_runs,
                 unit=unit,

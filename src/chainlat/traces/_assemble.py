@@ -15,7 +15,8 @@ DEFAULT_IDLE_LINES: Final[int | None] = None
 """By default a trace is never judged on a line count alone (see :class:`Assembler`)."""
 DEFAULT_MAX_OPEN_TRACES: Final = 100_000
 DEFAULT_MAX_OPEN_BYTES: Final = 512 * 1024 * 1024
-_KEEP_LATE_IDS: Final = 100_000
+_JUDGED_GENERATION: Final = 32_768
+"""Judged trace ids are remembered by generations of this many: the last 32,768 to 65,536."""
 
 
 @dataclass
@@ -147,6 +148,51 @@ def runs_of(
 # --- assembling spans into traces ---------------------------------------------------------
 
 
+class _JudgedIds:
+    """The ids of the traces judged lately, each with whether it was judged early.
+
+    Kept to tell a late span (its trace was judged) from the first span of a new trace,
+    for the last ``generation`` to ``2 * generation`` traces judged: the newest in one
+    dict, the generation before in another, the one before that dropped. An id is kept
+    as a 128-bit int (48 bytes where the string takes 88), so that this memory stays
+    small beside the statistics.
+    """
+
+    __slots__ = ("_generation", "_older", "_recent")
+
+    def __init__(self, generation: int) -> None:
+        self._generation = max(generation, 1)
+        self._recent: dict[int | str, bool] = {}
+        self._older: dict[int | str, bool] = {}
+
+    def get(self, trace_id: str) -> bool | None:
+        key = _id_key(trace_id)
+        found = self._recent.get(key)
+        return self._older.get(key) if found is None else found
+
+    def add(self, trace_id: str, early: bool) -> None:
+        if len(self._recent) >= self._generation:
+            self._older = self._recent
+            self._recent = {}
+        self._recent[_id_key(trace_id)] = early
+
+    def discard(self, trace_id: str) -> None:
+        key = _id_key(trace_id)
+        self._recent.pop(key, None)
+        self._older.pop(key, None)
+
+
+def _id_key(trace_id: str) -> int | str:
+    """32 hex digits as their number; anything else (an id int() would read with a prefix,
+    an underscore or a space) as itself, so that two ids never share a key."""
+    if len(trace_id) == 32 and trace_id.isalnum() and trace_id[1] not in "xX":
+        try:
+            return int(trace_id, 16)
+        except ValueError:
+            pass
+    return trace_id
+
+
 @dataclass(slots=True)
 class _Trace:
     spans: list[TracedSpan] = field(default_factory=list)
@@ -186,7 +232,7 @@ class Assembler:
     ) -> None:
         self._open: collections.OrderedDict[str, _Trace] = collections.OrderedDict()
         self._rooted: collections.deque[tuple[int, str]] = collections.deque()
-        self._judged: collections.OrderedDict[str, bool] = collections.OrderedDict()
+        self._judged = _JudgedIds(_JUDGED_GENERATION)
         """Trace ids judged, and whether early (by a bound): those are opened again."""
         self._counters = counters
         self._settle = max(settle_lines, 0)
@@ -210,7 +256,7 @@ class Assembler:
                 # Judged early to keep within the bounds: its later spans (a slow run's
                 # root among them) make a trace again rather than be dropped, so that the
                 # run is still judged, by its recorded rollup if not by all its spans.
-                del self._judged[trace_id]
+                self._judged.discard(trace_id)
                 counters.reopened_traces += 1
             elif early is not None:
                 if not (trace_id in self._outcomes and is_outcome(span)):
@@ -235,6 +281,48 @@ class Assembler:
             if trace.root_line is None:
                 trace.root_line = line
                 self._rooted.append((line, trace_id))
+
+    def add_line(self, spans: Sequence[Parsed], line: int, size: int = 0) -> None:
+        """The spans read on ``line``, each given ``size`` bytes: as :meth:`add` on each, in
+        one loop (the open traces and spans only grow within a line, so their peaks are
+        taken once, at its end)."""
+        counters = self._counters
+        counters.spans += len(spans)
+        open_traces = self._open
+        get = open_traces.get
+        added = 0
+        for trace_id, local_root, span in spans:
+            trace = get(trace_id)
+            if trace is None:
+                early = self._judged.get(trace_id)
+                if early:
+                    self._judged.discard(trace_id)
+                    counters.reopened_traces += 1
+                elif early is not None:
+                    if not (trace_id in self._outcomes and is_outcome(span)):
+                        counters.late_spans += 1
+                    continue
+                trace = open_traces[trace_id] = _Trace()
+            elif trace.last_line != line:
+                open_traces.move_to_end(trace_id)
+            trace.spans.append(span)
+            trace.last_line = line
+            trace.size += size
+            added += 1
+            if local_root:
+                if span.record.parent_id is not None:
+                    trace.remote_parents += 1
+                if trace.root_line is None:
+                    trace.root_line = line
+                    self._rooted.append((line, trace_id))
+        if len(open_traces) > counters.peak_open_traces:
+            counters.peak_open_traces = len(open_traces)
+        self._held += added
+        self._held_bytes += added * size
+        if self._held > counters.peak_open_spans:
+            counters.peak_open_spans = self._held
+        if self._held_bytes > counters.peak_open_bytes:
+            counters.peak_open_bytes = self._held_bytes
 
     def complete(self, line: int) -> Iterator[Trace]:
         """The traces complete once ``line`` has been read, and those judged early to keep
@@ -281,9 +369,7 @@ class Assembler:
             return
         self._held -= len(trace.spans)
         self._held_bytes -= trace.size
-        self._judged[trace_id] = early
-        if len(self._judged) > _KEEP_LATE_IDS:
-            self._judged.popitem(last=False)
+        self._judged.add(trace_id, early)
         yield self._trace(trace_id, trace.spans, trace.remote_parents)
 
     def _trace(self, trace_id: str, spans: list[TracedSpan], remote_parents: int = 0) -> Trace:

@@ -274,9 +274,7 @@ class FileSource:
             if whole:
                 yield from assembler.add_whole(spans)
             else:
-                size = len(line) // (len(spans) or 1)
-                for span in spans:
-                    assembler.add(span, line_no, size)
+                assembler.add_line(spans, line_no, len(line) // (len(spans) or 1))
             yield from assembler.complete(line_no)
             if line_no % 64 == 0:
                 if len(names) > 100_000:
