@@ -128,15 +128,28 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
 
 
 def path_kinds(run: WorkflowRun) -> list[str]:
-    """The kinds of the steps on the run's critical path, in order (nested workflows, which
-    the path names too, left out): ``data, inference, tool, inference, inference,
-    inference`` for the agent. Machine noise moves times, never this."""
-    kinds = {
-        s.record.name: s.record.kind
+    """The kinds of the agent's steps on the run's critical path, in order (nested
+    workflows, which the path names too, left out): ``data, inference, tool, inference,
+    inference, inference`` for the agent. Machine load moves times, never this.
+
+    Consecutive calls to one model are one step of the agent: the two calls made at once.
+    Both are on the path when, under load, the second started only after the first had
+    ended (a thread started late): chainlat reads that rightly, and the step is still one.
+    """
+    steps = {
+        s.record.label: (s.record.kind, s.record.model)
         for s in run.spans
         if s.record.kind in ("inference", "data", "tool")
     }
-    return [kinds[name] for name in run.rollup.critical_path if name in kinds]
+    out: list[tuple[str | None, str | None]] = []
+    for label in run.rollup.critical_path:
+        step = steps.get(label)
+        if step is None:
+            continue
+        if out and step[0] == "inference" and step[1] is not None and out[-1] == step:
+            continue
+        out.append(step)
+    return [str(kind) for kind, _model in out]
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
