@@ -231,12 +231,12 @@ def test_time_inside_the_spans_is_measured_against_the_sim_and_the_functions(
     assert got["inside_ms"] == {"inference": 34.0, "data": 0.0, "tool": 15.0}
 
 
-def test_calls_made_at_once_are_one_step_of_the_path_even_when_one_ran_late(
+def test_calls_one_after_the_other_are_steps_of_their_own(
     tmp_path: Path,
 ) -> None:
-    """With the OTel SDK alone: when the second of two parallel calls to one model starts
-    only after the first ended (its thread started late), both are on the critical path,
-    rightly, and the agent's step is still one; calls to two models stay two steps."""
+    """With the OTel SDK alone: when the second of two parallel calls starts only after the
+    first ended (its thread started late), they are two steps of calls, both on the
+    critical path."""
     traces = tmp_path / "case.jsonl"
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(str(traces))))
@@ -253,8 +253,22 @@ def test_calls_made_at_once_are_one_step_of_the_path_even_when_one_ran_late(
     root.end(end_time=T0 + 260 * MS)
     provider.shutdown()
     (run_,) = [r for r in read_runs([str(traces)], roots=True) if not r.nested]
-    assert len(run_.rollup.critical_path) == 3
-    assert judge.path_kinds(run_) == ["inference", "inference"]
+    assert judge.path_kinds(run_) == ["inference"] * 3
+    assert len(judge.call_steps(run_)) == 3
+
+
+def test_model_calls_on_the_path_are_as_many_as_the_runs_steps_of_calls() -> None:
+    """Consecutive model calls on the path compare as one step of the agent, and their
+    number must be the run's own steps of calls: 5 when the parallel calls ran one after
+    the other, never a call on the path twice."""
+    path = ["data", "inference", "tool", "inference", "inference", "inference"]
+    refs = [{**_run_dict(), "path_kinds": path, "call_steps": 4}] * 6
+    late = {**_run_dict(), "path_kinds": [*path, "inference"], "call_steps": 5}
+    assert run.compare("x", refs, [late] * 5) == []
+    twice = {**late, "call_steps": 4}
+    assert run.compare("x", refs, [twice] * 5) == [
+        "5 model calls on the critical path, 4 steps of calls in the run"
+    ]
 
 
 def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:

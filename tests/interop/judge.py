@@ -55,30 +55,14 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     return wraps, wire
 
 
-def inside_ms(
-    run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
-) -> dict[str, float]:
-    """Per judged kind, the time on the critical path inside the step spans chainlat must
-    read that is not the step's own: measured, for the judge to take out before it
-    compares a case with the reference (README.md, "The verdict").
-
-    - ``inference``: the spans that must time the calls are the wire's (chainlat's HTTP
-      spans, source ``http``) where the run has them for a call, else the framework's
-      (docs/attributes.md, rule 3). Overlapping ones (the parallel calls) make one step,
-      which the call that ends last times. For each such step, its span's duration
-      minus the duration of the sim's SERVER span for that call (``server``: the model's
-      time, measured by the sim; the one overlapping it most): what the client did while
-      the call was open (a framework's own work inside its span; a stream read at the
-      pace of a framework's per-chunk callbacks).
-    - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
-      recorded by the agent), the innermost span holding it, when chainlat reads that
-      span as a step of that kind, minus the function's duration: a framework's work
-      around the function inside its step span (argument parsing, bookkeeping). When the
-      innermost span is of another kind, nothing (no allowance).
-    """
-    records = run.records
-    first, last = run.root_record.start_ns, run.root_record.end_ns
-    calls = [r for r in records if r.kind == "inference"]
+def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
+    """The run's model calls as the spans that must time them (the wire's, chainlat's HTTP
+    spans of source ``http``, where the run has them for a call, else the framework's:
+    docs/attributes.md, rule 3), grouped in steps: calls that overlap in time (the
+    parallel ones) make one. Each step is one ``inference`` on the critical path: the
+    agent makes 4, or 5 when, under load, the second of its parallel calls started only
+    after the first had ended (a thread started late)."""
+    calls = [r for r in run.records if r.kind == "inference"]
     wires = [r for r in calls if r.source == WIRE]
     expected = wires + [
         c
@@ -93,6 +77,30 @@ def inside_ms(
             steps[-1].append(call)
         else:
             steps.append([call])
+    return steps
+
+
+def inside_ms(
+    run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Per judged kind, the time on the critical path inside the step spans chainlat must
+    read that is not the step's own: measured, for the judge to take out before it
+    compares a case with the reference (README.md, "The verdict").
+
+    - ``inference``: for each step of `call_steps`, timed by its call that ends last,
+      that call's span's duration minus the duration of the sim's SERVER span for that
+      call (``server``: the model's time, measured by the sim; the one overlapping it
+      most): what the client did while the call was open (a framework's own work inside
+      its span; a stream read at the pace of a framework's per-chunk callbacks).
+    - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
+      recorded by the agent), the innermost span holding it, when chainlat reads that
+      span as a step of that kind, minus the function's duration: a framework's work
+      around the function inside its step span (argument parsing, bookkeeping). When the
+      innermost span is of another kind, nothing (no allowance).
+    """
+    records = run.records
+    first, last = run.root_record.start_ns, run.root_record.end_ns
+    steps = call_steps(run)
     inference = 0.0
     for step in steps:
         call = max(step, key=lambda c: c.end_ns)
@@ -128,28 +136,16 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
 
 
 def path_kinds(run: WorkflowRun) -> list[str]:
-    """The kinds of the agent's steps on the run's critical path, in order (nested
-    workflows, which the path names too, left out): ``data, inference, tool, inference,
-    inference, inference`` for the agent. Machine load moves times, never this.
-
-    Consecutive calls to one model are one step of the agent: the two calls made at once.
-    Both are on the path when, under load, the second started only after the first had
-    ended (a thread started late): chainlat reads that rightly, and the step is still one.
-    """
-    steps = {
-        s.record.label: (s.record.kind, s.record.model)
+    """The kinds of the steps on the run's critical path, in order (nested workflows, which
+    the path names too, left out): ``data, inference, tool, inference, inference,
+    inference`` for the agent. Machine load moves times, never the order of the kinds
+    (see `call_steps` for the number of model calls on it)."""
+    kinds = {
+        s.record.label: s.record.kind
         for s in run.spans
         if s.record.kind in ("inference", "data", "tool")
     }
-    out: list[tuple[str | None, str | None]] = []
-    for label in run.rollup.critical_path:
-        step = steps.get(label)
-        if step is None:
-            continue
-        if out and step[0] == "inference" and step[1] is not None and out[-1] == step:
-            continue
-        out.append(step)
-    return [str(kind) for kind, _model in out]
+    return [str(kinds[label]) for label in run.rollup.critical_path if label in kinds]
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -189,6 +185,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 },
                 "critical_path": list(r.critical_path),
                 "path_kinds": path_kinds(run),
+                "call_steps": len(call_steps(run)),
                 "inside_ms": inside[id(run)],
                 "wire_tokens": wire,
             }

@@ -507,7 +507,13 @@ def tolerance_ms(
 def structural(
     reference: dict[str, Any], runs: list[dict[str, Any]], wire_tokens: dict[str, int] | None
 ) -> list[str]:
-    """Counts, tokens and critical-path kinds, run by run: what load never moves."""
+    """Counts, tokens and critical-path kinds, run by run: what load never moves.
+
+    The path's kinds are the reference's, in order, consecutive model calls taken as one
+    step (`_steps`), and its model calls are as many as the run's steps of calls
+    (judge.py `call_steps`, from the calls' own spans): under load the second of the
+    parallel calls can start after the first has ended, and both are then on the path,
+    rightly; a call on the path twice, or missing from it, is wrong."""
     differs: list[str] = []
     for run in runs:
         for kind, count in reference["counts"].items():
@@ -520,12 +526,23 @@ def structural(
                 on_wire = "" if wire is None else f", on the wire {wire}"
                 differs.append(f"{key} tokens {got}, reference {tokens}{on_wire}")
         kinds = run.get("path_kinds")
-        if kinds is not None and kinds != reference.get("path_kinds", kinds):
+        if kinds is not None and _steps(kinds) != _steps(reference.get("path_kinds", kinds)):
             differs.append(
                 f"critical path {', '.join(kinds) or 'empty'}, "
                 f"reference {', '.join(reference['path_kinds'])}"
             )
+        elif kinds is not None and kinds.count("inference") != run["call_steps"]:
+            differs.append(
+                f"{kinds.count('inference')} model calls on the critical path, "
+                f"{run['call_steps']} steps of calls in the run"
+            )
     return list(dict.fromkeys(differs))
+
+
+def _steps(kinds: list[str]) -> list[str]:
+    """Path kinds with consecutive model calls as one: the parallel calls are on the path
+    once, or twice when the second started after the first had ended (`structural`)."""
+    return [k for i, k in enumerate(kinds) if not (k == "inference" and kinds[i - 1 : i] == [k])]
 
 
 def timing(
