@@ -41,13 +41,15 @@ unit: install  ## the test suite without the Jaeger / Collector integration test
 system-deps:  ## Debian packages for the tests (Chromium for the HTML report check)
 	scripts/system-deps.sh
 
-test: lint system-deps  ## lint, type check, the whole test suite
+test: lint system-deps  ## lint, type check, the whole test suite, then the interop matrix
 	@if command -v go >/dev/null 2>&1; then collector/build.sh all; \
 	else echo "no Go toolchain: the Jaeger / Collector integration tests will skip"; fi
 	$(BIN)/pytest -m "not interop"
+	@# The framework interop matrix last (one cached venv per stack; CHAINLAT_INTEROP=0 skips it).
+	$(BIN)/pytest -m interop -rs tests/test_interop.py
 
 interop: install  ## the framework interop matrix as tests (one cached venv per stack)
-	$(BIN)/pytest -m interop tests/test_interop.py
+	$(BIN)/pytest -m interop -rs tests/test_interop.py
 
 interop-report: install  ## the interop matrix, one line per stack and case, results in interop-results/
 	$(BIN)/python tests/interop/run.py --stack all --repo . --out interop-results

@@ -14,17 +14,28 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat.traces import read_runs
 
 RUN = Path(__file__).parent / "interop" / "run.py"
 
 
 def _load_run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("chainlat_interop_run", RUN)
+    return _load(RUN, "chainlat_interop_run")
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -35,80 +46,104 @@ def _load_run() -> ModuleType:
 
 
 run = _load_run()
+judge = _load(RUN.parent / "judge.py", "chainlat_interop_judge")
 STACKS = cast("tuple[str, ...]", run.STACKS)
 
 
-def _run_dict(inference: int = 5, data: float = 30.0, tool: float = 25.0) -> dict[str, Any]:
+def _run_dict(
+    inference: int = 5,
+    data: float = 30.0,
+    tool: float = 25.0,
+    inference_ms: float = 300.0,
+    inside: dict[str, float] | None = None,
+) -> dict[str, Any]:
     return {
         "workflow": "agent",
         "counts": {"inference": inference, "data": 1, "tool": 1},
         "tokens": {"input": 100, "output": 100},
         "split_ms": {
             "total": 400.0,
-            "inference": 300.0,
+            "inference": inference_ms,
             "data": data,
             "tool": tool,
             "overhead": 45.0,
         },
+        "inside_ms": {"inference": 0.0, "data": 0.0, "tool": 0.0, **(inside or {})},
     }
+
+
+REFS = [_run_dict()] * (run.RUNS + 1)
+"""The reference's runs around a case's 5: one before each and one after the last."""
 
 
 def test_compare_holds_within_the_tolerance() -> None:
     """A case 1.5 ms off the reference in one kind is right."""
-    reference = _run_dict()
-    assert run.compare("openai-v2", reference, [_run_dict(data=31.5)] * 3) == []
+    assert run.compare("openai-v2", REFS, [_run_dict(data=31.5)] * 5) == []
 
 
 def test_compare_names_each_difference() -> None:
     """Counts, and a kind beyond its tolerance, are named in the verdict."""
-    differs = run.compare("openai-v2", _run_dict(), [_run_dict(inference=4, tool=20.0)] * 3)
-    assert differs == ["inference count 4, reference 5", "tool -5.0 ms (tolerance 2 + noise 0.0)"]
+    differs = run.compare("openai-v2", REFS, [_run_dict(inference=4, tool=20.0)] * 5)
+    assert differs == [
+        "inference count 4, reference 5",
+        "tool -5.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken out: "
+        "0.0 ms, reference 0.0)",
+    ]
 
 
 def test_tokens_may_be_what_the_framework_sent() -> None:
     """Other tokens than the reference's are right when they are the wire's for the stack."""
     case = {**_run_dict(), "tokens": {"input": 90, "output": 100}}
-    assert run.compare("x", _run_dict(), [case], wire_tokens={"input": 90, "output": 100}) == []
-    assert run.compare("x", _run_dict(), [case], wire_tokens={"input": 95, "output": 100}) == [
+    assert run.compare("x", REFS, [case] * 5, wire_tokens={"input": 90, "output": 100}) == []
+    assert run.compare("x", REFS, [case] * 5, wire_tokens={"input": 95, "output": 100}) == [
         "input tokens 90, reference 100, on the wire 95"
     ]
 
 
-def test_tolerance_adds_the_noise_and_the_frameworks_own_time() -> None:
-    """Noise: 3 median absolute deviations of the reference's runs and the case's, combined,
-    plus the reference's drift. The framework's work inside its model-call spans (8 ms on
-    the critical path) is allowed on inference only where chainlat cannot see the wire."""
-    reference = {
-        **_run_dict(),
-        "spread_ms": {"inference": 0.5, "tool": 0.5, "overhead": 1.0},
-        "drift_ms": {"inference": 1.0, "tool": 0.0, "overhead": 0.0},
-    }
-    case = {"spread_ms": {"inference": 0.0, "tool": 1.2, "overhead": 0.0}}
-    assert run.tolerance_ms("openai-v2", "inference", reference, 8.0, False, case) == (
-        12.5,
-        "2 + noise 2.5 + framework 8.0",
-    )
-    assert run.tolerance_ms("openai-v2", "inference", reference, 8.0, True, case) == (
-        4.5,
-        "2 + noise 2.5",
-    )
-    assert run.tolerance_ms("openai-v2", "overhead", reference, 8.0, True, case) == (
-        5.0,
-        "2 + noise 3.0",
-    )
-    assert run.tolerance_ms("openai-v2", "tool", reference, 8.0, False, case) == (
-        pytest.approx(2 + 3 * 1.3),
-        "2 + noise 3.9",
-    )
+def test_each_case_run_is_compared_with_the_reference_runs_around_it() -> None:
+    """A burst of load that slows the case's third run slows the reference's runs just
+    before and after it too: each paired difference stays 0. Unpaired, the case's median
+    (33) is 3 ms over the reference's (30)."""
+    refs = [_run_dict(data=v) for v in (30.0, 30.0, 36.0, 36.0, 30.0, 30.0)]
+    runs = [_run_dict(data=v) for v in (30.0, 33.0, 36.0, 33.0, 30.0)]
+    assert run.paired_deltas(refs, runs, "data") == [0.0] * 5
+    assert run.tolerance_ms("x", "data", refs, runs) == (2.0, "2 + noise 0.0")
+    assert run.compare("x", refs, runs) == []
 
 
-def test_the_reference_drift_is_how_far_its_median_moved() -> None:
-    before = [_run_dict(data=30.0), _run_dict(data=31.0), _run_dict(data=30.0)]
-    after = [_run_dict(data=36.0), _run_dict(data=35.0), _run_dict(data=36.0)]
-    reference = run.reference_of(before, after)
-    assert reference["drift_ms"]["data"] == 6.0
-    assert reference["split_ms"]["data"] == 33.0  # the median of all six
-    assert reference["spread_ms"]["data"] == 3.0
+def test_tolerance_is_the_noise_of_the_pairs_and_of_the_reference() -> None:
+    """3 median absolute deviations of the paired differences and of the reference's runs,
+    combined as independent errors (the root of the sum of squares)."""
+    refs = [_run_dict(tool=v) for v in (25.0, 26.0, 25.0, 26.0, 25.0, 26.0)]
+    runs = [_run_dict(tool=v) for v in (25.5, 26.5, 25.5, 26.5, 27.5)]
+    # pairs: 0, 1, 0, 1, 2: median 1, deviation 1; the reference's: 0.5
+    assert run.paired_deltas(refs, runs, "tool") == [0.0, 1.0, 0.0, 1.0, 2.0]
+    tolerance, said = run.tolerance_ms("x", "tool", refs, runs)
+    assert tolerance == pytest.approx(2 + 3 * (1**2 + 0.5**2) ** 0.5)
+    assert said == "2 + noise 3.4"
+
+
+def test_measured_time_inside_the_spans_is_taken_out_not_allowed() -> None:
+    """A tool span 12 ms longer than the reference's is right when 12 ms inside it were
+    measured as the framework's (around the tool's own function), and wrong by what the
+    measure does not explain."""
+    explained = _run_dict(tool=37.0, inside={"tool": 12.0})
+    assert run.compare("x", REFS, [explained] * 5) == []
+    half = _run_dict(tool=37.0, inside={"tool": 6.0})
+    assert run.compare("x", REFS, [half] * 5) == [
+        "tool +6.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken out: "
+        "6.0 ms, reference 0.0)"
+    ]
+
+
+def test_client_time_inside_model_call_spans_is_taken_out_on_both_sides() -> None:
+    """Inference minus what the client did while its calls were open (span minus the
+    sim's server span): 340 - 40 for the case equals 303 - 3 for the reference."""
+    refs = [_run_dict(inference_ms=303.0, inside={"inference": 3.0})] * 6
+    case = _run_dict(inference_ms=340.0, inside={"inference": 40.0})
+    assert run.compare("x", refs, [case] * 5) == []
+    unexplained = _run_dict(inference_ms=340.0, inside={"inference": 3.0})
+    assert run.compare("x", refs, [unexplained] * 5)[0].startswith("inference +37.0 ms")
 
 
 def test_overhead_is_reported_not_judged() -> None:
@@ -116,29 +151,124 @@ def test_overhead_is_reported_not_judged() -> None:
     framework's own time."""
     case = _run_dict()
     case["split_ms"] = {**case["split_ms"], "total": 480.0, "overhead": 125.0}
-    assert run.compare("x", _run_dict(), [case]) == []
+    assert run.compare("x", REFS, [case] * 5) == []
 
 
 def test_a_lost_step_is_wrong_whatever_the_noise() -> None:
     """The kinds on the critical path, compared run by run: load moves times, never them."""
-    reference = {**_run_dict(), "path_kinds": ["data", "inference", "tool"]}
+    refs = [{**_run_dict(), "path_kinds": ["data", "inference", "tool"]}] * 6
     case = {**_run_dict(), "path_kinds": ["inference", "tool"]}
-    assert run.compare("x", reference, [case]) == [
+    assert run.compare("x", refs, [case] * 5) == [
         "critical path inference, tool, reference data, inference, tool"
     ]
 
 
-def test_a_case_timed_by_the_wire_gets_no_framework_time_on_inference() -> None:
-    """+httpx: the wire times the calls, so inference 6 ms over the reference is wrong even
-    when the framework spends 8 ms inside its spans; without the wire it is right."""
-    reference = _run_dict()
-    case = _run_dict()
-    case["split_ms"] = {**case["split_ms"], "inference": 306.0, "overhead": 39.0}
-    wired = {**case, "in_span_ms": 8.0}
-    assert run.compare("x", reference, [wired], in_span_ms=8.0) == [
-        "inference +6.0 ms (tolerance 2 + noise 0.0)"
+def test_a_second_attempt_says_so() -> None:
+    """A case right only when run again says so in its line."""
+    result = run.CaseResult("s", "wrapped", True, True, first_attempt=["tool +9.0 ms (...)"])
+    assert result.line() == (
+        "s wrapped: right on the second attempt (first: tool +9.0 ms (...))  judged"
+    )
+
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def test_time_inside_the_spans_is_measured_against_the_sim_and_the_functions(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: the tool span holds 15 ms beyond its function; the planning
+    call is timed by its wire span (95 ms, the sim's server span 80: 15), not by the
+    framework's around it (120 ms); the parallel calls by the one that ends last (88 ms,
+    the server's longer span 69: 19)."""
+    traces = tmp_path / "case.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(str(traces))))
+    tracer = provider.get_tracer("test")
+
+    def span(name: str, start: int, end: int, parent: Any = None, **attrs: Any) -> Any:
+        context = None if parent is None else trace.set_span_in_context(parent)
+        made = tracer.start_span(name, context, attributes=attrs, start_time=T0 + start * MS)
+        made.end(end_time=T0 + end * MS)
+        return made
+
+    root = tracer.start_span("agent", start_time=T0)
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+    span(
+        "execute_tool lookup_order",
+        100,
+        140,
+        root,
+        **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order"},
+    )
+    framework = span(
+        "chat sim-plan", 200, 320, root, **chat, **{"gen_ai.request.model": "sim-plan"}
+    )
+    span(
+        "POST",
+        205,
+        300,
+        framework,
+        **chat,
+        **{"gen_ai.request.model": "sim-plan", "http.request.method": "POST"},
+    )
+    span("chat sim-fast", 400, 480, root, **chat, **{"gen_ai.request.model": "sim-fast"})
+    span("chat sim-fast", 402, 490, root, **chat, **{"gen_ai.request.model": "sim-fast"})
+    root.end(end_time=T0 + 600 * MS)
+    provider.shutdown()
+    server = [(210, 290), (405, 470), (406, 475)]
+    (tmp_path / "sim-spans.jsonl").write_text(
+        "".join(
+            json.dumps({"start_ns": T0 + a * MS, "end_ns": T0 + b * MS, "model": None}) + "\n"
+            for a, b in server
+        )
+    )
+    own = [{"kind": "tool", "start_ns": T0 + 105 * MS, "end_ns": T0 + 130 * MS}]
+    Path(str(traces) + ".intervals.json").write_text(json.dumps(own))
+    (got,) = judge.runs_of(str(traces))["runs"]
+    assert got["counts"] == {"inference": 3, "data": 0, "tool": 1}  # the planning call once
+    assert got["inside_ms"] == {"inference": 34.0, "data": 0.0, "tool": 15.0}
+
+
+def test_calls_one_after_the_other_are_steps_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: when the second of two parallel calls starts only after the
+    first ended (its thread started late), they are two steps of calls, both on the
+    critical path."""
+    traces = tmp_path / "case.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(str(traces))))
+    tracer = provider.get_tracer("test")
+    root = tracer.start_span("agent", start_time=T0)
+    context = trace.set_span_in_context(root)
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+    for start, end, model in ((0, 70, "sim-fast"), (75, 145, "sim-fast"), (150, 250, "sim-b")):
+        attributes = {**chat, "gen_ai.request.model": model}
+        span = tracer.start_span(
+            f"chat {model}", context, attributes=attributes, start_time=T0 + start * MS
+        )
+        span.end(end_time=T0 + end * MS)
+    root.end(end_time=T0 + 260 * MS)
+    provider.shutdown()
+    (run_,) = [r for r in read_runs([str(traces)], roots=True) if not r.nested]
+    assert judge.path_kinds(run_) == ["inference"] * 3
+    assert len(judge.call_steps(run_)) == 3
+
+
+def test_model_calls_on_the_path_are_as_many_as_the_runs_steps_of_calls() -> None:
+    """Consecutive model calls on the path compare as one step of the agent, and their
+    number must be the run's own steps of calls: 5 when the parallel calls ran one after
+    the other, never a call on the path twice."""
+    path = ["data", "inference", "tool", "inference", "inference", "inference"]
+    refs = [{**_run_dict(), "path_kinds": path, "call_steps": 4}] * 6
+    late = {**_run_dict(), "path_kinds": [*path, "inference"], "call_steps": 5}
+    assert run.compare("x", refs, [late] * 5) == []
+    twice = {**late, "call_steps": 4}
+    assert run.compare("x", refs, [twice] * 5) == [
+        "5 model calls on the critical path, 4 steps of calls in the run"
     ]
-    assert run.compare("x", reference, [case], in_span_ms=8.0) == []
 
 
 def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
@@ -157,6 +287,7 @@ def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
 
 @pytest.mark.interop
 @pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.filterwarnings("default:.*on the second attempt")
 def test_stack_is_read_like_the_reference(stack: str, tmp_path: Path) -> None:
     """Every case of the stack is right and judged (see tests/interop/README.md)."""
     if os.environ.get("CHAINLAT_INTEROP") == "0":
@@ -176,3 +307,11 @@ def test_stack_is_read_like_the_reference(stack: str, tmp_path: Path) -> None:
     bad = [line for line in done.stdout.splitlines() if "WRONG" in line or "NOT JUDGED" in line]
     assert not bad, "\n".join(bad)
     assert done.returncode == 0, done.stdout + done.stderr
+    for line in done.stdout.splitlines():
+        if "on the second attempt" in line:
+            # Right, and said: in pytest's warnings summary.
+            warnings.warn(line, SecondAttempt, stacklevel=1)
+
+
+class SecondAttempt(UserWarning):
+    """A case right only on its second attempt (a timing miss under load; README.md)."""

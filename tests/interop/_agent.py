@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +95,27 @@ _DOCS = (
 )
 
 
+INTERVALS: list[dict[str, Any]] = []
+"""The steps' own functions' intervals (``kind``, ``start_ns``, ``end_ns``, on the spans'
+clock), written next to the traces (`intervals_path`): what a framework's span around
+the function holds beyond it is the framework's work, measured, not the step's."""
+
+
+@contextlib.contextmanager
+def own_interval(kind: str) -> Iterator[None]:
+    """Record the interval of the step's own function (``data`` or ``tool``)."""
+    start = time.time_ns()
+    try:
+        yield
+    finally:
+        INTERVALS.append({"kind": kind, "start_ns": start, "end_ns": time.time_ns()})
+
+
+def intervals_path(traces: str) -> str:
+    """Where the agent writes `INTERVALS`: beside its traces file."""
+    return traces + ".intervals.json"
+
+
 class Index:
     """A tiny keyword index: SQLite FTS5 in memory."""
 
@@ -105,11 +127,12 @@ class Index:
 
     def search(self, query: str, k: int = 2) -> list[str]:
         """The ``k`` best documents for the words of ``query``, after ``RETRIEVE_MS``."""
-        time.sleep(RETRIEVE_MS / 1000)
-        words = " OR ".join(w for w in _words(query) if len(w) > 3)
-        rows = self._db.execute(
-            "SELECT body FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT ?", (words, k)
-        ).fetchall()
+        with own_interval("data"):
+            time.sleep(RETRIEVE_MS / 1000)
+            words = " OR ".join(w for w in _words(query) if len(w) > 3)
+            rows = self._db.execute(
+                "SELECT body FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT ?", (words, k)
+            ).fetchall()
         return [str(body) for (body,) in rows]
 
 
@@ -122,7 +145,8 @@ INDEX = Index()
 
 def lookup_order(order_id: str) -> str:
     """The order's status, after ``TOOL_MS`` (a slow internal API)."""
-    time.sleep(TOOL_MS / 1000)
+    with own_interval("tool"):
+        time.sleep(TOOL_MS / 1000)
     return json.dumps({"order_id": order_id, "status": "shipped", "delivered_days_ago": 3})
 
 
@@ -151,6 +175,8 @@ class Case:
     """Inside ``chainlat.workflow("agent")``."""
     httpx: bool
     """With ``chainlat.instrument_httpx()``."""
+    paced: bool = False
+    """Each recorded run when ``run.py`` says so (`run_recorded`)."""
 
 
 def parse_case(argv: Sequence[str] | None = None) -> Case:
@@ -160,8 +186,9 @@ def parse_case(argv: Sequence[str] | None = None) -> Case:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--wrapped", action="store_true")
     parser.add_argument("--httpx", action="store_true")
+    parser.add_argument("--paced", action="store_true")
     args = parser.parse_args(argv)
-    case = Case(args.traces, args.base_url, args.wrapped, args.httpx)
+    case = Case(args.traces, args.base_url, args.wrapped, args.httpx, args.paced)
     if case.httpx:
         # Before any framework is imported: clients created earlier are left alone.
         chainlat.instrument_httpx()
@@ -286,11 +313,39 @@ RECORDED_RUNS = 5
 """Runs kept per case: the matrix compares the median of each quantity, which a busy
 machine's scheduling noise moves far less than it moves one run."""
 
+READY = "@@chainlat-interop ready"
+DONE = "@@chainlat-interop done"
+
+
+def _orders(case: Case) -> Iterator[None]:
+    """One item per recorded run. Paced (``--paced``): the script says `READY` after its
+    warm-up, then runs once for each ``run`` line on its standard input, saying `DONE`
+    after each, until ``stop`` (or the end of its input). ``run.py`` alternates two
+    scripts this way, the reference's runs and a case's, so a burst of load on the
+    machine lands on both. Otherwise `RECORDED_RUNS` runs."""
+    if not case.paced:
+        yield from [None] * RECORDED_RUNS
+        return
+    print(READY, flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        yield None
+        print(DONE, flush=True)
+
+
+def _finish(case: Case, drain: Callable[[], None] | None) -> None:
+    if drain is not None:
+        drain()
+    chainlat.shutdown()
+    with open(intervals_path(case.traces), "w") as file:
+        json.dump(INTERVALS, file)
+
 
 def run_recorded(
     case: Case, exporter: GatedExporter, agent: Any, drain: Callable[[], None] | None = None
 ) -> None:
-    """Run ``agent()`` once as a warm-up, then `RECORDED_RUNS` times recorded.
+    """Run ``agent()`` once as a warm-up, then recorded (`_orders`).
 
     ``drain``: called before the spans are flushed at exit, for a framework that writes
     spans later, from threads of its own.
@@ -298,12 +353,11 @@ def run_recorded(
     with maybe_workflow(case):
         agent()
     exporter.open = True
-    for _ in range(RECORDED_RUNS):
+    INTERVALS.clear()
+    for _ in _orders(case):
         with maybe_workflow(case):
             agent()
-    if drain is not None:
-        drain()
-    chainlat.shutdown()
+    _finish(case, drain)
 
 
 async def run_recorded_async(case: Case, exporter: GatedExporter, agent: Any) -> None:
@@ -312,7 +366,8 @@ async def run_recorded_async(case: Case, exporter: GatedExporter, agent: Any) ->
     with maybe_workflow(case):
         await agent()
     exporter.open = True
-    for _ in range(RECORDED_RUNS):
+    INTERVALS.clear()
+    for _ in _orders(case):
         with maybe_workflow(case):
             await agent()
-    chainlat.shutdown()
+    _finish(case, None)

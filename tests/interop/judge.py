@@ -9,13 +9,12 @@ error that reading the file raised.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from chainlat import WorkflowRun
-from chainlat._core.rollup import WIRE, Rollup, SpanRecord, compute_rollup
+from chainlat._core.rollup import WIRE, SpanRecord
 from chainlat.traces import read_runs
 
 
@@ -56,17 +55,77 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     return wraps, wire
 
 
-def framework_view(run: WorkflowRun) -> Rollup | None:
-    """The run as chainlat reads it from the framework's spans alone (its wire spans made
-    transparent), when it has wire spans: what the same run would read without
-    ``instrument_httpx``. Its inference minus the run's is the framework's own work inside
-    its model-call spans, on the critical path."""
+def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
+    """The run's model calls as the spans that must time them (the wire's, chainlat's HTTP
+    spans of source ``http``, where the run has them for a call, else the framework's:
+    docs/attributes.md, rule 3), grouped in steps: calls that overlap in time (the
+    parallel ones) make one. Each step is one ``inference`` on the critical path: the
+    agent makes 4, or 5 when, under load, the second of its parallel calls started only
+    after the first had ended (a thread started late)."""
+    calls = [r for r in run.records if r.kind == "inference"]
+    wires = [r for r in calls if r.source == WIRE]
+    expected = wires + [
+        c
+        for c in calls
+        if c.source != WIRE
+        and not any(c.start_ns <= w.start_ns and w.end_ns <= c.end_ns for w in wires)
+    ]
+    expected.sort(key=lambda r: r.start_ns)
+    steps: list[list[SpanRecord]] = []
+    for call in expected:
+        if steps and call.start_ns < max(c.end_ns for c in steps[-1]):
+            steps[-1].append(call)
+        else:
+            steps.append([call])
+    return steps
+
+
+def inside_ms(
+    run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Per judged kind, the time on the critical path inside the step spans chainlat must
+    read that is not the step's own: measured, for the judge to take out before it
+    compares a case with the reference (README.md, "The verdict").
+
+    - ``inference``: for each step of `call_steps`, timed by its call that ends last,
+      that call's span's duration minus the duration of the sim's SERVER span for that
+      call (``server``: the model's time, measured by the sim; the one overlapping it
+      most): what the client did while the call was open (a framework's own work inside
+      its span; a stream read at the pace of a framework's per-chunk callbacks).
+    - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
+      recorded by the agent), the innermost span holding it, when chainlat reads that
+      span as a step of that kind, minus the function's duration: a framework's work
+      around the function inside its step span (argument parsing, bookkeeping). When the
+      innermost span is of another kind, nothing (no allowance).
+    """
     records = run.records
-    calls = [r for r in records if r.kind == "inference"]
-    if not any(r.source == WIRE for r in calls) or all(r.source == WIRE for r in calls):
-        return None  # no wire span, or nothing but (the reference)
-    blind = [replace(r, kind=None) if r.source == WIRE else r for r in records]
-    return compute_rollup(run.root_record, blind)
+    first, last = run.root_record.start_ns, run.root_record.end_ns
+    steps = call_steps(run)
+    inference = 0.0
+    for step in steps:
+        call = max(step, key=lambda c: c.end_ns)
+        near = [s for s in server if s["end_ns"] > call.start_ns and s["start_ns"] < call.end_ns]
+        if not near:
+            raise ValueError(f"no server span of the sim overlaps the call {call.name!r}")
+        match = max(
+            near,
+            key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns),
+        )
+        inference += ((call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])) / 1e6
+    out = {"inference": inference, "data": 0.0, "tool": 0.0}
+    for own in intervals:
+        if not (first <= own["start_ns"] and own["end_ns"] <= last):
+            continue
+        holding = [
+            r for r in records if r.start_ns <= own["start_ns"] and own["end_ns"] <= r.end_ns
+        ]
+        if not holding:
+            continue
+        inner = min(holding, key=lambda r: r.end_ns - r.start_ns)
+        if inner.kind == own["kind"]:
+            span_ns = inner.end_ns - inner.start_ns
+            out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
+    return out
 
 
 def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> SpanRecord | None:
@@ -79,26 +138,35 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
 def path_kinds(run: WorkflowRun) -> list[str]:
     """The kinds of the steps on the run's critical path, in order (nested workflows, which
     the path names too, left out): ``data, inference, tool, inference, inference,
-    inference`` for the agent. Machine noise moves times, never this."""
+    inference`` for the agent. Machine load moves times, never the order of the kinds
+    (see `call_steps` for the number of model calls on it)."""
     kinds = {
-        s.record.name: s.record.kind
+        s.record.label: s.record.kind
         for s in run.spans
         if s.record.kind in ("inference", "data", "tool")
     }
-    return [kinds[name] for name in run.rollup.critical_path if name in kinds]
+    return [str(kinds[label]) for label in run.rollup.critical_path if label in kinds]
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def runs_of(path: str) -> dict[str, Any]:
-    """The top-level runs of one file, or ``{"error": ...}``."""
+    """The top-level runs of one file, or ``{"error": ...}``. The sim's server spans are
+    read from ``sim-spans.jsonl`` in the file's folder, the agent's own intervals from
+    the file's ``.intervals.json``."""
     try:
         runs = [r for r in read_runs([path], roots=True) if not r.nested]
+        server = _json_lines(Path(path).parent / "sim-spans.jsonl")
+        intervals = json.loads(Path(path + ".intervals.json").read_text())
+        inside = {id(run): inside_ms(run, server, intervals) for run in runs}
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: list[dict[str, Any]] = []
     for run in sorted(runs, key=lambda r: r.start_ns):
         r = run.rollup
-        wraps, wire = seen_twice(run)
-        blind = framework_view(run)
+        _wraps, wire = seen_twice(run)
         out.append(
             {
                 "workflow": run.workflow,
@@ -117,8 +185,8 @@ def runs_of(path: str) -> dict[str, Any]:
                 },
                 "critical_path": list(r.critical_path),
                 "path_kinds": path_kinds(run),
-                "llm_wrap_ms": statistics.median(wraps) if wraps else None,
-                "in_span_ms": None if blind is None else blind.inference_ms - r.inference_ms,
+                "call_steps": len(call_steps(run)),
+                "inside_ms": inside[id(run)],
                 "wire_tokens": wire,
             }
         )
