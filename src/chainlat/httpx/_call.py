@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,6 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
 from chainlat._core.redact import is_secret_header, scrub
+from chainlat._runtime.processor import set_attributes
 from chainlat._runtime.spans import Inference, InferenceHandle
 from chainlat.httpx._formats import (
     STREAM_EVENTS_SKIPPED,
@@ -295,7 +297,9 @@ class ModelCall:
         self.route = route
         self._options = options
         self._capture = capture
-        self.clock = handle._now
+        # The handle's clock without its method call: read once per chunk of a stream.
+        processor = handle._processor
+        self.clock: Callable[[], int] = processor.clock if processor is not None else time.time_ns
         self.timeline = Timeline(handle.start_ns)
         self.reader: Reader = reader_for(
             route.format, options.max_content_length if capture else None
@@ -388,7 +392,8 @@ class ModelCall:
         """A chunk of the body arrived; it is read later, by `digest`, after it was passed on."""
         if self.ended or (self._events is None and self._body is None):
             return
-        self.digest()
+        if self._pending is not None:
+            self.digest()
         self._pending = (chunk, self.clock())
 
     def read_whole(self, content: bytes) -> None:
@@ -409,14 +414,20 @@ class ModelCall:
             failed("reading a response chunk")
 
     def _read(self, chunk: bytes, at_ns: int) -> None:
-        assert self._decode is not None
-        data = self._decode(chunk)
+        decode = self._decode
+        assert decode is not None
+        data = chunk if decode is identity else decode(chunk)
         if self._events is not None:
-            for name, event in self._events.feed(data):
-                if self.reader.event(name, event):
-                    if not self.timeline.chunk_times:
+            events = self._events.feed(data)
+            if not events:
+                return
+            read = self.reader.event
+            times = self.timeline.chunk_times
+            for name, event in events:
+                if read(name, event):
+                    if not times:
                         self.handle.first_token(at_ns=at_ns)
-                    self.timeline.chunk_times.append(at_ns)
+                    times.append(at_ns)
         elif self._body is not None:
             self._body_bytes += len(data)
             if self._body_bytes > MAX_BODY_BYTES:
@@ -482,7 +493,7 @@ class ModelCall:
         )
         if error is not None:
             found[attr.ERROR_TYPE] = error
-        span.set_attributes(found)
+        set_attributes(span, found)
         if error is not None:
             span.set_status(
                 Status(StatusCode.ERROR, f"HTTP {error}" if self._error_status else error)
