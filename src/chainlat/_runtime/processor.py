@@ -340,9 +340,6 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     return span.attributes or {}
 
 
-_PLAIN_TYPES: Final = (str, int, float, bool)
-
-
 def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
     """``span.set_attributes(values)`` for values chainlat built, at less cost.
 
@@ -376,14 +373,16 @@ def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
                 inner[key] = value
 
 
+_STR_ONLY: Final = {str}
+
+
 def _plain(values: Mapping[str, Any]) -> bool:
-    for key, value in values.items():
-        if type(key) is not str or not key:
-            return False
+    # The keys are chainlat's own (constants, header names under a prefix): non-empty strings.
+    for value in values.values():
         kind = type(value)
-        if kind in _PLAIN_TYPES:
+        if kind is str or kind is float or kind is int or kind is bool:
             continue
-        if kind is not tuple or not all(type(v) is str for v in value):
+        if kind is not tuple or (value and set(map(type, value)) != _STR_ONLY):
             return False
     return True
 

@@ -13,8 +13,6 @@ stream wrappers subclass the byte-stream classes of the module the response came
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -48,6 +46,7 @@ from chainlat.httpx._routes import (
     Matcher,
     RequestInfo,
     Route,
+    loads,
     match,
     provider_for,
     sniff_model,
@@ -163,6 +162,10 @@ _TIMING_HEADERS: Final = frozenset(
 """The response headers chainlat reads for itself (they are recorded only if allowed)."""
 
 
+_with_timing: dict[frozenset[str], frozenset[str]] = {}
+"""An allow-list with `_TIMING_HEADERS` added: one entry per transport's list."""
+
+
 def _text(value: bytes) -> str:
     # As httpx decodes header values: ASCII, else UTF-8, else Latin-1.
     try:
@@ -181,11 +184,18 @@ def headers_named(headers: Any, names: frozenset[str]) -> dict[str, list[str]]:
     every name and value, and works out their encoding again on each call.
     """
     found: dict[str, list[str]] = {}
+    wanted = _as_bytes.get(names)
+    if wanted is None:
+        wanted = _as_bytes[names] = frozenset(n.encode("latin-1") for n in names)
     for key, value in headers.raw:
-        name = key.decode("latin-1").lower()
-        if name in names:
-            found.setdefault(name, []).append(_text(value))
+        lowered = key.lower()
+        if lowered in wanted:
+            found.setdefault(lowered.decode("latin-1"), []).append(_text(value))
     return found
+
+
+_as_bytes: dict[frozenset[str], frozenset[bytes]] = {}
+"""Header-name sets as bytes, for comparing raw names: one entry per transport's lists."""
 
 
 def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> dict[str, Any]:
@@ -361,7 +371,10 @@ class ModelCall:
             self._error_status = status
         # One pass over the headers: a lookup by name scans them all each time.
         allowed = self._options.response_headers  # credentials are out already
-        seen = headers_named(response.headers, allowed | _TIMING_HEADERS)
+        read = _with_timing.get(allowed)
+        if read is None:
+            read = _with_timing[allowed] = allowed | _TIMING_HEADERS
+        seen = headers_named(response.headers, read)
         headers: dict[str, str] = {}
         prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
         for key, values in seen.items():
@@ -464,8 +477,9 @@ class ModelCall:
         span = self.handle.span
         reader = self.reader
         if self._body:
-            with contextlib.suppress(ValueError, UnicodeDecodeError):
-                reader.body(json.loads(b"".join(self._body)))
+            data = loads(self._body[0] if len(self._body) == 1 else b"".join(self._body))
+            if data is not None:  # not JSON (JSON's null says nothing either)
+                reader.body(data)
         facts = reader.facts
         # One set_attributes call: the SDK validates and locks per call.
         found = self._found

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat.httpx._routes import Format
+from chainlat.httpx._routes import Format, loads
 
 AttributeDict = dict[str, Any]
 
@@ -656,25 +656,7 @@ class NdjsonDecoder(_LineDecoder):
         return events
 
 
-_decode: Callable[[bytes], Any] | None = None
-
-
-def _loads(raw: bytes) -> Any:
-    global _decode
-    if _decode is None:
-        import msgspec  # on the first event: `import chainlat` does not pay for it
-
-        _decode = msgspec.json.decode
-    try:
-        # msgspec reads a chunk in a fraction of json.loads' time; what it refuses
-        # (NaN, a UTF-16 body, a lone surrogate) json.loads still gets, as before.
-        return _decode(raw)
-    except Exception:
-        pass
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None  # "[DONE]", keep-alive comments and anything else that is not JSON
+_loads: Final = loads
 
 
 def decompressor(content_encoding: str) -> Callable[[bytes], bytes] | None:
