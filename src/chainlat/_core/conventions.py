@@ -671,7 +671,7 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
     """The first non-empty, non-placeholder string among ``keys``."""
     get = attributes.get
-    for key in keys:
+    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
         value = get(key)
         if type(value) is str:
             text = value.strip()
@@ -683,11 +683,8 @@ def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str 
 def _first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
     """The first token count among ``keys``."""
     get = attributes.get
-    for key in keys:
-        value = get(key)
-        if value is None:  # most keys are absent: no call for them
-            continue
-        count = _count(value)
+    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
+        count = _count(get(key))
         if count is not None:
             return count
     return None

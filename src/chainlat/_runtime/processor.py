@@ -363,26 +363,31 @@ def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
         span.set_attributes(values)
         return
     with lock:
-        if getattr(span, "_end_time", None) is not None:
-            span.set_attributes(values)  # the SDK's warning, and nothing set
-            return
-        with bounded._lock:  # type: ignore[union-attr]
-            for key, value in values.items():
-                if key in inner:
-                    del inner[key]  # replaced values move to the end, as the SDK does
-                inner[key] = value
+        ended = getattr(span, "_end_time", None) is not None
+        if not ended:
+            with bounded._lock:  # type: ignore[union-attr]
+                if not inner.keys().isdisjoint(values):
+                    for key in values:
+                        inner.pop(key, None)  # replaced values move to the end, as the SDK does
+                inner.update(values)
+    if ended:
+        span.set_attributes(values)  # the SDK's warning, and nothing set (outside its lock)
 
 
+_SCALARS: Final = frozenset((str, int, float, bool))
+_SCALARS_AND_TUPLES: Final = _SCALARS | {tuple}
 _STR_ONLY: Final = {str}
 
 
 def _plain(values: Mapping[str, Any]) -> bool:
     # The keys are chainlat's own (constants, header names under a prefix): non-empty strings.
+    kinds = set(map(type, values.values()))
+    if kinds <= _SCALARS:
+        return True
+    if not kinds <= _SCALARS_AND_TUPLES:
+        return False
     for value in values.values():
-        kind = type(value)
-        if kind is str or kind is float or kind is int or kind is bool:
-            continue
-        if kind is not tuple or (value and set(map(type, value)) != _STR_ONLY):
+        if type(value) is tuple and value and set(map(type, value)) != _STR_ONLY:
             return False
     return True
 
