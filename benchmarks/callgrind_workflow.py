@@ -1,25 +1,44 @@
 """Instructions per workflow, counted by callgrind: a measure that machine load cannot move.
 
-Usage (the marginal cost of a ten-step workflow is the difference of two sizes)::
+``python benchmarks/callgrind_workflow.py --small 50 --large 250 -o out/callgrind-workflow.json``
+runs each variant of ``bench_overhead.py`` through the same pipeline (``_pipeline.provider()``:
+chainlat's processor and a batch processor over a dropping exporter) in a process of its own
+under ``valgrind --tool=callgrind`` (every thread counted), at two sizes; the marginal
+instructions per workflow (or per step), (large - small) / (large - small count), take out
+starting Python. The ratios are the targets' (ten-step workflow against 11 bare spans, a
+step against a bare span), in instructions.
 
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.50 \\
-        .venv/bin/python benchmarks/callgrind_workflow.py 50
-    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.250 \\
-        .venv/bin/python benchmarks/callgrind_workflow.py 250
+The single-process form counts one tree's ten-step workflow on a provider with a simple
+processor, as the earlier notes did (compare trees with ``PYTHONPATH=<tree>/src``)::
+
+    valgrind --tool=callgrind .venv/bin/python benchmarks/callgrind_workflow.py 50
+    valgrind --tool=callgrind .venv/bin/python benchmarks/callgrind_workflow.py 250
     # (instructions at 250 - instructions at 50) / 200 = instructions per workflow
-
-Compare two trees by running it with ``PYTHONPATH=<tree>/src``.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
+import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _pipeline
+
 import chainlat
+
+_TOTAL = re.compile(rb"^summary:\s*(\d+)", re.MULTILINE)
+WARM_UP = 20
 
 
 class _Drop(SpanExporter):
@@ -27,7 +46,8 @@ class _Drop(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def main(workflows: int) -> None:
+def legacy(workflows: int) -> None:
+    """The earlier notes' measure: ten-step workflows on a provider with a simple processor."""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(_Drop()))
     for _ in range(workflows):
@@ -37,5 +57,77 @@ def main(workflows: int) -> None:
                     pass
 
 
+def _bodies() -> dict[str, Callable[[], object]]:
+    provider = _pipeline.provider()
+    tracer = provider.get_tracer("bench")
+    return {
+        "workflow-chainlat": lambda: _pipeline.chainlat_workflow(provider),
+        "workflow-bare": lambda: _pipeline.bare_workflow(tracer),
+        "step-chainlat": lambda: _pipeline.chainlat_step(provider),
+        "step-bare": lambda: _pipeline.bare_step(tracer),
+    }
+
+
+VARIANTS = ("workflow-chainlat", "workflow-bare", "step-chainlat", "step-bare")
+
+
+def run_variant(variant: str, count: int) -> None:
+    body = _bodies()[variant]
+    for _ in range(WARM_UP):
+        body()
+    for _ in range(count):
+        body()
+
+
+def instructions(variant: str, count: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+             __file__, "--variant", variant, "--count", str(count)],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )  # fmt: skip
+        found = _TOTAL.search(out.read_bytes())
+        if found is None:
+            raise RuntimeError(f"no callgrind summary for {variant}")
+        return int(found.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("workflows", type=int, nargs="?", help="the single-process form")
+    parser.add_argument("--small", type=int, default=50)
+    parser.add_argument("--large", type=int, default=250)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("-o", "--output", type=Path)
+    args = parser.parse_args(argv)
+    if args.workflows is not None:
+        legacy(args.workflows)
+        return 0
+    if args.variant:
+        run_variant(args.variant, args.count)
+        return 0
+    if args.output is None:
+        parser.error("-o is required")
+    per_unit: dict[str, float] = {}
+    for variant in VARIANTS:
+        # A step is about a tenth of a workflow: ten times the count, for the same precision.
+        scale = 10 if variant.startswith("step") else 1
+        small = instructions(variant, args.small * scale)
+        large = instructions(variant, args.large * scale)
+        per_unit[variant] = (large - small) / ((args.large - args.small) * scale)
+    result = {
+        "counts": [args.small, args.large],
+        "per_unit": per_unit,
+        "workflow_ratio": per_unit["workflow-chainlat"] / per_unit["workflow-bare"],
+        "step_ratio": per_unit["step-chainlat"] / per_unit["step-bare"],
+    }
+    args.output.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+    return 0
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    raise SystemExit(main())

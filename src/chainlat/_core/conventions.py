@@ -655,11 +655,14 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
         >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
         250.0
     """
-    ms = _duration(attributes.get(LATENCY_TTFT_MS))
+    get = attributes.get
+    value = get(LATENCY_TTFT_MS)
+    ms = None if value is None else _duration(value)
     if ms is not None:
         return ms
     for key in _TTFT_SECONDS_KEYS:
-        seconds = _duration(attributes.get(key))
+        value = get(key)
+        seconds = None if value is None else _duration(value)
         if seconds is not None:
             return seconds * 1000.0
     return None
@@ -667,8 +670,9 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
 
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
     """The first non-empty, non-placeholder string among ``keys``."""
-    for key in keys:
-        value = attributes.get(key)
+    get = attributes.get
+    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
+        value = get(key)
         if type(value) is str:
             text = value.strip()
             if text and text.casefold() != "unknown":
@@ -678,8 +682,9 @@ def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str 
 
 def _first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
     """The first token count among ``keys``."""
-    for key in keys:
-        count = _count(attributes.get(key))
+    get = attributes.get
+    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
+        count = _count(get(key))
         if count is not None:
             return count
     return None

@@ -605,7 +605,8 @@ def compute_rollup(
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
     on_path: set[int] = set()
-    for node, seg_start, seg_end in _critical_segments(top):
+    segments, disjoint = _critical_segments(top)
+    for node, seg_start, seg_end in segments:
         split[node.attribution] += seg_end - seg_start
         step = node.owner
         if pieces is not None:
@@ -645,15 +646,23 @@ def compute_rollup(
     first_output: dict[str, float] | None = None
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
-        # At the output's instant the walk goes through the call that gave it, whatever
-        # else ends there too (everything running at that instant is cut there).
-        favoured: set[int] = set()
-        while source is not None:
-            favoured.add(id(source))
-            source = source.parent
         waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
-        for node, seg_start, seg_end in _wait_segments(top, output_ns, favoured):
-            waits[node.attribution] += seg_end - seg_start
+        if disjoint and _SHORTCUT:
+            # No two spans of one parent overlap: the walk to the cut is the walk to the
+            # end, cut there (see `_critical_segments`), so the path is walked once.
+            for node, seg_start, seg_end in segments:
+                if seg_start >= output_ns:
+                    break
+                waits[node.attribution] += min(seg_end, output_ns) - seg_start
+        else:
+            # At the output's instant the walk goes through the call that gave it,
+            # whatever else ends there too (everything running at that instant is cut).
+            favoured: set[int] = set()
+            while source is not None:
+                favoured.add(id(source))
+                source = source.parent
+            for node, seg_start, seg_end in _wait_segments(top, output_ns, favoured):
+                waits[node.attribution] += seg_end - seg_start
         first_output = {k: v / _NS_PER_MS for k, v in waits.items()}
         first_output["total"] = (output_ns - top.start) / _NS_PER_MS
     cost = None
@@ -810,15 +819,41 @@ def _add_usage(
         cached.add(key)
 
 
-def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
-    """The critical path as (node, start, end) pieces, in time order."""
+_SHORTCUT = True
+"""Whether the wait for the first output may be read off the total's walk (see
+`_critical_segments`); the tests turn it off to hold both ways to the same numbers."""
+
+
+def _by_end(node: _Node) -> tuple[int, int]:
+    return (node.end, -node.start)
+
+
+def _critical_segments(top: _Node) -> tuple[list[tuple[_Node, int, int]], bool]:
+    """The critical path as (node, start, end) pieces, in time order, and whether the
+    children of every node the walk entered are disjoint in time (touching allowed).
+
+    When they are, the walk takes every child of every node it enters, one after the
+    other, and `_wait_segments` to any instant gives these same pieces, cut at that
+    instant: no two children of one node can tie or cross there, so neither the cut
+    nor its tie-break changes a choice.
+    """
     segments: list[tuple[_Node, int, int]] = []
+    disjoint = True
     # Each frame: node, the time the walk has reached inside it, its children
     # sorted by end (ties: longest last, so it wins), and the next candidate.
     stack: list[tuple[_Node, int, list[_Node], int]] = []
 
     def push(node: _Node) -> None:
-        kids = sorted((k for k in node.kids if k.end > k.start), key=lambda k: (k.end, -k.start))
+        nonlocal disjoint
+        kids = [k for k in node.kids if k.end > k.start]
+        kids.sort(key=_by_end)
+        if disjoint:
+            previous_end = node.start
+            for kid in kids:
+                if kid.start < previous_end:
+                    disjoint = False
+                    break
+                previous_end = kid.end
         stack.append((node, node.end, kids, len(kids) - 1))
 
     push(top)
@@ -839,7 +874,7 @@ def _critical_segments(top: _Node) -> list[tuple[_Node, int, int]]:
         else:  # a leaf lies on the path from its start to its end (push keeps end > start)
             segments.append((child, child.start, child.end))
     segments.reverse()
-    return segments
+    return segments, disjoint
 
 
 def _wait_segments(top: _Node, cut: int, favoured: set[int]) -> list[tuple[_Node, int, int]]:

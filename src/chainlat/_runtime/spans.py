@@ -28,6 +28,7 @@ from chainlat._runtime.processor import (
     ChainlatSpanProcessor,
     default_provider,
     processor_for,
+    set_attributes,
     step_naming,
 )
 from chainlat._runtime.scrubbing import exception_type, record_error
@@ -237,8 +238,13 @@ class InferenceHandle(StepHandle):
             now = self._now() if at_ns is None else at_ns
             self._first_token_ns = now
             elapsed = now - self.start_ns
-            self.span.set_attribute(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, elapsed / 1e9)
-            self.span.set_attribute(attr.LATENCY_TTFT_MS, elapsed / 1e6)
+            set_attributes(
+                self.span,
+                {
+                    attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: elapsed / 1e9,
+                    attr.LATENCY_TTFT_MS: elapsed / 1e6,
+                },
+            )
             self.span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=now)
 
     def response_model(self, name: str) -> None:
@@ -330,7 +336,7 @@ class WorkflowHandle(StepHandle):
             prices=processor.prices,
         )
         self.rollup = rollup
-        self.span.set_attributes(rollup.to_attributes())
+        set_attributes(self.span, rollup.to_attributes())
         for hook in _workflow_end_hooks:
             hook(self)
 

@@ -13,9 +13,8 @@ stream wrappers subclass the byte-stream classes of the module the response came
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,6 +27,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
 from chainlat._core.redact import is_secret_header, scrub
+from chainlat._runtime.processor import set_attributes
 from chainlat._runtime.spans import Inference, InferenceHandle
 from chainlat.httpx._formats import (
     STREAM_EVENTS_SKIPPED,
@@ -46,6 +46,7 @@ from chainlat.httpx._routes import (
     Matcher,
     RequestInfo,
     Route,
+    loads,
     match,
     provider_for,
     sniff_model,
@@ -161,6 +162,10 @@ _TIMING_HEADERS: Final = frozenset(
 """The response headers chainlat reads for itself (they are recorded only if allowed)."""
 
 
+_with_timing: dict[frozenset[str], frozenset[str]] = {}
+"""An allow-list with `_TIMING_HEADERS` added: one entry per transport's list."""
+
+
 def _text(value: bytes) -> str:
     # As httpx decodes header values: ASCII, else UTF-8, else Latin-1.
     try:
@@ -179,11 +184,18 @@ def headers_named(headers: Any, names: frozenset[str]) -> dict[str, list[str]]:
     every name and value, and works out their encoding again on each call.
     """
     found: dict[str, list[str]] = {}
+    wanted = _as_bytes.get(names)
+    if wanted is None:
+        wanted = _as_bytes[names] = frozenset(n.encode("latin-1") for n in names)
     for key, value in headers.raw:
-        name = key.decode("latin-1").lower()
-        if name in names:
-            found.setdefault(name, []).append(_text(value))
+        lowered = key.lower()
+        if lowered in wanted:
+            found.setdefault(lowered.decode("latin-1"), []).append(_text(value))
     return found
+
+
+_as_bytes: dict[frozenset[str], frozenset[bytes]] = {}
+"""Header-name sets as bytes, for comparing raw names: one entry per transport's lists."""
 
 
 def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> dict[str, Any]:
@@ -295,7 +307,9 @@ class ModelCall:
         self.route = route
         self._options = options
         self._capture = capture
-        self.clock = handle._now
+        # The handle's clock without its method call: read once per chunk of a stream.
+        processor = handle._processor
+        self.clock: Callable[[], int] = processor.clock if processor is not None else time.time_ns
         self.timeline = Timeline(handle.start_ns)
         self.reader: Reader = reader_for(
             route.format, options.max_content_length if capture else None
@@ -357,7 +371,10 @@ class ModelCall:
             self._error_status = status
         # One pass over the headers: a lookup by name scans them all each time.
         allowed = self._options.response_headers  # credentials are out already
-        seen = headers_named(response.headers, allowed | _TIMING_HEADERS)
+        read = _with_timing.get(allowed)
+        if read is None:
+            read = _with_timing[allowed] = allowed | _TIMING_HEADERS
+        seen = headers_named(response.headers, read)
         headers: dict[str, str] = {}
         prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
         for key, values in seen.items():
@@ -388,7 +405,8 @@ class ModelCall:
         """A chunk of the body arrived; it is read later, by `digest`, after it was passed on."""
         if self.ended or (self._events is None and self._body is None):
             return
-        self.digest()
+        if self._pending is not None:
+            self.digest()
         self._pending = (chunk, self.clock())
 
     def read_whole(self, content: bytes) -> None:
@@ -409,14 +427,20 @@ class ModelCall:
             failed("reading a response chunk")
 
     def _read(self, chunk: bytes, at_ns: int) -> None:
-        assert self._decode is not None
-        data = self._decode(chunk)
+        decode = self._decode
+        assert decode is not None
+        data = chunk if decode is identity else decode(chunk)
         if self._events is not None:
-            for name, event in self._events.feed(data):
-                if self.reader.event(name, event):
-                    if not self.timeline.chunk_times:
+            events = self._events.feed(data)
+            if not events:
+                return
+            read = self.reader.event
+            times = self.timeline.chunk_times
+            for name, event in events:
+                if read(name, event):
+                    if not times:
                         self.handle.first_token(at_ns=at_ns)
-                    self.timeline.chunk_times.append(at_ns)
+                    times.append(at_ns)
         elif self._body is not None:
             self._body_bytes += len(data)
             if self._body_bytes > MAX_BODY_BYTES:
@@ -453,8 +477,9 @@ class ModelCall:
         span = self.handle.span
         reader = self.reader
         if self._body:
-            with contextlib.suppress(ValueError, UnicodeDecodeError):
-                reader.body(json.loads(b"".join(self._body)))
+            data = loads(self._body[0] if len(self._body) == 1 else b"".join(self._body))
+            if data is not None:  # not JSON (JSON's null says nothing either)
+                reader.body(data)
         facts = reader.facts
         # One set_attributes call: the SDK validates and locks per call.
         found = self._found
@@ -482,7 +507,7 @@ class ModelCall:
         )
         if error is not None:
             found[attr.ERROR_TYPE] = error
-        span.set_attributes(found)
+        set_attributes(span, found)
         if error is not None:
             span.set_status(
                 Status(StatusCode.ERROR, f"HTTP {error}" if self._error_status else error)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat.httpx._routes import Format
+from chainlat.httpx._routes import Format, loads
 
 AttributeDict = dict[str, Any]
 
@@ -296,23 +296,45 @@ class OpenAIChatReader(Reader):
             self.facts.finish_reasons[_int(_get(choice, "index")) or index] = reason
 
     def event(self, name: str | None, data: object) -> bool:
-        _ids(self.facts, data)
+        # Runs once per streamed chunk: the readers above, unrolled (one look-up per field).
+        if not isinstance(data, dict):
+            return False
+        facts = self.facts
+        value = data.get("id")
+        if isinstance(value, str) and value:
+            facts.response_id = value
+        value = data.get("model")
+        if isinstance(value, str) and value:
+            facts.response_model = value
         output = False
-        for index, choice in enumerate(_list(_get(data, "choices"))):
-            self._finish(index, choice)
-            delta = _get(choice, "delta")
-            if isinstance(delta, dict):
-                content = delta.get("content")
-                if content:
-                    output = True
-                    if (_int(_get(choice, "index")) or 0) == 0:
-                        self._keep_text(content)
-                if any(
-                    delta.get(k)
-                    for k in ("tool_calls", "refusal", "reasoning_content", "reasoning")
-                ):
-                    output = True
-        _openai_usage(self.facts, _get(data, "usage"))
+        choices = data.get("choices")
+        if isinstance(choices, list):
+            for index, choice in enumerate(choices):
+                if not isinstance(choice, dict):
+                    continue
+                position = choice.get("index")
+                if not isinstance(position, int) or isinstance(position, bool):
+                    position = None
+                reason = choice.get("finish_reason")
+                if isinstance(reason, str) and reason:
+                    facts.finish_reasons[position or index] = reason
+                delta = choice.get("delta")
+                if isinstance(delta, dict):
+                    content = delta.get("content")
+                    if content:
+                        output = True
+                        if (position or 0) == 0:
+                            self._keep_text(content)
+                    if not output and (
+                        delta.get("tool_calls")
+                        or delta.get("refusal")
+                        or delta.get("reasoning_content")
+                        or delta.get("reasoning")
+                    ):
+                        output = True
+        usage = data.get("usage")
+        if usage is not None:
+            _openai_usage(facts, usage)
         return output
 
 
@@ -547,14 +569,21 @@ class _LineDecoder:
             self._dropping = False  # the over-long line ends here; its event was skipped
             chunk = chunk[end + 1 :]
         buffer = self._buffer
+        if not buffer:
+            # The usual case, a chunk of whole lines: cut in one call, nothing copied twice.
+            end = chunk.rfind(b"\n")
+            if end >= 0:
+                lines.extend(chunk[:end].split(b"\n"))
+                chunk = chunk[end + 1 :]
         search = len(buffer)  # what is buffered holds no line end: it was searched
         buffer += chunk
         start = 0
         while (end := buffer.find(b"\n", search)) >= 0:
             lines.append(bytes(buffer[start:end]))
             start = search = end + 1
-        del buffer[:start]
-        if self.buffered_bytes > self.max_bytes:
+        if start:
+            del buffer[:start]
+        if len(buffer) + self._event_bytes() > self.max_bytes:
             buffer.clear()
             self._dropping = True
             lines.append(None)  # the event is skipped now, so that no more of it is kept
@@ -586,12 +615,12 @@ class SseDecoder(_LineDecoder):
                 if self._skipping:
                     self.skipped += 1
                 elif self._data:
-                    data = _loads(b"\n".join(self._data))
+                    data = _loads(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
                     if data is not None:
                         events.append((self._name, data))
                 self._name, self._data, self._data_bytes = None, [], 0
                 self._skipping = False
-            elif line.startswith(b"data:"):
+            elif line[:5] == b"data:":
                 if self._skipping:
                     continue
                 value = line[5:].lstrip(b" ")
@@ -627,11 +656,7 @@ class NdjsonDecoder(_LineDecoder):
         return events
 
 
-def _loads(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None  # "[DONE]", keep-alive comments and anything else that is not JSON
+_loads: Final = loads
 
 
 def decompressor(content_encoding: str) -> Callable[[bytes], bytes] | None:

@@ -181,6 +181,8 @@ MAX_SERVER_TIMING_ENTRIES: Final = 16
 def parse_server_timing(value: str) -> dict[str, float]:
     """``Server-Timing`` metrics with a duration, in ms (``desc`` is never kept)."""
     out: dict[str, float] = {}
+    if not value:
+        return out
     for entry in value.split(","):
         found = _TIMING_ENTRY.match(entry)
         if found is None:

@@ -1,0 +1,117 @@
+"""Where chainlat's extra work goes, function by function, in executed Python bytecodes.
+
+A profile that machine load cannot move: ``sys.settrace`` with opcode events counts the
+bytecodes each Python function executes (its own, not its callees'), per workflow or
+per call, for chainlat's variant and its baseline in the same process, and prints the
+functions that account for the difference. C work (the SDK's locks, JSON decoding) is
+not in it: instruction totals are ``callgrind_workflow.py``'s and ``callgrind_httpx.py``'s;
+this says which Python functions they come from::
+
+    python benchmarks/opcode_profile.py workflow --top 25   # ten-step workflow vs 11 bare spans
+    python benchmarks/opcode_profile.py call --top 25       # instrumented vs plain httpx call
+    python benchmarks/opcode_profile.py stream --top 25     # the same, 64 streamed chunks
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _pipeline
+
+Key = tuple[str, int, str]
+_counts: collections.Counter[Key] = collections.Counter()
+
+
+def _opcodes(frame: FrameType, event: str, arg: Any) -> Any:
+    if event == "opcode":
+        code = frame.f_code
+        _counts[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
+    return _opcodes
+
+
+def _calls(frame: FrameType, event: str, arg: Any) -> Any:
+    if event != "call":
+        return None
+    frame.f_trace_opcodes = True
+    frame.f_trace_lines = False
+    return _opcodes
+
+
+def count(body: Callable[[], object], times: int) -> dict[Key, float]:
+    """Bytecodes per run of ``body``, by function (this thread only)."""
+    _counts.clear()
+    sys.settrace(_calls)
+    try:
+        for _ in range(times):
+            body()
+    finally:
+        sys.settrace(None)
+    return {key: value / times for key, value in _counts.items()}
+
+
+def _short(key: Key) -> str:
+    path = key[0]
+    for marker in ("site-packages/", "src/", "/lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    return f"{path}:{key[1]}({key[2]})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("what", choices=("workflow", "call", "stream"))
+    parser.add_argument("--times", type=int, default=50)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    server = None
+    if args.what == "workflow":
+        provider = _pipeline.provider()
+        tracer = provider.get_tracer("bench")
+        ours: Callable[[], object] = lambda: _pipeline.chainlat_workflow(provider)  # noqa: E731
+        base: Callable[[], object] = lambda: _pipeline.bare_workflow(tracer)  # noqa: E731
+    else:
+        import bench_httpx
+
+        server = subprocess.Popen(
+            [sys.executable, bench_httpx.__file__, "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        kind = bench_httpx._stream if args.what == "stream" else bench_httpx._call
+        traced, plain = bench_httpx._client(url, True), bench_httpx._client(url, False)
+        ours = lambda: kind(traced)  # noqa: E731
+        base = lambda: kind(plain)  # noqa: E731
+    try:
+        for _ in range(20):  # warm-up: caches filled, first-use imports done
+            ours()
+            base()
+        a, b = count(ours, args.times), count(base, args.times)
+    finally:
+        if server is not None:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(30)
+    total_a, total_b = sum(a.values()), sum(b.values())
+    print(f"bytecodes per run: chainlat {total_a:,.0f}, baseline {total_b:,.0f} "
+          f"(ratio {total_a / total_b:.2f}, +{total_a - total_b:,.0f})")  # fmt: skip
+    diff = collections.Counter({k: a.get(k, 0.0) - b.get(k, 0.0) for k in set(a) | set(b)})
+    for key, value in diff.most_common(args.top):
+        print(f"{value:9,.0f}  {_short(key)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
