@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: system-deps install demo test unit lint format bench integration interop interop-report jaeger pipeline rules clean
+.PHONY: system-deps install demo test unit lint format bench bench-quick integration interop interop-report jaeger pipeline rules clean
 
 install: $(STAMP)
 
@@ -68,6 +68,9 @@ integration: install pipeline  ## the Jaeger / Collector / Prometheus integratio
 
 bench: install  ## benchmarks; results go to BENCHMARKS.md
 	$(BIN)/python benchmarks/run.py
+
+bench-quick: install  ## a short run of every benchmark (under 5 min), to benchmarks/out/BENCHMARKS-quick.md
+	$(BIN)/python benchmarks/run.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

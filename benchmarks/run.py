@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/run.py                 # everything, full size (tens of minutes)
-    python benchmarks/run.py --quick         # smaller sizes, to try the harness
+    python benchmarks/run.py --quick         # smaller sizes: benchmarks/out/BENCHMARKS-quick.md
     python benchmarks/run.py --only overhead,memory
 
 Each benchmark runs in its own processes; raw results go to ``benchmarks/out/``
@@ -55,12 +55,12 @@ class Section:
     measured: str = ""
     """When, at which commit, under which load: each section may come from another run."""
 
-    def save(self, name: str) -> None:
-        (OUT / f"section-{name}.json").write_text(json.dumps(asdict(self), indent=1))
+    def save(self, name: str, kind: str = "") -> None:
+        (OUT / f"section-{kind}{name}.json").write_text(json.dumps(asdict(self), indent=1))
 
     @classmethod
-    def load(cls, name: str) -> Section | None:
-        path = OUT / f"section-{name}.json"
+    def load(cls, name: str, kind: str = "") -> Section | None:
+        path = OUT / f"section-{kind}{name}.json"
         if not path.exists():
             return cls.from_results(TITLES[name])
         data = json.loads(path.read_text())
@@ -510,7 +510,7 @@ def _kept_notes() -> str:
     return "(Notes on the figures: why a target is met or missed, what was changed.)"
 
 
-def write_results(sections: list[Section]) -> None:
+def write_results(sections: list[Section], results: Path = RESULTS) -> None:
     lines = [
         "# Benchmarks",
         "",
@@ -518,8 +518,10 @@ def write_results(sections: list[Section]) -> None:
         "is against a baseline measured in the same run. This file is written by the",
         "harness; the notes section is kept between runs. `make bench` runs everything",
         "(about 30 minutes on the machine below, the 1,000,000-workflow memory run and the",
-        "1,000,000-span check included); `--quick` for a short run, `--only NAME,...` for",
-        "some of it (the other sections keep their last results, with their own date).",
+        "1,000,000-span check included); `--only NAME,...` for some of it (the other",
+        "sections keep their last results, with their own date). `make bench-quick`",
+        "(`--quick`: smaller sizes, fewer rounds) writes `benchmarks/out/BENCHMARKS-quick.md`",
+        "instead, to try the harness without replacing these figures.",
         "",
         "## Machine",
         "",
@@ -542,8 +544,8 @@ def write_results(sections: list[Section]) -> None:
     for section in sections:
         lines += ["", f"## {section.title}", "", section.measured, "", *section.lines]
     lines += ["", "## Notes", "", NOTES_START, _kept_notes(), NOTES_END, ""]
-    RESULTS.write_text("\n".join(lines))
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    results.write_text("\n".join(lines))
+    print(f"wrote {results.relative_to(ROOT)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -561,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     OUT.mkdir(exist_ok=True)
     given = list(sys.argv[1:] if argv is None else argv)
     command = " ".join(["python benchmarks/run.py", *given])
+    # A quick run keeps its sections and its page apart: its sizes cannot meet the targets'.
+    kind = "quick-" if args.quick else ""
+    results = OUT / "BENCHMARKS-quick.md" if args.quick else RESULTS
     for name in chosen:
         date, commit, load = time.strftime("%Y-%m-%d %H:%M %Z"), _git_commit(), _load()
         if name == "overhead":
@@ -577,10 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"*Measured {date} at commit {commit} with `{command}`; load average "
             f"(1/5/15 min) {load} before, {_load()} after.*"
         )
-        section.save(name)
+        section.save(name, kind)
     # Sections not run this time keep their last results, each with its own date and commit.
-    sections = [s for s in (Section.load(name) for name in BENCHMARKS) if s is not None]
-    write_results(sections)
+    sections = [s for s in (Section.load(name, kind) for name in BENCHMARKS) if s is not None]
+    write_results(sections, results)
     return 0
 
 
