@@ -30,8 +30,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUN_DIR=${CHAINLAT_RUN_DIR:-$HOME/.cache/chainlat/run}
 READY_TIMEOUT_S=${CHAINLAT_READY_TIMEOUT_S:-60}
 STOP_TIMEOUT_S=10
-# Records in each kept span which tail-sampling policy kept it (tailsampling.policy).
-FEATURE_GATES=processor.tailsamplingprocessor.recordpolicy
+# Records in each kept span which tail-sampling policy kept it (tailsampling.policy), and
+# counts the spans each policy decided on (otelcol_processor_tail_sampling_count_spans_sampled),
+# so that spans a replica holds undecided are its accepted spans less the decided ones.
+FEATURE_GATES=processor.tailsamplingprocessor.recordpolicy,processor.tailsamplingprocessor.metricstatcountspanssampled
 
 # Defaults mirror those in the configs.
 export CHAINLAT_JAEGER_HOST=${CHAINLAT_JAEGER_HOST:-127.0.0.1}

@@ -310,6 +310,12 @@ def stop_in_tier(tier: ScaledTier, process: Process) -> None:
     _run_sh("stop", process, run_dir=tier.run_dir, env=tier.env)
 
 
+def start_in_tier(tier: ScaledTier, process: Process, **settings: str) -> None:
+    """Start one process of the scaled tier again, with ``settings`` (environment
+    variables the configs read) over the tier's own."""
+    _run_sh("start", process, run_dir=tier.run_dir, env={**tier.env, **settings})
+
+
 def _port(address: str) -> str:
     """The port of ``http://127.0.0.1:PORT/...`` or ``127.0.0.1:PORT``."""
     return address.split("//")[-1].split("/")[0].rsplit(":", 1)[1]
