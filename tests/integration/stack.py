@@ -281,7 +281,7 @@ def start_scaled_tier(
         "CHAINLAT_PROMETHEUS_PORT": str(prometheus),
         "CHAINLAT_PROMETHEUS_RULES": str(rules),
         "CHAINLAT_PROMETHEUS_SCRAPE_INTERVAL": f"{scrape_interval_s:g}s",
-        # A stopped replica's share is dropped (and counted) after this, not after 5 min.
+        # A stopped replica's share is dropped (and counted) after this, not after 30 s.
         "CHAINLAT_LB_RETRY_MAX_ELAPSED": f"{lb_retry_s:g}s",
     }
     if spanmetrics_buckets is not None:
