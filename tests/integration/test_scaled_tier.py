@@ -42,6 +42,7 @@ from .stack import (
     Sampling,
     ScaledTier,
     StackError,
+    kill_in_tier,
     start_in_tier,
     start_jaeger,
     start_jaeger_again,
@@ -651,3 +652,104 @@ def _jaeger_total(scaled: Scaled, traces: set[str], at_least: float) -> float | 
         return None
     time.sleep(1.0)
     return found if _jaeger_sum(scaled, traces) == found else None
+
+
+def _last_scraped(
+    scaled: Scaled, metric: str, url: str, since: float, *labels: str
+) -> float | None:
+    """The sum of ``metric``'s series from the target ``url`` as Prometheus last scraped
+    them since ``since`` (epoch seconds; also after the target is gone), so that an
+    earlier process on the same address does not count; None before Prometheus has any."""
+    instance = url.split("//")[1].split("/")[0]
+    matchers = ", ".join([f'__name__=~"{metric}(_total)?"', f'instance="{instance}"', *labels])
+    window = math.ceil(time.time() - since)
+    result = _prometheus(
+        scaled, "/api/v1/query", query=f"sum(last_over_time({{{matchers}}}[{window}s]))"
+    )["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: Scaled) -> None:
+    """Replica 2, killed (SIGKILL, as by the OOM killer) while it holds undecided traces,
+    loses them: exactly the spans Prometheus last scraped it as having accepted and not
+    decided on. Every span sent is in Jaeger (all by replica 1), decided against by
+    replica 1, held by replica 2 when it died, or counted failed by the load balancer."""
+    tier = scaled.tier
+    replica_2 = tier.replica_telemetry_urls[1]
+    # Replica 2 is stopped (the test before stopped it): what Prometheus scraped from it
+    # since now comes from the process started here.
+    restarted = time.time()
+    start_in_tier(tier, "replica-2", CHAINLAT_SAMPLING_DECISION_WAIT="600s")
+    # A fresh load balancer: its connection to replica 2 had failed until now, and gRPC
+    # backs off reconnecting (up to 2 min), during which replica 2's share would fail.
+    stop_in_tier(tier, "lb")
+    start_in_tier(tier, "lb")
+    poll(
+        "replica 1 idle", lambda: True if _in_memory(tier.replica_telemetry_urls[0]) == 0 else None
+    )
+    before = Tally.read(tier, (0, 1))
+    workload = _send_workload(
+        tier, scaled.budgets_file, tier.run_dir / "before-kill.jsonl", over=16, batch=False
+    )
+    sent = len(workload.spans)
+
+    def delivered() -> Tally | None:
+        now = Tally.read(tier, (0, 1))
+        accepted = now.lb_accepted - before.lb_accepted
+        done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
+        return now if accepted == sent and done == accepted else None
+
+    held = poll("the workload delivered (or counted failed)", delivered)
+    replica_2_accepted = held.accepted[1] - before.accepted[1]
+    assert held.decided[1] == before.decided[1] and replica_2_accepted > 0
+
+    # Prometheus has scraped replica 2 holding all of it (nothing changes there now: no
+    # traffic, no decision for 600 s).
+    def scraped() -> float | None:
+        found = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
+        return found if found == held.accepted[1] else None
+
+    poll("Prometheus scraping replica 2's accepted spans", scraped)
+    kill_in_tier(tier, "replica-2")
+    # After the kill, from Prometheus alone: spans replica 2 accepted and never decided on.
+    accepted_2 = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
+    decided_2 = _last_scraped(scaled, DECIDED, replica_2, restarted, BASELINE) or 0.0
+    assert accepted_2 is not None
+    lost_at_replica = accepted_2 - decided_2 - (before.accepted[1] - before.decided[1])
+    assert lost_at_replica == replica_2_accepted
+
+    def settled() -> Tally | None:
+        now = Tally.read(tier, (0,))
+        decided = now.decided[0] - before.decided[0] == now.accepted[0] - before.accepted[0]
+        return now if decided else None
+
+    after = poll("replica 1 decided on all it accepted", settled)
+    lost_at_lb = held.lb_failed - before.lb_failed
+    replica_1_accepted = after.accepted[0] - before.accepted[0]
+    replica_1_decided = after.decided[0] - before.decided[0]
+    replica_1_kept = after.to_jaeger[0] - before.to_jaeger[0]
+    assert replica_1_accepted + replica_2_accepted + lost_at_lb == sent
+    traces = set(workload.spans_by_trace())
+    in_jaeger = poll(
+        "replica 1's kept spans in Jaeger",
+        lambda: _jaeger_total(scaled, traces, replica_1_kept),
+        state=lambda: (_jaeger_sum(scaled, traces), replica_1_kept),
+    )
+    # Replica 2 exported nothing: Jaeger holds exactly what replica 1 kept.
+    assert in_jaeger == replica_1_kept
+    decided_against = replica_1_decided - replica_1_kept
+    assert in_jaeger + decided_against + lost_at_replica + lost_at_lb == sent
+    # The over-budget and failed traces missing from Jaeger are among the counted losses.
+    expected = workload.spans_by_trace()
+    missing = 0
+    for trace_id in workload.over_budget | workload.failed:
+        found = _jaeger_count(scaled.client, scaled.jaeger, trace_id)
+        assert found in (0, expected[trace_id]), (trace_id, found, expected[trace_id])
+        missing += expected[trace_id] if found == 0 else 0
+    assert 0 < missing <= lost_at_replica + lost_at_lb
+    print(
+        f"\nsent {sent} spans: {in_jaeger:g} in Jaeger, {decided_against:g} decided against, "
+        f"{lost_at_replica:g} lost with replica 2 (killed; Prometheus's last scrape), "
+        f"{lost_at_lb:g} counted failed by the load balancer ({missing} of them of "
+        "over-budget or failed traces)"
+    )
