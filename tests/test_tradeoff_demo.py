@@ -6,10 +6,11 @@ within the stated error of the small-planner runs measured in the same process:
 
     |estimated p50 / measured p50 - 1| <= 15 %     |estimated p95 / measured p95 - 1| <= 20 %
 
-Measured over seeds 1-8 at 24 runs per variant, the errors were at most 10.2 %
-(p50) and 8.9 % (p95), 4 % on average: see docs/tradeoffs.md. The bounds leave
-room for a shared CI machine, whose load during one batch and not the other
-moves the measured runs, not the estimator.
+Measured over seeds 1-8 at 24 runs per variant, the errors were at most 5.4 %
+(p50) and 11.0 % (p95), 2.0 % and 6.2 % on average: see docs/tradeoffs.md. The demo
+records the variants taking turns run by run, so a burst of load on a shared CI
+machine moves both alike; the bounds leave room for what remains (a p95 of 24 runs
+is the second-largest, so one late run moves it).
 
 The demo runs here one run at a time (``--concurrency 1``). Four at a time, a loaded
 two-core machine makes the concurrent runs contend for the CPU and the simulator's

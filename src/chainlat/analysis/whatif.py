@@ -67,7 +67,6 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from chainlat._core.errors import InputError, SpecError
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
-from chainlat._core.runs import cost_of
 from chainlat._core.stats import percentile
 
 if TYPE_CHECKING:
@@ -469,8 +468,10 @@ class _Estimator:
         seed: int,
         hit_ms_by_step: Mapping[str, float],
         noise: _Noise | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.noise = noise or _Noise()
+        self.prices = prices
         self.by_step: dict[str, list[Change]] = {}
         for change in changes:
             self.by_step.setdefault(change.step, []).append(change)
@@ -507,7 +508,7 @@ class _Estimator:
             workflow=run.workflow,
             variant=run.variant,
             trace_id=run.trace_id,
-            before=run.recomputed_rollup(),
+            before=run.recomputed_rollup(prices=self.prices),
             after=compute_rollup(new_root, new_spans),
             changed_steps=len(overrides) + len(dropped),
             run=run,
@@ -834,7 +835,7 @@ def _effects(
                 steps=tuple(steps),
                 first_output_before=_first_outputs(e.before for e in members),
                 first_output_after=_first_outputs(e.after for e in members),
-                cost_before=_mean([cost_of(e.run, prices) for e in members]),
+                cost_before=_mean([_cost_before(e, prices) for e in members]),
                 cost_after=_mean([_cost_after(e, swaps, prices) for e in members]),
             )
         )
@@ -851,6 +852,14 @@ def _mean(values: Sequence[float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
     return math.fsum(v for v in values if v is not None) / len(values)
+
+
+def _cost_before(estimate: RunEstimate, prices: Prices | None) -> float | None:
+    """The run's cost: as recorded, else from the "before" rollup, computed with ``prices``."""
+    recorded = estimate.run.rollup.cost_usd
+    if recorded is not None or not prices or not estimate.run.spans:
+        return recorded
+    return estimate.before.cost_usd
 
 
 def _cost_after(
@@ -951,7 +960,7 @@ def whatif(
     _validate(changes, selected, table, where)
     swapped = any(c.kind == "swap" for c in changes)
     noise = _noise(selected, table, fitted) if swapped else None
-    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected), noise)
+    estimator = _Estimator(changes, table, seed, _hit_ms_by_step(selected), noise, prices)
     estimates = [estimator.run(run) for run in selected]
     notes = tuple(
         f"{text} ({count} call{'s' if count != 1 else ''})"

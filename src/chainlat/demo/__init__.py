@@ -158,32 +158,40 @@ async def answer(
     return Run(variant, run.span.get_span_context().trace_id, run.rollup)
 
 
-async def run_batch(
+async def run_batches(
     base_url: str,
     store: Store,
     *,
     requests: int,
     concurrency: int,
-    planner: str,
-    variant: str,
+    variants: tuple[tuple[str, str], ...],
     seed: int,
-) -> list[Run]:
-    """``requests`` runs of the workflow, ``concurrency`` at a time."""
+) -> dict[str, list[Run]]:
+    """``requests`` runs of the workflow per ``(variant, planner)``, ``concurrency`` at a time.
+
+    The variants take turns run by run (large, small, large, ...), so a burst of load on
+    a shared machine lands on both alike: recorded one batch after the other, a burst
+    during one batch moved that variant's runs only, and the comparison of the two (and
+    the what-if estimate checked against it) measured the machine, not the model swap.
+    """
     from openai import AsyncOpenAI
 
     questions = store.questions
-    rng = random.Random(seed)
+    rngs = {variant: random.Random(seed) for variant, _ in variants}
     gate = asyncio.Semaphore(concurrency)
     async with AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-demo", max_retries=0) as client:
 
-        async def one(i: int) -> Run | None:
+        async def one(i: int, variant: str, planner: str) -> Run | None:
             async with gate:
-                return await answer(
-                    client, store, questions[i % len(questions)], planner, variant, rng
-                )
+                question = questions[i % len(questions)]
+                return await answer(client, store, question, planner, variant, rngs[variant])
 
-        done = await asyncio.gather(*(one(i) for i in range(requests)))
-    return [r for r in done if r is not None]
+        jobs = [(i, v, p) for i in range(requests) for v, p in variants]
+        done = await asyncio.gather(*(one(*job) for job in jobs))
+    return {
+        variant: [r for r in done if r is not None and r.variant == variant]
+        for variant, _ in variants
+    }
 
 
 async def warm_up(base_url: str) -> None:
@@ -320,19 +328,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.concurrency} at a time; models simulated at {sim.base_url}"
         )
         asyncio.run(warm_up(sim.base_url))
-        batches: dict[str, list[Run]] = {}
-        for variant, planner in (("large-planner", LARGE), ("small-planner", SMALL)):
-            batches[variant] = asyncio.run(
-                run_batch(
-                    sim.base_url,
-                    store,
-                    requests=args.requests,
-                    concurrency=args.concurrency,
-                    planner=planner,
-                    variant=variant,
-                    seed=args.seed,
-                )
+        batches = asyncio.run(
+            run_batches(
+                sim.base_url,
+                store,
+                requests=args.requests,
+                concurrency=args.concurrency,
+                variants=(("large-planner", LARGE), ("small-planner", SMALL)),
+                seed=args.seed,
             )
+        )
     spans = list(seen.get_finished_spans())
     baseline = batches["large-planner"]
     if not baseline:
