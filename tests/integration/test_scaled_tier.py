@@ -502,6 +502,9 @@ ENQUEUE_FAILED = "otelcol_exporter_enqueue_failed_spans"
 DECIDED = "otelcol_processor_tail_sampling_count_spans_sampled"
 IN_MEMORY = "otelcol_processor_tail_sampling_sampling_traces_on_memory"
 LB = 'exporter="loadbalancing/traces"'
+RELEASED = "otelcol_processor_outgoing_items"
+KEPT = 'processor="attributes/kept-'
+"""The processors right after each sampler: what they pass on is what the samplers kept."""
 TO_JAEGER = 'exporter="otlp/jaeger"'
 BASELINE = 'policy="baseline.baseline"'
 """The baseline sampler has one policy (``baseline``, labelled with its sampler's name),
@@ -518,6 +521,8 @@ class Tally:
     lb_enqueue_failed: float
     accepted: tuple[float, ...]
     decided: tuple[float, ...]
+    released: tuple[float, ...]
+    """Spans the samplers kept and passed on towards Jaeger."""
     to_jaeger: tuple[float, ...]
 
     @staticmethod
@@ -531,12 +536,24 @@ class Tally:
             _telemetry_sum(lb, ENQUEUE_FAILED, LB),
             tuple(_telemetry_sum(u, ACCEPTED) for u in urls),
             tuple(_telemetry_sum(u, DECIDED, BASELINE) for u in urls),
+            tuple(_telemetry_sum(u, RELEASED, KEPT) for u in urls),
             tuple(_telemetry_sum(u, SENT, TO_JAEGER) for u in urls),
         )
 
 
 def _in_memory(url: str) -> float:
     return _telemetry_sum(url, IN_MEMORY)
+
+
+def _idle(url: str) -> bool | None:
+    """True once the replica holds no trace and has sent (or failed to send) Jaeger every
+    span its samplers kept."""
+    pending = (
+        _telemetry_sum(url, RELEASED, KEPT)
+        - _telemetry_sum(url, SENT, TO_JAEGER)
+        - _telemetry_sum(url, SEND_FAILED, TO_JAEGER)
+    )
+    return True if _in_memory(url) == 0 and pending == 0 else None
 
 
 def test_a_stopped_replica_loses_only_what_the_load_balancer_counts(scaled: Scaled) -> None:
@@ -560,9 +577,7 @@ def test_a_stopped_replica_loses_only_what_the_load_balancer_counts(scaled: Scal
     stop_in_tier(tier, "replica-2")
     start_in_tier(tier, "replica-2", CHAINLAT_SAMPLING_DECISION_WAIT="600s")
     # Nothing of the module's workload is still in flight at replica 1.
-    poll(
-        "replica 1 idle", lambda: True if _in_memory(tier.replica_telemetry_urls[0]) == 0 else None
-    )
+    poll("replica 1 idle", lambda: _idle(tier.replica_telemetry_urls[0]))
     before = Tally.read(tier, (0, 1))
 
     first = _send_workload(
@@ -575,7 +590,11 @@ def test_a_stopped_replica_loses_only_what_the_load_balancer_counts(scaled: Scal
         done = accepted == len(first.spans) and now.lb_sent - before.lb_sent == accepted
         return now if done else None
 
-    held = poll("the first half delivered to both replicas", delivered)
+    held = poll(
+        "the first half delivered to both replicas",
+        delivered,
+        state=lambda: (len(first.spans), before, Tally.read(tier, (0, 1))),
+    )
     replica_2_accepted = held.accepted[1] - before.accepted[1]
     # Replica 2 has decided on nothing: it holds every span it accepted.
     assert held.decided[1] == before.decided[1] and replica_2_accepted > 0
@@ -592,9 +611,11 @@ def test_a_stopped_replica_loses_only_what_the_load_balancer_counts(scaled: Scal
         accepted = now.lb_accepted - before.lb_accepted
         done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
         # Replica 1 has decided on every span it accepted (it counts a tick's decisions
-        # after it has released their traces, so this is polled, not read once).
+        # after it has released their traces, so this is polled, not read once), and
+        # sent Jaeger every span it kept.
         decided = now.decided[0] - before.decided[0] == now.accepted[0] - before.accepted[0]
-        return now if accepted == sent and done == accepted and decided else None
+        exported = now.to_jaeger[0] - before.to_jaeger[0] == now.released[0] - before.released[0]
+        return now if accepted == sent and done == accepted and decided and exported else None
 
     after = poll(
         "every span delivered or counted failed, and decided on at replica 1",
@@ -684,9 +705,7 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
     # backs off reconnecting (up to 2 min), during which replica 2's share would fail.
     stop_in_tier(tier, "lb")
     start_in_tier(tier, "lb")
-    poll(
-        "replica 1 idle", lambda: True if _in_memory(tier.replica_telemetry_urls[0]) == 0 else None
-    )
+    poll("replica 1 idle", lambda: _idle(tier.replica_telemetry_urls[0]))
     before = Tally.read(tier, (0, 1))
     workload = _send_workload(
         tier, scaled.budgets_file, tier.run_dir / "before-kill.jsonl", over=16, batch=False
@@ -699,7 +718,11 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
         done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
         return now if accepted == sent and done == accepted else None
 
-    held = poll("the workload delivered (or counted failed)", delivered)
+    held = poll(
+        "the workload delivered (or counted failed)",
+        delivered,
+        state=lambda: (sent, before, Tally.read(tier, (0, 1))),
+    )
     replica_2_accepted = held.accepted[1] - before.accepted[1]
     assert held.decided[1] == before.decided[1] and replica_2_accepted > 0
 
@@ -709,7 +732,11 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
         found = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
         return found if found == held.accepted[1] else None
 
-    poll("Prometheus scraping replica 2's accepted spans", scraped)
+    poll(
+        "Prometheus scraping replica 2's accepted spans",
+        scraped,
+        state=lambda: (_last_scraped(scaled, ACCEPTED, replica_2, restarted), held),
+    )
     kill_in_tier(tier, "replica-2")
     # After the kill, from Prometheus alone: spans replica 2 accepted and never decided on.
     accepted_2 = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
@@ -721,9 +748,14 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
     def settled() -> Tally | None:
         now = Tally.read(tier, (0,))
         decided = now.decided[0] - before.decided[0] == now.accepted[0] - before.accepted[0]
-        return now if decided else None
+        exported = now.to_jaeger[0] - before.to_jaeger[0] == now.released[0] - before.released[0]
+        return now if decided and exported else None
 
-    after = poll("replica 1 decided on all it accepted", settled)
+    after = poll(
+        "replica 1 decided on all it accepted, and sent Jaeger what it kept",
+        settled,
+        state=lambda: (before, Tally.read(tier, (0,))),
+    )
     lost_at_lb = held.lb_failed - before.lb_failed
     replica_1_accepted = after.accepted[0] - before.accepted[0]
     replica_1_decided = after.decided[0] - before.decided[0]
