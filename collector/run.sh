@@ -30,8 +30,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUN_DIR=${CHAINLAT_RUN_DIR:-$HOME/.cache/chainlat/run}
 READY_TIMEOUT_S=${CHAINLAT_READY_TIMEOUT_S:-60}
 STOP_TIMEOUT_S=10
-# Records in each kept span which tail-sampling policy kept it (tailsampling.policy).
-FEATURE_GATES=processor.tailsamplingprocessor.recordpolicy
+# Records in each kept span which tail-sampling policy kept it (tailsampling.policy), and
+# counts the spans each policy decided on (otelcol_processor_tail_sampling_count_spans_sampled),
+# so that spans a replica holds undecided are its accepted spans less the decided ones.
+FEATURE_GATES=processor.tailsamplingprocessor.recordpolicy,processor.tailsamplingprocessor.metricstatcountspanssampled
 
 # Defaults mirror those in the configs.
 export CHAINLAT_JAEGER_HOST=${CHAINLAT_JAEGER_HOST:-127.0.0.1}
@@ -186,13 +188,22 @@ ready_ports() {
 # Prometheus's config: scrape the span metrics of every sampling Collector (the
 # replicas of the tier, and the single collector when it runs), evaluate the rules file.
 write_prometheus_config() {
-  local h targets="" k rules
+  local h targets="" own k rules
   h=$(dial_host "$CHAINLAT_COLLECTOR_HOST")
   if running_pid collector >/dev/null; then
     targets="'$h:$CHAINLAT_COLLECTOR_PROMETHEUS_PORT'"
   fi
   for k in $(seq 1 "$SAMPLING_REPLICAS"); do
     targets+="${targets:+, }'$h:$(replica_port "$k" 2)'"
+  done
+  # The Collectors' own metrics: what each accepted, decided on, sent and lost, kept
+  # in Prometheus beyond a process that stops or dies.
+  own="'$(dial_host "$CHAINLAT_LB_HOST"):$CHAINLAT_LB_METRICS_PORT'"
+  if running_pid collector >/dev/null; then
+    own+=", '$h:$CHAINLAT_COLLECTOR_METRICS_PORT'"
+  fi
+  for k in $(seq 1 "$SAMPLING_REPLICAS"); do
+    own+=", '$h:$(replica_port "$k" 3)'"
   done
   {
     echo "global:"
@@ -209,6 +220,9 @@ write_prometheus_config() {
     echo "    honor_labels: true"
     echo "    static_configs:"
     echo "      - targets: [$targets]"
+    echo "  - job_name: chainlat-collectors"
+    echo "    static_configs:"
+    echo "      - targets: [$own]"
   } >"$RUN_DIR/prometheus.yml"
 }
 

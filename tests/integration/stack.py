@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -281,7 +283,7 @@ def start_scaled_tier(
         "CHAINLAT_PROMETHEUS_PORT": str(prometheus),
         "CHAINLAT_PROMETHEUS_RULES": str(rules),
         "CHAINLAT_PROMETHEUS_SCRAPE_INTERVAL": f"{scrape_interval_s:g}s",
-        # A stopped replica's share is dropped (and counted) after this, not after 5 min.
+        # A stopped replica's share is dropped (and counted) after this, not after 30 s.
         "CHAINLAT_LB_RETRY_MAX_ELAPSED": f"{lb_retry_s:g}s",
     }
     if spanmetrics_buckets is not None:
@@ -308,6 +310,34 @@ def start_scaled_tier(
 def stop_in_tier(tier: ScaledTier, process: Process) -> None:
     """Stop one process of the scaled tier (``replica-2``, ``lb``, ``tier`` for all)."""
     _run_sh("stop", process, run_dir=tier.run_dir, env=tier.env)
+
+
+def kill_in_tier(tier: ScaledTier, process: Process, timeout_s: float = 30.0) -> None:
+    """SIGKILL one process of the scaled tier, as the kernel's OOM killer would: by the pid
+    run.sh recorded, once its command line shows it is still that process."""
+    pid = int((tier.run_dir / f"{process}.pid").read_text())
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    if not any(arg.startswith(b"--config=") for arg in command):
+        raise StackError(f"{process}: pid {pid} is no longer the process run.sh started")
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout_s
+    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        if time.monotonic() > deadline:
+            raise StackError(f"{process}: pid {pid} still there {timeout_s:g}s after SIGKILL")
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def start_in_tier(tier: ScaledTier, process: Process, **settings: str) -> None:
+    """Start one process of the scaled tier again, with ``settings`` (environment
+    variables the configs read) over the tier's own."""
+    _run_sh("start", process, run_dir=tier.run_dir, env={**tier.env, **settings})
 
 
 def _port(address: str) -> str:

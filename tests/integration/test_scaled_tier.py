@@ -42,6 +42,8 @@ from .stack import (
     Sampling,
     ScaledTier,
     StackError,
+    kill_in_tier,
+    start_in_tier,
     start_jaeger,
     start_jaeger_again,
     start_scaled_tier,
@@ -165,7 +167,11 @@ provider.shutdown()
 """
 
 
-def _send_workload(tier: ScaledTier, budgets_file: Path, out: Path, over: int = 6) -> Workload:
+def _send_workload(
+    tier: ScaledTier, budgets_file: Path, out: Path, over: int = 6, *, batch: bool = True
+) -> Workload:
+    """60 runs (30 + ``over`` - 6 with ``over``): within budget, over budget, failed. With
+    ``batch=False`` each span goes in its own request (a SimpleSpanProcessor)."""
     workload = Workload(traces_file=out)
     spans = InMemorySpanExporter()
     reader = InMemoryMetricReader()
@@ -182,6 +188,7 @@ def _send_workload(tier: ScaledTier, budgets_file: Path, out: Path, over: int = 
             set_global=False,
             metric_readers=[reader, otlp_metrics],
             budgets=budgets_file,
+            batch=batch,
         )
         provider.add_span_processor(SimpleSpanProcessor(spans))
         provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(out)))
@@ -477,64 +484,304 @@ def _safe_counts(scaled: Scaled, keep: set[str]) -> dict[str, int] | None:
         return None
 
 
-def _telemetry_sum(url: str, prefix: str, label: str = "") -> float:
-    """The sum of a Collector's own metric (``prefix``) over the series that contain ``label``."""
+def _telemetry_sum(url: str, prefix: str, *labels: str) -> float:
+    """The sum of a Collector's own metric (``prefix``) over the series whose line holds
+    every one of ``labels``."""
     text = httpx.get(url, timeout=10).text
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(prefix) and label in line:
+        if line.startswith(prefix) and all(label in line for label in labels):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
 
-def _accepted(url: str) -> float:
-    return _telemetry_sum(url, "otelcol_receiver_accepted_spans")
+ACCEPTED = "otelcol_receiver_accepted_spans"
+SENT = "otelcol_exporter_sent_spans"
+SEND_FAILED = "otelcol_exporter_send_failed_spans"
+ENQUEUE_FAILED = "otelcol_exporter_enqueue_failed_spans"
+DECIDED = "otelcol_processor_tail_sampling_count_spans_sampled"
+IN_MEMORY = "otelcol_processor_tail_sampling_sampling_traces_on_memory"
+LB = 'exporter="loadbalancing/traces"'
+RELEASED = "otelcol_processor_outgoing_items"
+KEPT = 'processor="attributes/kept-'
+"""The processors right after each sampler: what they pass on is what the samplers kept."""
+TO_JAEGER = 'exporter="otlp/jaeger"'
+BASELINE = 'policy="baseline.baseline"'
+"""The baseline sampler has one policy (``baseline``, labelled with its sampler's name),
+so its span counts per decision add up to every span it decided on, once."""
 
 
-def test_a_stopped_replica_loses_its_share_which_the_load_balancer_counts_as_sent(
-    scaled: Scaled,
-) -> None:
-    """With replica 2 stopped, the load balancer accepts every span and counts every one
-    as sent, while replica 1 receives only its share: the rest is lost, and the
-    application is told nothing. Each kept trace is in Jaeger whole or not at all, never
-    in part. (The load balancer logs "Exporting failed. Dropping data." with the count
-    when its retries give up; collector/README.md says what was measured.)"""
-    tier = scaled.tier
-    replica_1 = tier.replica_telemetry_urls[0]
-    accepted_before = _accepted(replica_1)
-    sent_before = _telemetry_sum(
-        tier.lb_telemetry_url, "otelcol_exporter_sent_spans", "loadbalancing/traces"
-    )
-    stop_in_tier(tier, "replica-2")
-    # 20 kept traces: all of them routed to replica 2 has a chance of 2^-20.
-    workload = _send_workload(tier, scaled.budgets_file, tier.run_dir / "after-stop.jsonl", over=16)
-    sent = workload.spans_by_trace()
-    total = sum(sent.values())
+@dataclass(frozen=True)
+class Tally:
+    """The tier's own counts at one moment: the load balancer's and each replica's."""
 
-    def lb_counted_all() -> float | None:
-        counted = (
-            _telemetry_sum(
-                tier.lb_telemetry_url, "otelcol_exporter_sent_spans", "loadbalancing/traces"
-            )
-            - sent_before
+    lb_accepted: float
+    lb_sent: float
+    lb_failed: float
+    lb_enqueue_failed: float
+    accepted: tuple[float, ...]
+    decided: tuple[float, ...]
+    released: tuple[float, ...]
+    """Spans the samplers kept and passed on towards Jaeger."""
+    to_jaeger: tuple[float, ...]
+
+    @staticmethod
+    def read(tier: ScaledTier, replicas: tuple[int, ...]) -> Tally:
+        urls = [tier.replica_telemetry_urls[k] for k in replicas]
+        lb = tier.lb_telemetry_url
+        return Tally(
+            _telemetry_sum(lb, ACCEPTED),
+            _telemetry_sum(lb, SENT, LB),
+            _telemetry_sum(lb, SEND_FAILED, LB),
+            _telemetry_sum(lb, ENQUEUE_FAILED, LB),
+            tuple(_telemetry_sum(u, ACCEPTED) for u in urls),
+            tuple(_telemetry_sum(u, DECIDED, BASELINE) for u in urls),
+            tuple(_telemetry_sum(u, RELEASED, KEPT) for u in urls),
+            tuple(_telemetry_sum(u, SENT, TO_JAEGER) for u in urls),
         )
-        return counted if counted == total else None
 
-    poll("the load balancer counting every span as sent", lb_counted_all)
-    keep = workload.over_budget | workload.failed
-    counts = poll(
-        "kept traces routed to replica 1 in Jaeger",
-        lambda: _settled_counts(scaled, keep, sent),
+
+def _in_memory(url: str) -> float:
+    return _telemetry_sum(url, IN_MEMORY)
+
+
+def _idle(url: str) -> bool | None:
+    """True once the replica holds no trace and has sent (or failed to send) Jaeger every
+    span its samplers kept."""
+    pending = (
+        _telemetry_sum(url, RELEASED, KEPT)
+        - _telemetry_sum(url, SENT, TO_JAEGER)
+        - _telemetry_sum(url, SEND_FAILED, TO_JAEGER)
     )
-    accepted = _accepted(replica_1) - accepted_before
-    assert 0 < accepted < total, (accepted, total)
-    assert all(counts[t] in (0, sent[t]) for t in keep), counts
-    assert 0 < sum(counts.values()) < sum(sent[t] for t in keep)
-    assert _telemetry_sum(tier.lb_telemetry_url, "otelcol_exporter_send_failed_spans") == 0
+    return True if _in_memory(url) == 0 and pending == 0 else None
 
 
-def _settled_counts(scaled: Scaled, keep: set[str], sent: Counter[str]) -> dict[str, int] | None:
-    """Counts once some kept trace has arrived and none is in part."""
-    counts = {t: _jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
-    settled = all(counts[t] in (0, sent[t]) for t in keep) and sum(counts.values()) > 0
-    return counts if settled else None
+def test_a_stopped_replica_loses_only_what_the_load_balancer_counts(scaled: Scaled) -> None:
+    """Replica 2 stops in the middle of a workload, holding traces it has not decided
+    on; the rest of the workload is routed to it all the same.
+
+    - The traces replica 2 held are not lost: stopping, it decides on each of them and
+      exports the kept ones (every over-budget and failed trace of the first half is in
+      Jaeger whole).
+    - What the load balancer could not deliver afterwards it counts, span for span, in
+      ``otelcol_exporter_send_failed_spans``: every span the application sent was
+      accepted by a replica or counted failed there; the over-budget and failed traces
+      missing from Jaeger are among those counted.
+
+    Replica 2 runs here with a decision wait longer than the test (the shipped default
+    is 30 s), so that what it holds when it stops does not depend on timing. The
+    application sends each span in its own request, so that the failed count is exactly
+    the spans for the stopped replica (with batches, the load balancer counts a whole
+    request that was in part for it: collector/README.md)."""
+    tier = scaled.tier
+    stop_in_tier(tier, "replica-2")
+    start_in_tier(tier, "replica-2", CHAINLAT_SAMPLING_DECISION_WAIT="600s")
+    # Nothing of the module's workload is still in flight at replica 1.
+    poll("replica 1 idle", lambda: _idle(tier.replica_telemetry_urls[0]))
+    before = Tally.read(tier, (0, 1))
+
+    first = _send_workload(
+        tier, scaled.budgets_file, tier.run_dir / "before-stop.jsonl", over=16, batch=False
+    )
+
+    def delivered() -> Tally | None:
+        now = Tally.read(tier, (0, 1))
+        accepted = now.lb_accepted - before.lb_accepted
+        done = accepted == len(first.spans) and now.lb_sent - before.lb_sent == accepted
+        return now if done else None
+
+    held = poll(
+        "the first half delivered to both replicas",
+        delivered,
+        state=lambda: (len(first.spans), before, Tally.read(tier, (0, 1))),
+    )
+    replica_2_accepted = held.accepted[1] - before.accepted[1]
+    # Replica 2 has decided on nothing: it holds every span it accepted.
+    assert held.decided[1] == before.decided[1] and replica_2_accepted > 0
+    replica_2_traces = _in_memory(tier.replica_telemetry_urls[1])
+    stop_in_tier(tier, "replica-2")
+
+    second = _send_workload(
+        tier, scaled.budgets_file, tier.run_dir / "after-stop.jsonl", over=16, batch=False
+    )
+    sent = len(first.spans) + len(second.spans)
+
+    def settled() -> Tally | None:
+        now = Tally.read(tier, (0,))
+        accepted = now.lb_accepted - before.lb_accepted
+        done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
+        # Replica 1 has decided on every span it accepted (it counts a tick's decisions
+        # after it has released their traces, so this is polled, not read once), and
+        # sent Jaeger every span it kept.
+        decided = now.decided[0] - before.decided[0] == now.accepted[0] - before.accepted[0]
+        exported = now.to_jaeger[0] - before.to_jaeger[0] == now.released[0] - before.released[0]
+        return now if accepted == sent and done == accepted and decided and exported else None
+
+    after = poll(
+        "every span delivered or counted failed, and decided on at replica 1",
+        settled,
+        state=lambda: Tally.read(tier, (0,)),
+    )
+    lost_at_lb = after.lb_failed - before.lb_failed
+    replica_1_accepted = after.accepted[0] - before.accepted[0]
+    replica_1_kept = after.to_jaeger[0] - before.to_jaeger[0]
+
+    # The load balancer: every span accepted went to a replica, or is counted failed.
+    assert after.lb_enqueue_failed == before.lb_enqueue_failed
+    assert after.lb_accepted - before.lb_accepted == sent
+    assert replica_1_accepted + replica_2_accepted + lost_at_lb == sent
+    assert lost_at_lb > 0
+    # Kept traces: replica 1's, plus what replica 2 kept of what it held as it stopped.
+    traces = set(first.spans_by_trace()) | set(second.spans_by_trace())
+    in_jaeger = poll(
+        "the kept spans in Jaeger",
+        lambda: _jaeger_total(scaled, traces, replica_1_kept),
+        state=lambda: (_jaeger_sum(scaled, traces), replica_1_kept),
+    )
+    kept_at_stop = in_jaeger - replica_1_kept
+    assert 0 < kept_at_stop <= replica_2_accepted
+    # Over-budget and failed traces: the first half's all whole, though replica 2 held
+    # some of them undecided; the second half's whole, or lost whole at the load balancer.
+    expected = first.spans_by_trace()
+    for trace_id in first.over_budget | first.failed:
+        found = _jaeger_count(scaled.client, scaled.jaeger, trace_id)
+        assert found == expected[trace_id], (trace_id, found, expected[trace_id])
+    expected = second.spans_by_trace()
+    missing = 0
+    for trace_id in second.over_budget | second.failed:
+        found = _jaeger_count(scaled.client, scaled.jaeger, trace_id)
+        assert found in (0, expected[trace_id]), (trace_id, found, expected[trace_id])
+        missing += expected[trace_id] if found == 0 else 0
+    assert 0 < missing <= lost_at_lb
+    decided_against = replica_1_accepted + replica_2_accepted - in_jaeger
+    print(
+        f"\nsent {sent} spans: {in_jaeger:g} in Jaeger ({kept_at_stop:g} kept by replica 2 as "
+        f"it stopped, holding {replica_2_accepted:g} spans of {replica_2_traces:g} traces), "
+        f"{decided_against:g} decided against, {lost_at_lb:g} counted failed by the load "
+        f"balancer ({missing} of them of over-budget or failed traces)"
+    )
+
+
+def _jaeger_sum(scaled: Scaled, traces: set[str]) -> int:
+    return sum(_jaeger_count(scaled.client, scaled.jaeger, t) for t in traces)
+
+
+def _jaeger_total(scaled: Scaled, traces: set[str], at_least: float) -> float | None:
+    """Spans of ``traces`` in Jaeger, once at least ``at_least`` and unchanged over two reads."""
+    found = _jaeger_sum(scaled, traces)
+    if found < at_least:
+        return None
+    time.sleep(1.0)
+    return found if _jaeger_sum(scaled, traces) == found else None
+
+
+def _last_scraped(
+    scaled: Scaled, metric: str, url: str, since: float, *labels: str
+) -> float | None:
+    """The sum of ``metric``'s series from the target ``url`` as Prometheus last scraped
+    them since ``since`` (epoch seconds; also after the target is gone), so that an
+    earlier process on the same address does not count; None before Prometheus has any."""
+    instance = url.split("//")[1].split("/")[0]
+    matchers = ", ".join([f'__name__=~"{metric}(_total)?"', f'instance="{instance}"', *labels])
+    window = math.ceil(time.time() - since)
+    result = _prometheus(
+        scaled, "/api/v1/query", query=f"sum(last_over_time({{{matchers}}}[{window}s]))"
+    )["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: Scaled) -> None:
+    """Replica 2, killed (SIGKILL, as by the OOM killer) while it holds undecided traces,
+    loses them: exactly the spans Prometheus last scraped it as having accepted and not
+    decided on. Every span sent is in Jaeger (all by replica 1), decided against by
+    replica 1, held by replica 2 when it died, or counted failed by the load balancer."""
+    tier = scaled.tier
+    replica_2 = tier.replica_telemetry_urls[1]
+    # Replica 2 is stopped (the test before stopped it): what Prometheus scraped from it
+    # since now comes from the process started here.
+    restarted = time.time()
+    start_in_tier(tier, "replica-2", CHAINLAT_SAMPLING_DECISION_WAIT="600s")
+    # A fresh load balancer: its connection to replica 2 had failed until now, and gRPC
+    # backs off reconnecting (up to 2 min), during which replica 2's share would fail.
+    stop_in_tier(tier, "lb")
+    start_in_tier(tier, "lb")
+    poll("replica 1 idle", lambda: _idle(tier.replica_telemetry_urls[0]))
+    before = Tally.read(tier, (0, 1))
+    workload = _send_workload(
+        tier, scaled.budgets_file, tier.run_dir / "before-kill.jsonl", over=16, batch=False
+    )
+    sent = len(workload.spans)
+
+    def delivered() -> Tally | None:
+        now = Tally.read(tier, (0, 1))
+        accepted = now.lb_accepted - before.lb_accepted
+        done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
+        return now if accepted == sent and done == accepted else None
+
+    held = poll(
+        "the workload delivered (or counted failed)",
+        delivered,
+        state=lambda: (sent, before, Tally.read(tier, (0, 1))),
+    )
+    replica_2_accepted = held.accepted[1] - before.accepted[1]
+    assert held.decided[1] == before.decided[1] and replica_2_accepted > 0
+
+    # Prometheus has scraped replica 2 holding all of it (nothing changes there now: no
+    # traffic, no decision for 600 s).
+    def scraped() -> float | None:
+        found = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
+        return found if found == held.accepted[1] else None
+
+    poll(
+        "Prometheus scraping replica 2's accepted spans",
+        scraped,
+        state=lambda: (_last_scraped(scaled, ACCEPTED, replica_2, restarted), held),
+    )
+    kill_in_tier(tier, "replica-2")
+    # After the kill, from Prometheus alone: spans replica 2 accepted and never decided on.
+    accepted_2 = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
+    decided_2 = _last_scraped(scaled, DECIDED, replica_2, restarted, BASELINE) or 0.0
+    assert accepted_2 is not None
+    lost_at_replica = accepted_2 - decided_2 - (before.accepted[1] - before.decided[1])
+    assert lost_at_replica == replica_2_accepted
+
+    def settled() -> Tally | None:
+        now = Tally.read(tier, (0,))
+        decided = now.decided[0] - before.decided[0] == now.accepted[0] - before.accepted[0]
+        exported = now.to_jaeger[0] - before.to_jaeger[0] == now.released[0] - before.released[0]
+        return now if decided and exported else None
+
+    after = poll(
+        "replica 1 decided on all it accepted, and sent Jaeger what it kept",
+        settled,
+        state=lambda: (before, Tally.read(tier, (0,))),
+    )
+    lost_at_lb = held.lb_failed - before.lb_failed
+    replica_1_accepted = after.accepted[0] - before.accepted[0]
+    replica_1_decided = after.decided[0] - before.decided[0]
+    replica_1_kept = after.to_jaeger[0] - before.to_jaeger[0]
+    assert replica_1_accepted + replica_2_accepted + lost_at_lb == sent
+    traces = set(workload.spans_by_trace())
+    in_jaeger = poll(
+        "replica 1's kept spans in Jaeger",
+        lambda: _jaeger_total(scaled, traces, replica_1_kept),
+        state=lambda: (_jaeger_sum(scaled, traces), replica_1_kept),
+    )
+    # Replica 2 exported nothing: Jaeger holds exactly what replica 1 kept.
+    assert in_jaeger == replica_1_kept
+    decided_against = replica_1_decided - replica_1_kept
+    assert in_jaeger + decided_against + lost_at_replica + lost_at_lb == sent
+    # The over-budget and failed traces missing from Jaeger are among the counted losses.
+    expected = workload.spans_by_trace()
+    missing = 0
+    for trace_id in workload.over_budget | workload.failed:
+        found = _jaeger_count(scaled.client, scaled.jaeger, trace_id)
+        assert found in (0, expected[trace_id]), (trace_id, found, expected[trace_id])
+        missing += expected[trace_id] if found == 0 else 0
+    assert 0 < missing <= lost_at_replica + lost_at_lb
+    print(
+        f"\nsent {sent} spans: {in_jaeger:g} in Jaeger, {decided_against:g} decided against, "
+        f"{lost_at_replica:g} lost with replica 2 (killed; Prometheus's last scrape), "
+        f"{lost_at_lb:g} counted failed by the load balancer ({missing} of them of "
+        "over-budget or failed traces)"
+    )
