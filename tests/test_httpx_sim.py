@@ -546,35 +546,48 @@ def check_turns(instants_ns: list[int], since_ns: int, turn_ms: float) -> None:
 async def test_a_client_pool_limit_shows_up_as_queue_time(
     start_sim: StartSim, live: Capture
 ) -> None:
-    """8 concurrent calls over 2 connections: they wait in the pool in waves of 2."""
-    limited = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=2))
-    transport = AsyncTracingTransport(limited, tracer_provider=live.provider)
+    """8 concurrent calls over 2 connections: they wait in the pool in waves of 2.
+
+    The floors hold in every attempt; the windows (a call left the pool when another gave
+    its connection back, a wait of one turn) in one attempt at least, up to `MAX_RUNS`:
+    a descheduled moment on a loaded machine makes one attempt late, not the reading.
+    """
     server = start_sim(profiles=[FAST], tracer_provider=live.provider)
-    client = openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1",
-        api_key="sk-test",
-        http_client=httpx2.AsyncClient(transport=transport),
-        max_retries=0,
-    )
-    await eight_calls(client)
-    spans = model_spans(live.spans())
-    assert len(spans) == 8
-    for span in spans:
-        check_identity(span)
-        found = latency(span)
-        # request going out -> headers: the server's FAST_MS at least, in every call
-        assert found["send"] + found["wait"] >= FAST_MS - EARLY_MS
-    # The pool let the calls out two at a time, one turn of FAST_MS apart at least.
-    check_turns([left_the_pool_ns(s) for s in spans], min(map(start_ns, spans)), FAST_MS)
-    # A call that waited in the pool left it when another call ended and gave its
-    # connection back (the median: one call descheduled on a busy machine does not decide).
-    ends = [end_ns(s) for s in spans]
-    waited = [s for s in spans if latency(s)["queue"] > FAST_MS / 2]
-    assert len(waited) >= 4  # six in waves 1 to 3, less any that started a whole wave late
-    gaps_ms = sorted(min(abs(left_the_pool_ns(s) - e) for e in ends) / 1e6 for s in waited)
-    assert gaps_ms[len(gaps_ms) // 2] <= LATE_MS, gaps_ms
-    waits = sorted(latency(s)["wait"] for s in spans)
-    assert waits[len(waits) // 2] <= FAST_MS + LATE_MS, waits  # median: a turn, not more
+    missed: list[tuple[int, list[float], list[float]]] = []
+    for _ in range(MAX_RUNS):
+        live.clear()
+        limited = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=2))
+        transport = AsyncTracingTransport(limited, tracer_provider=live.provider)
+        client = openai.AsyncOpenAI(
+            base_url=server.base_url + "/v1",
+            api_key="sk-test",
+            http_client=httpx2.AsyncClient(transport=transport),
+            max_retries=0,
+        )
+        await eight_calls(client)
+        spans = model_spans(live.spans())
+        assert len(spans) == 8
+        for span in spans:
+            check_identity(span)
+            found = latency(span)
+            # request going out -> headers: the server's FAST_MS at least, in every call
+            assert found["send"] + found["wait"] >= FAST_MS - EARLY_MS
+        # The pool let the calls out two at a time, one turn of FAST_MS apart at least.
+        check_turns([left_the_pool_ns(s) for s in spans], min(map(start_ns, spans)), FAST_MS)
+        # A call that waited in the pool left it when another call ended and gave its
+        # connection back (the median: one call descheduled does not decide).
+        ends = [end_ns(s) for s in spans]
+        waited = [s for s in spans if latency(s)["queue"] > FAST_MS / 2]
+        gaps_ms = sorted(min(abs(left_the_pool_ns(s) - e) for e in ends) / 1e6 for s in waited)
+        waits = sorted(latency(s)["wait"] for s in spans)
+        if (
+            len(waited) >= 4  # six in waves 1 to 3, less any that started a whole wave late
+            and gaps_ms[len(gaps_ms) // 2] <= LATE_MS
+            and waits[len(waits) // 2] <= FAST_MS + LATE_MS  # median: a turn, not more
+        ):
+            return
+        missed.append((len(waited), gaps_ms, waits))
+    pytest.fail(f"no attempt of {MAX_RUNS} within the windows (waited, gaps, waits): {missed}")
 
 
 @pytest.mark.anyio
