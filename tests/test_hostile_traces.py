@@ -501,10 +501,12 @@ def test_the_cli_passes_its_bounds_to_the_sources(tmp_path: Path) -> None:
 def test_a_line_added_in_one_loop_is_a_line_added_span_by_span(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, int]
 ) -> None:
-    """``Assembler.add_line`` gives the traces and counters of ``add`` on each span: late,
-    evicted and reopened traces, and the peaks, included."""
+    """``Assembler.add_line`` on a whole line gives the traces and counters of adding its
+    spans one at a time (``add``): late, evicted and reopened traces, and the peaks (taken
+    once a line), included."""
     path = slow_run_among_others(tmp_path, others=20)
     batched = write_runs(tmp_path / "batched.jsonl", [FAST, SLOW] * 20)  # many spans a line
+    whole_line = Assembler.add_line
     for source in (path, batched, DATA_DIR / "collector-traces.jsonl"):
 
         def read(source: Path = source) -> tuple[list[object], ReadCounters]:
@@ -519,7 +521,7 @@ def test_a_line_added_in_one_loop_is_a_line_added_span_by_span(
                 self: Assembler, spans: list[Parsed], line: int, size: int = 0
             ) -> None:
                 for span in spans:
-                    self.add(span, line, size)
+                    whole_line(self, (span,), line, size)
 
             patch.setattr(Assembler, "add_line", span_by_span)
             assert read() == one_loop

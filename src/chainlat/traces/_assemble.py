@@ -246,41 +246,7 @@ class Assembler:
 
     def add(self, parsed: Parsed, line: int, size: int = 0) -> None:
         """One span read on ``line``; ``size``: its share of the line's bytes."""
-        trace_id, local_root, span = parsed
-        counters = self._counters
-        counters.spans += 1
-        trace = self._open.get(trace_id)
-        if trace is None:
-            early = self._judged.get(trace_id)
-            if early:
-                # Judged early to keep within the bounds: its later spans (a slow run's
-                # root among them) make a trace again rather than be dropped, so that the
-                # run is still judged, by its recorded rollup if not by all its spans.
-                self._judged.discard(trace_id)
-                counters.reopened_traces += 1
-            elif early is not None:
-                if not (trace_id in self._outcomes and is_outcome(span)):
-                    counters.late_spans += 1
-                return
-            trace = self._open[trace_id] = _Trace()
-            counters.peak_open_traces = max(counters.peak_open_traces, len(self._open))
-        elif trace.last_line != line:
-            self._open.move_to_end(trace_id)  # least recently extended first, for eviction
-        trace.spans.append(span)
-        trace.last_line = line
-        trace.size += size
-        self._held += 1
-        self._held_bytes += size
-        if self._held > counters.peak_open_spans:
-            counters.peak_open_spans = self._held
-        if self._held_bytes > counters.peak_open_bytes:
-            counters.peak_open_bytes = self._held_bytes
-        if local_root:
-            if span.record.parent_id is not None:
-                trace.remote_parents += 1
-            if trace.root_line is None:
-                trace.root_line = line
-                self._rooted.append((line, trace_id))
+        self.add_line((parsed,), line, size)
 
     def add_line(self, spans: Sequence[Parsed], line: int, size: int = 0) -> None:
         """The spans read on ``line``, each given ``size`` bytes: as :meth:`add` on each, in
@@ -296,6 +262,9 @@ class Assembler:
             if trace is None:
                 early = self._judged.get(trace_id)
                 if early:
+                    # Judged early to keep within the bounds: its later spans (a slow run's
+                    # root among them) make a trace again rather than be dropped, so that
+                    # the run is still judged, by its recorded rollup if not by all its spans.
                     self._judged.discard(trace_id)
                     counters.reopened_traces += 1
                 elif early is not None:
@@ -304,7 +273,7 @@ class Assembler:
                     continue
                 trace = open_traces[trace_id] = _Trace()
             elif trace.last_line != line:
-                open_traces.move_to_end(trace_id)
+                open_traces.move_to_end(trace_id)  # least recently extended first, for eviction
             trace.spans.append(span)
             trace.last_line = line
             trace.size += size
