@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_httpx
+from _callgrind import instructions
 
-_TOTAL = re.compile(rb"^summary:\s*(\d+)", re.MULTILINE)
 VARIANTS = {
     "call-plain": (bench_httpx._call, False),
     "call-chainlat": (bench_httpx._call, True),
@@ -52,19 +49,10 @@ def client(variant: str, calls: int, url: str) -> float:
     return (time.process_time() - start) / max(calls, 1)
 
 
-def instructions(variant: str, calls: int, url: str) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-             __file__, "--client", variant, "--calls", str(calls), "--sim-url", url],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
-        found = _TOTAL.search(out.read_bytes())
-        if found is None:
-            raise RuntimeError(f"no callgrind summary for {variant}")
-        return int(found.group(1))
+def client_instructions(variant: str, calls: int, url: str) -> int:
+    return instructions(
+        [sys.executable, __file__, "--client", variant, "--calls", str(calls), "--sim-url", url]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         url = server.stdout.readline().strip()
         per_call = {}
         for variant in VARIANTS:
-            small = instructions(variant, args.small, url)
-            large = instructions(variant, args.large, url)
+            small = client_instructions(variant, args.small, url)
+            large = client_instructions(variant, args.large, url)
             per_call[variant] = (large - small) / (args.large - args.small)
         cpu_plain_s = client("call-plain", args.timed_calls, url)
     finally:

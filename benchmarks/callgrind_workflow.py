@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -34,10 +30,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _pipeline
+from _callgrind import instructions
 
 import chainlat
 
-_TOTAL = re.compile(rb"^summary:\s*(\d+)", re.MULTILINE)
 WARM_UP = 20
 
 
@@ -79,19 +75,8 @@ def run_variant(variant: str, count: int) -> None:
         body()
 
 
-def instructions(variant: str, count: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-             __file__, "--variant", variant, "--count", str(count)],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
-        found = _TOTAL.search(out.read_bytes())
-        if found is None:
-            raise RuntimeError(f"no callgrind summary for {variant}")
-        return int(found.group(1))
+def variant_instructions(variant: str, count: int) -> int:
+    return instructions([sys.executable, __file__, "--variant", variant, "--count", str(count)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     for variant in VARIANTS:
         # A step is about a tenth of a workflow: ten times the count, for the same precision.
         scale = 10 if variant.startswith("step") else 1
-        small = instructions(variant, args.small * scale)
-        large = instructions(variant, args.large * scale)
+        small = variant_instructions(variant, args.small * scale)
+        large = variant_instructions(variant, args.large * scale)
         per_unit[variant] = (large - small) / ((args.large - args.small) * scale)
     result = {
         "counts": [args.small, args.large],
