@@ -29,10 +29,10 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-# Jaeger v2 tags its Go module with v1 numbers: v1.76.0 is Jaeger v2.13.0.
+# Jaeger v2 tags its Go module with v1 numbers: v1.75.0 is Jaeger v2.12.0 (the approved module version).
 JAEGER_MODULE=github.com/jaegertracing/jaeger
-JAEGER_MODULE_VERSION=${CHAINLAT_JAEGER_MODULE_VERSION:-v1.76.0}
-JAEGER_VERSION=${CHAINLAT_JAEGER_VERSION:-v2.13.0}
+JAEGER_MODULE_VERSION=${CHAINLAT_JAEGER_MODULE_VERSION:-v1.75.0}
+JAEGER_VERSION=${CHAINLAT_JAEGER_VERSION:-v2.12.0}
 # The builder's release is the release of every module in otelcol-builder.yaml.
 BUILDER_MODULE=go.opentelemetry.io/collector/cmd/builder
 BUILDER_VERSION=v0.161.0
@@ -84,7 +84,7 @@ scratch_module() {
 jaeger_bin() { echo "$BIN_DIR/jaeger"; }
 
 jaeger_cached() {
-  # `jaeger version` prints {"gitCommit":...,"gitVersion":"v2.13.0",...} on stdout.
+  # `jaeger version` prints {"gitCommit":...,"gitVersion":"v2.12.0",...} on stdout.
   local bin
   bin=$(jaeger_bin)
   [[ -x $bin ]] && "$bin" version 2>/dev/null | grep -q "\"gitVersion\":\"$JAEGER_VERSION\""
