@@ -7,13 +7,14 @@ from typing import Protocol, TypedDict, Unpack
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from chainlat.sim import ModelProfile, SimServer
+from chainlat.sim import ModelProfile, SimServer, VoiceProfile
 
 
 class SimOptions(TypedDict, total=False):
     """`SimServer`'s arguments (the port is always a free one)."""
 
     profiles: Sequence[ModelProfile]
+    voices: Sequence[VoiceProfile]
     network_delay_ms: float
     network_jitter_ms: float
     seed: int

@@ -40,8 +40,12 @@ DB_SYSTEM_NAME: Final = "db.system.name"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_RETRIEVAL: Final = "retrieval"
+OP_SPEECH_TO_TEXT: Final = "speech_to_text"
+OP_TEXT_TO_SPEECH: Final = "text_to_speech"
+SPEECH_OPERATIONS: Final = (OP_SPEECH_TO_TEXT, OP_TEXT_TO_SPEECH)
+"""The voice operations: the rollup splits inference time by them (docs/voice.md)."""
 INFERENCE_OPERATIONS: Final = frozenset(
-    {"chat", "text_completion", "generate_content", "embeddings"}
+    {"chat", "text_completion", "generate_content", "embeddings", *SPEECH_OPERATIONS}
 )
 """``gen_ai.operation.name`` values that count as inference in the rollup."""
 
@@ -101,6 +105,15 @@ CHAIN_FIRST_OUTPUT_INFERENCE_MS: Final = "chainlat.chain.first_output.inference_
 CHAIN_FIRST_OUTPUT_DATA_MS: Final = "chainlat.chain.first_output.data_ms"
 CHAIN_FIRST_OUTPUT_TOOL_MS: Final = "chainlat.chain.first_output.tool_ms"
 CHAIN_FIRST_OUTPUT_OVERHEAD_MS: Final = "chainlat.chain.first_output.overhead_ms"
+CHAIN_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.speech_to_text_ms"
+"""Critical-path time in ``speech_to_text`` calls: a part of ``chainlat.chain.inference_ms``,
+set on runs that made a speech call (docs/voice.md)."""
+CHAIN_TEXT_TO_SPEECH_MS: Final = "chainlat.chain.text_to_speech_ms"
+"""Critical-path time in ``text_to_speech`` calls: a part of ``chainlat.chain.inference_ms``."""
+CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.first_output.speech_to_text_ms"
+"""The part of ``chainlat.chain.first_output.inference_ms`` spent in ``speech_to_text`` calls."""
+CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS: Final = "chainlat.chain.first_output.text_to_speech_ms"
+"""The part of ``chainlat.chain.first_output.inference_ms`` spent in ``text_to_speech`` calls."""
 SAMPLING_PROBABILITY: Final = "chainlat.sampling.probability"
 """The probability a sampler kept this trace with (0 < p <= 1), set by the Collector tier:
 percentiles weight each run by 1/p."""
@@ -182,6 +195,29 @@ REQUEST_BODY_UNREAD: Final = "chainlat.request.body_unread"
 """``true`` when the request body was too large to decode: the route alone recognised the
 call, ``gen_ai.request.model`` comes from a search of the body's ends (or is missing), and
 the other request attributes and the input messages are missing."""
+
+# --- voice (docs/voice.md) -----------------------------------------------------------
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
+"""``speech`` on a ``text_to_speech`` call."""
+GEN_AI_SPEECH_VOICE: Final = "gen_ai.speech.voice"
+GEN_AI_SPEECH_INPUT_LANGUAGE: Final = "gen_ai.speech.input.language"
+GEN_AI_USAGE_AUDIO_INPUT_TOKENS: Final = "gen_ai.usage.audio.input_tokens"
+"""Audio input tokens, a part of ``gen_ai.usage.input_tokens`` (the registry's spelling; the
+voice-agents page writes ``gen_ai.usage.input_audio_tokens``, which readers accept too)."""
+GEN_AI_USAGE_AUDIO_OUTPUT_TOKENS: Final = "gen_ai.usage.audio.output_tokens"
+GEN_AI_AGENT_INVOCATION_END_REASON: Final = "gen_ai.agent.invocation.end_reason"
+"""How a turn ended: ``completed``, ``interrupted`` (barge-in) or ``session_closed``."""
+END_REASONS: Final = ("completed", "interrupted", "session_closed")
+AUDIO_FORMAT: Final = "chainlat.audio.format"
+"""The audio format asked of a speech call (``wav``, ``pcm``, ``mp3``...)."""
+AUDIO_OUTPUT_BYTES: Final = "chainlat.audio.output_bytes"
+"""Bytes of audio a ``text_to_speech`` call returned (the audio itself is never recorded)."""
+AUDIO_INPUT_SECONDS: Final = "chainlat.audio.input_seconds"
+"""Seconds of audio a ``speech_to_text`` call transcribed, when the response says."""
+SPEECH_INPUT_CHARACTERS: Final = "chainlat.speech.input_characters"
+"""Characters of text a ``text_to_speech`` call was asked to speak (the text is never recorded)."""
+TRANSCRIPT_CHARACTERS: Final = "chainlat.speech.transcript_characters"
+"""Characters of the transcript a ``speech_to_text`` call returned."""
 
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"

@@ -192,6 +192,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                     "generate_content": "inference",
                     "embeddings": "inference",
                     "fetch_response": "inference",
+                    "speech_to_text": "inference",
+                    "text_to_speech": "inference",
                     "retrieval": "data",
                     "create_memory_store": "data",
                     "search_memory": "data",
@@ -214,6 +216,7 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
             GEN_AI_WORKFLOW_NAME,
             GEN_AI_AGENT_NAME,
+            "gen_ai.agent.invocation.end_reason",
         ),
     ),
     Convention(

@@ -29,6 +29,13 @@ from chainlat._core.errors import internal_errors
 from chainlat._core.redact import is_secret_header, scrub
 from chainlat._runtime.processor import set_attributes
 from chainlat._runtime.spans import Inference, InferenceHandle
+from chainlat.httpx._audio import (
+    AUDIO_FORMATS,
+    SpeechReader,
+    audio_reader_for,
+    audio_request_attributes,
+    form_fields,
+)
 from chainlat.httpx._formats import (
     STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,
@@ -254,8 +261,14 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
         return None
     provider = provider_for(route, host)
     capture = Truncator(options.max_content_length) if options.capture_content else None
-    raw = info.raw_body if info.too_large else None
-    body = None if raw is not None else info.body
+    audio = route.format in AUDIO_FORMATS
+    body: Any
+    if audio and route.format == "openai_transcriptions":
+        # A multipart form: its text fields, read without the audio file.
+        raw, body = None, form_fields(request)
+    else:
+        raw = info.raw_body if info.too_large else None
+        body = None if raw is not None else info.body
     model = request_model(body) if raw is None else sniff_model(raw)
     attributes: dict[str, Any] = {
         attr.GEN_AI_OPERATION_NAME: route.operation,
@@ -267,7 +280,10 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     }
     if model is not None:
         attributes[attr.GEN_AI_REQUEST_MODEL] = model
-    if raw is None:
+    if audio:
+        # The audio and the text to speak are never recorded, whatever ``capture`` says.
+        attributes.update(audio_request_attributes(route.format, body or {}))
+    elif raw is None:
         attributes.update(request_attributes(route.format, body, capture=capture))
     else:
         attributes[attr.REQUEST_BODY_UNREAD] = True
@@ -311,13 +327,16 @@ class ModelCall:
         processor = handle._processor
         self.clock: Callable[[], int] = processor.clock if processor is not None else time.time_ns
         self.timeline = Timeline(handle.start_ns)
-        self.reader: Reader = reader_for(
-            route.format, options.max_content_length if capture else None
+        capture_chars = options.max_content_length if capture else None
+        self.reader: Reader = audio_reader_for(route.format, capture_chars) or reader_for(
+            route.format, capture_chars
         )
         self._decode: Callable[[bytes], bytes] | None = None
         self._events: SseDecoder | NdjsonDecoder | None = None
         self._body: list[bytes] | None = None
         self._body_bytes = 0
+        self._audio: SpeechReader | None = None
+        """Set while the body is audio bytes: counted and timed, never kept."""
         self._pending: tuple[bytes, int] | None = None
         self._error_status: int | None = None
         self._server_ms: float | None = None
@@ -397,13 +416,15 @@ class ModelCall:
             self._events = SseDecoder()
         elif "ndjson" in content_type:
             self._events = NdjsonDecoder()
+        elif isinstance(self.reader, SpeechReader) and "json" not in content_type:
+            self._audio = self.reader
         else:
             self._body = []
 
     # -- while the answer comes in -----------------------------------------------------------
     def arrived(self, chunk: bytes) -> None:
         """A chunk of the body arrived; it is read later, by `digest`, after it was passed on."""
-        if self.ended or (self._events is None and self._body is None):
+        if self.ended or (self._events is None and self._body is None and self._audio is None):
             return
         if self._pending is not None:
             self.digest()
@@ -441,6 +462,14 @@ class ModelCall:
                     if not times:
                         self.handle.first_token(at_ns=at_ns)
                     times.append(at_ns)
+        elif self._audio is not None:
+            if data:
+                # Each chunk of audio is output: the first is the time to first audio byte.
+                times = self.timeline.chunk_times
+                if not times:
+                    self.handle.first_token(at_ns=at_ns)
+                times.append(at_ns)
+                self._audio.audio_bytes(len(data))
         elif self._body is not None:
             self._body_bytes += len(data)
             if self._body_bytes > MAX_BODY_BYTES:
@@ -461,7 +490,7 @@ class ModelCall:
         except Exception:
             failed("finishing a model call")
         self.handle._finish(exc if isinstance(exc, Exception) else None, end_ns=end_ns)
-        if self._events is None:
+        if self._events is None and self._audio is None:
             return  # chunk metrics are for streams
         try:
             processor = self.handle._processor
@@ -486,10 +515,10 @@ class ModelCall:
         found.update(facts.attributes(self._capture))
         if self._capture is not None and self._capture.truncated:
             found[attr.CONTENT_TRUNCATED] = True
-        if self._events is not None:
+        if self._events is not None or self._audio is not None:
             found[attr.STREAM_CHUNKS] = len(self.timeline.chunk_times)
-            if self._events.skipped:
-                found[STREAM_EVENTS_SKIPPED] = self._events.skipped
+        if self._events is not None and self._events.skipped:
+            found[STREAM_EVENTS_SKIPPED] = self._events.skipped
         found.update(
             breakdown(
                 self.timeline,

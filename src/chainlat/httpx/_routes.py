@@ -20,6 +20,8 @@ Format = Literal[
     "anthropic_messages",
     "ollama_chat",
     "ollama_generate",
+    "openai_transcriptions",
+    "openai_speech",
     "opaque",
 ]
 """How request and response bodies are read; ``opaque`` reads only ``model`` from the request."""
@@ -197,6 +199,10 @@ DEFAULT_ROUTES: Final[tuple[Route, ...]] = (
     Route(
         "/api/generate", "text_completion", "ollama", format="ollama_generate", requires=("prompt",)
     ),
+    # A multipart form, which is not decoded as JSON: the path alone recognises the call.
+    Route("/audio/transcriptions", "speech_to_text", format="openai_transcriptions"),
+    Route("/audio/translations", "speech_to_text", format="openai_transcriptions"),
+    Route("/audio/speech", "text_to_speech", format="openai_speech", requires=("input",)),
 )
 """OpenAI-compatible, Anthropic and Ollama routes, tried after the user's matchers."""
 

@@ -146,6 +146,18 @@ Default profiles (`DEFAULT_PROFILES`), for a typical prompt of 200 input tokens
     sim-small  90 ms      0.1 ms          3.5 ms      41      16     0.1     110 + 40 x 3.5 = 250 ms
     sim-embed  15 ms      0.02 ms         0           1       32     0.1     19 ms (embeddings)
 
+Speech (`VoiceProfile`, `DEFAULT_VOICE_PROFILES`): ``POST /v1/audio/speech`` streams
+silent wav, pcm or mp3 in real time (or ``speech.audio.delta`` events with
+``stream_format="sse"``); ``POST /v1/audio/transcriptions`` and ``/v1/audio/translations``
+answer with a transcript (streamed with ``stream=true``). The latency model is in
+``chainlat.sim._audio``::
+
+    name          operation       first byte  real-time factor  per audio second
+    sim-stt       speech_to_text  120 ms      -                 +15 ms
+    sim-stt-slow  speech_to_text  300 ms      -                 +40 ms
+    sim-tts       text_to_speech  150 ms      6x                -
+    sim-tts-hd    text_to_speech  400 ms      2x                -
+
 Profiles files (``--profiles FILE``, `load_profiles`), TOML or JSON::
 
     [models.fast]            # {"models": {"fast": {"ttft_base_ms": 120, ...}}}
@@ -178,6 +190,7 @@ from urllib.parse import urlsplit
 
 from chainlat._core.errors import ProfileError
 from chainlat._runtime.scrubbing import install_log_scrubber
+from chainlat.sim._audio import DEFAULT_VOICE_PROFILES, VoiceProfile
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
 from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, load_profiles
@@ -186,10 +199,19 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.trace import Tracer, TracerProvider
 
-__all__ = ["DEFAULT_PROFILES", "ModelProfile", "ProfileError", "SimServer", "load_profiles", "main"]
+__all__ = [
+    "DEFAULT_PROFILES",
+    "DEFAULT_VOICE_PROFILES",
+    "ModelProfile",
+    "ProfileError",
+    "SimServer",
+    "VoiceProfile",
+    "load_profiles",
+    "main",
+]
 
 # Defined in a private module; report them where users import them from (as httpx does).
-ModelProfile.__module__ = load_profiles.__module__ = __name__
+ModelProfile.__module__ = load_profiles.__module__ = VoiceProfile.__module__ = __name__
 
 logger = logging.getLogger("chainlat.sim")
 install_log_scrubber(logger)  # a logger's filters do not apply to its children's records
@@ -212,6 +234,7 @@ class SimServer:
 
     Args:
         profiles: The models served; `DEFAULT_PROFILES` when None.
+        voices: The speech models served; `DEFAULT_VOICE_PROFILES` when None.
         host: Interface to listen on.
         port: Port to listen on; 0 picks a free one (see `port` once started).
         network_delay_ms: Simulated transit before each request is processed.
@@ -231,6 +254,7 @@ class SimServer:
         self,
         profiles: Iterable[ModelProfile] | None = None,
         *,
+        voices: Iterable[VoiceProfile] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         network_delay_ms: float = 0.0,
@@ -242,7 +266,8 @@ class SimServer:
         self._profiles = tuple(DEFAULT_PROFILES if profiles is None else profiles)
         if not self._profiles:
             raise ProfileError("SimServer: no model profiles given")
-        names = [p.name for p in self._profiles]
+        self._voices = tuple(DEFAULT_VOICE_PROFILES if voices is None else voices)
+        names = [p.name for p in self._profiles] + [v.name for v in self._voices]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ProfileError(f"SimServer: duplicate model names: {', '.join(duplicates)}")
@@ -409,6 +434,7 @@ class SimServer:
             network_jitter_ms=self._network_jitter_ms,
             seed=self._seed,
             tracer=self._make_tracer(),
+            voices=self._voices,
         )
         try:
             loop = asyncio.get_running_loop()

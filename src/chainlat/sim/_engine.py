@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from chainlat._core import attributes as attrs
 from chainlat._core.errors import internal_errors
+from chainlat.sim._audio import AUDIO_PATHS, AudioRoutes, VoiceProfile
 from chainlat.sim._formats import (
     Api,
     ApiError,
@@ -194,8 +195,10 @@ class Engine:
         network_jitter_ms: float,
         seed: int,
         tracer: Tracer | None,
+        voices: Sequence[VoiceProfile] = (),
     ) -> None:
         self._profiles = {p.name: p for p in profiles}
+        self._audio = AudioRoutes(voices, seed)
         self._slots = {p.name: Slots(p.slots) for p in profiles}
         self._model_counters = {p.name: itertools.count() for p in profiles}
         self._request_counter = itertools.count()
@@ -302,6 +305,19 @@ class Engine:
                 ]
             message = f"simulated {faults.status} (x-sim-status)"
             await self._send_error(record, responder, ApiError(faults.status, message), extra)
+            return
+        if request.path in AUDIO_PATHS:
+            try:
+                await self._audio.serve(
+                    request,
+                    responder,
+                    record.start_ns,
+                    sleep_until,
+                    lambda: self._headers(record),
+                    lambda status: self._finish(record, status),
+                )
+            except ApiError as exc:
+                await self._send_error(record, responder, exc)
             return
         if api is not None:
             if request.method != "POST":
@@ -560,7 +576,7 @@ class Engine:
 def _simple_route_name(path: str) -> str | None:
     """The low-cardinality route of a GET endpoint, None for an unknown path."""
     path = path.rstrip("/")
-    if path in ("/health", "/v1/models"):
+    if path in ("/health", "/v1/models") or path in AUDIO_PATHS:
         return path
     return "/v1/models/{model}" if path.startswith("/v1/models/") else None
 
