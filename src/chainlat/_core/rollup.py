@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
+from chainlat._core import conventions, voice
 from chainlat._core.prices import Prices, price_of
 
 SpanKindLabel = Literal["inference", "data", "tool", "workflow"]
@@ -67,6 +67,8 @@ class SpanRecord:
     """``chainlat.step.user_facing``: this call's first token is the workflow's first output."""
     cache_read_tokens: int | None = None
     """Input tokens read from the provider's prompt cache (priced apart)."""
+    operation: str | None = None
+    """``gen_ai.operation.name`` of a model call (the speech split reads it)."""
 
     @property
     def label(self) -> str:
@@ -117,6 +119,12 @@ class Rollup:
     first_output_overhead_ms: float | None = None
     cost_usd: float | None = None
     """What the run's model calls cost, when prices were given; None otherwise."""
+    speech_to_text_ms: float | None = None
+    """Critical-path time in ``speech_to_text`` calls, a part of ``inference_ms``; None
+    when the run made no speech call (also the three below; see `chainlat._core.voice`)."""
+    text_to_speech_ms: float | None = None
+    first_output_speech_to_text_ms: float | None = None
+    first_output_text_to_speech_ms: float | None = None
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
@@ -168,6 +176,14 @@ class Rollup:
             found[attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS] = self.first_output_overhead_ms or 0.0
         if self.cost_usd is not None:
             found[attr.CHAIN_COST_USD] = self.cost_usd
+        for key, value in (
+            (attr.CHAIN_SPEECH_TO_TEXT_MS, self.speech_to_text_ms),
+            (attr.CHAIN_TEXT_TO_SPEECH_MS, self.text_to_speech_ms),
+            (attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS, self.first_output_speech_to_text_ms),
+            (attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS, self.first_output_text_to_speech_ms),
+        ):
+            if value is not None:
+                found[key] = value
         return found
 
     @classmethod
@@ -201,6 +217,10 @@ class Rollup:
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TOOL_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS)),
                 _optional_float(get(attr.CHAIN_COST_USD)),
+                _optional_float(get(attr.CHAIN_SPEECH_TO_TEXT_MS)),
+                _optional_float(get(attr.CHAIN_TEXT_TO_SPEECH_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS)),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
@@ -315,7 +335,13 @@ def call_record(
         step_name,
         attributes.get(attr.USER_FACING) is True,
         cache_read_tokens_of(attributes),
+        _operation_of(attributes),
     )
+
+
+def _operation_of(attributes: Mapping[str, object]) -> str | None:
+    value = attributes.get(attr.GEN_AI_OPERATION_NAME)
+    return value if type(value) is str else None
 
 
 CACHE_READ_KEYS: Final = (
@@ -606,6 +632,9 @@ def compute_rollup(
     path: list[str] = []
     on_path: set[int] = set()
     segments, disjoint = _critical_segments(top)
+    speech = voice.has_speech(calls)
+    if speech:
+        segments = voice.fill_model_gaps(segments, calls)
     for node, seg_start, seg_end in segments:
         split[node.attribution] += seg_end - seg_start
         step = node.owner
@@ -644,6 +673,7 @@ def compute_rollup(
     if output_ns is None and calls:
         output_ns, source = _first_output(calls, first_token, user_facing)
     first_output: dict[str, float] | None = None
+    wait_path: list[tuple[_Node, int, int]] = []
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
         waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
@@ -654,6 +684,8 @@ def compute_rollup(
                 if seg_start >= output_ns:
                     break
                 waits[node.attribution] += min(seg_end, output_ns) - seg_start
+                if speech:
+                    wait_path.append((node, seg_start, min(seg_end, output_ns)))
         else:
             # At the output's instant the walk goes through the call that gave it,
             # whatever else ends there too (everything running at that instant is cut).
@@ -661,10 +693,20 @@ def compute_rollup(
             while source is not None:
                 favoured.add(id(source))
                 source = source.parent
-            for node, seg_start, seg_end in _wait_segments(top, output_ns, favoured):
+            wait_path = _wait_segments(top, output_ns, favoured)
+            if speech:
+                wait_path = voice.fill_model_gaps(wait_path, calls)
+            for node, seg_start, seg_end in wait_path:
                 waits[node.attribution] += seg_end - seg_start
         first_output = {k: v / _NS_PER_MS for k, v in waits.items()}
         first_output["total"] = (output_ns - top.start) / _NS_PER_MS
+    speech_ms: dict[str, float] = {}
+    if speech:
+        for prefix, path_pieces in (("", segments), ("first_output.", wait_path)):
+            if prefix and first_output is None:
+                continue
+            for op, ns in voice.speech_split(path_pieces).items():
+                speech_ms[prefix + op] = ns / _NS_PER_MS
     cost = None
     if prices is not None and calls:
         cost = _cost(calls, prices, tokens_in, tokens_out, records, group_of)
@@ -692,6 +734,10 @@ def compute_rollup(
         first_output_tool_ms=first_output["tool"] if first_output else None,
         first_output_overhead_ms=first_output["overhead"] if first_output else None,
         cost_usd=cost,
+        speech_to_text_ms=speech_ms.get("speech_to_text"),
+        text_to_speech_ms=speech_ms.get("text_to_speech"),
+        first_output_speech_to_text_ms=speech_ms.get("first_output.speech_to_text"),
+        first_output_text_to_speech_ms=speech_ms.get("first_output.text_to_speech"),
     )
 
 

@@ -322,6 +322,29 @@ class WorkflowHandle(StepHandle):
             self.span.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, (now - self.start_ns) / 1e6)
             self.span.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=now)
 
+    def end_reason(self, reason: str) -> None:
+        """Record how a voice turn ended: ``completed``, ``interrupted`` (the caller spoke
+        over the answer) or ``session_closed`` (``gen_ai.agent.invocation.end_reason``).
+
+        Interrupted turns are counted, and left out of latency percentiles unless asked
+        for (docs/voice.md). Another value is logged once and ignored; it never raises.
+
+        Example::
+
+            with chainlat.workflow("voice-turn", started_at_ns=end_of_speech) as turn:
+                if barge_in.is_set():
+                    turn.end_reason("interrupted")
+        """
+        if reason not in attr.END_REASONS:
+            _warn_once(
+                "end_reason",
+                "chainlat: end_reason(%s): expected one of %s; not recorded",
+                shown(reason),
+                ", ".join(attr.END_REASONS),
+            )
+            return
+        self.set_attribute(attr.GEN_AI_AGENT_INVOCATION_END_REASON, reason)
+
     def _before_end(self, end_ns: int, exc: BaseException | None) -> None:
         processor = self._processor
         context = self.span.get_span_context()
@@ -408,10 +431,15 @@ class _Step(Generic[H]):
                 raise
         return self._handle_type(self._name, span, processor, start_ns)
 
+    _start_at: int | None = None
+    """An earlier start than now, from the same clock (``workflow(started_at_ns=...)``)."""
+
     def _open(self) -> H:
         provider = self._provider or default_provider()
         processor = processor_for(provider)
         start_ns = processor.clock() if processor is not None else time.time_ns()
+        if self._start_at is not None and self._start_at < start_ns:
+            start_ns = self._start_at
         span: trace.Span
         try:
             span = _tracer(provider).start_span(
@@ -546,10 +574,21 @@ def workflow(
     name: str,
     *,
     variant: str | None = None,
+    started_at_ns: int | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     **attributes: AttributeValue,
 ) -> Workflow:
     """Trace one run of a workflow; its handle's ``rollup`` says where the time went.
+
+    Args:
+        name: The workflow's name (``gen_ai.workflow.name``).
+        variant: A configuration label, for comparing runs (``chainlat.variant``).
+        started_at_ns: The run began earlier, at this instant of the processor's clock
+            (``time.time_ns()`` by default): a voice turn starts when the caller stopped
+            speaking, which the end-of-turn detector knows only after the fact
+            (docs/voice.md). A later instant than now, or not an int, is ignored.
+        tracer_provider: Default: the one ``configure()`` set up.
+        **attributes: More span attributes.
 
     Example::
 
@@ -562,13 +601,24 @@ def workflow(
     attributes[attr.STEP_KIND] = attr.WORKFLOW_KIND_VALUE
     if variant is not None:
         attributes[attr.VARIANT] = variant
-    return Workflow(
+    spec = Workflow(
         WorkflowHandle,
         attr.workflow_span_name(name),
         SpanKind.INTERNAL,
         attributes,
         tracer_provider,
     )
+    if started_at_ns is not None:
+        if type(started_at_ns) is int:
+            spec._start_at = started_at_ns
+        else:
+            _warn_once(
+                "workflow.started_at_ns",
+                "chainlat: workflow(started_at_ns=%s): expected integer nanoseconds; "
+                "starting now (this warning is logged once)",
+                shown(started_at_ns),
+            )
+    return spec
 
 
 def inference(
@@ -586,7 +636,9 @@ def inference(
     Args:
         model: The model asked (``gen_ai.request.model``).
         provider: ``gen_ai.provider.name``.
-        operation: ``gen_ai.operation.name``: ``chat``, ``text_completion``, ``embeddings``.
+        operation: ``gen_ai.operation.name``: ``chat``, ``text_completion``, ``embeddings``,
+            ``speech_to_text``, ``text_to_speech`` (``call.first_token()`` then marks the
+            first transcript word or the first audio byte; docs/voice.md).
         step: The step's name (``plan``, ``answer``): budgets and reports key the call by
             it, so two calls of one model are two rows. Default: the enclosing
             ``chainlat.step(...)`` block's, else none (keyed by span name).
@@ -603,6 +655,8 @@ def inference(
     attributes[attr.GEN_AI_OPERATION_NAME] = operation
     attributes[attr.GEN_AI_REQUEST_MODEL] = model
     attributes[attr.STEP_KIND] = "inference"
+    if operation == attr.OP_TEXT_TO_SPEECH:
+        attributes.setdefault(attr.GEN_AI_OUTPUT_TYPE, "speech")
     if provider is not None:
         attributes[attr.GEN_AI_PROVIDER_NAME] = provider
     if step is not None:

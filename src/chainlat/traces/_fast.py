@@ -160,12 +160,13 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
-_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any]
+_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, Any]
 """What a span's attributes give: the kept attributes, kind, first token, input and
-output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
+output tokens, cache hit, model, source, step name, user-facing, cache-read tokens,
+operation."""
 
 _NOTHING: Final[_Derived] = (
-    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
+    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, None
 )  # fmt: skip
 _derived_cache: dict[bytes, _Derived] = {}
 _CACHE_ENTRIES: Final = 4096
@@ -215,7 +216,7 @@ def _span(
                 _cache[blob] = derived
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read,
+        step_name, user_facing, cache_read, operation,
     ) = derived  # type: ignore[misc]  # fmt: skip
     events = raw.events
     if ttft is None and events:
@@ -242,6 +243,7 @@ def _span(
         step_name,
         user_facing,
         cache_read,
+        operation,
     )
     local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
@@ -322,7 +324,7 @@ def _derive(
     tokens_in = found.get(_TOKENS_IN)
     tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True
-    model = source = cache_read = None
+    model = source = cache_read = operation = None
     user_facing = False
     step_name = step_name_of(found)
     if kind == "inference":
@@ -332,7 +334,10 @@ def _derive(
             ttft = call_ttft
         user_facing = found.get(_USER_FACING) is True
         cache_read = cache_read_tokens_of(found)
+        operation = found.get(attr.GEN_AI_OPERATION_NAME)
+        if type(operation) is not str:
+            operation = None
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read,
+        step_name, user_facing, cache_read, operation,
     )  # fmt: skip

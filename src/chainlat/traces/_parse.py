@@ -446,6 +446,8 @@ def _common_otlp_span(
         if kind == "inference":
             record.user_facing = attributes.get(_USER_FACING) is True
             record.cache_read_tokens = cache_read_tokens_of(attributes)
+            operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
+            record.operation = operation if type(operation) is str else None
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )

@@ -1,0 +1,108 @@
+"""Voice turns: the rollup's split of model time by speech operation, and turn outcomes.
+
+A cascade voice agent spends a turn in speech to text, a language model and text to
+speech. The rollup gives each instant of the critical path to the innermost step
+covering it (`chainlat._core.rollup`); here the instants given to model calls are split
+again by the call's ``gen_ai.operation.name``, for the whole turn and for the wait for
+the first output (the first audio byte of the user-facing ``text_to_speech`` call).
+The speech parts are parts of ``inference_ms``: ``inference - speech_to_text -
+text_to_speech`` is the language model's share. See docs/voice.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Protocol, TypeVar
+
+from chainlat._core import attributes as attr
+
+
+class _Record(Protocol):
+    @property
+    def operation(self) -> str | None: ...
+
+
+class _Node(Protocol):
+    @property
+    def rec(self) -> _Record: ...
+    @property
+    def attribution(self) -> str: ...
+    @property
+    def owner(self) -> _Node | None: ...
+    @property
+    def enclosing(self) -> _Node | None: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+N = TypeVar("N", bound=_Node)
+
+
+def has_speech(calls: Iterable[_Node]) -> bool:
+    """Whether any counted model call is a speech call."""
+    return any(node.rec.operation in attr.SPEECH_OPERATIONS for node in calls)
+
+
+def speech_split(segments: Iterable[tuple[_Node, int, int]]) -> dict[str, int]:
+    """Nanoseconds of the critical-path ``segments`` spent in each speech operation."""
+    out = dict.fromkeys(attr.SPEECH_OPERATIONS, 0)
+    for node, start, end in segments:
+        if node.attribution != "inference":
+            continue
+        owner = node.owner
+        operation = owner.rec.operation if owner is not None else None
+        if operation in out:
+            assert operation is not None
+            out[operation] += end - start
+    return out
+
+
+def fill_model_gaps(
+    segments: list[tuple[N, int, int]], calls: Iterable[N]
+) -> list[tuple[N, int, int]]:
+    """The critical path with its overhead given to the model calls running through it.
+
+    The walk of the critical path takes, before a step, the sibling that *ended* before
+    the step started. A text-to-speech call started on the model's first sentence starts
+    while the model still streams: nothing ended before it, and the walk would call the
+    time the model spent writing that sentence overhead. In a run with a speech call, an
+    overhead stretch of the path that a model call beside it (the same step around
+    both) was running through is that call's time, the latest-started call's where
+    several ran; the path goes through it. Runs without speech calls are not changed.
+    """
+    models = [c for c in calls if c.attribution == "inference"]
+    out: list[tuple[N, int, int]] = []
+    for node, start, end in segments:
+        if node.attribution != "overhead":
+            out.append((node, start, end))
+            continue
+        around = node.owner
+        covering = [c for c in models if c.enclosing is around and c.start < end and c.end > start]
+        if not covering:
+            out.append((node, start, end))
+            continue
+        cuts = sorted(
+            {start, end, *(t for c in covering for t in (c.start, c.end) if start < t < end)}
+        )
+        for low, high in itertools.pairwise(cuts):
+            running = [c for c in covering if c.start <= low and c.end >= high]
+            piece = max(running, key=lambda c: c.start) if running else node
+            if out and out[-1][0] is piece and out[-1][2] == low:
+                out[-1] = (piece, out[-1][1], high)
+            else:
+                out.append((piece, low, high))
+    return out
+
+
+def end_reason_of(attributes: Mapping[str, object]) -> str | None:
+    """``gen_ai.agent.invocation.end_reason`` of a turn, when it is one of `END_REASONS`."""
+    value = attributes.get(attr.GEN_AI_AGENT_INVOCATION_END_REASON)
+    return value if isinstance(value, str) and value in attr.END_REASONS else None
+
+
+def is_interrupted(attributes: Mapping[str, object]) -> bool:
+    """Whether a turn ended by barge-in: its latency is not the latency of an answer."""
+    return end_reason_of(attributes) == "interrupted"

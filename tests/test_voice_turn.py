@@ -1,0 +1,135 @@
+"""A voice turn on an injected clock: the critical path and the split of the time to first
+audio when text to speech starts on the model's first sentence while the model streams."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+
+import pytest
+
+import chainlat
+from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup, compute_rollup
+from chainlat.testing import Capture
+from support.records import MS, rec
+
+
+def voice_turn(cap: Capture, *, end_reason: str | None = None) -> Rollup:
+    """End of speech at t=0; the turn opens 20 ms later, when end of turn is detected.
+
+    STT 20-140, retrieval 140-180, the model streams 180-600 (first token at 330, first
+    sentence at 400), TTS of sentence 1 400-900 (first audio byte at 520, the user
+    hears it), TTS of sentence 2 600-1100.
+    """
+    p = cap.provider
+    t0 = cap.clock()
+    cap.clock.advance(20)
+    with chainlat.workflow("voice-turn", started_at_ns=t0, tracer_provider=p) as turn:
+        with chainlat.inference("stt-1", operation="speech_to_text", tracer_provider=p):
+            cap.clock.advance(120)
+        with chainlat.data_stage("kb", tracer_provider=p):
+            cap.clock.advance(40)
+        # Three branches run at once, as tasks would: each in its own copy of the context.
+        chat = chainlat.inference("llm-1", step="answer", tracer_provider=p)
+        tts1 = chainlat.inference(
+            "tts-1", operation="text_to_speech", user_facing=True, tracer_provider=p
+        )
+        tts2 = chainlat.inference("tts-1", operation="text_to_speech", tracer_provider=p)
+        branches = [contextvars.copy_context() for _ in range(3)]
+        call = branches[0].run(chat.__enter__)
+        cap.clock.advance(150)
+        call.first_token()
+        cap.clock.advance(70)  # 400: the first sentence is written
+        speech = branches[1].run(tts1.__enter__)
+        cap.clock.advance(120)
+        speech.first_token()  # 520: the first audio byte
+        cap.clock.advance(80)  # 600: the model is done; sentence 2 goes to TTS
+        branches[0].run(chat.__exit__, None, None, None)
+        branches[2].run(tts2.__enter__)
+        cap.clock.advance(300)
+        branches[1].run(tts1.__exit__, None, None, None)  # 900
+        cap.clock.advance(200)
+        branches[2].run(tts2.__exit__, None, None, None)  # 1100
+        if end_reason is not None:
+            turn.end_reason(end_reason)
+    assert turn.rollup is not None
+    return turn.rollup
+
+
+def test_first_audio_is_split_along_the_model_writing_the_first_sentence(cap: Capture) -> None:
+    r = voice_turn(cap)
+    assert r.first_output_ms == 520.0
+    assert r.first_output_split() == {
+        "inference": 120.0 + 220.0 + 120.0,  # STT, the model to the first sentence, TTS
+        "data": 40.0,
+        "tool": 0.0,
+        "overhead": 20.0,  # end of speech to the turn's detection
+    }
+    assert r.first_output_speech_to_text_ms == 120.0
+    assert r.first_output_text_to_speech_ms == 120.0
+
+
+def test_the_whole_turn_is_split_by_operation(cap: Capture) -> None:
+    r = voice_turn(cap)
+    assert r.total_ms == 1100.0
+    assert r.critical_path == ("speech_to_text stt-1", "data kb", "answer", "text_to_speech tts-1")
+    assert (r.inference_ms, r.data_ms, r.tool_ms, r.overhead_ms) == (1040.0, 40.0, 0.0, 20.0)
+    assert r.speech_to_text_ms == 120.0
+    assert r.text_to_speech_ms == 500.0  # the model's share: 1040 - 120 - 500 = 420
+
+
+def test_the_turn_span_carries_the_split_and_reads_back(cap: Capture) -> None:
+    voice_turn(cap)
+    span = cap.workflows()[0]
+    a = dict(span.attributes or {})
+    assert a[attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS] == 120.0
+    assert a[attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS] == 120.0
+    assert a[attr.CHAIN_SPEECH_TO_TEXT_MS] == 120.0
+    assert a[attr.CHAIN_TEXT_TO_SPEECH_MS] == 500.0
+    assert span.start_time is not None and span.end_time is not None
+    assert span.end_time - span.start_time == 1100 * MS  # started at the end of speech
+    assert cap.rollups()[0].first_output_text_to_speech_ms == 120.0
+    tts = [s for s in cap.spans() if s.name == "text_to_speech tts-1"]
+    assert all((s.attributes or {})[attr.GEN_AI_OUTPUT_TYPE] == "speech" for s in tts)
+
+
+def test_without_a_speech_call_overlapping_steps_keep_the_walk_as_it_was() -> None:
+    # The same shape with a chat call in place of TTS: the gap stays overhead (no change
+    # for runs that are not voice turns).
+    root = rec(1, None, "invoke_workflow w", 0, 700, "workflow")
+    spans = [
+        rec(2, 1, "chat a", 0, 600, "inference", ttft_ms=150.0),
+        rec(3, 1, "chat b", 400, 700, "inference", ttft_ms=120.0, user_facing=True),
+    ]
+    r = compute_rollup(root, spans)
+    assert r.first_output_split() == {
+        "inference": 120.0,
+        "data": 0.0,
+        "tool": 0.0,
+        "overhead": 400.0,
+    }
+    assert r.speech_to_text_ms is None and r.first_output_text_to_speech_ms is None
+
+
+def test_end_reason_is_recorded_on_the_turn(cap: Capture) -> None:
+    voice_turn(cap, end_reason="interrupted")
+    a = dict(cap.workflows()[0].attributes or {})
+    assert a[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"
+
+
+def test_an_unknown_end_reason_is_logged_not_raised(
+    cap: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="chainlat"):
+        voice_turn(cap, end_reason="hung-up")
+    assert attr.GEN_AI_AGENT_INVOCATION_END_REASON not in (cap.workflows()[0].attributes or {})
+    assert "end_reason" in caplog.text
+
+
+def test_a_start_later_than_now_is_ignored(cap: Capture) -> None:
+    with chainlat.workflow(
+        "w", started_at_ns=cap.clock() + 5 * MS, tracer_provider=cap.provider
+    ) as run:
+        cap.clock.advance(10)
+    assert run.duration_ms == 10.0
