@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Final
 
+from chainlat._core import voice
+
 if TYPE_CHECKING:
     from chainlat._core.runs import StepKindName, WorkflowRun
 
@@ -264,14 +266,18 @@ class WorkflowStats:
 
     A failed run (status ERROR) is counted in ``runs`` and ``errors`` and, unless
     ``include_errors``, left out of every sample: a run that failed fast would
-    otherwise make the percentiles look better.
+    otherwise make the percentiles look better. A voice turn interrupted by barge-in is
+    counted in ``interrupted`` and, unless ``include_interrupted``, left out too: its
+    first output may never have come, and its end is the caller's, not the agent's.
     """
 
     name: str
     runs: int = 0
     errors: int = 0
     quantities: dict[str, Samples] = field(
-        default_factory=lambda: {q: Samples() for q in (*QUANTITIES, FIRST_OUTPUT)}
+        default_factory=lambda: {
+            q: Samples() for q in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES)
+        }
     )
     """``total``, ``inference``, ``data``, ``tool``, ``overhead`` and ``first_output``; a
     run with a cache hit is flagged cached in each."""
@@ -286,6 +292,9 @@ class WorkflowStats:
     """Every step name seen, failed runs included."""
     biased: int = 0
     """Runs a sampler kept without recording its probability: they cannot be weighted."""
+    interrupted: int = 0
+    """Voice turns that ended by barge-in (``gen_ai.agent.invocation.end_reason``)."""
+    include_interrupted: bool = False
 
     @property
     def sampled(self) -> int:
@@ -302,6 +311,10 @@ class WorkflowStats:
         self.biased += biased
         if run.error and not self.include_errors:
             return
+        if run.root is not None and voice.is_interrupted(run.root.attributes):
+            self.interrupted += 1
+            if not self.include_interrupted:
+                return
         rollup = run.rollup
         cached = rollup.cache_hits > 0
         quantities = self.quantities
@@ -315,6 +328,11 @@ class WorkflowStats:
             quantities[quantity].add(value, cached, weight)
         if rollup.first_output_ms is not None:
             quantities[FIRST_OUTPUT].add(rollup.first_output_ms, cached, weight)
+        if rollup.speech_to_text_ms is not None:
+            for quantity in voice.SPEECH_QUANTITIES:
+                part = voice.speech_ms(rollup, quantity)
+                if part is not None:
+                    quantities[quantity].add(part, cached, weight)
         cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
             self.cost.add(cost, cached, weight)
@@ -337,14 +355,19 @@ class Stats:
     workflows: dict[str, WorkflowStats] = field(default_factory=dict)
     include_errors: Callable[[str], bool] | None = None
     """Whether a workflow's failed runs count in its samples (default: they do not)."""
+    include_interrupted: Callable[[str], bool] | None = None
+    """Whether a workflow's interrupted voice turns count in its samples (default: no)."""
 
     def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
         """Count one run."""
         stats = self.workflows.get(run.workflow)
         if stats is None:
             errors = self.include_errors is not None and self.include_errors(run.workflow)
+            interrupted = self.include_interrupted is not None and self.include_interrupted(
+                run.workflow
+            )
             stats = self.workflows[run.workflow] = WorkflowStats(
-                run.workflow, include_errors=errors
+                run.workflow, include_errors=errors, include_interrupted=interrupted
             )
         stats.add(run, cost_usd)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from chainlat._core import attributes as attr
 
@@ -39,6 +39,22 @@ class _Node(Protocol):
 
 
 N = TypeVar("N", bound=_Node)
+
+
+SPEECH_QUANTITIES: Final = (
+    "speech_to_text",
+    "text_to_speech",
+    "first_output_speech_to_text",
+    "first_output_text_to_speech",
+)
+"""Budget quantities of voice runs: the critical-path time in each speech operation, for
+the whole run and for the wait for the first output."""
+
+
+def speech_ms(rollup: object, quantity: str) -> float | None:
+    """A `SPEECH_QUANTITIES` value of a rollup; None for a run without speech calls."""
+    value = getattr(rollup, quantity + "_ms", None)
+    return value if isinstance(value, float) else None
 
 
 def has_speech(calls: Iterable[_Node]) -> bool:

@@ -71,6 +71,7 @@ from chainlat._core.runs import (
     step_key,
 )
 from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
+from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
 
 __all__ = [
     "BudgetReport",
@@ -255,7 +256,18 @@ Duration = Annotated[float, BeforeValidator(parse_duration), WithJsonSchema(_DUR
 """A duration in milliseconds, written as ``"800ms"``, ``"1.2s"``, ``"250us"`` or a number."""
 PercentileKey = Annotated[str, AfterValidator(_check_percentile_key)]
 TtftPercentileKey = Annotated[str, AfterValidator(_check_ttft_percentile_key)]
-Quantity = Literal["total", "inference", "data", "tool", "overhead", "first_output"]
+Quantity = Literal[
+    "total",
+    "inference",
+    "data",
+    "tool",
+    "overhead",
+    "first_output",
+    "speech_to_text",
+    "text_to_speech",
+    "first_output_speech_to_text",
+    "first_output_text_to_speech",
+]
 
 
 def _gather(data: object, groups: dict[str, str]) -> object:
@@ -299,7 +311,10 @@ class QuantityLimits(_Model):
     """Limits on one percentile (or on each run) of a workflow's wall time and its split."""
 
     model_config = ConfigDict(json_schema_extra=_quantity_limits_schema)
-    keys_help: ClassVar[str] = "total, inference, data, tool, overhead, first_output"
+    keys_help: ClassVar[str] = (
+        "total, inference, data, tool, overhead, first_output, speech_to_text, "
+        "text_to_speech, first_output_speech_to_text, first_output_text_to_speech"
+    )
 
     total: Duration | None = None
     inference: Duration | None = None
@@ -308,6 +323,14 @@ class QuantityLimits(_Model):
     overhead: Duration | None = None
     first_output: Duration | None = None
     """The wait for the first output the user saw (``chainlat.chain.first_output_ms``)."""
+    speech_to_text: Duration | None = None
+    """Critical-path time in speech-to-text calls (``chainlat.chain.speech_to_text_ms``)."""
+    text_to_speech: Duration | None = None
+    """Critical-path time in text-to-speech calls (``chainlat.chain.text_to_speech_ms``)."""
+    first_output_speech_to_text: Duration | None = None
+    """The speech-to-text part of the wait for the first output (a voice turn's first audio)."""
+    first_output_text_to_speech: Duration | None = None
+    """The text-to-speech part of the wait for the first output."""
 
     @model_validator(mode="before")
     @classmethod
@@ -354,9 +377,10 @@ class WorkflowBudget(_Model):
     """The budget of one workflow: per-run limits, percentile limits and per-step limits."""
 
     keys_help: ClassVar[str] = (
-        "total, inference, data, tool, overhead, first_output, p50/p90/p95/p99 (any pNN), "
-        "error_rate, cost, cost_p95 (any cost_pNN), min_runs, exclude_cache_hits, "
-        "include_errors, optional, steps"
+        "total, inference, data, tool, overhead, first_output, speech_to_text, "
+        "text_to_speech, first_output_speech_to_text, first_output_text_to_speech, "
+        "p50/p90/p95/p99 (any pNN), error_rate, cost, cost_p95 (any cost_pNN), min_runs, "
+        "exclude_cache_hits, include_errors, include_interrupted, optional, steps"
     )
 
     total: Duration | None = None
@@ -368,6 +392,11 @@ class WorkflowBudget(_Model):
     overhead: Duration | None = None
     first_output: Duration | None = None
     """Limit on the wait for the first output, every run that has one."""
+    speech_to_text: Duration | None = None
+    """Limit on the critical-path time in speech-to-text calls, every voice run."""
+    text_to_speech: Duration | None = None
+    first_output_speech_to_text: Duration | None = None
+    first_output_text_to_speech: Duration | None = None
     percentiles: dict[PercentileKey, QuantityLimits] = Field(default_factory=dict)
     """``p95 = {total = "800ms"}`` or ``p95 = "800ms"``."""
     error_rate: Rate | None = None
@@ -382,6 +411,9 @@ class WorkflowBudget(_Model):
     """Leave runs and steps answered from a cache out of the percentiles (default: the file's)."""
     include_errors: StrictBool | None = None
     """Count failed runs in the latency percentiles (default: the file's, false)."""
+    include_interrupted: StrictBool | None = None
+    """Count turns interrupted by barge-in in the latency percentiles (default: the file's,
+    false)."""
     optional: StrictBool = False
     """The workflow runs only sometimes: no run of it is not an error."""
     steps: dict[str, StepBudget] = Field(default_factory=dict)
@@ -401,6 +433,10 @@ class WorkflowBudget(_Model):
             tool=self.tool,
             overhead=self.overhead,
             first_output=self.first_output,
+            speech_to_text=self.speech_to_text,
+            text_to_speech=self.text_to_speech,
+            first_output_speech_to_text=self.first_output_speech_to_text,
+            first_output_text_to_speech=self.first_output_text_to_speech,
         )
 
 
@@ -429,7 +465,8 @@ class Budgets(_Model):
     """
 
     keys_help: ClassVar[str] = (
-        "version, min_runs, exclude_cache_hits, include_errors, prices, workflows"
+        "version, min_runs, exclude_cache_hits, include_errors, include_interrupted, prices, "
+        "workflows"
     )
 
     version: Literal[1] = 1
@@ -440,6 +477,8 @@ class Budgets(_Model):
     """Default for leaving cache hits out of percentiles."""
     include_errors: StrictBool = False
     """Default for counting failed runs in the latency percentiles."""
+    include_interrupted: StrictBool = False
+    """Default for counting interrupted voice turns in the latency percentiles."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Model prices, by model name, for cost per call, run and variant. Never built in:
     prices change."""
@@ -466,6 +505,13 @@ class Budgets(_Model):
         if budget is not None and budget.include_errors is not None:
             return budget.include_errors
         return self.include_errors
+
+    def includes_interrupted(self, workflow: str) -> bool:
+        """Whether turns interrupted by barge-in count in ``workflow``'s latency percentiles."""
+        budget = self.workflows.get(workflow)
+        if budget is not None and budget.include_interrupted is not None:
+            return budget.include_interrupted
+        return self.include_interrupted
 
     def model_prices(self) -> dict[str, Price] | None:
         """The ``[prices]`` table as the rollup takes it; None when the file has none."""
@@ -872,6 +918,8 @@ class _QuantityMeasure(_Measure):
     def of(self, run: WorkflowRun) -> float | None:
         if self.quantity == FIRST_OUTPUT:
             return run.rollup.first_output_ms
+        if self.quantity in SPEECH_QUANTITIES:
+            return speech_ms(run.rollup, self.quantity)
         return run.rollup.kind_ms(self.quantity)
 
 
@@ -1018,7 +1066,9 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
     """
     checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
     tallies: dict[tuple[str, str], _RunTally] = {}
-    stats = Stats(include_errors=budgets.includes_errors)
+    stats = Stats(
+        include_errors=budgets.includes_errors, include_interrupted=budgets.includes_interrupted
+    )
     prices = budgets.model_prices()
     for run in runs:
         cost = cost_of(run, prices)
