@@ -23,20 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from chainlat._core import attributes as attrs
 from chainlat._core.errors import internal_errors
+from chainlat.sim._anthropic import Messages
 from chainlat.sim._audio import AUDIO_PATHS, AudioRoutes, VoiceProfile
-from chainlat.sim._formats import (
-    Api,
-    ApiError,
-    ChatCompletions,
-    Completions,
-    Embeddings,
-    Job,
-    Messages,
-    generate_tokens,
-    openai_error,
-    plan_tool_calls,
-)
+from chainlat.sim._formats import Api, ApiError, Job, generate_tokens, openai_error
 from chainlat.sim._http import Headers, Request, Responder
+from chainlat.sim._openai import ChatCompletions, Completions, Embeddings
+from chainlat.sim._tools import plan_tool_calls
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer

@@ -1,0 +1,327 @@
+"""The simulator's OpenAI endpoints: chat completions, legacy completions, embeddings."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import random
+import struct
+from typing import Any
+
+from chainlat.sim._formats import (
+    DEFAULT_EMBEDDING_DIMENSIONS,
+    SYSTEM_FINGERPRINT,
+    Api,
+    ApiError,
+    Job,
+    Tool,
+    ToolMode,
+    _flag,
+    _message_text,
+    _messages,
+    _model,
+    _positive_int,
+    _require_dict,
+    _tools_text,
+    count_tokens,
+    sse_data,
+)
+from chainlat.sim._schema import _is_int
+from chainlat.sim._tools import _known_tool, _tool_results
+
+
+def _openai_tools(body: dict[str, Any]) -> list[Tool]:
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise ApiError(400, "'tools' must be an array")
+    result: list[Tool] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise ApiError(400, f"'tools[{index}]' must be an object")
+        if tool.get("type", "function") != "function":
+            continue  # custom or hosted tools: the simulator only calls functions
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ApiError(400, f"'tools[{index}].function.name' is required")
+        assert isinstance(function, dict)
+        result.append(Tool(name, function.get("parameters", {"type": "object"})))
+    return result
+
+
+def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMode, str | None]:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return ("auto" if tools else "none"), None
+    if choice in ("none", "auto", "required"):
+        mode: ToolMode = choice
+        return mode, None
+    function = choice.get("function") if isinstance(choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(choice, dict) or choice.get("type") != "function" or not name:
+        raise ApiError(
+            400,
+            "'tool_choice' must be 'none', 'auto', 'required' or "
+            '{"type": "function", "function": {"name": ...}}',
+        )
+    return "required", _known_tool(name, tools)
+
+
+class ChatCompletions(Api):
+    """``POST /v1/chat/completions``."""
+
+    path = "/v1/chat/completions"
+    operation = "chat"
+    id_prefix = "chatcmpl-"
+
+    def parse(self, raw: object, job_id: str) -> Job:
+        body = _require_dict(raw)
+        model = _model(body)
+        messages = _messages(body)
+        prompt = "".join(_message_text(m) for m in messages) + _tools_text(body)
+        stream = _flag(body, "stream")
+        options = body.get("stream_options") or {}
+        include_usage = (
+            stream and isinstance(options, dict) and options.get("include_usage") is True
+        )
+        tools = _openai_tools(body)
+        mode, forced = _openai_tool_choice(body, tools)
+        parallel = body.get("parallel_tool_calls", True)
+        if not isinstance(parallel, bool) and parallel is not None:
+            raise ApiError(400, "'parallel_tool_calls' must be a boolean")
+        return Job(
+            api=self,
+            id=self.id_prefix + job_id,
+            model=model,
+            prompt=prompt,
+            input_tokens=count_tokens(prompt),
+            max_tokens=_positive_int(body, "max_completion_tokens", "max_tokens"),
+            stream=stream,
+            include_usage=include_usage,
+            tools=tools,
+            tool_mode=mode,
+            forced_tool=forced,
+            tool_results=_tool_results(messages, "openai"),
+            parallel_tool_calls=parallel is not False,
+        )
+
+    def _chunk(self, job: Job, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": job.id,
+            "object": "chat.completion.chunk",
+            "created": job.created,
+            "model": job.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": choices,
+        }
+        if job.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def response(self, job: Job, tokens: list[str]) -> object:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(tokens),
+            "refusal": None,
+        }
+        if job.tool_calls:
+            message["content"] = None
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in job.emitted_calls()
+            ]
+        return {
+            "id": job.id,
+            "object": "chat.completion",
+            "created": job.created,
+            "model": job.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self._finish_reason(job),
+                }
+            ],
+            "usage": self._openai_usage(job),
+        }
+
+    def stream_token(self, job: Job, index: int, token: str) -> list[bytes]:
+        if job.tool_calls:
+            return self._tool_chunks(job, index)
+        delta = {"role": "assistant", "content": token} if index == 0 else {"content": token}
+        return [self._delta_chunk(job, delta)]
+
+    def _delta_chunk(self, job: Job, delta: dict[str, Any]) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        return sse_data(self._chunk(job, [choice]))
+
+    def _tool_chunks(self, job: Job, index: int) -> list[bytes]:
+        # As the API streams them: a call's id and name with empty arguments, then the
+        # arguments in fragments, each delta naming the call by its index.
+        piece = job.pieces[index]
+        events = []
+        if index == 0 or job.pieces[index - 1].call != piece.call:
+            call = job.tool_calls[piece.call]
+            opening: dict[str, Any] = {
+                "index": piece.call,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            delta: dict[str, Any] = {"tool_calls": [opening]}
+            if index == 0:
+                delta = {"role": "assistant", "content": None, "refusal": None, **delta}
+            events.append(self._delta_chunk(job, delta))
+        fragment = {"index": piece.call, "function": {"arguments": piece.text}}
+        events.append(self._delta_chunk(job, {"tool_calls": [fragment]}))
+        return events
+
+    def stream_close(self, job: Job) -> list[bytes]:
+        last = {
+            "index": 0,
+            "delta": {},
+            "logprobs": None,
+            "finish_reason": self._finish_reason(job),
+        }
+        events = [sse_data(self._chunk(job, [last]))]
+        if job.include_usage:
+            usage_chunk = self._chunk(job, [])
+            usage_chunk["usage"] = self._openai_usage(job)
+            events.append(sse_data(usage_chunk))
+        events.append(sse_data(b"[DONE]"))
+        return events
+
+
+class Completions(Api):
+    """``POST /v1/completions`` (legacy text completions)."""
+
+    path = "/v1/completions"
+    operation = "text_completion"
+    id_prefix = "cmpl-"
+
+    def parse(self, raw: object, job_id: str) -> Job:
+        body = _require_dict(raw)
+        model = _model(body)
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+            prompt = "".join(prompt)
+        if not isinstance(prompt, str):
+            raise ApiError(400, "'prompt' must be a string or an array of strings")
+        stream = _flag(body, "stream")
+        options = body.get("stream_options") or {}
+        include_usage = (
+            stream and isinstance(options, dict) and options.get("include_usage") is True
+        )
+        return Job(
+            api=self,
+            id=self.id_prefix + job_id,
+            model=model,
+            prompt=prompt,
+            input_tokens=count_tokens(prompt),
+            max_tokens=_positive_int(body, "max_tokens"),
+            stream=stream,
+            include_usage=include_usage,
+        )
+
+    def _body(self, job: Job, text: str, finish: str | None) -> dict[str, Any]:
+        return {
+            "id": job.id,
+            "object": "text_completion",
+            "created": job.created,
+            "model": job.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+        }
+
+    def response(self, job: Job, tokens: list[str]) -> object:
+        body = self._body(job, "".join(tokens), self._finish_reason(job))
+        body["usage"] = self._openai_usage(job)
+        return body
+
+    def stream_token(self, job: Job, index: int, token: str) -> list[bytes]:
+        return [sse_data(self._body(job, token, None))]
+
+    def stream_close(self, job: Job) -> list[bytes]:
+        events = [sse_data(self._body(job, "", self._finish_reason(job)))]
+        if job.include_usage:
+            usage_chunk = self._body(job, "", None)
+            usage_chunk["choices"] = []
+            usage_chunk["usage"] = self._openai_usage(job)
+            events.append(sse_data(usage_chunk))
+        events.append(sse_data(b"[DONE]"))
+        return events
+
+
+class Embeddings(Api):
+    """``POST /v1/embeddings``: prefill only, never streamed."""
+
+    path = "/v1/embeddings"
+    operation = "embeddings"
+    id_prefix = "emb-"
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+
+    def parse(self, raw: object, job_id: str) -> Job:
+        body = _require_dict(raw)
+        model = _model(body)
+        value = body.get("input")
+        inputs: list[str | list[int]]
+        if isinstance(value, str):
+            inputs = [value]
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            inputs = list(value)
+        elif isinstance(value, list) and value and all(_is_int(v) for v in value):
+            inputs = [list(value)]
+        elif (
+            isinstance(value, list)
+            and value
+            and all(isinstance(v, list) and all(_is_int(i) for i in v) for v in value)
+        ):
+            inputs = [list(v) for v in value]
+        else:
+            raise ApiError(400, "'input' must be a string, strings, or token arrays")
+        dimensions = _positive_int(body, "dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
+        encoding_format = body.get("encoding_format") or "float"
+        if encoding_format not in ("float", "base64"):
+            raise ApiError(400, "'encoding_format' must be 'float' or 'base64'")
+        tokens = sum(len(i) if isinstance(i, list) else count_tokens(i) for i in inputs)
+        return Job(
+            api=self,
+            id=self.id_prefix + job_id,
+            model=model,
+            prompt="",
+            input_tokens=tokens,
+            max_tokens=None,
+            inputs=inputs,
+            dimensions=dimensions,
+            encoding_format=encoding_format,
+        )
+
+    def _vector(self, model: str, value: str | list[int], dimensions: int) -> list[float]:
+        digest = hashlib.sha256(repr(value).encode()).hexdigest()
+        rng = random.Random(f"{self._seed}:{model}:{digest}")
+        vector = [rng.gauss(0.0, 1.0) for _ in range(dimensions)]
+        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        return [x / norm for x in vector]
+
+    def response(self, job: Job, tokens: list[str]) -> object:
+        data = []
+        for index, value in enumerate(job.inputs):
+            vector = self._vector(job.model, value, job.dimensions)
+            embedding: list[float] | str = vector
+            if job.encoding_format == "base64":
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                embedding = base64.b64encode(packed).decode()
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        usage = {"prompt_tokens": job.input_tokens, "total_tokens": job.input_tokens}
+        return {"object": "list", "data": data, "model": job.model, "usage": usage}
