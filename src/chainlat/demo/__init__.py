@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         main(["--requests", "8"])
     """
     parser = argparse.ArgumentParser(prog="chainlat demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=24, help="runs per variant (default 24)")
+    parser.add_argument(
+        "--requests", type=int, help="runs per variant (default 24; 8 turns with --voice)"
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the model simulator")
     parser.add_argument(
@@ -295,13 +297,23 @@ def main(argv: list[str] | None = None) -> int:
         help="where to write traces (default chainlat-traces.jsonl; a file left by an earlier "
         "run is kept under a name with its time)",
     )
+    parser.add_argument(
+        "--voice", action="store_true", help="a cascade voice agent instead (docs/voice.md)"
+    )
     args = parser.parse_args(argv)
+    if args.requests is None:
+        args.requests = 8 if args.voice else 24
     if args.requests < 1 or args.concurrency < 1:
         raise InputError("--requests and --concurrency must be at least 1")
     try:
         import openai  # noqa: F401
     except ImportError as exc:
         raise InputError("the demo needs the openai SDK: pip install 'chainlat[demo]'") from exc
+
+    if args.voice:
+        from chainlat.demo.voice import voice_main
+
+        return voice_main(args)
 
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
