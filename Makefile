@@ -46,10 +46,10 @@ test: lint system-deps  ## lint, type check, the whole test suite, then the inte
 	else echo "no Go toolchain: the Jaeger / Collector integration tests will skip"; fi
 	$(BIN)/pytest -m "not interop"
 	@# The framework interop matrix last (one cached venv per stack; CHAINLAT_INTEROP=0 skips it).
-	$(BIN)/pytest -m interop -rs tests/test_interop.py
+	$(BIN)/pytest -m interop -rs tests/test_interop.py tests/test_interop_voice.py
 
 interop: install  ## the framework interop matrix as tests (one cached venv per stack)
-	$(BIN)/pytest -m interop -rs tests/test_interop.py
+	$(BIN)/pytest -m interop -rs tests/test_interop.py tests/test_interop_voice.py
 
 interop-report: install  ## the interop matrix, one line per stack and case, results in interop-results/
 	$(BIN)/python tests/interop/run.py --stack all --repo . --out interop-results

@@ -116,6 +116,15 @@ PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
 """pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
 LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
 
+# --- Pipecat (voice agents) ----------------------------------------------------------
+PIPECAT_TURN_NUMBER: Final = "turn.number"
+"""On Pipecat's ``turn`` span: one voice turn, a run."""
+PIPECAT_TTFB: Final = "metrics.ttfb"
+"""Seconds, on Pipecat's ``stt``, ``llm`` and ``tts`` spans: its time to first byte."""
+PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
+PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
+PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"
+
 # --- databases ----------------------------------------------------------------------
 DB_SYSTEM: Final = "db.system"
 DB_SYSTEM_NAME: Final = "db.system.name"
@@ -408,6 +417,26 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
     ),
     Convention(
+        name="pipecat",
+        checked=(
+            "pipecat-ai==1.14.0 pipecat/utils/tracing/service_attributes.py, "
+            "service_decorators.py, turn_trace_observer.py",
+        ),
+        kinds=_frozen(
+            {
+                # Pipecat's own operation names on its service spans (chat is the LLM's).
+                GEN_AI_OPERATION_NAME: {"stt": "inference", "tts": "inference"},
+                PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
+            }
+        ),
+        reads=(
+            PIPECAT_TTFB,
+            PIPECAT_USER_BOT_LATENCY,
+            PIPECAT_WAS_INTERRUPTED,
+            PIPECAT_ENDED_BY_CONVERSATION_END,
+        ),
+    ),
+    Convention(
         name="db",
         checked=(
             "opentelemetry-semantic-conventions==0.66b2",
@@ -472,6 +501,7 @@ _OUTPUT_TOKEN_KEYS: Final = (
 _TTFT_SECONDS_KEYS: Final = (
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    PIPECAT_TTFB,
 )
 _WORKFLOW_NAME_KEYS: Final = (
     GEN_AI_WORKFLOW_NAME,
@@ -548,6 +578,8 @@ def _foreign(attributes: Mapping[str, object]) -> StepKind | None:
         return _REQUEST_TYPE_KINDS[value]
     if DB_SYSTEM in attributes or DB_SYSTEM_NAME in attributes:
         return "data"
+    if PIPECAT_TURN_NUMBER in attributes:
+        return "workflow"
     return None
 
 

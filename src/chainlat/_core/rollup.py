@@ -335,13 +335,8 @@ def call_record(
         step_name,
         attributes.get(attr.USER_FACING) is True,
         cache_read_tokens_of(attributes),
-        _operation_of(attributes),
+        voice.operation_of(attributes),
     )
-
-
-def _operation_of(attributes: Mapping[str, object]) -> str | None:
-    value = attributes.get(attr.GEN_AI_OPERATION_NAME)
-    return value if type(value) is str else None
 
 
 CACHE_READ_KEYS: Final = (

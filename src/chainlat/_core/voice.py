@@ -113,10 +113,35 @@ def fill_model_gaps(
     return out
 
 
+_OPERATIONS: Final = {
+    attr.OP_SPEECH_TO_TEXT: attr.OP_SPEECH_TO_TEXT,
+    attr.OP_TEXT_TO_SPEECH: attr.OP_TEXT_TO_SPEECH,
+    "stt": attr.OP_SPEECH_TO_TEXT,  # Pipecat's service spans
+    "tts": attr.OP_TEXT_TO_SPEECH,
+}
+
+
+def operation_of(attributes: Mapping[str, object]) -> str | None:
+    """``gen_ai.operation.name`` of a model call, with Pipecat's ``stt`` and ``tts`` read as
+    the conventions' ``speech_to_text`` and ``text_to_speech``."""
+    value = attributes.get(attr.GEN_AI_OPERATION_NAME)
+    if type(value) is not str:
+        return None
+    return _OPERATIONS.get(value, value)
+
+
 def end_reason_of(attributes: Mapping[str, object]) -> str | None:
-    """``gen_ai.agent.invocation.end_reason`` of a turn, when it is one of `END_REASONS`."""
+    """How a turn ended, one of `END_REASONS`: ``gen_ai.agent.invocation.end_reason``, else
+    Pipecat's ``turn.was_interrupted`` (``session_closed`` when Pipecat closed the turn
+    because the conversation ended, ``turn.ended_by_conversation_end``); None if unknown."""
     value = attributes.get(attr.GEN_AI_AGENT_INVOCATION_END_REASON)
-    return value if isinstance(value, str) and value in attr.END_REASONS else None
+    if isinstance(value, str) and value in attr.END_REASONS:
+        return value
+    interrupted = attributes.get("turn.was_interrupted")
+    if interrupted is True:
+        ended = attributes.get("turn.ended_by_conversation_end") is True
+        return "session_closed" if ended else "interrupted"
+    return "completed" if interrupted is False else None
 
 
 def is_interrupted(attributes: Mapping[str, object]) -> bool:

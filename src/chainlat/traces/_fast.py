@@ -37,6 +37,7 @@ from chainlat._core.rollup import (
     step_name_of,
 )
 from chainlat._core.runs import TracedSpan
+from chainlat._core.voice import operation_of
 from chainlat.traces._parse import (
     _MAX_NS,
     _MISSING,
@@ -334,9 +335,7 @@ def _derive(
             ttft = call_ttft
         user_facing = found.get(_USER_FACING) is True
         cache_read = cache_read_tokens_of(found)
-        operation = found.get(attr.GEN_AI_OPERATION_NAME)
-        if type(operation) is not str:
-            operation = None
+        operation = operation_of(found)
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
         step_name, user_facing, cache_read, operation,

@@ -28,6 +28,7 @@ from chainlat._core.rollup import (
     step_name_of,
 )
 from chainlat._core.runs import TracedSpan
+from chainlat._core.voice import operation_of
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
     import orjson
@@ -446,8 +447,7 @@ def _common_otlp_span(
         if kind == "inference":
             record.user_facing = attributes.get(_USER_FACING) is True
             record.cache_read_tokens = cache_read_tokens_of(attributes)
-            operation = attributes.get(attr.GEN_AI_OPERATION_NAME)
-            record.operation = operation if type(operation) is str else None
+            record.operation = operation_of(attributes)
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )

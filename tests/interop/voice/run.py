@@ -1,0 +1,284 @@
+"""The Pipecat voice case of the interop matrix: a real Pipecat cascade against ``chainlat
+sim``, its traces read by chainlat and held to Pipecat's own figures.
+
+``python tests/interop/voice/run.py [--out DIR] [--turns N]`` (from the project's
+environment: the judging reads the traces with chainlat). The ``pipecat`` environment is
+built from ``requirements/pipecat.txt`` by the matrix's ``run.py`` (same cache). Two
+cases: ``unwrapped`` (Pipecat's spans alone) and ``unwrapped+httpx`` (with
+``chainlat.instrument_httpx()``). See README.md, "The Pipecat voice case".
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+STACK = "pipecat"
+CASES = (("unwrapped", False), ("unwrapped+httpx", True))
+TURNS = 3
+LLM = "sim-voice-llm"
+PROFILES = {
+    "models": [
+        {"name": LLM, "ttft_base_ms": 100, "decode_ms_per_token": 5, "output_tokens": 12},
+    ]
+}
+FIRST_AUDIO_TOLERANCE_MS = 30.0
+"""chainlat's first audio (the TTS call's first audio, where Pipecat's ``metrics.ttfb``
+places it) against Pipecat's ``turn.user_bot_latency_seconds`` (its output transport's
+``BotStartedSpeakingFrame``), both from the same end of speech: the frame reaches the
+output transport and starts playing after the TTS service pushed it, 2.5-15 ms later in
+the runs of README.md; 30 ms leaves room for a busy machine."""
+WIRE_SLACK_MS = 1.0
+"""A call's time to first byte on the wire lies inside Pipecat's, which starts before the
+request is built and ends when the service pushes its first frame (for TTS, once it has
+0.5 s of audio: ``TTSService.chunk_size``): never longer than it by more than this."""
+
+
+def _matrix() -> Any:
+    spec = importlib.util.spec_from_file_location("chainlat_interop_run", HERE.parent / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Verdict:
+    """One case: right when ``problems`` is empty; ``figures`` per turn for the summary."""
+
+    case: str
+    problems: list[str] = field(default_factory=list)
+    figures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def right(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        said = "right" if self.right else "WRONG (" + "; ".join(self.problems) + ")"
+        return f"{STACK} {self.case}: {said}"
+
+
+def run_case(venv: Path, matrix: Any, case: str, httpx: bool, where: Path, turns: int) -> Path:
+    """Run the agent against a fresh sim; returns the traces file (``stopped_at`` beside)."""
+    where.mkdir(parents=True, exist_ok=True)
+    profiles = where / "profiles.json"
+    profiles.write_text(json.dumps(PROFILES))
+    sim = matrix.Sim(venv, profiles, where / "sim-spans.jsonl", where / "sim.log")
+    traces = where / "traces.jsonl"
+    try:
+        argv = [
+            str(matrix._bin(venv, "python")),
+            "-P",
+            str(HERE / "pipecat_agent.py"),
+            "--base-url",
+            sim.base_url.removesuffix("/v1"),
+            "--traces",
+            str(traces),
+            "--turns",
+            str(turns),
+            "--llm",
+            LLM,
+        ]
+        if httpx:
+            argv.append("--httpx")
+        with open(where / "agent.log", "w") as log:
+            done = subprocess.run(
+                argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=300, check=False
+            )
+        if done.returncode != 0:
+            raise RuntimeError(f"{case}: the agent failed (exit {done.returncode}); see {log.name}")
+        stops = [line for line in done.stdout.splitlines() if line.startswith("stopped_at")]
+        (where / "stopped_at.txt").write_text(stops[-1] if stops else "")
+    finally:
+        sim.stop()
+    return traces
+
+
+def judge(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
+    """chainlat's reading of one case against Pipecat's own attributes (README.md)."""
+    from chainlat._core import attributes as attr
+    from chainlat._core import voice
+    from chainlat._core.stats import aggregate
+    from chainlat.traces import read_runs
+
+    verdict = Verdict(case)
+    stopped = [int(x) for x in (traces.parent / "stopped_at.txt").read_text().split()[1:]]
+    runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
+    spans = _all_spans(traces)
+    if len(runs) != turns or len(stopped) != turns:
+        verdict.problems.append(f"{len(runs)} turns read, {len(stopped)} spoken, {turns} asked")
+        return verdict
+    stats = aggregate(runs).workflows["turn"]
+    if stats.interrupted or len(stats.quantities["first_output"]) != turns:
+        verdict.problems.append(
+            f"{stats.interrupted} turns counted interrupted, "
+            f"{len(stats.quantities['first_output'])} first audio samples"
+        )
+    for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
+        root = run.root.attributes if run.root is not None else {}
+        figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
+        verdict.figures.append(figures)
+        if run.workflow != "turn" or root.get("turn.number") not in (n, str(n)):
+            verdict.problems.append(f"turn {n}: read as {run.workflow!r} {root.get('turn.number')}")
+        stages = {s.name: s for s in run.steps}
+        if run.rollup.critical_path != ("stt", "llm", "tts") or set(stages) != {
+            "stt",
+            "llm",
+            "tts",
+        }:
+            verdict.problems.append(f"turn {n}: stages {run.rollup.critical_path} {sorted(stages)}")
+            continue
+        # Tokens: the LLM's usage as Pipecat recorded it, and as the sim counted it.
+        llm = _pipecat_span(spans, run, "llm")
+        tokens = (run.rollup.input_tokens, run.rollup.output_tokens)
+        pipecat_tokens = (
+            int(llm[attr.GEN_AI_USAGE_INPUT_TOKENS]),
+            int(llm[attr.GEN_AI_USAGE_OUTPUT_TOKENS]),
+        )
+        figures["tokens"] = tokens
+        if tokens != pipecat_tokens or tokens[1] != PROFILES["models"][0]["output_tokens"]:
+            verdict.problems.append(f"turn {n}: tokens {tokens}, Pipecat's {pipecat_tokens}")
+        # Stages: each stage's time to first byte, chainlat's reading of Pipecat's metrics.ttfb.
+        for name in ("llm", "tts"):
+            ttfb_s = float(_pipecat_span(spans, run, name)["metrics.ttfb"])
+            read = stages[name].ttft_ms
+            figures[f"{name}_ttfb_ms"] = {"pipecat": ttfb_s * 1000, "chainlat": read}
+            if read is None or abs(read - ttfb_s * 1000) > 0.001:
+                verdict.problems.append(f"turn {n}: {name} ttfb {read}, Pipecat's {ttfb_s * 1000}")
+        # The first audio, from the end of the caller's words.
+        assert run.first_output_ms is not None
+        first_audio_ns = run.start_ns + run.first_output_ms * 1e6
+        mine_ms = (first_audio_ns - stop) / 1e6
+        theirs_ms = float(str(root["turn.user_bot_latency_seconds"])) * 1000
+        figures["first_audio_ms"] = {"chainlat": mine_ms, "pipecat": theirs_ms}
+        if abs(mine_ms - theirs_ms) > FIRST_AUDIO_TOLERANCE_MS:
+            verdict.problems.append(
+                f"turn {n}: first audio {mine_ms:.1f} ms after the end of speech, Pipecat's "
+                f"{theirs_ms:.1f} (tolerance {FIRST_AUDIO_TOLERANCE_MS:.0f})"
+            )
+        figures["split_ms"] = {
+            "speech_to_text": run.rollup.first_output_speech_to_text_ms,
+            "text_to_speech": run.rollup.first_output_text_to_speech_ms,
+            "inference": run.rollup.first_output_inference_ms,
+            "overhead": run.rollup.first_output_overhead_ms,
+        }
+        if run.rollup.first_output_text_to_speech_ms is None:
+            verdict.problems.append(f"turn {n}: no text-to-speech part of the first audio")
+        reason = voice.end_reason_of(root)
+        figures["end_reason"] = reason
+        if reason != "completed" or root.get("turn.was_interrupted") is not False:
+            verdict.problems.append(f"turn {n}: ended {reason}, Pipecat says completed")
+        if httpx:
+            _wire(verdict, figures, spans, run, n)
+    return verdict
+
+
+def _wire(
+    verdict: Verdict, figures: dict[str, Any], spans: list[dict[str, Any]], run: Any, n: int
+) -> None:
+    """With instrument_httpx: each stage's call on the wire, against Pipecat's figures."""
+    for name, operation in (("llm", "chat"), ("tts", "text_to_speech")):
+        pipecat = _pipecat_record(spans, run, name)
+        wire = [
+            s
+            for s in spans
+            if s["attributes"].get("gen_ai.operation.name") == operation
+            and "http.request.method" in s["attributes"]
+            and pipecat["start"] <= s["start"] <= pipecat["end"]
+        ]
+        if len(wire) != 1:
+            verdict.problems.append(f"turn {n}: {len(wire)} {operation} calls on the wire")
+            continue
+        wire_ttfb = float(wire[0]["attributes"]["chainlat.latency.ttft_ms"])
+        pipecat_ttfb = float(pipecat["attributes"]["metrics.ttfb"]) * 1000
+        before = (wire[0]["start"] - pipecat["start"]) / 1e6
+        figures[f"{name}_wire"] = {
+            "ttfb_ms": wire_ttfb,
+            "pipecat_ttfb_ms": pipecat_ttfb,
+            "request_sent_after_ms": before,
+        }
+        if wire_ttfb > pipecat_ttfb + WIRE_SLACK_MS:
+            verdict.problems.append(
+                f"turn {n}: {name}'s first byte {wire_ttfb:.1f} ms on the wire, longer than "
+                f"Pipecat's time to first byte {pipecat_ttfb:.1f}"
+            )
+
+
+def _all_spans(traces: Path) -> list[dict[str, Any]]:
+    """Every span of the file: name, ids, start, end, attributes (values as JSON has them)."""
+    found: list[dict[str, Any]] = []
+    for line in traces.read_text().splitlines():
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    found.append(
+                        {
+                            "name": span["name"],
+                            "trace": span["traceId"],
+                            "parent": span.get("parentSpanId", ""),
+                            "start": int(span["startTimeUnixNano"]),
+                            "end": int(span["endTimeUnixNano"]),
+                            "attributes": {
+                                kv["key"]: next(iter(kv["value"].values()))
+                                for kv in span.get("attributes", [])
+                            },
+                        }
+                    )
+    return found
+
+
+def _pipecat_record(spans: list[dict[str, Any]], run: Any, name: str) -> dict[str, Any]:
+    parent = run.span_id
+    mine = [s for s in spans if s["name"] == name and s["parent"] == parent]
+    assert len(mine) == 1, (name, len(mine))
+    return mine[0]
+
+
+def _pipecat_span(spans: list[dict[str, Any]], run: Any, name: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = _pipecat_record(spans, run, name)["attributes"]
+    return attributes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--turns", type=int, default=TURNS)
+    args = parser.parse_args(argv)
+    matrix = _matrix()
+    try:
+        venv, spent = matrix.setup(STACK, REPO)
+    except matrix.SetupError as exc:
+        print(f"{STACK}: cannot set up: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
+    verdicts = []
+    for case, httpx in CASES:
+        started = time.perf_counter()
+        traces = run_case(venv, matrix, case, httpx, out / STACK / case, args.turns)
+        verdict = judge(case, traces, args.turns, httpx=httpx)
+        verdicts.append(verdict)
+        print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    summary = {
+        "setup_s": spent,
+        "cases": {v.case: {"right": v.right, "problems": v.problems, "turns": v.figures}
+                  for v in verdicts},
+    }  # fmt: skip
+    (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"results in {out}")
+    return 0 if all(v.right for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

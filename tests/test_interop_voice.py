@@ -1,0 +1,40 @@
+"""The Pipecat voice case of the interop matrix (tests/interop/voice/, README.md there).
+
+A real Pipecat cascade (its OpenAI-compatible STT, LLM and TTS services) runs against
+``chainlat sim`` with its own tracing on; chainlat reads its turns, stages, tokens and
+first audio and must agree with Pipecat's ``metrics.ttfb`` and
+``turn.user_bot_latency_seconds`` within the stated tolerances. Its environment is built
+from PyPI the first time (``requirements/pipecat.txt``), like every stack's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUN = Path(__file__).parent / "interop" / "voice" / "run.py"
+
+
+@pytest.mark.interop
+def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None:
+    """Both cases right: turns, stages, tokens, time to first byte and first audio."""
+    if os.environ.get("CHAINLAT_INTEROP") == "0":
+        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode == 2:
+        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
+    summary = json.loads((tmp_path / "voice-summary.json").read_text())
+    assert set(summary["cases"]) == {"unwrapped", "unwrapped+httpx"}
+    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
+    assert not bad, "\n".join(bad)
+    assert done.returncode == 0, done.stdout + done.stderr
