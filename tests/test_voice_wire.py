@@ -215,3 +215,26 @@ def test_a_transcription_without_a_file_is_refused(sim: SimServer) -> None:
         )
     assert form.status_code == 400
     assert "'file'" in form.json()["error"]["message"]
+
+
+def test_with_content_on_the_transcript_is_kept_and_the_text_to_speak_is_not(
+    sim: SimServer, live: Capture
+) -> None:
+    transport = TracingTransport(
+        httpx2.HTTPTransport(), tracer_provider=live.provider, capture_content=True
+    )
+    with openai.OpenAI(
+        base_url=sim.base_url + "/v1",
+        api_key="sk-test",
+        http_client=httpx2.Client(transport=transport),
+        max_retries=0,
+    ) as client:
+        client.audio.speech.create(model="tts-test", voice="alloy", input=SECRET_TEXT).read()
+        text = client.audio.transcriptions.create(
+            model="stt-test", file=("t.wav", recording(0.8), "audio/wav"), prompt=SECRET_TEXT
+        ).text
+    speech = dict(live.span("text_to_speech tts-test").attributes or {})
+    no_content(speech, SECRET_TEXT)
+    transcription = dict(live.span("speech_to_text stt-test").attributes or {})
+    no_content(transcription, SECRET_TEXT)
+    assert text in str(transcription[attr.GEN_AI_OUTPUT_MESSAGES])
