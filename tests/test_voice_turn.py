@@ -91,3 +91,28 @@ def test_a_start_later_than_now_is_ignored(cap: Capture) -> None:
     ) as run:
         cap.clock.advance(10)
     assert run.duration_ms == 10.0
+
+
+def test_a_model_call_timed_at_the_wire_still_covers_the_first_sentence() -> None:
+    """The model call wrapped by hand around its wire span: the wire span is what runs
+    through the gap before TTS, and the call is on the path to the first audio."""
+    root = rec(1, None, "invoke_workflow voice-turn", 0, 1100, "workflow")
+    spans = [
+        rec(2, 1, "speech_to_text stt-1", 20, 140, "inference", operation="speech_to_text"),
+        rec(3, 1, "data kb", 140, 180, "data"),
+        rec(4, 1, "answer", 180, 600, "inference", operation="chat", source="chainlat"),
+        rec(5, 4, "chat llm-1", 182, 598, "inference", operation="chat", source="http",
+            ttft_ms=148.0),
+        rec(6, 1, "text_to_speech tts-1", 400, 900, "inference", operation="text_to_speech",
+            ttft_ms=120.0, user_facing=True),
+        rec(7, 1, "text_to_speech tts-1", 600, 1100, "inference", operation="text_to_speech"),
+    ]  # fmt: skip
+    r = compute_rollup(root, spans)
+    assert r.first_output_ms == 520.0
+    assert r.first_output_split() == {
+        "inference": 120.0 + 218.0 + 120.0,  # the wire span from 182 to the first sentence
+        "data": 40.0,
+        "tool": 0.0,
+        "overhead": 20.0 + 2.0,  # the client's 2 ms before the request went out
+    }
+    assert (r.first_output_speech_to_text_ms, r.first_output_text_to_speech_ms) == (120.0, 120.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol, Self, TypeVar
 
 from chainlat._core import attributes as attr
 
@@ -36,6 +36,8 @@ class _Node(Protocol):
     def start(self) -> int: ...
     @property
     def end(self) -> int: ...
+    @property
+    def kids(self) -> list[Self]: ...
 
 
 N = TypeVar("N", bound=_Node)
@@ -89,14 +91,23 @@ def fill_model_gaps(
     both) was running through is that call's time, the latest-started call's where
     several ran; the path goes through it. Runs without speech calls are not changed.
     """
-    models = [c for c in calls if c.attribution == "inference"]
+    # A call timed at the wire counts as inference only inside its wire span (the client's
+    # time around it is the kind around): that span covers the gap, as the call's.
+    models: list[tuple[N, _Node | None]] = []
+    for call in calls:
+        if call.attribution == "inference":
+            models.append((call, call.enclosing))
+        else:
+            models.extend(
+                (kid, call.enclosing) for kid in call.kids if kid.attribution == "inference"
+            )
     out: list[tuple[N, int, int]] = []
     for node, start, end in segments:
         if node.attribution != "overhead":
             out.append((node, start, end))
             continue
         around = node.owner
-        covering = [c for c in models if c.enclosing is around and c.start < end and c.end > start]
+        covering = [c for c, outer in models if outer is around and c.start < end and c.end > start]
         if not covering:
             out.append((node, start, end))
             continue
