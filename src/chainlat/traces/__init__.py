@@ -18,8 +18,8 @@ not all of them, since a trace's attributes can hold whole prompts.
 :func:`read_runs` is built on it: each workflow span becomes a
 :class:`~chainlat.WorkflowRun`, whose rollup is read from the ``chainlat.chain.*``
 attributes when present and rebuilt from the spans otherwise (traces written by
-another instrumentation). The trade-off analysis reads the same traces as span
-trees (``chainlat.traces.runs.read_run_trees``).
+another instrumentation). The trade-off analysis reads the same runs, through
+:func:`read_runs`.
 
 **When is a trace complete?** Spans of one trace arrive spread over many lines
 (each exporter batch is a line), children before their parent since they end
