@@ -130,7 +130,8 @@ def test_a_missing_or_corrupt_trace_file_exits_2(
     assert "bad.jsonl:1: not valid JSON" in capsys.readouterr().err
     bad.write_text('{"resourceSpans": []}\n{oops\n')
     assert main(["compare", str(bad)]) == 2
-    assert "bad.jsonl: no workflow run to compare" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "nothing to compare: no spans in" in err and "bad.jsonl" in err
 
 
 def test_compare_prints_variants_and_writes_the_chart(
@@ -200,7 +201,7 @@ def test_text_output_names_the_jaeger_source(
     )
     assert main(["profile", "--jaeger", jaeger.url, "--service", "quiet"]) == 2
     assert capsys.readouterr().err == (
-        f"chainlat: {jaeger.url} (service quiet): no workflow run to fit profiles from\n"
+        f"chainlat: nothing to fit: no spans in {jaeger.url} (service quiet)\n"
     )
 
 

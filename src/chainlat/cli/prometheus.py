@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from chainlat._core.errors import InputError
-
-EXIT_OK = 0
-EXIT_BROKEN = 1
+from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
+from chainlat.cli.options import BUDGETS_FOUND, add_command
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -33,13 +32,15 @@ def add_check_options(check: argparse.ArgumentParser) -> None:
 
 def add_budgets_commands(budgets_sub: Any) -> None:
     """``chainlat budgets rules FILE``."""
-    rules = budgets_sub.add_parser(
+    rules = add_command(
+        budgets_sub,
         "rules",
+        rules_command,
         help="write Prometheus recording and alerting rules for a budget file",
         description="Prometheus rules (YAML) that enforce every limit metrics can express; "
         "the others are listed in a comment.",
     )
-    rules.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
+    rules.add_argument("file", nargs="?", metavar="FILE", help=BUDGETS_FOUND)
     rules.add_argument("--window", default="1h", help="range of each rule (default 1h)")
     rules.add_argument(
         "--for",
@@ -58,7 +59,6 @@ def add_budgets_commands(budgets_sub: Any) -> None:
         help="print only the span-metrics bucket boundaries these limits need, as "
         "CHAINLAT_SPANMETRICS_BUCKETS takes them",
     )
-    rules.set_defaults(func=rules_command)
 
 
 def rules_command(args: argparse.Namespace) -> int:

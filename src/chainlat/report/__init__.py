@@ -24,6 +24,7 @@ from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdo
 from chainlat.report.text import (
     check_renderables,
     check_text,
+    diff_renderables,
     diff_text,
     render_text,
     stats_renderables,
@@ -39,6 +40,7 @@ __all__ = [
     "check_text",
     "diff_json",
     "diff_markdown",
+    "diff_renderables",
     "diff_text",
     "html_page",
     "jaeger_ui_url",

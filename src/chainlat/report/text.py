@@ -93,10 +93,14 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
 def render_text(
     renderables: Iterable[RenderableType | str], *, width: int | None = None, color: bool = False
 ) -> str:
-    """Render rich objects (and strings) to text, for logs and captured output."""
+    """Render rich objects (and strings) to text, for logs and captured output; tables
+    fitted to the width without cutting a value (:func:`~chainlat.report.tables.fit_table`)."""
     import io
 
     from rich.console import Console
+    from rich.table import Table
+
+    from chainlat.report.tables import fit_table
 
     buffer = io.StringIO()
     console = Console(
@@ -110,6 +114,9 @@ def render_text(
     for item in renderables:
         if isinstance(item, str):
             console.print(visible(item, newline=True), markup=False, soft_wrap=True)
+        elif isinstance(item, Table):
+            for part in fit_table(item, console.width):
+                console.print(part)
         else:
             console.print(item)
     return buffer.getvalue()
@@ -202,6 +209,11 @@ def stats_text(
 
 def diff_text(result: DiffResult, *, width: int | None = None) -> str:
     """A diff as a text table."""
+    return render_text(diff_renderables(result), width=width or 140)
+
+
+def diff_renderables(result: DiffResult) -> list[RenderableType | str]:
+    """A diff as rich renderables: a heading, the table of comparisons, the conclusion."""
     from rich.table import Table
 
     table = Table(show_edge=False)
@@ -214,4 +226,4 @@ def diff_text(result: DiffResult, *, width: int | None = None) -> str:
         f"chainlat diff: {count(result.baseline_runs, 'baseline run')}, "
         f"{count(result.current_runs, 'current run')}"
     )
-    return render_text([head, "", table, "", diff_conclusion(result)], width=width or 140)
+    return [head, "", table, "", diff_conclusion(result)]
