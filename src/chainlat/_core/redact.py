@@ -265,18 +265,27 @@ def _scrub_pairs(text: str) -> str:
         value_start = name.end()
         out.append(text[pos:value_start])
         pos = value_start
-        if _is_secret_name(name["name"]) and (value := _PAIR_VALUE.match(text, pos)):
+        if (
+            _is_secret_name(name["name"])
+            and (value := _PAIR_VALUE.match(text, pos))
+            and not (_is_word(value.group()) and name.group().rstrip().endswith(":"))
+        ):
             out.append(_redact_quoted(value.group()))
             pos = value.end()
     out.append(text[pos:])
     return "".join(out)
 
 
+def _is_word(text: str) -> bool:
+    """An ordinary word ("required", "Basic"), not a value a credential could be."""
+    return len(text) <= _WORD_MAX_CHARS and text.isalpha() and text[1:].islower()
+
+
 def _redact_auth_scheme(match: re.Match[str]) -> str:
     value = match["value"]
     word = value.rstrip("=")
     # "Bearer token required", "Basic usage", 'Bearer realm="api"' are prose, not credentials.
-    if len(word) <= _WORD_MAX_CHARS and word.isalpha() and word[1:].islower():
+    if _is_word(word):
         return match.group()
     return f"{match['scheme']}{match['sep']}{REDACTED}"
 
