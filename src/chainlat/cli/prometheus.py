@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chainlat._core.errors import InputError
-from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
+from chainlat._core.exits import EXIT_OK
 from chainlat.cli.options import BUDGETS_FOUND, add_command
 
 
@@ -92,7 +92,8 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
-    from chainlat.report.text import _verdict_table, conclusion, render_text
+    from chainlat.cli.budgets import allowed_reasons, warn_unjudged
+    from chainlat.report.text import _verdict_table, conclusion_lines, render_text
     from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
 
     if args.sources or args.jaeger:
@@ -101,7 +102,7 @@ def check(args: argparse.Namespace) -> int:
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
-    result = judge_prometheus(budgets, reader, window=args.window)
+    result = judge_prometheus(budgets, reader, window=args.window, allow=allowed_reasons(args))
     where = f"Prometheus {reader.url}, the last {args.window}"
     if args.format == "json":
         document = report.check_json(result)
@@ -115,7 +116,7 @@ def check(args: argparse.Namespace) -> int:
             verdicts = result.verdicts_of(name)
             if verdicts:
                 out += [f"{name}:", _verdict_table(verdicts), ""]
-        out.append(conclusion(result))
+        out.extend(conclusion_lines(result))
         sys.stdout.write(render_text(out))
     if args.junit:
         try:
@@ -124,11 +125,5 @@ def check(args: argparse.Namespace) -> int:
             raise InputError(
                 f"{args.junit}: cannot write the JUnit report: {exc.strerror}"
             ) from None
-    if result.broken:
-        return EXIT_BROKEN
-    if not result.judged:
-        raise InputError(
-            f"nothing to judge: {where} has no runs of the budgeted workflows "
-            f"({', '.join(budgets.workflows)})"
-        )
-    return EXIT_OK
+    warn_unjudged(result)
+    return result.exit_code
