@@ -13,6 +13,7 @@ import pytest
 
 from chainlat.cli import main
 from support import MISTAKES, StartFakeJaeger
+from support.cli import run
 from tracegen import DATA_DIR, ChatRun, write_runs
 
 BUDGETS = """\
@@ -32,12 +33,6 @@ def budgets(tmp_path: Path) -> Path:
     path = tmp_path / "chainlat.toml"
     path.write_text(BUDGETS)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(err: str, *fragments: str) -> None:
