@@ -131,6 +131,23 @@ def test_help_is_formatted_and_states_the_exit_codes(command: str) -> None:
         assert EXIT_CODES_HELP in _flat(text)
 
 
+PLACEHOLDERS = {"NAME", "FILE", "URL", "N", "SECONDS", "DURATION", "PERCENT", "P"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_names_its_value_with_a_shared_placeholder(command: str) -> None:
+    """``--workflow NAME``, ``--budgets FILE``, ``--window DURATION``: never argparse's
+    default (the option's name in capitals), never a second word for the same thing."""
+    for action in COMMANDS[command]._actions:
+        if not action.option_strings or action.nargs == 0 or action.choices is not None:
+            continue
+        metavar = action.metavar
+        assert isinstance(metavar, str), f"{command} {action.option_strings[0]}: no metavar"
+        assert metavar in PLACEHOLDERS or metavar.startswith('"'), (
+            f"{command} {action.option_strings[0]} {metavar}"
+        )
+
+
 @pytest.mark.parametrize("command", ["demo", "sim"])
 def test_the_commands_with_their_own_parser_state_the_exit_codes_too(
     command: str, capsys: pytest.CaptureFixture[str]

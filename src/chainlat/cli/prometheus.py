@@ -26,7 +26,10 @@ def add_check_options(check: argparse.ArgumentParser) -> None:
         "Prometheus, e.g. http://host:9090 (no trace is read)",
     )
     group.add_argument(
-        "--window", default="1h", help="the range the metrics cover, ending now (default 1h)"
+        "--window",
+        default="1h",
+        metavar="DURATION",
+        help="the range the metrics cover, ending now (default 1h)",
     )
 
 
@@ -41,7 +44,9 @@ def add_budgets_commands(budgets_sub: Any) -> None:
         "the others are listed in a comment.",
     )
     rules.add_argument("file", nargs="?", metavar="FILE", help=BUDGETS_FOUND)
-    rules.add_argument("--window", default="1h", help="range of each rule (default 1h)")
+    rules.add_argument(
+        "--window", default="1h", metavar="DURATION", help="range of each rule (default 1h)"
+    )
     rules.add_argument(
         "--for",
         dest="for_",
@@ -50,7 +55,10 @@ def add_budgets_commands(budgets_sub: Any) -> None:
         help="how long a limit stays broken before the alert fires (default: at once)",
     )
     rules.add_argument(
-        "--evaluation-interval", default="30s", help="the rule groups' interval (default 30s)"
+        "--evaluation-interval",
+        default="30s",
+        metavar="DURATION",
+        help="the rule groups' interval (default 30s)",
     )
     rules.add_argument("--output", "-o", metavar="FILE", help="write the rules to FILE")
     rules.add_argument(
