@@ -485,3 +485,66 @@ def test_within_the_sizes_it_was_fitted_on_the_new_model_keeps_every_slope() -> 
     ranks = [sorted(big).index(b) for b in big]
     expected = [(line.intercept + line.slope * 100) * math.exp(noise[r]) for r in ranks]
     assert swapped_ms(result) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_swapped_step_named_without_its_model_stays_on_the_critical_path() -> None:
+    """``--swap "plan=small"`` (a step name without the model): on the path before and after."""
+    runs = [
+        run_of(
+            219,
+            (2, 1, "data retrieve", 1, 11, DATA),
+            (3, 1, "plan", 12, 212, call("big")),
+            (4, 1, "execute_tool lookup", 213, 218, TOOL),
+        )
+    ]
+    result = whatif(runs, profiles=PROFILES, swap={"plan": "small"})
+    [estimate] = result.runs
+    assert estimate.after.critical_path == ("data retrieve", "plan", "execute_tool lookup")
+    assert estimate.after.total_ms == 69
+    [workflow] = result.workflows
+    plan = next(s for s in workflow.steps if s.step == "plan")
+    assert (plan.after_name, plan.critical_before, plan.critical_after) == (
+        "plan -> small",
+        1.0,
+        1.0,
+    )
+
+
+def test_a_dropped_step_is_never_on_the_critical_path_after() -> None:
+    result = whatif([sequential()], profiles=PROFILES, drop=["data retrieve"])
+    steps = {s.step: s for s in result.workflows[0].steps}
+    assert (steps["data retrieve"].critical_before, steps["data retrieve"].critical_after) == (
+        1.0,
+        0.0,
+    )
+    assert steps["chat big"].critical_after == 1.0
+
+
+def test_a_model_streamed_without_usage_is_named_with_the_stream_option_to_fix_it() -> None:
+    """Calls of the new model exist but streamed without token counts: say how to get them."""
+    streamed = {
+        "chainlat.step.kind": "inference",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "small",
+        "chainlat.latency.ttft_ms": 20.0,
+    }
+    runs = [
+        sequential(),
+        run_of(60, (2, 1, "chat small", 1, 51, streamed), trace="t2"),
+        run_of(60, (2, 1, "chat small", 1, 51, streamed), trace="t3"),
+    ]
+    with pytest.raises(SpecError) as caught:
+        whatif(runs, swap={"chat big": "small"})
+    message = str(caught.value)
+    assert "no latency profile for model 'small'" in message
+    assert "its 2 calls in the runs streamed without token counts" in message
+    assert 'stream_options={"include_usage": True}' in message
+    assert "record runs that use it" not in message
+    # A model the runs never called still gets the general advice.
+    with pytest.raises(SpecError, match="record runs that use it"):
+        whatif(runs, swap={"chat big": "gpt-9"})
+
+
+def test_whatif_takes_runs_not_a_file_name() -> None:
+    with pytest.raises(TypeError, match="load_runs"):
+        whatif("traces.jsonl", swap={"chat big": "small"})  # type: ignore[arg-type]

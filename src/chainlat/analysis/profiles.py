@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from chainlat._core.runs import TracedSpan, WorkflowRun
 
 __all__ = [
+    "STREAM_USAGE",
     "LatencyProfile",
     "ModelCall",
     "ProfileFileError",
@@ -81,6 +82,7 @@ __all__ = [
     "load_profiles",
     "parse_profiles",
     "save_profiles",
+    "usage_gaps",
 ]
 
 _ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
@@ -90,6 +92,9 @@ MAX_TOKENS: Final = 10**9
 """Token counts above this (a billion) are not a call's: a hostile or corrupt trace, left
 out of fits so that their squares stay finite floats."""
 
+
+STREAM_USAGE: Final = 'stream_options={"include_usage": True}'
+"""What an OpenAI-style streamed request needs for its answer to carry token counts."""
 
 ProfileFileError = ProfileError
 """The name this module has always raised; the one profile error of chainlat."""
@@ -402,6 +407,27 @@ def _share(parts: Sequence[tuple[float | None, float]]) -> float | None:
     if not parts or total <= 0:
         return None
     return _round(min(max(math.fsum(p or 0.0 for p, _ in parts) / total, 0.0), 1.0))
+
+
+def usage_gaps(calls: Iterable[ModelCall]) -> dict[str, int]:
+    """Models with no call a profile can be fitted from, by the count of their calls that
+    streamed without token counts (the cause, when it is not 0).
+
+    Example::
+
+        for model, n in usage_gaps(c for run in runs for c in calls_of(run)).items():
+            print(f"{model}: {n} calls streamed without usage; stream with {STREAM_USAGE}")
+    """
+    gaps: dict[str, int] = {}
+    usable: set[str] = set()
+    for call in calls:
+        if call.error or call.cache_hit:
+            continue  # never fitted, with or without tokens
+        if call.input_tokens is not None and call.output_tokens is not None:
+            usable.add(call.model)
+        elif call.ttft_ms is not None:
+            gaps[call.model] = gaps.get(call.model, 0) + 1
+    return {model: n for model, n in sorted(gaps.items()) if model not in usable}
 
 
 def fit_profiles(runs: Iterable[WorkflowRun]) -> dict[str, LatencyProfile]:

@@ -169,7 +169,9 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _whatif(args: argparse.Namespace) -> int:
+    from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
+    from chainlat.traces import load_runs
 
     budgets = None
     if args.budgets:
@@ -177,18 +179,19 @@ def _whatif(args: argparse.Namespace) -> int:
 
         budgets = load_budgets(args.budgets)
     sources = sources_from(args)
+    profiles = load_profiles(args.profiles) if args.profiles else None
     result = whatif(
-        sources,
+        load_runs(sources, roots=args.roots),
         swap=args.swap,
         prompt_scale=args.prompt_scale,
         cache_hit_rate=args.cache_hit_rate,
         drop=args.drop,
-        profiles=args.profiles,
+        profiles=profiles,
         budgets=budgets,
         workflow=args.workflow,
         variant=args.variant,
         seed=args.seed,
-        roots=args.roots,
+        source=describe(sources),
         prices=load_prices(args.prices)
         if args.prices
         else (budgets.model_prices() if budgets is not None else None),
