@@ -13,7 +13,7 @@ import pytest
 import chainlat
 from chainlat._core.rollup import SpanRecord, compute_rollup
 from chainlat._core.runs import TracedSpan, WorkflowRun
-from chainlat.analysis.profiles import LatencyProfile
+from chainlat.analysis.profiles import LatencyProfile, fit_profiles
 from chainlat.analysis.whatif import (
     SpecError,
     StepOverride,
@@ -548,3 +548,39 @@ def test_a_model_streamed_without_usage_is_named_with_the_stream_option_to_fix_i
 def test_whatif_takes_runs_not_a_file_name() -> None:
     with pytest.raises(TypeError, match="load_runs"):
         whatif("traces.jsonl", swap={"chat big": "small"})  # type: ignore[arg-type]
+
+
+def small_alone(trace: str, tokens_in: int, tokens_out: int, *, streamed: bool) -> WorkflowRun:
+    """One call of small: 20 + 0.1 ms per input token, then 4 ms per output token after the
+    first when streamed (the client reads every chunk), 2 ms when not."""
+    ttft = 20 + 0.1 * tokens_in
+    ms = ttft + (4 if streamed else 2) * (tokens_out - 1)
+    extra: dict[str, object] = {"chainlat.latency.ttft_ms": ttft} if streamed else {}
+    attributes = {**call("small", tokens_in=tokens_in, tokens_out=tokens_out), **extra}
+    return run_of(ms + 1, (2, 1, "chat small", 0, ms, attributes), trace=trace)
+
+
+def test_a_swap_from_a_profile_file_predicts_calls_not_streamed_at_their_own_rate() -> None:
+    """The new model known only from a profile fitted from its other runs, streamed and not:
+    a call not streamed is predicted at the rate of its calls not streamed (2 ms a token),
+    not at the streamed calls' (4 ms a token, which made every estimate high)."""
+    sizes = [(100, 11), (200, 21), (300, 31), (400, 41), (500, 51)]
+    measured = [
+        small_alone(f"{mode}{i}", x, y, streamed=mode == "s")
+        for mode in ("s", "n")
+        for i, (x, y) in enumerate(sizes)
+    ]
+    small = fit_profiles(measured)["small"]
+    # sequential(): data 10 ms, chat big 200 ms (BIG's prediction, residual 1), tool 5 ms.
+    result = whatif([sequential()], profiles={"big": BIG, "small": small}, swap=["chat big=small"])
+    assert swapped_ms(result, step_id=3) == [50]
+    assert result.runs[0].after.total_ms == 69
+    assert (small.ttft_base_ms, small.ttft_per_input_token_ms, small.decode_ms_per_token) == (
+        20,
+        0.1,
+        4,
+    )
+    assert (small.unstreamed_base_ms, small.unstreamed_decode_ms_per_token) == (20, 2)
+    assert small.residual_sigma == 0
+    assert small.service_ms(100, 11, streamed=False) == 50
+    assert small.service_ms(100, 11, streamed=True) == small.service_ms(100, 11) == 70

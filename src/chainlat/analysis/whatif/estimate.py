@@ -148,7 +148,8 @@ class Estimator:
                 low, high = ref.output_tokens_range or (1, 1)
                 tokens_out = (low + high) // 2
         new_in = max(round(tokens_in * scale), 0) if scale is not None else tokens_in
-        predicted = new.service_ms(new_in, tokens_out)
+        streamed = call.ttft_ms is not None
+        predicted = new.service_ms(new_in, tokens_out, streamed=streamed)
 
         hit = rate is not None and _draw(self.seed, run.trace_id, call.span_id) < rate
         if hit:
@@ -183,7 +184,7 @@ class Estimator:
         if swap is None and scale is None:
             return None  # a cache miss with nothing else changed
         residual = 1.0
-        expected = old.service_ms(tokens_in, tokens_out) if old is not None else 0.0
+        expected = old.service_ms(tokens_in, tokens_out, streamed=streamed) if old else 0.0
         if old is None:
             self.note(f"{call.model}: no profile, so its calls get no residual")
         elif expected > 0 and call.service_ms > 0:
@@ -191,15 +192,14 @@ class Estimator:
         if model != call.model:
             # Streamed and non-streamed calls of the new model apart, when it has enough of
             # each: a profile fitted from one kind mispredicts the other (see Noise).
-            streamed = call.ttft_ms is not None
             own = self.noise.profiles.get((model, streamed))
             fitted_on = own.input_tokens_range if own is not None else None
             if own is not None and fitted_on and fitted_on[0] <= new_in <= fitted_on[1]:
                 new = own  # within the sizes it was fitted on, every slope is safe to use
-            predicted = new.service_ms(new_in, tokens_out)
+            predicted = new.service_ms(new_in, tokens_out, streamed=streamed)
             residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
-        ttft = call.env_ms + new.ttft_ms(new_in) * residual if call.ttft_ms is not None else None
+        ttft = call.env_ms + new.ttft_ms(new_in) * residual if streamed else None
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
@@ -319,7 +319,10 @@ def noise_of(
 
 
 def _log_residual(profile: LatencyProfile, call: ModelCall) -> float | None:
-    predicted = profile.service_ms(call.input_tokens or 0, call.output_tokens or 0)
+    streamed = call.ttft_ms is not None
+    predicted = profile.service_ms(
+        call.input_tokens or 0, call.output_tokens or 0, streamed=streamed
+    )
     return math.log(call.service_ms / predicted) if predicted > 0 else None
 
 
