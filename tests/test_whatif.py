@@ -584,3 +584,9 @@ def test_a_swap_from_a_profile_file_predicts_calls_not_streamed_at_their_own_rat
     assert small.residual_sigma == 0
     assert small.service_ms(100, 11, streamed=False) == 50
     assert small.service_ms(100, 11, streamed=True) == small.service_ms(100, 11) == 70
+
+
+def test_a_swap_to_a_model_seen_streamed_only_says_its_estimate_is_high() -> None:
+    runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)]
+    result = whatif(runs, swap={"chat big": "small"})
+    assert any(n.startswith("small: known from streamed calls only") for n in result.notes)

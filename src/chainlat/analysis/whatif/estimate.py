@@ -153,17 +153,9 @@ class Estimator:
 
         hit = rate is not None and _draw(self.seed, run.trace_id, call.span_id) < rate
         if hit:
-            hit_ms = new.cache_hit_ms
-            if hit_ms is None:
-                hit_ms = self.hit_ms_by_step.get(call.step)
-            if hit_ms is None:
-                self.note(f"{model}: no cache_hit_ms in its profile; a cache hit costs 0 ms")
-                hit_ms = 0.0
+            hit_ms = self.hit_ms(call, model, new)
             return StepOverride(
-                round(hit_ms * _NS_PER_MS),
-                name=new_name,
-                cache_hit=True,
-                input_tokens=new_in,
+                round(hit_ms * _NS_PER_MS), name=new_name, cache_hit=True, input_tokens=new_in
             )
         if call.cache_hit:
             if rate is None:
@@ -197,12 +189,28 @@ class Estimator:
             if own is not None and fitted_on and fitted_on[0] <= new_in <= fitted_on[1]:
                 new = own  # within the sizes it was fitted on, every slope is safe to use
             predicted = new.service_ms(new_in, tokens_out, streamed=streamed)
+            if not streamed and new.calls and new.ttft_calls == new.calls:
+                self.note(
+                    f"{model}: known from streamed calls only, which also pay for reading every "
+                    "chunk; its calls not streamed are estimated at that rate, so high "
+                    "(a profile file with calls of both kinds fixes it: docs/tradeoffs.md)"
+                )
             residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
         ttft = call.env_ms + new.ttft_ms(new_in) * residual if streamed else None
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
+
+    def hit_ms(self, call: ModelCall, model: str, profile: LatencyProfile) -> float:
+        """A cache hit's time: the profile's, else the step's recorded hits', else 0 ms."""
+        hit_ms = profile.cache_hit_ms
+        if hit_ms is None:
+            hit_ms = self.hit_ms_by_step.get(call.step)
+        if hit_ms is None:
+            self.note(f"{model}: no cache_hit_ms in its profile; a cache hit costs 0 ms")
+            hit_ms = 0.0
+        return hit_ms
 
     def new_residual(
         self,
