@@ -159,7 +159,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(dumps_profiles(profiles, fmt="json"), end="")
         return EXIT_OK
-    tradeoff_report.print_profiles(_console(), profiles, selected, where)
+    _console().print(tradeoff_report.profiles_text(profiles, selected, where))
     if args.output:
         print(f"profiles written to {args.output}")
     return EXIT_OK
@@ -200,7 +200,7 @@ def _whatif(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(tradeoff_report.whatif_json(result), indent=2, allow_nan=False))
     else:
-        tradeoff_report.print_whatif(_console(), result, describe(sources))
+        _console().print(tradeoff_report.whatif_text(result, describe(sources)))
     return EXIT_OK if after_ok else EXIT_BUDGET
 
 
@@ -253,7 +253,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(tradeoff_report.compare_json(comparison), indent=2, allow_nan=False))
         return EXIT_OK
-    tradeoff_report.print_compare(_console(), comparison)
+    _console().print(tradeoff_report.compare_text(comparison))
     if args.html:
         print(f"chart written to {args.html}")
     return EXIT_OK
