@@ -25,7 +25,7 @@ samples on either side are reported but never judged.
 
 Example::
 
-    result = chainlat.analysis.diff.compare(read_runs(["before.jsonl"]), read_runs(["after.jsonl"]))
+    result = diff_runs(load_runs(["before.jsonl"]), load_runs(["after.jsonl"]))
     for row in result.regressions:
         print(row.workflow, row.item, f"{row.p95_change:+.0%}")
 """
@@ -47,7 +47,7 @@ from chainlat._core.stats import (
     percentile,
 )
 
-__all__ = ["Comparison", "DiffResult", "compare", "holm", "mann_whitney_u", "tail_test"]
+__all__ = ["DiffResult", "DiffRow", "diff_runs", "holm", "mann_whitney_u", "tail_test"]
 
 DEFAULT_THRESHOLD: Final = 0.10
 DEFAULT_ALPHA: Final = 0.01
@@ -118,7 +118,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class DiffRow:
     """One workflow quantity or step, before and after."""
 
     workflow: str
@@ -166,14 +166,14 @@ def _change(before: float | None, after: float | None) -> float | None:
 class DiffResult:
     """Every comparison, and the rule's parameters."""
 
-    comparisons: list[Comparison]
+    comparisons: list[DiffRow]
     threshold: float
     alpha: float
     baseline_runs: int
     current_runs: int
 
     @property
-    def regressions(self) -> list[Comparison]:
+    def regressions(self) -> list[DiffRow]:
         """Comparisons that got slower beyond noise and beyond the threshold."""
         return [c for c in self.comparisons if c.regression]
 
@@ -230,7 +230,7 @@ def _pairs(baseline: Stats, current: Stats) -> list[_Pending]:
     return pairs
 
 
-def compare(
+def diff_runs(
     baseline: Iterable[WorkflowRun],
     current: Iterable[WorkflowRun],
     *,
@@ -264,7 +264,7 @@ def compare(
         judged.append(index)
     adjusted = dict(zip(judged, holm(raw), strict=True))
 
-    comparisons: list[Comparison] = []
+    comparisons: list[DiffRow] = []
     for index, pair in enumerate(pairs):
         b = pair.before.summary() if pair.before is not None else None
         a = pair.after.summary() if pair.after is not None else None
@@ -289,7 +289,7 @@ def compare(
         else:
             verdict = "unchanged"
         comparisons.append(
-            Comparison(
+            DiffRow(
                 workflow=pair.workflow,
                 item=pair.item,
                 kind=pair.kind,

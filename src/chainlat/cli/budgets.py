@@ -336,7 +336,7 @@ def _threshold(text: str) -> float:
 
 def _diff(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.analysis.diff import compare
+    from chainlat.analysis.diff import diff_runs
     from chainlat.traces import ReadCounters
 
     threshold = _threshold(args.threshold)
@@ -344,7 +344,7 @@ def _diff(args: argparse.Namespace) -> int:
         raise InputError(f"--alpha {args.alpha}: expected a probability between 0 and 1")
     sides = [file_source(path, args) for path in (args.baseline, args.current)]
     counters = [ReadCounters(), ReadCounters()]
-    result = compare(
+    result = diff_runs(
         _runs([sides[0]], counters[0], args.roots),
         _runs([sides[1]], counters[1], args.roots),
         threshold=threshold,
