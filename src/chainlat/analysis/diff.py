@@ -230,6 +230,23 @@ def _pairs(baseline: Stats, current: Stats) -> list[_Pending]:
     return pairs
 
 
+def _adjusted_p_values(pairs: Sequence[_Pending], min_samples: int) -> dict[int, float]:
+    """Holm-adjusted p-values by pair index, for the pairs with enough samples on each side."""
+    raw: list[float] = []
+    judged: list[int] = []
+    for index, pair in enumerate(pairs):
+        if pair.before is None or pair.after is None:
+            continue
+        xs, ys = pair.before.sorted(), pair.after.sorted()
+        if min(len(xs), len(ys)) < max(min_samples, 2):
+            continue
+        _, p_location = mann_whitney_u(xs, ys)
+        p_tail = tail_test(xs, ys)
+        raw.append(min(1.0, 2 * min(p_location, p_tail)))
+        judged.append(index)
+    return dict(zip(judged, holm(raw), strict=True))
+
+
 def diff_runs(
     baseline: Iterable[WorkflowRun],
     current: Iterable[WorkflowRun],
@@ -250,20 +267,7 @@ def diff_runs(
     before_stats = aggregate(baseline)
     after_stats = aggregate(current)
     pairs = _pairs(before_stats, after_stats)
-    raw: list[float] = []
-    judged: list[int] = []
-    for index, pair in enumerate(pairs):
-        if pair.before is None or pair.after is None:
-            continue
-        xs, ys = pair.before.sorted(), pair.after.sorted()
-        if min(len(xs), len(ys)) < max(min_samples, 2):
-            continue
-        _, p_location = mann_whitney_u(xs, ys)
-        p_tail = tail_test(xs, ys)
-        raw.append(min(1.0, 2 * min(p_location, p_tail)))
-        judged.append(index)
-    adjusted = dict(zip(judged, holm(raw), strict=True))
-
+    adjusted = _adjusted_p_values(pairs, min_samples)
     comparisons: list[DiffRow] = []
     for index, pair in enumerate(pairs):
         b = pair.before.summary() if pair.before is not None else None
