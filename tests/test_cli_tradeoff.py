@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -244,3 +245,32 @@ def test_whatif_as_a_real_subprocess(traces: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "agent: variants" in done.stdout
+
+
+def test_the_trade_off_renderers_return_renderables_and_print_nothing(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from chainlat.analysis.profiles import fit_profiles
+    from chainlat.analysis.tradeoff import compare
+    from chainlat.analysis.whatif import whatif
+    from chainlat.report.tradeoff import compare_text, profiles_text, whatif_text
+    from chainlat.traces import load_runs
+
+    runs = load_runs([traces])
+    profiles = fit_profiles(runs)
+    result = whatif(runs, variant="large", swap={"chat big": "small"}, profiles=profiles)
+    rendered = [
+        profiles_text(profiles, len(runs), str(traces)),
+        whatif_text(result, str(traces)),
+        compare_text(compare(runs)),
+    ]
+    assert capsys.readouterr().out == ""
+    console = Console(width=200, record=True, file=io.StringIO())
+    for renderable in rendered:
+        console.print(renderable)
+    text = console.export_text()
+    assert "what-if over 3 runs" in text
+    assert "chat big -> " not in text and "chat small" in text
+    assert "agent: variants (ms)" in text and "latency profiles from 6 runs" in text

@@ -28,13 +28,7 @@ from chainlat.cli.options import (
     add_run_filter,
     add_sources,
 )
-from chainlat.cli.output import (
-    emit,
-    emit_json,
-    print_warnings,
-    text_width,
-    write_file,
-)
+from chainlat.cli.output import emit, emit_json, emit_renderables, print_warnings, write_file
 from chainlat.cli.sources import describe, file_source, nothing_read, read, sources_from
 
 if TYPE_CHECKING:
@@ -181,7 +175,7 @@ def _check(args: argparse.Namespace) -> int:
         emit(report.check_markdown(result, sources=where))
     else:
         renderables = report.check_renderables(result, sources=where)
-        sys.stdout.write(report.render_text(renderables, width=text_width(renderables)))
+        emit_renderables(renderables, "text")
     if args.junit:
         write_file(args.junit, report.junit_xml(result), "JUnit report")
     print_warnings(counters, sources=sources, runs=chosen)
@@ -267,7 +261,7 @@ def _report(args: argparse.Namespace) -> int:
         emit(report.stats_markdown(stats, sources=where, waterfalls=waterfalls))
     else:
         renderables = report.stats_renderables(stats, sources=where, waterfalls=waterfalls)
-        sys.stdout.write(report.render_text(renderables, width=text_width(renderables)))
+        emit_renderables(renderables, "text")
     return EXIT_OK
 
 
@@ -341,7 +335,7 @@ def _threshold(text: str) -> float:
 
 def _diff(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.analysis.diff import compare
+    from chainlat.analysis.diff import diff_runs
     from chainlat.traces import ReadCounters
 
     threshold = _threshold(args.threshold)
@@ -351,7 +345,7 @@ def _diff(args: argparse.Namespace) -> int:
     counters = [ReadCounters(), ReadCounters()]
     chosen = RunFilter(args)
     variants: list[dict[str, dict[str, None]]] = [{}, {}]
-    result = compare(
+    result = diff_runs(
         *(
             _noting_variants(read([side], count, chosen, roots=args.roots), seen)
             for side, count, seen in zip(sides, counters, variants, strict=True)
@@ -371,7 +365,7 @@ def _diff(args: argparse.Namespace) -> int:
         emit(report.diff_markdown(result))
     else:
         renderables = report.diff_renderables(result)
-        sys.stdout.write(report.render_text(renderables, width=text_width(renderables)))
+        emit_renderables(renderables, "text")
     if result.regressions:
         return EXIT_BROKEN
     if result.judged == 0:

@@ -73,14 +73,16 @@ def text_width(items: Iterable[RenderableType | str]) -> int:
 
 
 def emit_renderables(items: list[RenderableType | str], fmt: str) -> None:
-    """Strings and rich tables on stdout, as text (fitted to :func:`text_width`) or Markdown."""
-    if fmt == "markdown":
-        from chainlat.report.tables import renderables_markdown
+    """Strings and rich renderables on stdout, as text (tables fitted to :func:`text_width`)
+    or Markdown."""
+    from chainlat.report.tables import flattened, renderables_markdown
 
+    if fmt == "markdown":
         emit(renderables_markdown(items))
         return
     from chainlat.report import render_text
 
+    items = flattened(items)
     sys.stdout.write(render_text(items, width=text_width(items)))
 
 

@@ -36,9 +36,7 @@ from chainlat.cli.sources import describe, load, nothing_read, read, sources_fro
 from chainlat.report import tradeoff as tradeoff_report
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-
-    from rich.console import Console, RenderableType
+    from collections.abc import Iterator
 
     from chainlat._core.prices import Price
     from chainlat._core.runs import WorkflowRun
@@ -139,22 +137,6 @@ def add_commands(sub: Any) -> None:
     add_reading(compare)
 
 
-def _drawn(draw: Callable[[Console], None]) -> list[RenderableType | str]:
-    """What a printer of :mod:`chainlat.report.tradeoff` draws, as renderables to fit to
-    the terminal or write as Markdown."""
-    from rich.console import Console
-    from rich.text import Text
-
-    items: list[RenderableType | str] = []
-
-    class Collect(Console):
-        def print(self, *objects: Any, **_: Any) -> None:
-            items.extend(Text.from_markup(o).plain if isinstance(o, str) else o for o in objects)
-
-    draw(Collect())
-    return items
-
-
 def _read(
     args: argparse.Namespace, sources: list[TraceSource], counters: ReadCounters, purpose: str
 ) -> tuple[RunFilter, list[WorkflowRun]]:
@@ -202,10 +184,7 @@ def _profile(args: argparse.Namespace) -> int:
         emit_json(json.loads(dumps_profiles(profiles, fmt="json")))
         return EXIT_OK
     selected = sum(sampled.runs for sampled in chosen.sampled.values())
-    emit_renderables(
-        _drawn(lambda c: tradeoff_report.print_profiles(c, profiles, selected, where)),
-        args.format,
-    )
+    emit_renderables([tradeoff_report.profiles_text(profiles, selected, where)], args.format)
     if args.output and args.format == "text":
         emit(f"profiles written to {args.output}")
     return EXIT_OK
@@ -215,6 +194,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _whatif(args: argparse.Namespace) -> int:
+    from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
     from chainlat.traces import ReadCounters
 
@@ -224,6 +204,7 @@ def _whatif(args: argparse.Namespace) -> int:
 
         budgets = load_budgets(args.budgets)
     sources = sources_from(args)
+    profiles = load_profiles(args.profiles) if args.profiles else None
     _, runs = _read(args, sources, ReadCounters(), "estimate")
     result = whatif(
         runs,
@@ -231,9 +212,10 @@ def _whatif(args: argparse.Namespace) -> int:
         prompt_scale=args.prompt_scale,
         cache_hit_rate=args.cache_hit_rate,
         drop=args.drop,
-        profiles=args.profiles,
+        profiles=profiles,
         budgets=budgets,
         seed=args.seed,
+        source=describe(sources),
         prices=load_prices(args.prices)
         if args.prices
         else (budgets.model_prices() if budgets is not None else None),
@@ -242,10 +224,7 @@ def _whatif(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(tradeoff_report.whatif_json(result))
     else:
-        where = describe(sources)
-        emit_renderables(
-            _drawn(lambda c: tradeoff_report.print_whatif(c, result, where)), args.format
-        )
+        emit_renderables([tradeoff_report.whatif_text(result, describe(sources))], args.format)
     return EXIT_OK if after_ok else EXIT_BROKEN
 
 
@@ -296,7 +275,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(tradeoff_report.compare_json(comparison))
         return EXIT_OK
-    emit_renderables(_drawn(lambda c: tradeoff_report.print_compare(c, comparison)), args.format)
+    emit_renderables([tradeoff_report.compare_text(comparison)], args.format)
     if args.html and args.format == "text":
         emit(f"chart written to {args.html}")
     return EXIT_OK

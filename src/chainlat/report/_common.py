@@ -86,6 +86,18 @@ def ms(value: float | None) -> str:
     return f"{value:,.1f}"
 
 
+def whole_ms(value: float | None) -> str:
+    """Milliseconds to the unit, ``1,234``, for tables of totals; a dash for none."""
+    if value is None or not math.isfinite(value):
+        return ms(value)
+    return f"{value:,.0f}"
+
+
+def share(value: float | None) -> str:
+    """A share of 0..1 as a whole percentage, ``42%``; a dash for none."""
+    return DASH if value is None or not math.isfinite(value) else f"{value:.0%}"
+
+
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 

@@ -198,15 +198,29 @@ def table_markdown(table: Table) -> list[str]:
     return lines
 
 
+def flattened(items: Iterable[RenderableType | str]) -> list[RenderableType | str]:
+    """The renderables with every rich ``Group`` replaced by what it holds, so that each
+    table can be fitted or written as Markdown on its own."""
+    from rich.console import Group
+
+    out: list[RenderableType | str] = []
+    for item in items:
+        if isinstance(item, Group):
+            out.extend(flattened(item.renderables))
+        else:
+            out.append(item)
+    return out
+
+
 def renderables_markdown(items: Iterable[RenderableType | str]) -> str:
-    """Strings and rich tables as Markdown: each string a paragraph (its markup read, not
-    shown), each table a Markdown table."""
+    """Strings, rich texts and tables as Markdown: each text a paragraph (its markup read,
+    not shown), each table a Markdown table."""
     from rich.table import Table
 
     from chainlat.report.markdown import _md
 
     out: list[str] = []
-    for item in items:
+    for item in flattened(items):
         if isinstance(item, Table):
             out += [*table_markdown(item), ""]
         elif item == "":
