@@ -287,4 +287,6 @@ def diff_conclusion(result: DiffResult) -> str:
     if found:
         names = ", ".join(f"{c.workflow}: {c.item}" for c in found)
         return f"REGRESSION: {len(found)} ({names})\n{rule}"
+    if not result.judged:  # exit 2: nothing was compared, so nothing is OK
+        return f"NOT COMPARED: no workflow or step has enough runs on both sides\n{rule}"
     return f"OK: no regression in {result.judged} comparisons\n{rule}"
