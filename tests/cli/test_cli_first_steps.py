@@ -64,9 +64,9 @@ def test_a_diff_with_too_few_runs_to_compare_says_no_ok(
     tmp_path: Path, cap: Capture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Three runs a side are below the eight a comparison needs: exit 2, and no OK."""
-    traces = write_variant_runs(cap, tmp_path / "traces.jsonl", runs=3)
+    traces = write_variant_runs(cap, tmp_path / "traces.jsonl", runs=3, variants=1)
     for fmt in ("text", "markdown"):
-        code, out, err = run(capsys, "diff", traces, traces, "--variant", "large", "--format", fmt)
+        code, out, err = run(capsys, "diff", traces, traces, "--format", fmt)
         assert code == EXIT_INPUT
         assert "nothing to compare" in err
         assert not re.search(r"\bOK\b", out), out

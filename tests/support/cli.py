@@ -28,16 +28,17 @@ def write_variant_runs(
     runs: int = 10,
     chat_ms: tuple[int, int] = (1_234, 456),
     corrupt_line: bool = False,
+    variants: int = 2,
 ) -> Path:
     """``runs`` runs of workflow ``agent`` per variant (``large``: model ``big``, ``small``:
     model ``small``), each a chat call of ``chat_ms`` (+ its index) then a 5 ms tool;
     graded, on the fake clock of ``cap``. With ``corrupt_line``, a line that is not spans
-    in the middle of the file (the readers skip it and say so)."""
+    in the middle of the file (the readers skip it and say so); ``variants=1``: ``large``
+    only."""
     p, clock = cap.provider, cap.clock
     lines: list[str] = []
-    for (variant, model), base_ms in zip(
-        (("large", "big"), ("small", "small")), chat_ms, strict=True
-    ):
+    made = (("large", "big"), ("small", "small"))[:variants]
+    for (variant, model), base_ms in zip(made, chat_ms[:variants], strict=True):
         for i in range(runs):
             with chainlat.workflow("agent", variant=variant, tracer_provider=p) as run_:
                 clock.advance(1)
