@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from chainlat._core.prices import Price
     from chainlat._core.runs import WorkflowRun
-    from chainlat.traces import ReadCounters, TraceSource
+    from chainlat.traces import TraceSource
 
 
 def add_commands(sub: Any) -> None:
@@ -137,18 +137,19 @@ def add_commands(sub: Any) -> None:
     add_reading(compare)
 
 
-def _read(
-    args: argparse.Namespace, sources: list[TraceSource], counters: ReadCounters, purpose: str
-) -> tuple[RunFilter, list[WorkflowRun]]:
-    """The selected runs that are not steps of another, the filter's names checked and the
-    readers' warnings printed."""
+def _read(args: argparse.Namespace, sources: list[TraceSource], purpose: str) -> list[WorkflowRun]:
+    """The selected runs that are not steps of another, once the filter's names are checked
+    and the readers' warnings printed."""
+    from chainlat.traces import ReadCounters
+
+    counters = ReadCounters()
     chosen = RunFilter(args)
     runs = load(sources, counters, chosen, roots=args.roots)
     if counters.workflows == 0:
         raise nothing_read(sources, counters, purpose)
     chosen.check_names()
     print_warnings(counters, sources=sources, runs=chosen)
-    return chosen, runs
+    return runs
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -196,7 +197,6 @@ def _profile(args: argparse.Namespace) -> int:
 def _whatif(args: argparse.Namespace) -> int:
     from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
-    from chainlat.traces import ReadCounters
 
     budgets = None
     if args.budgets:
@@ -205,7 +205,7 @@ def _whatif(args: argparse.Namespace) -> int:
         budgets = load_budgets(args.budgets)
     sources = sources_from(args)
     profiles = load_profiles(args.profiles) if args.profiles else None
-    _, runs = _read(args, sources, ReadCounters(), "estimate")
+    runs = _read(args, sources, "estimate")
     result = whatif(
         runs,
         swap=args.swap,
@@ -248,14 +248,13 @@ def _compare(args: argparse.Namespace) -> int:
     from chainlat.analysis.tradeoff import compare
     from chainlat.cli.budgets import found_budgets
     from chainlat.report import tradeoff_page
-    from chainlat.traces import ReadCounters
 
     budgets = found_budgets(args.budgets)
     prices = load_prices(args.prices)
     if prices is None and budgets is not None:
         prices = budgets.model_prices()
     sources = sources_from(args)
-    _, runs = _read(args, sources, ReadCounters(), "compare")
+    runs = _read(args, sources, "compare")
     comparison = compare(runs, outcomes=args.outcomes, prices=prices)
     if args.html:
         from chainlat._core.errors import InputError
