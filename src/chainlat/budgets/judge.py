@@ -17,10 +17,10 @@ from chainlat._core.runs import (
     StepTiming,
     Unit,
     WorkflowRun,
-    cost_of,
     step_key,
 )
 from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
+from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
 from chainlat.budgets.messages import key_path_of, suggest
 from chainlat.budgets.verdict import (
@@ -129,6 +129,16 @@ class _RunTally:
     broken: int = 0
     worst: float | None = None
     worst_run: WorkflowRun | None = None
+    unjudged: int = 0
+    """Runs that have the measure but whose value could not be judged."""
+    reason: NotJudgedReason | None = None
+    why: str | None = None
+    """The first unjudged run's reason and why."""
+
+    def not_judged(self, reason: NotJudgedReason | None, why: str | None) -> None:
+        self.unjudged += 1
+        if self.reason is None:
+            self.reason, self.why = reason, why
 
 
 def evaluate(
@@ -154,38 +164,68 @@ def evaluate(
     """
     checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
     tallies: dict[tuple[str, str], _RunTally] = {}
+    # Per workflow: the runs whose cost is unknown, for the cost percentiles.
+    unpriced: dict[str, _RunTally] = {}
     stats = Stats(include_errors=budgets.includes_errors)
     prices = budgets.model_prices()
     for run in runs:
-        cost = cost_of(run, prices)
-        stats.add(run, cost)
         budget = budgets.workflows.get(run.workflow)
         if budget is None:
+            stats.add(run)
             continue
+        cost = run_cost(run, prices) if budget.cost or budget.cost_percentiles else None
+        stats.add(run, cost.usd if cost is not None else None)
+        # A failed run is in no percentile (unless include_errors): its cost is not missed.
+        counted = not run.error or budgets.includes_errors(run.workflow)
+        if cost is not None and cost.usd is None and counted:
+            unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
         measured = [
             (target, limit, measure.of(run)) for target, limit, measure in checks[run.workflow]
         ]
-        if budget.cost is not None:
-            measured.append(("cost", budget.cost, cost))
         for target, limit, actual in measured:
-            if actual is None:
-                continue
-            tally = tallies.setdefault((run.workflow, target), _RunTally())
-            tally.judged += 1
-            if _over(actual, limit):
-                tally.broken += 1
-            if _worse(actual, tally.worst):
-                tally.worst, tally.worst_run = actual, run
+            if actual is not None:
+                _count(tallies.setdefault((run.workflow, target), _RunTally()), actual, limit, run)
+        if budget.cost is not None and cost is not None:
+            tally = tallies.setdefault((run.workflow, "cost"), _RunTally())
+            if cost.usd is None:
+                tally.not_judged(cost.reason, cost.why)
+            else:
+                _count(tally, cost.usd, budget.cost, run)
 
     verdicts: list[LimitVerdict] = []
     for name, budget in budgets.workflows.items():
         found = _run_verdicts(name, budget, checks[name], tallies)
         workflow_stats = stats.workflows.get(name)
         found.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        if name in unpriced:
+            found = [_cost_unknown(v, unpriced[name]) for v in found]
         if budget.error_rate is not None:
             found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
         verdicts.extend(_absent(found, name, budget, stats, budgets.source))
     return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
+
+
+def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> None:
+    tally.judged += 1
+    if _over(actual, limit):
+        tally.broken += 1
+    if _worse(actual, tally.worst):
+        tally.worst, tally.worst_run = actual, run
+
+
+def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
+    """A cost percentile over runs some of whose cost is unknown is not judged: the runs
+    left out would be the very ones that cost the most, or the least."""
+    if verdict.unit != "USD" or verdict.kind != "percentile" or verdict.status == "broken":
+        return verdict
+    total = verdict.runs + unpriced.unjudged
+    return replace(
+        verdict,
+        status="not_judged",
+        reason=unpriced.reason,
+        why=f"{unpriced.unjudged} of {total} runs have no cost: {unpriced.why}",
+        unjudged_runs=unpriced.unjudged,
+    )
 
 
 def _run_verdicts(
@@ -202,20 +242,28 @@ def _run_verdicts(
     found: list[LimitVerdict] = []
     for target, limit, unit in run_limits:
         tally = tallies.get((name, target), _RunTally())
-        if tally.judged == 0:
+        if tally.judged == 0 and not tally.unjudged:
             found.append(_no_data(name, target, limit, unit))
             continue
+        status: VerdictStatus = "broken" if tally.broken else "ok"
+        why = None
+        if tally.unjudged and not tally.broken:
+            status = "not_judged"
+            why = f"{tally.unjudged} of {tally.judged + tally.unjudged} runs: {tally.why}"
         found.append(
             LimitVerdict(
                 name,
                 target,
                 limit,
                 tally.worst,
-                "broken" if tally.broken else "ok",
+                status,
                 tally.judged,
                 tally.broken,
                 worst_run=tally.worst_run if tally.broken else None,
                 unit=unit,
+                reason=tally.reason if status == "not_judged" else None,
+                why=why,
+                unjudged_runs=tally.unjudged,
             )
         )
     return found
