@@ -7,7 +7,7 @@ Pure: runs in, verdicts out; nothing is read from OpenTelemetry.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
@@ -146,6 +146,7 @@ def evaluate(
     budgets: Budgets,
     *,
     allow: Iterable[NotJudgedReason] = (),
+    late_spans: Mapping[str, int] | None = None,
 ) -> BudgetReport:
     """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
 
@@ -156,6 +157,11 @@ def evaluate(
     ``optional``. A measured value that is not a finite number (NaN, infinity) is never
     within a limit: the run breaks each per-run limit it is measured against, and a
     percentile over samples holding one is broken, with that value as its actual.
+
+    ``late_spans``: spans a reader dropped from runs it had handed out (they came after the
+    settle window), by workflow, as :class:`~chainlat.traces.ReadCounters` fills it while
+    ``runs`` is read: the limits of those workflows that were not broken are not judged
+    (``incomplete_run``).
 
     Example::
 
@@ -201,7 +207,10 @@ def evaluate(
             found = [_cost_unknown(v, unpriced[name]) for v in found]
         if budget.error_rate is not None:
             found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
-        verdicts.extend(_absent(found, name, budget, stats, budgets.source))
+        found = _absent(found, name, budget, stats, budgets.source)
+        if late_spans and late_spans.get(name):
+            found = [_incomplete(v, late_spans[name]) for v in found]
+        verdicts.extend(found)
     return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
 
 
@@ -211,6 +220,20 @@ def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> N
         tally.broken += 1
     if _worse(actual, tally.worst):
         tally.worst, tally.worst_run = actual, run
+
+
+def _incomplete(verdict: LimitVerdict, late: int) -> LimitVerdict:
+    """A limit judged over runs a reader handed out without some of their spans: kept is not
+    known (a dropped span may be the slow one); broken stays broken."""
+    if verdict.status == "broken":
+        return verdict
+    return replace(
+        verdict,
+        status="not_judged",
+        reason="incomplete_run",
+        why=f"{late} spans of its runs arrived after their trace was judged and were left out "
+        "(raise --settle-lines)",
+    )
 
 
 def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
