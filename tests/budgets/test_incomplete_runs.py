@@ -47,3 +47,54 @@ def test_a_span_dropped_after_the_settle_window_leaves_its_workflow_not_judged(
     assert {v["reason"] for v in document["verdicts"]} == {"incomplete_run"}
     assert "3 spans of its runs arrived after their trace was judged" in err
     assert main([*args, "--settle-lines", "8"]) == 0
+
+
+def _span(trace: str, span: str, parent: str, start_s: float, end_s: float) -> dict[str, object]:
+    found: dict[str, object] = {
+        "traceId": trace,
+        "spanId": span,
+        "name": "POST /chat",
+        "kind": 2,
+        "startTimeUnixNano": str(int(start_s * 1e9)),
+        "endTimeUnixNano": str(int(end_s * 1e9)),
+    }
+    if parent:
+        found["parentSpanId"] = parent
+    return found
+
+
+def _roots_file(tmp_path: Path) -> Path:
+    """A 100 ms request, a 9 s one whose span is its own parent, and a 9 s one in a ring of
+    two spans that are each other's parent."""
+    spans = [
+        _span("1" * 32, "a" * 16, "", 1.0, 1.1),
+        _span("2" * 32, "b" * 16, "b" * 16, 2.0, 11.0),
+        _span("3" * 32, "c" * 16, "d" * 16, 12.0, 21.0),
+        _span("3" * 32, "d" * 16, "c" * 16, 12.5, 20.0),
+    ]
+    line = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
+    path = tmp_path / "roots.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    return path
+
+
+def test_roots_makes_a_run_of_a_root_that_is_its_own_parent_or_in_a_cycle(tmp_path: Path) -> None:
+    runs = list(read_runs([_roots_file(tmp_path)], roots=True))
+    assert [(r.total_ms, r.incomplete) for r in runs] == [
+        (100.0, None),
+        (9000.0, "its root span is its own parent"),
+        (9000.0, "its root span is part of a cycle of 2 parents"),
+    ]
+
+
+def test_a_cycle_root_is_judged_broken_or_leaves_its_workflow_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = _roots_file(tmp_path)
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows."POST /chat"]\ntotal = "1s"\n')
+    assert main(["check", str(traces), "--budgets", str(budgets), "--roots"]) == 1
+    budgets.write_text('[workflows."POST /chat"]\np50 = "10s"\n')
+    assert main(["check", str(traces), "--budgets", str(budgets), "--roots"]) == 2
+    err = capsys.readouterr().err
+    assert "2 of its runs could not be read whole: its root span is its own parent" in err

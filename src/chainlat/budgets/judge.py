@@ -174,11 +174,16 @@ def evaluate(
     unpriced: dict[str, _RunTally] = {}
     stats = Stats(include_errors=budgets.includes_errors)
     prices = budgets.model_prices()
+    incomplete: dict[str, _RunTally] = {}
     for run in runs:
         budget = budgets.workflows.get(run.workflow)
         if budget is None:
             stats.add(run)
             continue
+        if run.incomplete is not None:
+            incomplete.setdefault(run.workflow, _RunTally()).not_judged(
+                "incomplete_run", run.incomplete
+            )
         cost = run_cost(run, prices) if budget.cost or budget.cost_percentiles else None
         stats.add(run, cost.usd if cost is not None else None)
         # A failed run is in no percentile (unless include_errors): its cost is not missed.
@@ -208,8 +213,9 @@ def evaluate(
         if budget.error_rate is not None:
             found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
         found = _absent(found, name, budget, stats, budgets.source)
-        if late_spans and late_spans.get(name):
-            found = [_incomplete(v, late_spans[name]) for v in found]
+        why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
+        if why:
+            found = [_incomplete(v, why) for v in found]
         verdicts.extend(found)
     return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
 
@@ -222,18 +228,24 @@ def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> N
         tally.worst, tally.worst_run = actual, run
 
 
-def _incomplete(verdict: LimitVerdict, late: int) -> LimitVerdict:
-    """A limit judged over runs a reader handed out without some of their spans: kept is not
-    known (a dropped span may be the slow one); broken stays broken."""
+def _incomplete(verdict: LimitVerdict, why: str) -> LimitVerdict:
+    """A limit judged over runs a reader could not read whole: kept is not known (a dropped
+    span may be the slow one); broken stays broken."""
     if verdict.status == "broken":
         return verdict
-    return replace(
-        verdict,
-        status="not_judged",
-        reason="incomplete_run",
-        why=f"{late} spans of its runs arrived after their trace was judged and were left out "
-        "(raise --settle-lines)",
-    )
+    return replace(verdict, status="not_judged", reason="incomplete_run", why=why)
+
+
+def _incomplete_why(name: str, late_spans: Mapping[str, int] | None, runs: _RunTally) -> str:
+    late = late_spans.get(name, 0) if late_spans else 0
+    if late:
+        return (
+            f"{late} spans of its runs arrived after their trace was judged and were left out "
+            "(raise --settle-lines)"
+        )
+    if runs.unjudged:
+        return f"{runs.unjudged} of its runs could not be read whole: {runs.why}"
+    return ""
 
 
 def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
