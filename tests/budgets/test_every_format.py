@@ -9,9 +9,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from chainlat.cli import main
+from chainlat.report import check_schema
 from tracegen import ChatRun, write_runs
 
 pytest_plugins = ["pytester"]
@@ -114,6 +116,7 @@ def test_json_and_junit_fail_and_say_the_same(
     )
     assert code == 2
     document = json.loads(out)
+    jsonschema.validate(document, check_schema())
     assert (document["ok"], document["exit_code"], document["summary"]) == (
         False,
         2,
@@ -196,3 +199,13 @@ def test_the_pytest_session_fails_with_the_same_summary(
     )
     # The session summary wraps its lines to the terminal: the why is there, unwrapped.
     assert case.stderr in " ".join(line.strip() for line in result.outlines)
+
+
+def test_the_check_schema_says_status_reason_why_allowed_exit_code_and_summary() -> None:
+    schema = check_schema()
+    verdict = schema["properties"]["verdicts"]["items"]
+    assert {"status", "reason", "why", "allowed"} <= set(verdict["required"])
+    assert verdict["properties"]["status"]["enum"] == ["ok", "broken", "not_judged"]
+    assert "unknown_step" in verdict["properties"]["reason"]["enum"]
+    assert {"exit_code", "summary"} <= set(schema["required"])
+    jsonschema.Draft202012Validator.check_schema(schema)
