@@ -103,3 +103,15 @@ def test_a_cost_percentile_over_runs_some_without_a_cost_is_not_judged(cap: Capt
         1,
     )
     assert verdict.why is not None and verdict.why.startswith("1 of 4 runs have no cost")
+
+
+def test_every_worst_run_waterfall_says_a_cost_in_dollars(cap: Capture) -> None:
+    """The waterfall of a broken cost limit marks ``cost $0.3500 > $0.01``, never in ms."""
+    from chainlat.pytest_plugin import session_lines
+    from chainlat.report import check_markdown, check_text
+
+    _run(cap, tokens=(100_000, 10_000))
+    report = evaluate(_runs(cap), _budgets({"cost": "0.01"}))
+    for text in (check_text(report), check_markdown(report), "\n".join(session_lines(report))):
+        (mark,) = [line for line in text.splitlines() if "<-- cost" in line]
+        assert mark.endswith("<-- cost $0.3500 > $0.01"), mark
