@@ -158,7 +158,10 @@ def _check(args: argparse.Namespace) -> int:
             }
         )
     result = evaluate(
-        read(sources, counters, chosen, roots=args.roots), budgets, allow=allowed_reasons(args)
+        read(sources, counters, chosen, roots=args.roots),
+        budgets,
+        allow=allowed_reasons(args),
+        late_spans=counters.late_workflows,
     )
     if counters.workflows == 0:
         raise nothing_read(sources, counters)

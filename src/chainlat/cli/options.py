@@ -201,13 +201,41 @@ def _count(n: int, noun: str) -> str:
 
 @dataclass
 class Sampled:
-    """What a workflow's runs say about sampling, for the warnings."""
+    """What a workflow's runs say about sampling, for the warnings: the sampling part of
+    :class:`chainlat._core.stats.WorkflowStats`, kept for every command, even those that
+    aggregate no statistics."""
 
     runs: int = 0
     weighted: int = 0
     """Runs that stand for more than one (a sampling probability below 1 recorded)."""
     biased: int = 0
     """Runs a tail sampler kept without recording a probability."""
+    weight_total: float = 0.0
+    heaviest_weight: float = 0.0
+    heaviest_trace_id: str = ""
+
+    def add(self, run: WorkflowRun) -> None:
+        """Count one run, its weight clamped as the statistics clamp it."""
+        from chainlat._core.stats import MAX_SAMPLING_WEIGHT
+
+        weight, biased = run.sampling
+        weight = min(weight, MAX_SAMPLING_WEIGHT)
+        self.runs += 1
+        self.weighted += weight != 1.0
+        self.biased += biased
+        if run.error:  # left out of the percentiles, as the statistics do by default
+            return
+        self.weight_total += weight
+        if weight > self.heaviest_weight:
+            self.heaviest_weight, self.heaviest_trace_id = weight, run.trace_id
+
+    @property
+    def dominant(self) -> tuple[str, float] | None:
+        """The trace id of a run whose weight is more than half of all the runs' weight (so
+        it alone decides the percentiles), with its share; else None."""
+        if self.runs < 2 or not self.heaviest_weight * 2 > self.weight_total:
+            return None
+        return self.heaviest_trace_id, self.heaviest_weight / self.weight_total
 
 
 class RunFilter:
@@ -253,13 +281,10 @@ class RunFilter:
                 yield run
 
     def _note_sampling(self, run: WorkflowRun) -> None:
-        weight, biased = run.sampling
         sampled = self.sampled.get(run.workflow)
         if sampled is None:
             sampled = self.sampled[run.workflow] = Sampled()
-        sampled.runs += 1
-        sampled.weighted += weight != 1.0
-        sampled.biased += biased
+        sampled.add(run)
 
     def check_names(self) -> None:
         """InputError when a name asked for is not one a run had, or no run has all asked."""

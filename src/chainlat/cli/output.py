@@ -139,6 +139,13 @@ def _warn_sampling(runs: RunFilter) -> None:
                 f"{name}: percentiles weighted by 1/{attr.SAMPLING_PROBABILITY} "
                 "(each sampled run stands for the runs the sampler dropped)"
             )
+        dominant = sampled.dominant
+        if dominant is not None:
+            _warn(
+                f"warning: {name}: run {dominant[0] or '(no trace id)'} stands for "
+                f"{dominant[1]:.1%} of the runs by its {attr.SAMPLING_PROBABILITY}: it alone "
+                "decides the percentiles"
+            )
 
 
 def _count(n: int, noun: str) -> str:

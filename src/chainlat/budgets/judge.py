@@ -1,0 +1,578 @@
+r"""Judging runs against budgets: each run's per-run limits (:func:`check_run`) and every
+limit over many runs (:func:`evaluate`), into :class:`~chainlat.budgets.verdict.LimitVerdict`\ s.
+
+Pure: runs in, verdicts out; nothing is read from OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
+
+from chainlat._core.errors import shown
+from chainlat._core.runs import (
+    BudgetViolation,
+    StepTiming,
+    Unit,
+    WorkflowRun,
+    step_key,
+)
+from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
+from chainlat.budgets._cost import run_cost
+from chainlat.budgets._values import percentile_of_key
+from chainlat.budgets.messages import key_path_of, suggest
+from chainlat.budgets.verdict import (
+    ABSENT_REASONS,
+    UNJUDGED_REASONS,
+    BudgetReport,
+    LimitVerdict,
+    NotJudgedReason,
+    VerdictStatus,
+)
+
+if TYPE_CHECKING:
+    from chainlat.budgets.model import Budgets, WorkflowBudget
+
+
+def _target(*parts: str) -> str:
+    return ".".join(parts)
+
+
+def _step_target(step: str, limit: str) -> str:
+    return _target("steps", step_key(step), limit)
+
+
+def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
+    return [s for s in run.steps if s.name == step]
+
+
+def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
+    checks: list[tuple[str, float, _Measure]] = []
+    for quantity, limit in budget.run_limits().items():
+        checks.append((quantity, limit, _QuantityMeasure(quantity)))
+    for step, limits in budget.steps.items():
+        if limits.max is not None:
+            checks.append((_step_target(step, "max"), limits.max, _StepMeasure(step, False)))
+        if limits.ttft is not None:
+            checks.append((_step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
+    return checks
+
+
+class _Measure:
+    def of(self, run: WorkflowRun) -> float | None:
+        """The run's worst value of this measure, None when the run does not have it."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _QuantityMeasure(_Measure):
+    quantity: str
+
+    def of(self, run: WorkflowRun) -> float | None:
+        if self.quantity == FIRST_OUTPUT:
+            return run.rollup.first_output_ms
+        return run.rollup.kind_ms(self.quantity)
+
+
+@dataclass(frozen=True)
+class _StepMeasure(_Measure):
+    step: str
+    ttft: bool
+
+    def of(self, run: WorkflowRun) -> float | None:
+        values = [s.ttft_ms if self.ttft else s.duration_ms for s in _occurrences(run, self.step)]
+        found = [v for v in values if v is not None]
+        return max(found) if found else None
+
+
+def _over(actual: float, limit: float) -> bool:
+    """Whether a measured value breaks a limit. A value that is not a finite number (a
+    recorded rollup of ``"NaN"``) breaks every limit: it cannot be shown to keep one, and a
+    gate that passed it would pass a run it never measured."""
+    return not (math.isfinite(actual) and actual <= limit)
+
+
+def _worse(actual: float, than: float | None) -> bool:
+    if than is None:
+        return True
+    if not math.isfinite(actual):
+        return math.isfinite(than)
+    return math.isfinite(than) and actual > than
+
+
+def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]:
+    """The per-run limits of ``budget`` that ``run`` broke (percentiles are not judged here).
+
+    A step's ``max`` and ``ttft`` apply to each of its occurrences; the
+    violation reports the worst one. A value that is not a finite number breaks the limit.
+
+    Example::
+
+        broken = check_run(run, budgets.workflows["support-chat"])
+        assert not broken, "; ".join(map(str, broken))
+    """
+    violations: list[BudgetViolation] = []
+    for target, limit, measure in _run_checks(budget):
+        actual = measure.of(run)
+        if actual is not None and _over(actual, limit):
+            violations.append(BudgetViolation(run.workflow, target, limit, actual))
+    if budget.cost is not None and run.cost_usd is not None and _over(run.cost_usd, budget.cost):
+        violations.append(BudgetViolation(run.workflow, "cost", budget.cost, run.cost_usd, "USD"))
+    return violations
+
+
+@dataclass(slots=True)
+class _RunTally:
+    judged: int = 0
+    broken: int = 0
+    worst: float | None = None
+    worst_run: WorkflowRun | None = None
+    unjudged: int = 0
+    """Runs that have the measure but whose value could not be judged."""
+    reason: NotJudgedReason | None = None
+    why: str | None = None
+    """The first unjudged run's reason and why."""
+
+    def not_judged(self, reason: NotJudgedReason | None, why: str | None) -> None:
+        self.unjudged += 1
+        if self.reason is None:
+            self.reason, self.why = reason, why
+
+
+def evaluate(
+    runs: Iterable[WorkflowRun],
+    budgets: Budgets,
+    *,
+    allow: Iterable[NotJudgedReason] = (),
+    late_spans: Mapping[str, int] | None = None,
+) -> BudgetReport:
+    """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
+
+    Streams ``runs`` once, keeping one float per sample (see :mod:`chainlat._core.stats`).
+    A limit that cannot be judged is ``not_judged`` with its ``reason`` (a workflow or step
+    no run has, fewer than ``min_runs`` samples, no sample at all, ...) and fails the gate
+    unless ``allow`` names its reason or the budget marks the workflow or step
+    ``optional``. A measured value that is not a finite number (NaN, infinity) is never
+    within a limit: the run breaks each per-run limit it is measured against, and a
+    percentile over samples holding one is broken, with that value as its actual.
+
+    ``late_spans``: spans a reader dropped from runs it had handed out (they came after the
+    settle window), by workflow, as :class:`~chainlat.traces.ReadCounters` fills it while
+    ``runs`` is read: the limits of those workflows that were not broken are not judged
+    (``incomplete_run``).
+
+    Example::
+
+        report = evaluate(read_runs(["traces.jsonl"]), load_budgets("chainlat.toml"))
+        print(report.summary)
+    """
+    checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
+    tallies: dict[tuple[str, str], _RunTally] = {}
+    # Per workflow: the runs whose cost is unknown, for the cost percentiles.
+    unpriced: dict[str, _RunTally] = {}
+    stats = Stats(include_errors=budgets.includes_errors)
+    prices = budgets.model_prices()
+    incomplete: dict[str, _RunTally] = {}
+    for run in runs:
+        budget = budgets.workflows.get(run.workflow)
+        if budget is None:
+            stats.add(run)
+            continue
+        if run.incomplete is not None:
+            incomplete.setdefault(run.workflow, _RunTally()).not_judged(
+                "incomplete_run", run.incomplete
+            )
+        cost = run_cost(run, prices) if budget.cost or budget.cost_percentiles else None
+        stats.add(run, cost.usd if cost is not None else None)
+        # A failed run is in no percentile (unless include_errors): its cost is not missed.
+        counted = not run.error or budgets.includes_errors(run.workflow)
+        if cost is not None and cost.usd is None and counted:
+            unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
+        measured = [
+            (target, limit, measure.of(run)) for target, limit, measure in checks[run.workflow]
+        ]
+        for target, limit, actual in measured:
+            if actual is not None:
+                _count(tallies.setdefault((run.workflow, target), _RunTally()), actual, limit, run)
+        if budget.cost is not None and cost is not None:
+            tally = tallies.setdefault((run.workflow, "cost"), _RunTally())
+            if cost.usd is None:
+                tally.not_judged(cost.reason, cost.why)
+            else:
+                _count(tally, cost.usd, budget.cost, run)
+
+    verdicts: list[LimitVerdict] = []
+    for name, budget in budgets.workflows.items():
+        found = _run_verdicts(name, budget, checks[name], tallies)
+        workflow_stats = stats.workflows.get(name)
+        found.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        if name in unpriced:
+            found = [_cost_unknown(v, unpriced[name]) for v in found]
+        if budget.error_rate is not None:
+            found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
+        found = _absent(found, name, budget, stats, budgets.source)
+        why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
+        if why:
+            found = [_incomplete(v, why) for v in found]
+        verdicts.extend(found)
+    return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
+
+
+def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> None:
+    tally.judged += 1
+    if _over(actual, limit):
+        tally.broken += 1
+    if _worse(actual, tally.worst):
+        tally.worst, tally.worst_run = actual, run
+
+
+def _incomplete(verdict: LimitVerdict, why: str) -> LimitVerdict:
+    """A limit judged over runs a reader could not read whole: kept is not known (a dropped
+    span may be the slow one); broken stays broken."""
+    if verdict.status == "broken":
+        return verdict
+    return replace(verdict, status="not_judged", reason="incomplete_run", why=why)
+
+
+def _incomplete_why(name: str, late_spans: Mapping[str, int] | None, runs: _RunTally) -> str:
+    late = late_spans.get(name, 0) if late_spans else 0
+    if late:
+        return (
+            f"{late} spans of its runs arrived after their trace was judged and were left out "
+            "(raise --settle-lines)"
+        )
+    if runs.unjudged:
+        return f"{runs.unjudged} of its runs could not be read whole: {runs.why}"
+    return ""
+
+
+def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
+    """A cost percentile over runs some of whose cost is unknown is not judged: the runs
+    left out would be the very ones that cost the most, or the least."""
+    if verdict.unit != "USD" or verdict.kind != "percentile" or verdict.status == "broken":
+        return verdict
+    total = verdict.runs + unpriced.unjudged
+    return replace(
+        verdict,
+        status="not_judged",
+        reason=unpriced.reason,
+        why=f"{unpriced.unjudged} of {total} runs have no cost: {unpriced.why}",
+        unjudged_runs=unpriced.unjudged,
+    )
+
+
+def _run_verdicts(
+    name: str,
+    budget: WorkflowBudget,
+    checks: list[tuple[str, float, _Measure]],
+    tallies: dict[tuple[str, str], _RunTally],
+) -> list[LimitVerdict]:
+    run_limits: list[tuple[str, float, Unit]] = [
+        (target, limit, "ms") for target, limit, _ in checks
+    ]
+    if budget.cost is not None:
+        run_limits.append(("cost", budget.cost, "USD"))
+    found: list[LimitVerdict] = []
+    for target, limit, unit in run_limits:
+        tally = tallies.get((name, target), _RunTally())
+        if tally.judged == 0 and not tally.unjudged:
+            found.append(_no_data(name, target, limit, unit))
+            continue
+        status: VerdictStatus = "broken" if tally.broken else "ok"
+        why = None
+        if tally.unjudged and not tally.broken:
+            status = "not_judged"
+            why = f"{tally.unjudged} of {tally.judged + tally.unjudged} runs: {tally.why}"
+        found.append(
+            LimitVerdict(
+                name,
+                target,
+                limit,
+                tally.worst,
+                status,
+                tally.judged,
+                tally.broken,
+                worst_run=tally.worst_run if tally.broken else None,
+                unit=unit,
+                reason=tally.reason if status == "not_judged" else None,
+                why=why,
+                unjudged_runs=tally.unjudged,
+            )
+        )
+    return found
+
+
+def _no_data(
+    name: str, target: str, limit: float, unit: Unit, percentile: float | None = None
+) -> LimitVerdict:
+    return LimitVerdict(
+        name,
+        target,
+        limit,
+        None,
+        "not_judged",
+        0,
+        percentile=percentile,
+        unit=unit,
+        reason="no_data",
+        why=f"no run of {shown(name)} has a value for {target}",
+    )
+
+
+def _no_samples(
+    name: str,
+    target: str,
+    limit: float,
+    unit: Unit,
+    q: float,
+    samples: Samples | None,
+    stats: WorkflowStats | None,
+) -> LimitVerdict:
+    """A percentile without a sample: every run left out (failed, or a cache hit), or no
+    run with a value for it."""
+    verdict = _no_data(name, target, limit, unit, q)
+    if samples is not None and len(samples):
+        why = f"every sample of {target} is a cache hit, left out by exclude_cache_hits"
+        return replace(verdict, reason="no_runs", why=why)
+    if stats is not None and stats.runs and stats.errors == stats.runs:
+        why = (
+            f"all {stats.runs} runs of {shown(name)} failed, and failed runs are not in the "
+            "percentiles (include_errors = true counts them)"
+        )
+        return replace(verdict, reason="no_runs", why=why)
+    return verdict
+
+
+def _absent(
+    verdicts: list[LimitVerdict],
+    name: str,
+    budget: WorkflowBudget,
+    stats: Stats,
+    source: str,
+) -> list[LimitVerdict]:
+    """The verdicts of a workflow (or step) that no run has, as not judged: a misspelled key
+    would otherwise pass as "no data"."""
+    seen = stats.workflows
+    workflow = seen.get(name)
+    if workflow is None:
+        why = f"no run of workflow {shown(name)}{suggest(name, list(seen))}"
+        return [_unknown(v, "unknown_workflow", why) for v in verdicts]
+    prefixes = {_step_target(step, ""): step for step in budget.steps}
+    out: list[LimitVerdict] = []
+    for verdict in verdicts:
+        step = next((s for p, s in prefixes.items() if verdict.target.startswith(p)), None)
+        if step is None or step in workflow.seen_steps:
+            out.append(verdict)
+            continue
+        why = (
+            f"no run of {shown(name)} has a step {shown(step)}"
+            f"{suggest(step, sorted(workflow.seen_steps))}"
+        )
+        out.append(_unknown(verdict, "unknown_step", why))
+    return out
+
+
+def _unknown(verdict: LimitVerdict, reason: NotJudgedReason, why: str) -> LimitVerdict:
+    return replace(
+        verdict,
+        actual_ms=None,
+        status="not_judged",
+        runs=0,
+        broken_runs=0,
+        worst_run=None,
+        reason=reason,
+        why=why,
+    )
+
+
+_OPT_OUT: Final = {
+    **{reason: "--allow-missing" for reason in ABSENT_REASONS},
+    **{reason: "--allow-unjudged" for reason in UNJUDGED_REASONS},
+}
+
+
+def apply_opt_outs(
+    verdicts: Iterable[LimitVerdict], budgets: Budgets, allow: Iterable[NotJudgedReason] = ()
+) -> list[LimitVerdict]:
+    """Each not-judged verdict marked ``allowed`` when ``allow`` names its reason or the
+    budget marks its workflow or step ``optional``; the others' ``why`` names the flag that
+    would opt out (for sources other than :func:`evaluate`, such as Prometheus).
+
+    Example::
+
+        verdicts = apply_opt_outs(verdicts, budgets, allow=ABSENT_REASONS)
+    """
+    allowed = frozenset(allow)
+    return [_opted_out(v, budgets, allowed) for v in verdicts]
+
+
+def _opted_out(
+    verdict: LimitVerdict, budgets: Budgets, allow: frozenset[NotJudgedReason]
+) -> LimitVerdict:
+    """A not-judged verdict marked allowed when the user opted out of its reason, else its
+    ``why`` naming the way to opt out."""
+    if verdict.status != "not_judged" or verdict.reason is None:
+        return verdict
+    if verdict.reason in allow or _optional(verdict, budgets):
+        return replace(verdict, allowed=True)
+    why = verdict.why or verdict.reason
+    hint = (
+        "set optional = true if it runs only sometimes, or "
+        if verdict.reason in ABSENT_REASONS and "optional = true" not in why
+        else ""
+    )
+    return replace(verdict, why=f"{why}; {hint}{_OPT_OUT[verdict.reason]} to pass without it")
+
+
+def _optional(verdict: LimitVerdict, budgets: Budgets) -> bool:
+    """``optional = true`` on the workflow, or on the step, of a limit that no run has."""
+    if verdict.reason not in ABSENT_REASONS:
+        return False
+    budget = budgets.workflows.get(verdict.workflow)
+    if budget is None:
+        return False
+    if budget.optional:
+        return True
+    return any(
+        limits.optional and verdict.target.startswith(_step_target(step, ""))
+        for step, limits in budget.steps.items()
+    )
+
+
+def unknown_keys(
+    report: BudgetReport, budgets: Budgets, *, workflows_not_run: bool = True
+) -> list[str]:
+    """Budget keys naming a workflow or a step that no run has, each as a one-line message
+    with the closest names seen: a misspelled key would otherwise pass as "no data".
+
+    The same facts are in the report's verdicts (reasons ``unknown_workflow`` and
+    ``unknown_step``); this lists them by key. ``optional = true`` on a workflow or step
+    says it runs only sometimes. Without ``workflows_not_run``, only the steps of workflows
+    that ran are looked at (a test session that ran a subset of the tests).
+
+    Example::
+
+        problems = unknown_keys(evaluate(runs, budgets), budgets)
+        assert not problems, "; ".join(problems)
+    """
+    found: list[str] = []
+    seen = report.stats.workflows
+    for name, budget in budgets.workflows.items():
+        stats = seen.get(name)
+        if stats is None:
+            if not budget.optional and workflows_not_run:
+                where = key_path_of(("workflows", name))
+                found.append(
+                    f"{budgets.source}: {where}: no run of workflow {shown(name)}"
+                    f"{suggest(name, list(seen))}"
+                )
+            continue
+        for step, limits in budget.steps.items():
+            if step in stats.seen_steps or limits.optional:
+                continue
+            where = key_path_of(("workflows", name, "steps", step))
+            found.append(
+                f"{budgets.source}: {where}: no run of {shown(name)} has a step "
+                f"{shown(step)}{suggest(step, sorted(stats.seen_steps))}"
+            )
+    return found
+
+
+def _too_few(count: int, min_runs: int) -> str:
+    return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
+
+
+def _error_rate_verdict(
+    name: str, limit: float, budgets: Budgets, stats: WorkflowStats | None
+) -> LimitVerdict:
+    min_runs = budgets.min_runs_for(name)
+    if stats is None or stats.runs == 0:
+        return _no_data(name, "error_rate", limit, "%")
+    rate = 100.0 * stats.errors / stats.runs
+    status: VerdictStatus
+    reason: NotJudgedReason | None = None
+    why = None
+    if stats.runs < min_runs:
+        status, reason, why = "not_judged", "not_enough_runs", _too_few(stats.runs, min_runs)
+    else:
+        status = "broken" if rate > limit else "ok"
+    return LimitVerdict(
+        name,
+        "error_rate",
+        limit,
+        rate,
+        status,
+        stats.runs,
+        broken_runs=stats.errors,
+        min_runs=min_runs,
+        unit="%",
+        reason=reason,
+        why=why,
+    )
+
+
+def _percentile_verdicts(
+    name: str, budget: WorkflowBudget, budgets: Budgets, stats: WorkflowStats | None
+) -> list[LimitVerdict]:
+    min_runs = budgets.min_runs_for(name)
+    exclude = budgets.excludes_cache_hits(name)
+    found: list[LimitVerdict] = []
+
+    def judge(
+        target: str, q: float, limit: float, samples: Samples | None, unit: Unit = "ms"
+    ) -> None:
+        count = samples.count(exclude_cached=exclude) if samples is not None else 0
+        if samples is None or not count:
+            found.append(_no_samples(name, target, limit, unit, q, samples, stats))
+            return
+        actual = samples.percentile(q, exclude_cached=exclude)
+        assert actual is not None
+        odd = samples.nonfinite(exclude_cached=exclude)
+        status: VerdictStatus
+        reason: NotJudgedReason | None = None
+        why = None
+        if odd is not None:
+            # No percentile of a set holding NaN means anything: broken, whatever min_runs.
+            actual, status = odd, "broken"
+        elif count < min_runs:
+            status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
+        else:
+            status = "broken" if _over(actual, limit) else "ok"
+        found.append(
+            LimitVerdict(
+                name,
+                target,
+                limit,
+                actual,
+                status,
+                count,
+                percentile=q,
+                min_runs=min_runs,
+                unit=unit,
+                reason=reason,
+                why=why,
+            )
+        )
+
+    for key in sorted(budget.percentiles, key=lambda k: percentile_of_key(k, "")):
+        q = percentile_of_key(key, "")
+        for quantity, limit in budget.percentiles[key].items():
+            samples = stats.quantities[quantity] if stats is not None else None
+            judge(_target(key, quantity), q, limit, samples)
+    for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):
+        q = percentile_of_key(key, "cost_")
+        cost = stats.cost if stats is not None else None
+        judge(key, q, budget.cost_percentiles[key], cost, "USD")
+    for step, limits in budget.steps.items():
+        step_stats = stats.steps.get(step) if stats is not None else None
+        for key in sorted(limits.percentiles, key=lambda k: percentile_of_key(k, "")):
+            q = percentile_of_key(key, "")
+            samples = step_stats.duration if step_stats is not None else None
+            judge(_step_target(step, key), q, limits.percentiles[key], samples)
+        for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
+            q = percentile_of_key(key, "ttft_")
+            samples = step_stats.ttft if step_stats is not None else None
+            judge(_step_target(step, key), q, limits.ttft_percentiles[key], samples)
+    return found
