@@ -210,6 +210,8 @@ class Sampled:
     """Runs that stand for more than one (a sampling probability below 1 recorded)."""
     biased: int = 0
     """Runs a tail sampler kept without recording a probability."""
+    sampled: int = 0
+    """Runs in the percentiles (those that did not fail)."""
     weight_total: float = 0.0
     heaviest_weight: float = 0.0
     heaviest_trace_id: str = ""
@@ -225,6 +227,7 @@ class Sampled:
         self.biased += biased
         if run.error:  # left out of the percentiles, as the statistics do by default
             return
+        self.sampled += 1
         self.weight_total += weight
         if weight > self.heaviest_weight:
             self.heaviest_weight, self.heaviest_trace_id = weight, run.trace_id
@@ -233,7 +236,7 @@ class Sampled:
     def dominant(self) -> tuple[str, float] | None:
         """The trace id of a run whose weight is more than half of all the runs' weight (so
         it alone decides the percentiles), with its share; else None."""
-        if self.runs < 2 or not self.heaviest_weight * 2 > self.weight_total:
+        if self.sampled < 2 or not self.heaviest_weight * 2 > self.weight_total:
             return None
         return self.heaviest_trace_id, self.heaviest_weight / self.weight_total
 
