@@ -129,7 +129,14 @@ def _console() -> Console:
 
 def _profile(args: argparse.Namespace) -> int:
     from chainlat._core.errors import InputError
-    from chainlat.analysis.profiles import dumps_profiles, fit_profiles, save_profiles
+    from chainlat.analysis.profiles import (
+        STREAM_USAGE,
+        calls_by_model,
+        dumps_profiles,
+        fit_by_model,
+        save_profiles,
+        usage_gaps,
+    )
     from chainlat.traces import read_runs
 
     sources = sources_from(args)
@@ -149,17 +156,25 @@ def _profile(args: argparse.Namespace) -> int:
                 selected += 1
                 yield run
 
-    profiles = fit_profiles(runs())
+    calls = calls_by_model(runs())
+    profiles = fit_by_model(calls)
+    gaps = usage_gaps(c for found in calls.values() for c in found)
     if not selected:
         raise InputError(f"{where}: no workflow run to fit profiles from")
     if not profiles:
-        raise InputError(f"{where}: no model call with token counts to fit a profile from")
+        streamed = f" ({sum(gaps.values())} streamed without them: {STREAM_USAGE})"
+        raise InputError(
+            f"{where}: no model call with token counts to fit a profile from"
+            + (streamed if gaps else "")
+        )
     if args.output:
         save_profiles(args.output, profiles)
     if args.format == "json":
         print(dumps_profiles(profiles, fmt="json"), end="")
+        for line in tradeoff_report.usage_gap_lines(gaps):
+            print(f"chainlat: warning: {line}", file=sys.stderr)
         return EXIT_OK
-    _console().print(tradeoff_report.profiles_text(profiles, selected, where))
+    _console().print(tradeoff_report.profiles_text(profiles, selected, where, gaps))
     if args.output:
         print(f"profiles written to {args.output}")
     return EXIT_OK
