@@ -18,7 +18,7 @@ process, seeded), traced by :func:`chainlat.instrument_httpx` through the real
 ``sim-large``, then variant ``B`` with it on ``sim-small``, then ``B`` again as
 variant ``B2``, all with the same prompts (the same sizes, drawn from the
 seed). The what-if estimates B from A's runs alone
-(``whatif(file, workflow=shape, variant="A", swap={"chat sim-large": "sim-small"})``)
+(``whatif(load_runs([file]), workflow=shape, variant="A", swap={"chat sim-large": "sim-small"})``)
 and its p50 and p95 are compared with B's measured runs. ``B2`` against ``B`` is
 the control: the error a perfect estimate would show, from measuring two
 batches of the same variant (sampling and the machine's drift). Two sources of

@@ -274,3 +274,31 @@ def test_the_trade_off_renderers_return_renderables_and_print_nothing(
     assert "what-if over 3 runs" in text
     assert "chat big -> " not in text and "chat small" in text
     assert "agent: variants (ms)" in text and "latency profiles from 6 runs" in text
+
+
+def test_profile_names_the_stream_option_when_streamed_calls_lack_usage(
+    cap: Capture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Calls streamed without token counts give no profile: say which option brings them."""
+    p, clock = cap.provider, cap.clock
+    for model, usage in (("big", True), ("small", False), ("small", False)):
+        with chainlat.workflow("agent", tracer_provider=p):
+            with chainlat.inference(model, tracer_provider=p) as call:
+                clock.advance(20)
+                call.first_token()
+                clock.advance(30)
+                if usage:
+                    call.record_usage(100, 11)
+    file = tmp_path / "streamed.jsonl"
+    file.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    assert main(["profile", str(file)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "small: no profile: its 2 calls streamed without token counts" in out
+    assert 'stream_options={"include_usage": True}' in out
+    only_small = tmp_path / "small.jsonl"
+    spans = [s for s in cap.spans() if (s.attributes or {}).get("gen_ai.request.model") != "big"]
+    only_small.write_text(json.dumps(encode_request(spans)) + "\n")
+    assert main(["profile", str(only_small)]) == 2
+    err = capsys.readouterr().err
+    assert "no model call with token counts" in err
+    assert '2 streamed without them: stream_options={"include_usage": True}' in err

@@ -548,6 +548,10 @@ def test_a_model_streamed_without_usage_is_named_with_the_stream_option_to_fix_i
 def test_whatif_takes_runs_not_a_file_name() -> None:
     with pytest.raises(TypeError, match="load_runs"):
         whatif("traces.jsonl", swap={"chat big": "small"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="load_profiles"):
+        whatif([sequential()], swap=["chat big=small"], profiles="p.toml")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="load_budgets"):
+        whatif([sequential()], swap=["chat big=small"], budgets="b.toml")  # type: ignore[arg-type]
 
 
 def small_alone(trace: str, tokens_in: int, tokens_out: int, *, streamed: bool) -> WorkflowRun:

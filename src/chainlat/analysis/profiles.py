@@ -81,8 +81,10 @@ __all__ = [
     "LatencyProfile",
     "ModelCall",
     "ProfileFileError",
+    "calls_by_model",
     "calls_of",
     "dumps_profiles",
+    "fit_by_model",
     "fit_profile",
     "fit_profiles",
     "load_profiles",
@@ -490,9 +492,19 @@ def fit_profiles(runs: Iterable[WorkflowRun]) -> dict[str, LatencyProfile]:
         profiles = fit_profiles(runs)
         print(profiles["gpt-4o-mini"].decode_ms_per_token)
     """
+    return fit_by_model(calls_by_model(runs))
+
+
+def calls_by_model(runs: Iterable[WorkflowRun]) -> dict[str, list[ModelCall]]:
+    """The model calls of the runs, by model name (sorted)."""
     by_model: dict[str, list[ModelCall]] = {}
     for run in runs:
         for call in calls_of(run):
             by_model.setdefault(call.model, []).append(call)
-    fitted = {model: fit_profile(calls) for model, calls in sorted(by_model.items())}
+    return dict(sorted(by_model.items()))
+
+
+def fit_by_model(calls: Mapping[str, Iterable[ModelCall]]) -> dict[str, LatencyProfile]:
+    """A profile for every model whose calls can be fitted (:func:`fit_profile`)."""
+    fitted = {model: fit_profile(found) for model, found in calls.items()}
     return {model: profile for model, profile in fitted.items() if profile is not None}

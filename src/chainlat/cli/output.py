@@ -106,6 +106,11 @@ def print_warnings(
         _warn_sampling(runs)
 
 
+def warn(line: str) -> None:
+    """One warning line on stderr: ``chainlat: warning: {line}``."""
+    _warn(f"warning: {line}")
+
+
 def _warn(line: str) -> None:
     print(f"chainlat: {line}", file=sys.stderr)
 

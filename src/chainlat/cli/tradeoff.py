@@ -31,7 +31,14 @@ from chainlat.cli.options import (
     add_run_filter,
     add_sources,
 )
-from chainlat.cli.output import emit, emit_json, emit_renderables, print_warnings, write_file
+from chainlat.cli.output import (
+    emit,
+    emit_json,
+    emit_renderables,
+    print_warnings,
+    warn,
+    write_file,
+)
 from chainlat.cli.sources import describe, load, nothing_read, read, sources_from
 from chainlat.report import tradeoff as tradeoff_report
 
@@ -157,7 +164,14 @@ def _read(args: argparse.Namespace, sources: list[TraceSource], purpose: str) ->
 
 def _profile(args: argparse.Namespace) -> int:
     from chainlat._core.errors import InputError
-    from chainlat.analysis.profiles import dumps_profiles, fit_profiles, save_profiles
+    from chainlat.analysis.profiles import (
+        STREAM_USAGE,
+        calls_by_model,
+        dumps_profiles,
+        fit_by_model,
+        save_profiles,
+        usage_gaps,
+    )
     from chainlat.traces import ReadCounters
 
     sources = sources_from(args)
@@ -172,20 +186,28 @@ def _profile(args: argparse.Namespace) -> int:
             if not run.nested:  # else a step of the run around it
                 yield run
 
-    profiles = fit_profiles(runs())
+    calls = calls_by_model(runs())
+    profiles = fit_by_model(calls)
+    gaps = usage_gaps(c for found in calls.values() for c in found)
     if counters.workflows == 0:
         raise nothing_read(sources, counters, "fit")
     chosen.check_names()
     print_warnings(counters, sources=sources, runs=chosen)
     if not profiles:
-        raise InputError(f"{where}: no model call with token counts to fit a profile from")
+        streamed = f" ({sum(gaps.values())} streamed without them: {STREAM_USAGE})"
+        raise InputError(
+            f"{where}: no model call with token counts to fit a profile from"
+            + (streamed if gaps else "")
+        )
     if args.output:
         save_profiles(args.output, profiles)
     if args.format == "json":
         emit_json(json.loads(dumps_profiles(profiles, fmt="json")))
+        for line in tradeoff_report.usage_gap_lines(gaps):
+            warn(line)
         return EXIT_OK
     selected = sum(sampled.runs for sampled in chosen.sampled.values())
-    emit_renderables([tradeoff_report.profiles_text(profiles, selected, where)], args.format)
+    emit_renderables([tradeoff_report.profiles_text(profiles, selected, where, gaps)], args.format)
     if args.output and args.format == "text":
         emit(f"profiles written to {args.output}")
     return EXIT_OK

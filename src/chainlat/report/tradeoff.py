@@ -24,6 +24,8 @@ from chainlat.report._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import RenderableType
     from rich.table import Table
     from rich.text import Text
@@ -57,8 +59,27 @@ def _group(*parts: RenderableType) -> RenderableType:
     return Group(*parts)
 
 
-def profiles_text(profiles: dict[str, LatencyProfile], runs: int, where: str) -> RenderableType:
-    """The fitted profiles as a table, and each profile's note below it."""
+def usage_gap_lines(gaps: Mapping[str, int]) -> list[str]:
+    """One line per model left without a profile because its calls streamed without
+    token counts, naming the option that brings them."""
+    from chainlat.analysis.profiles import STREAM_USAGE
+
+    return [
+        f"{model}: no profile: its {count(n, 'call')} streamed without token counts "
+        f"(stream with {STREAM_USAGE})"
+        for model, n in gaps.items()
+        if n
+    ]
+
+
+def profiles_text(
+    profiles: dict[str, LatencyProfile],
+    runs: int,
+    where: str,
+    gaps: Mapping[str, int] | None = None,
+) -> RenderableType:
+    """The fitted profiles as a table, each profile's note below it, and the models left
+    without one because their streamed calls carried no token counts (``gaps``)."""
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
     title = f"latency profiles from {count(runs, 'run')} in {source_name(where)}"
@@ -79,6 +100,7 @@ def profiles_text(profiles: dict[str, LatencyProfile], runs: int, where: str) ->
         )
         if p.note:
             notes.append(_cell(f"note: {model}: {p.note}"))
+    notes.extend(_cell(f"note: {line}") for line in usage_gap_lines(gaps or {}))
     return _group(table, *notes)
 
 

@@ -30,23 +30,15 @@ Method, for every recorded run:
    the step take no time. Failed calls and recorded cache hits keep their time
    under a swap or a prompt change.
 2. **The timeline is rebuilt** (:func:`rebuild_timeline`) with the dependency rule
-   below (:mod:`~chainlat.analysis.whatif.timeline`), and
+   below, and
 3. **the chain total is recomputed** along the new critical path with the same
    rollup as a live run (:func:`chainlat._core.rollup.compute_rollup`).
 
-Dependency rule, inferred from timestamps: among the children of one span, step
-B *waited on* step A when A ended before B started (``A.end <= B.start``). In the
-rebuilt run B starts at the latest new end among the steps it waited on, plus
-the gap it had after the last of them ended (the glue code between them); a step
-that waited on nothing keeps its offset from its parent's start. A parent ends
-at its last child's new end plus the time it ran after its last child. A changed
-step's own children are stretched with it. So steps that overlapped stay
-parallel, a sequence stays a sequence, and a shorter step moves everything that
-waited on it earlier. The rule is conservative: a step that merely happened to
-end before another started counts as a dependency, so lengthening it can delay
-a step that did not really wait for it. Queueing is not re-simulated: each call
-keeps the queue and network time it had (see docs/tradeoffs.md for where this
-breaks down).
+The dependency rule (:mod:`~chainlat.analysis.whatif.timeline`), in short: a step
+waited on the steps of the same parent that ended before it started, so steps
+that overlapped stay parallel and a sequence stays a sequence. Queueing is not
+re-simulated: each call keeps the queue and network time it had (see
+docs/tradeoffs.md for where this breaks down).
 
 The package, by phase: :mod:`~chainlat.analysis.whatif.changes` (the changes parsed
 and checked), :mod:`~chainlat.analysis.whatif.timeline` (the dependency rule),

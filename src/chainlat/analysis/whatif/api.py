@@ -76,10 +76,7 @@ def whatif(
     """
     from chainlat.analysis.profiles import fit_profiles
 
-    if isinstance(runs, (str, os.PathLike)):
-        raise TypeError(
-            "whatif() takes runs, not a file: whatif(chainlat.traces.load_runs([path]), ...)"
-        )
+    _not_a_file(runs, profiles, budgets)
     changes = changes_of(swap, prompt_scale, cache_hit_rate, drop)
     selected = _select(runs, workflow, variant, source)
     table = fit_profiles(selected)
@@ -104,6 +101,17 @@ def whatif(
         budget_before=before_report,
         budget_after=after_report,
     )
+
+
+def _not_a_file(runs: object, profiles: object, budgets: object) -> None:
+    """The files are the caller's to read: a path here is a mistake worth a clear message."""
+    for value, reader in (
+        (runs, "chainlat.traces.load_runs([path])"),
+        (profiles, "profiles=chainlat.analysis.profiles.load_profiles(path)"),
+        (budgets, "budgets=chainlat.budgets.load_budgets(path)"),
+    ):
+        if isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"whatif() takes what the files hold, not a file: {reader}")
 
 
 def _select(
