@@ -16,7 +16,7 @@ import pytest
 from chainlat._core.errors import TraceSourceError
 from chainlat.budgets import Budgets
 from chainlat.cli import main
-from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+from chainlat.prometheus import PrometheusReader, judge_prometheus
 
 BUDGETS = Budgets.model_validate(
     {

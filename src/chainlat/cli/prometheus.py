@@ -64,7 +64,7 @@ def add_budgets_commands(budgets_sub: Any) -> None:
 def rules_command(args: argparse.Namespace) -> int:
     """``chainlat budgets rules``."""
     from chainlat.budgets import load_budgets
-    from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+    from chainlat.prometheus import bucket_boundaries, buckets_setting, prometheus_rules
 
     budgets = load_budgets(args.file)
     if not budgets.workflows:
@@ -92,8 +92,8 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
-    from chainlat.report.text import _verdict_table, conclusion, render_text
-    from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+    from chainlat.prometheus import PrometheusReader, judge_prometheus
+    from chainlat.report.jsondoc import to_json
 
     if args.sources or args.jaeger:
         raise InputError("--prometheus reads metrics: give no trace files and no --jaeger")
@@ -102,21 +102,13 @@ def check(args: argparse.Namespace) -> int:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
     result = judge_prometheus(budgets, reader, window=args.window)
-    where = f"Prometheus {reader.url}, the last {args.window}"
+    where = report.prometheus_source(reader.url, args.window)
     if args.format == "json":
-        document = report.check_json(result)
-        document["source"] = where
-        from chainlat.report.jsondoc import to_json
-
-        sys.stdout.write(to_json(document) + "\n")
+        sys.stdout.write(to_json(report.prometheus_check_json(result, source=where)) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(report.prometheus_check_markdown(result, source=where))
     else:
-        out: list[Any] = [f"chainlat check: {where}; budgets from {budgets.source}", ""]
-        for name in budgets.workflows:
-            verdicts = result.verdicts_of(name)
-            if verdicts:
-                out += [f"{name}:", _verdict_table(verdicts), ""]
-        out.append(conclusion(result))
-        sys.stdout.write(render_text(out))
+        sys.stdout.write(report.prometheus_check_text(result, source=where))
     if args.junit:
         try:
             Path(args.junit).write_text(report.junit_xml(result), encoding="utf-8")

@@ -1,6 +1,6 @@
 """Prometheus's HTTP API as a source of verdicts: budgets judged from metrics, not traces.
 
-The queries are those of the generated rules (:func:`chainlat.budgets.rules.limit_queries`),
+The queries are those of the generated rules (:func:`chainlat.prometheus.queries.limit_queries`),
 run as instant queries, so ``chainlat check --prometheus`` and the alerts agree. Metrics
 count every run before sampling: the verdict is unbiased by the tail sampler and costs
 the same for a thousand runs as for a billion.
@@ -18,7 +18,7 @@ from chainlat._core.errors import TraceSourceError
 from chainlat._core.runs import Unit
 from chainlat._core.stats import Stats
 from chainlat.budgets import BudgetReport, Budgets, LimitVerdict, VerdictStatus
-from chainlat.budgets.rules import LimitQuery, limit_queries
+from chainlat.prometheus.queries import LimitQuery, limit_queries
 
 if TYPE_CHECKING:
     import httpx
