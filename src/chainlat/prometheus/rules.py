@@ -42,11 +42,26 @@ __all__ = ["ALERT_NAME", "comment_text", "prometheus_rules", "template_text"]
 ALERT_NAME: Final = "ChainlatBudgetBroken"
 
 
+_LINE_BREAKS: Final = frozenset("\n\r\x85\u2028\u2029")
+
+
 class _NoAliases(yaml.SafeDumper):
     """Writes each mapping out in full: anchors and aliases puzzle readers of rule files."""
 
     def ignore_aliases(self, data: object) -> bool:
         return True
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # PyYAML writes U+0085, U+2028 and U+2029 raw in a quoted scalar, where a reader folds
+    # them into a space: any string with an unprintable character is double-quoted, the one
+    # style that escapes them all.
+    if any(not ch.isprintable() or ch in _LINE_BREAKS for ch in text):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return dumper.represent_str(text)
+
+
+_NoAliases.add_representer(str, _represent_text)
 
 
 # --- the rules file ------------------------------------------------------------------------
@@ -60,9 +75,6 @@ def template_text(text: str) -> str:
     """``text`` as literal text of a Go template: Prometheus expands an alert's labels and
     annotations, so a name holding ``{{ query "up" }}`` would run as an action."""
     return text.replace("{{", '{{ "{{" }}')
-
-
-_LINE_BREAKS: Final = frozenset("\n\r\x85\u2028\u2029")
 
 
 def comment_text(text: str) -> str:
