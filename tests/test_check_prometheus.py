@@ -84,10 +84,11 @@ def test_a_percentile_over_its_limit_is_broken_and_waits_for_min_runs() -> None:
     report = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 40)))
     verdicts = {v.target: v for v in report.verdicts}
     assert verdicts["p95.total"].status == "broken"
-    assert verdicts["p95.data"].status == "no_data"
+    assert (verdicts["p95.data"].status, verdicts["p95.data"].reason) == ("not_judged", "no_data")
     assert verdicts["total"].status == "ok"
     few = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 4)))
-    assert {v.target: v.status for v in few.verdicts}["p95.total"] == "not_enough_runs"
+    few_total = {v.target: v for v in few.verdicts}["p95.total"]
+    assert (few_total.status, few_total.reason) == ("not_judged", "not_enough_runs")
 
 
 def test_an_error_answer_names_prometheus() -> None:
@@ -141,7 +142,7 @@ def test_cli_prints_the_verdict_table_and_exits_1_when_broken(
     out = capsys.readouterr().out
     assert code == 1
     assert "the last 30m" in out
-    assert "BROKEN: 1 of 2 judged limits (workflows.chat.total)" in out
+    assert "BROKEN: workflows.chat.total\nFAILED: 1 of 2 limits broken, 0 not judged\n" in out
 
 
 def test_cli_json_and_bad_input(

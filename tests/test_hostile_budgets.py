@@ -74,7 +74,7 @@ def test_every_format_of_a_nan_verdict_says_broken_and_json_stays_json() -> None
     assert statuses == {"total": ("broken", None), "p50.total": ("broken", None)}
     assert all("not a finite number" in v["note"] for v in document["verdicts"])
     assert document["ok"] is False
-    assert "NaN ms" in check_text(report) and "BROKEN: 2 of 2" in check_text(report)
+    assert "NaN ms" in check_text(report) and "FAILED: 2 of 2 limits broken" in check_text(report)
     assert "**BROKEN**" in check_markdown(report)
     assert "LatencyBudgetExceeded" in junit_xml(report)
 

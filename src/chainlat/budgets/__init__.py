@@ -40,7 +40,7 @@ import tomllib
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal, Union
 
@@ -61,6 +61,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from chainlat._core.errors import SHOWN_CHARS, BudgetFileError, shorten, shown
+from chainlat._core.exits import EXIT_BROKEN, EXIT_INPUT, EXIT_OK
 from chainlat._core.prices import Price
 from chainlat._core.runs import (
     BudgetViolation,
@@ -73,12 +74,17 @@ from chainlat._core.runs import (
 from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
 
 __all__ = [
+    "ABSENT_REASONS",
+    "UNJUDGED_REASONS",
     "BudgetReport",
     "Budgets",
     "LimitVerdict",
+    "NotJudgedReason",
     "QuantityLimits",
     "StepBudget",
+    "VerdictStatus",
     "WorkflowBudget",
+    "apply_opt_outs",
     "check_run",
     "discover_budgets",
     "evaluate",
@@ -924,7 +930,35 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
 
 # --- the verdict over many runs ---------------------------------------------------------------
 
-VerdictStatus = Literal["ok", "broken", "not_enough_runs", "no_data"]
+VerdictStatus = Literal["ok", "broken", "not_judged"]
+"""What became of one limit: kept (``ok``), broken, or not judged (see its ``reason``)."""
+
+NotJudgedReason = Literal[
+    "unknown_workflow",
+    "unknown_step",
+    "no_runs",
+    "not_enough_runs",
+    "no_data",
+    "no_price",
+    "no_tokens",
+    "impossible_value",
+    "not_expressible",
+    "no_series",
+    "not_finite",
+    "incomplete_run",
+]
+"""Why a limit was not judged: a name no run has (``unknown_workflow``, ``unknown_step``), too
+few runs or samples (``no_runs``, ``not_enough_runs``, ``no_data``), a cost without a price or
+token counts (``no_price``, ``no_tokens``), a recorded value that cannot be true
+(``impossible_value``), a limit a Prometheus source cannot read (``not_expressible``,
+``no_series``, ``not_finite``), or a run a reader could not read whole (``incomplete_run``)."""
+
+ABSENT_REASONS: Final[frozenset[NotJudgedReason]] = frozenset({"unknown_workflow", "unknown_step"})
+"""Reasons ``--allow-missing`` opts out of: a budgeted name no run has."""
+UNJUDGED_REASONS: Final[frozenset[NotJudgedReason]] = (
+    frozenset(typing.get_args(NotJudgedReason)) - ABSENT_REASONS
+)
+"""Reasons ``--allow-unjudged`` opts out of: every other one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -949,6 +983,16 @@ class LimitVerdict:
     """Per-run limits: the run with the worst value."""
     unit: Unit = "ms"
     """What ``limit_ms`` and ``actual_ms`` are in: ms, % (error_rate) or USD (cost)."""
+    reason: NotJudgedReason | None = None
+    """Why the limit was not judged (``status == "not_judged"``); None otherwise."""
+    why: str | None = None
+    """One line saying why it was not judged and what to do (or which flag opts out)."""
+    allowed: bool = False
+    """The user opted out for this limit (``optional = true``, ``--allow-missing``,
+    ``--allow-unjudged``): shown, but it does not fail the gate."""
+    unjudged_runs: int = 0
+    """Per-run limits: runs that have the measure but whose value could not be judged (a
+    call without a price, a run a reader could not read whole)."""
 
     @property
     def kind(self) -> Literal["run", "percentile", "share"]:
@@ -972,7 +1016,14 @@ class LimitVerdict:
 
 @dataclass(slots=True)
 class BudgetReport:
-    """Every limit's verdict, with the statistics they were computed from."""
+    """Every limit's verdict, with the statistics they were computed from.
+
+    Example::
+
+        report = evaluate(runs, budgets)
+        print(report.summary)
+        raise SystemExit(report.exit_code)
+    """
 
     verdicts: list[LimitVerdict]
     stats: Stats
@@ -984,18 +1035,64 @@ class BudgetReport:
         return [v for v in self.verdicts if v.status == "broken"]
 
     @property
+    def unjudged(self) -> list[LimitVerdict]:
+        """The limits that could not be judged and were not opted out of: they fail the gate."""
+        return [v for v in self.verdicts if v.status == "not_judged" and not v.allowed]
+
+    @property
+    def allowed(self) -> list[LimitVerdict]:
+        """The limits that could not be judged and were opted out of."""
+        return [v for v in self.verdicts if v.status == "not_judged" and v.allowed]
+
+    @property
+    def exit_code(self) -> int:
+        """``EXIT_BROKEN`` (1) if a limit is broken, else ``EXIT_INPUT`` (2) if one could not
+        be judged and was not opted out of, or if no limit was judged at all, else
+        ``EXIT_OK`` (0): a gate that judged nothing never passes."""
+        if self.broken:
+            return EXIT_BROKEN
+        if self.unjudged or not self.judged:
+            return EXIT_INPUT
+        return EXIT_OK
+
+    @property
     def ok(self) -> bool:
-        """No limit was broken."""
-        return not self.broken
+        """Every limit judged and kept, or opted out of: the exit code is 0."""
+        return self.exit_code == EXIT_OK
 
     @property
     def judged(self) -> bool:
-        """At least one limit had runs to judge."""
+        """At least one limit was judged (kept or broken)."""
         return any(v.status in ("ok", "broken") for v in self.verdicts)
+
+    @property
+    def summary(self) -> str:
+        """The one line every format ends with; it says ``OK`` only when the exit code is 0.
+
+        ``FAILED: 1 of 7 limits broken, 2 not judged``, ``FAILED: no limit judged, 3 not
+        judged (allowed)`` or ``OK: all 7 limits judged and kept``.
+        """
+        total = len(self.verdicts)
+        allowed = len(self.allowed)
+        opted = f", {allowed} not judged (allowed)" if allowed else ""
+        if self.exit_code != EXIT_OK:
+            if not self.broken and not self.unjudged:
+                return f"FAILED: no limit judged{opted or ' (no limits)'}"
+            return (
+                f"FAILED: {len(self.broken)} of {_limits(total)} broken, "
+                f"{len(self.unjudged)} not judged{opted}"
+            )
+        if not allowed:
+            return f"OK: all {_limits(total)} judged and kept"
+        return f"OK: {total - allowed} of {_limits(total)} judged and kept{opted}"
 
     def verdicts_of(self, workflow: str) -> list[LimitVerdict]:
         """The verdicts on one workflow's limits."""
         return [v for v in self.verdicts if v.workflow == workflow]
+
+
+def _limits(n: int) -> str:
+    return f"{n} limit" + ("" if n == 1 else "s")
 
 
 @dataclass(slots=True)
@@ -1006,15 +1103,26 @@ class _RunTally:
     worst_run: WorkflowRun | None = None
 
 
-def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
+def evaluate(
+    runs: Iterable[WorkflowRun],
+    budgets: Budgets,
+    *,
+    allow: Iterable[NotJudgedReason] = (),
+) -> BudgetReport:
     """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
 
     Streams ``runs`` once, keeping one float per sample (see :mod:`chainlat._core.stats`).
-    A percentile verdict needs ``min_runs`` samples, otherwise it is
-    ``not_enough_runs`` and does not count; a limit without any sample is ``no_data``.
-    A measured value that is not a finite number (NaN, infinity) is never within a limit:
-    the run breaks each per-run limit it is measured against, and a percentile over samples
-    holding one is broken, with that value as its actual.
+    A limit that cannot be judged is ``not_judged`` with its ``reason`` (a workflow or step
+    no run has, fewer than ``min_runs`` samples, no sample at all, ...) and fails the gate
+    unless ``allow`` names its reason or the budget marks the workflow or step
+    ``optional``. A measured value that is not a finite number (NaN, infinity) is never
+    within a limit: the run breaks each per-run limit it is measured against, and a
+    percentile over samples holding one is broken, with that value as its actual.
+
+    Example::
+
+        report = evaluate(read_runs(["traces.jsonl"]), load_budgets("chainlat.toml"))
+        print(report.summary)
     """
     checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
     tallies: dict[tuple[str, str], _RunTally] = {}
@@ -1043,34 +1151,183 @@ def evaluate(runs: Iterable[WorkflowRun], budgets: Budgets) -> BudgetReport:
 
     verdicts: list[LimitVerdict] = []
     for name, budget in budgets.workflows.items():
-        run_limits: list[tuple[str, float, Unit]] = [
-            (target, limit, "ms") for target, limit, _ in checks[name]
-        ]
-        if budget.cost is not None:
-            run_limits.append(("cost", budget.cost, "USD"))
-        for target, limit, unit in run_limits:
-            tally = tallies.get((name, target), _RunTally())
-            status: VerdictStatus = (
-                "no_data" if tally.judged == 0 else "broken" if tally.broken else "ok"
-            )
-            verdicts.append(
-                LimitVerdict(
-                    name,
-                    target,
-                    limit,
-                    tally.worst,
-                    status,
-                    tally.judged,
-                    tally.broken,
-                    worst_run=tally.worst_run if tally.broken else None,
-                    unit=unit,
-                )
-            )
+        found = _run_verdicts(name, budget, checks[name], tallies)
         workflow_stats = stats.workflows.get(name)
-        verdicts.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        found.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
         if budget.error_rate is not None:
-            verdicts.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
-    return BudgetReport(verdicts, stats, budgets.source)
+            found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
+        verdicts.extend(_absent(found, name, budget, stats, budgets.source))
+    return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
+
+
+def _run_verdicts(
+    name: str,
+    budget: WorkflowBudget,
+    checks: list[tuple[str, float, _Measure]],
+    tallies: dict[tuple[str, str], _RunTally],
+) -> list[LimitVerdict]:
+    run_limits: list[tuple[str, float, Unit]] = [
+        (target, limit, "ms") for target, limit, _ in checks
+    ]
+    if budget.cost is not None:
+        run_limits.append(("cost", budget.cost, "USD"))
+    found: list[LimitVerdict] = []
+    for target, limit, unit in run_limits:
+        tally = tallies.get((name, target), _RunTally())
+        if tally.judged == 0:
+            found.append(_no_data(name, target, limit, unit))
+            continue
+        found.append(
+            LimitVerdict(
+                name,
+                target,
+                limit,
+                tally.worst,
+                "broken" if tally.broken else "ok",
+                tally.judged,
+                tally.broken,
+                worst_run=tally.worst_run if tally.broken else None,
+                unit=unit,
+            )
+        )
+    return found
+
+
+def _no_data(
+    name: str, target: str, limit: float, unit: Unit, percentile: float | None = None
+) -> LimitVerdict:
+    return LimitVerdict(
+        name,
+        target,
+        limit,
+        None,
+        "not_judged",
+        0,
+        percentile=percentile,
+        unit=unit,
+        reason="no_data",
+        why=f"no run of {shown(name)} has a value for {target}",
+    )
+
+
+def _no_samples(
+    name: str,
+    target: str,
+    limit: float,
+    unit: Unit,
+    q: float,
+    samples: Samples | None,
+    stats: WorkflowStats | None,
+) -> LimitVerdict:
+    """A percentile without a sample: every run left out (failed, or a cache hit), or no
+    run with a value for it."""
+    verdict = _no_data(name, target, limit, unit, q)
+    if samples is not None and len(samples):
+        why = f"every sample of {target} is a cache hit, left out by exclude_cache_hits"
+        return replace(verdict, reason="no_runs", why=why)
+    if stats is not None and stats.runs and stats.errors == stats.runs:
+        why = (
+            f"all {stats.runs} runs of {shown(name)} failed, and failed runs are not in the "
+            "percentiles (include_errors = true counts them)"
+        )
+        return replace(verdict, reason="no_runs", why=why)
+    return verdict
+
+
+def _absent(
+    verdicts: list[LimitVerdict],
+    name: str,
+    budget: WorkflowBudget,
+    stats: Stats,
+    source: str,
+) -> list[LimitVerdict]:
+    """The verdicts of a workflow (or step) that no run has, as not judged: a misspelled key
+    would otherwise pass as "no data"."""
+    seen = stats.workflows
+    workflow = seen.get(name)
+    if workflow is None:
+        why = f"no run of workflow {shown(name)}{_suggest(name, list(seen))}"
+        return [_unknown(v, "unknown_workflow", why) for v in verdicts]
+    prefixes = {_step_target(step, ""): step for step in budget.steps}
+    out: list[LimitVerdict] = []
+    for verdict in verdicts:
+        step = next((s for p, s in prefixes.items() if verdict.target.startswith(p)), None)
+        if step is None or step in workflow.seen_steps:
+            out.append(verdict)
+            continue
+        why = (
+            f"no run of {shown(name)} has a step {shown(step)}"
+            f"{_suggest(step, sorted(workflow.seen_steps))}"
+        )
+        out.append(_unknown(verdict, "unknown_step", why))
+    return out
+
+
+def _unknown(verdict: LimitVerdict, reason: NotJudgedReason, why: str) -> LimitVerdict:
+    return replace(
+        verdict,
+        actual_ms=None,
+        status="not_judged",
+        runs=0,
+        broken_runs=0,
+        worst_run=None,
+        reason=reason,
+        why=why,
+    )
+
+
+_OPT_OUT: Final = {
+    **{reason: "--allow-missing" for reason in ABSENT_REASONS},
+    **{reason: "--allow-unjudged" for reason in UNJUDGED_REASONS},
+}
+
+
+def apply_opt_outs(
+    verdicts: Iterable[LimitVerdict], budgets: Budgets, allow: Iterable[NotJudgedReason] = ()
+) -> list[LimitVerdict]:
+    """Each not-judged verdict marked ``allowed`` when ``allow`` names its reason or the
+    budget marks its workflow or step ``optional``; the others' ``why`` names the flag that
+    would opt out (for sources other than :func:`evaluate`, such as Prometheus).
+
+    Example::
+
+        verdicts = apply_opt_outs(verdicts, budgets, allow=ABSENT_REASONS)
+    """
+    allowed = frozenset(allow)
+    return [_opted_out(v, budgets, allowed) for v in verdicts]
+
+
+def _opted_out(
+    verdict: LimitVerdict, budgets: Budgets, allow: frozenset[NotJudgedReason]
+) -> LimitVerdict:
+    """A not-judged verdict marked allowed when the user opted out of its reason, else its
+    ``why`` naming the way to opt out."""
+    if verdict.status != "not_judged" or verdict.reason is None:
+        return verdict
+    if verdict.reason in allow or _optional(verdict, budgets):
+        return replace(verdict, allowed=True)
+    why = verdict.why or verdict.reason
+    hint = (
+        "set optional = true if it runs only sometimes, or "
+        if verdict.reason in ABSENT_REASONS and "optional = true" not in why
+        else ""
+    )
+    return replace(verdict, why=f"{why}; {hint}{_OPT_OUT[verdict.reason]} to pass without it")
+
+
+def _optional(verdict: LimitVerdict, budgets: Budgets) -> bool:
+    """``optional = true`` on the workflow, or on the step, of a limit that no run has."""
+    if verdict.reason not in ABSENT_REASONS:
+        return False
+    budget = budgets.workflows.get(verdict.workflow)
+    if budget is None:
+        return False
+    if budget.optional:
+        return True
+    return any(
+        limits.optional and verdict.target.startswith(_step_target(step, ""))
+        for step, limits in budget.steps.items()
+    )
 
 
 def unknown_keys(
@@ -1079,9 +1336,10 @@ def unknown_keys(
     """Budget keys naming a workflow or a step that no run has, each as a one-line message
     with the closest names seen: a misspelled key would otherwise pass as "no data".
 
-    ``optional = true`` on a workflow or step says it runs only sometimes. Without
-    ``workflows_not_run``, only the steps of workflows that ran are looked at (a test
-    session that ran a subset of the tests).
+    The same facts are in the report's verdicts (reasons ``unknown_workflow`` and
+    ``unknown_step``); this lists them by key. ``optional = true`` on a workflow or step
+    says it runs only sometimes. Without ``workflows_not_run``, only the steps of workflows
+    that ran are looked at (a test session that ran a subset of the tests).
 
     Example::
 
@@ -1121,16 +1379,24 @@ def _suggest(name: str, names: list[str]) -> str:
     return ""
 
 
+def _too_few(count: int, min_runs: int) -> str:
+    return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
+
+
 def _error_rate_verdict(
     name: str, limit: float, budgets: Budgets, stats: WorkflowStats | None
 ) -> LimitVerdict:
     min_runs = budgets.min_runs_for(name)
     if stats is None or stats.runs == 0:
-        return LimitVerdict(name, "error_rate", limit, None, "no_data", 0, unit="%")
+        return _no_data(name, "error_rate", limit, "%")
     rate = 100.0 * stats.errors / stats.runs
-    status: VerdictStatus = (
-        "not_enough_runs" if stats.runs < min_runs else "broken" if rate > limit else "ok"
-    )
+    status: VerdictStatus
+    reason: NotJudgedReason | None = None
+    why = None
+    if stats.runs < min_runs:
+        status, reason, why = "not_judged", "not_enough_runs", _too_few(stats.runs, min_runs)
+    else:
+        status = "broken" if rate > limit else "ok"
     return LimitVerdict(
         name,
         "error_rate",
@@ -1141,6 +1407,8 @@ def _error_rate_verdict(
         broken_runs=stats.errors,
         min_runs=min_runs,
         unit="%",
+        reason=reason,
+        why=why,
     )
 
 
@@ -1156,19 +1424,19 @@ def _percentile_verdicts(
     ) -> None:
         count = samples.count(exclude_cached=exclude) if samples is not None else 0
         if samples is None or not count:
-            found.append(
-                LimitVerdict(name, target, limit, None, "no_data", 0, percentile=q, unit=unit)
-            )
+            found.append(_no_samples(name, target, limit, unit, q, samples, stats))
             return
         actual = samples.percentile(q, exclude_cached=exclude)
         assert actual is not None
         odd = samples.nonfinite(exclude_cached=exclude)
         status: VerdictStatus
+        reason: NotJudgedReason | None = None
+        why = None
         if odd is not None:
             # No percentile of a set holding NaN means anything: broken, whatever min_runs.
             actual, status = odd, "broken"
         elif count < min_runs:
-            status = "not_enough_runs"
+            status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
         else:
             status = "broken" if _over(actual, limit) else "ok"
         found.append(
@@ -1182,6 +1450,8 @@ def _percentile_verdicts(
                 percentile=q,
                 min_runs=min_runs,
                 unit=unit,
+                reason=reason,
+                why=why,
             )
         )
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
     from chainlat._core.stats import Stats
     from chainlat.analysis.tradeoff import Tally
+    from chainlat.budgets import BudgetReport, NotJudgedReason
     from chainlat.traces import ReadCounters, TraceSource
 
 EXIT_OK = 0
@@ -64,6 +65,12 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="a budgeted workflow or step that no run has is not an error (default: it is, "
         "exit 2, as a misspelled name would otherwise pass)",
+    )
+    check.add_argument(
+        "--allow-unjudged",
+        action="store_true",
+        help="a limit that cannot be judged for any other reason (too few runs, no price, "
+        "an incomplete run, ...) is shown but not an error (default: exit 2)",
     )
     _cli_prometheus.add_check_options(check)
     check.set_defaults(func=_check)
@@ -156,7 +163,7 @@ def _write(path: str, text: str, what: str) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.budgets import evaluate, load_budgets, unknown_keys
+    from chainlat.budgets import evaluate, load_budgets
     from chainlat.traces import ReadCounters
 
     if args.prometheus:
@@ -175,7 +182,9 @@ def _check(args: argparse.Namespace) -> int:
                 "workflows": {k: budgets.workflows[k] for k in budgeted if k in chosen.workflows}
             }
         )
-    result = evaluate(chosen.select(_runs(sources, counters, args.roots)), budgets)
+    result = evaluate(
+        chosen.select(_runs(sources, counters, args.roots)), budgets, allow=allowed_reasons(args)
+    )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)
     chosen.check_names()
@@ -196,20 +205,41 @@ def _check(args: argparse.Namespace) -> int:
     warn(counters)
     warn_limits(sources, counters)
     warn_sampling(result.stats)
-    missing = [] if args.allow_missing else unknown_keys(result, budgets)
-    if missing:
-        for problem in missing[:-1]:
-            sys.stderr.write(f"chainlat: {problem}\n")
-        raise InputError(missing[-1] + " (--allow-missing to judge without it)")
-    if result.broken:
-        return EXIT_BROKEN
-    if not result.judged:
+    warn_unjudged(result)
+    return result.exit_code
+
+
+def allowed_reasons(args: argparse.Namespace) -> frozenset[NotJudgedReason]:
+    """The reasons for not judging a limit that ``--allow-missing`` and ``--allow-unjudged``
+    opt out of."""
+    from chainlat.budgets import ABSENT_REASONS, UNJUDGED_REASONS
+
+    allowed: frozenset[NotJudgedReason] = frozenset()
+    if getattr(args, "allow_missing", False):
+        allowed |= ABSENT_REASONS
+    if getattr(args, "allow_unjudged", False):
+        allowed |= UNJUDGED_REASONS
+    return allowed
+
+
+def warn_unjudged(result: BudgetReport) -> None:
+    """One line on stderr per limit that could not be judged and fails the gate (one per
+    workflow or step for a name no run has), or one saying nothing was judged."""
+    from chainlat.report._common import source_name, unjudged_key, visible
+
+    source = source_name(result.budgets_source)
+    lines = dict.fromkeys(
+        f"chainlat: {source}: {unjudged_key(v)}: {visible(v.why or '')}" for v in result.unjudged
+    )
+    if not lines and not result.broken and not result.judged:
+        budgeted = ", ".join(dict.fromkeys(v.workflow for v in result.verdicts)) or "none"
         ran = ", ".join(result.stats.workflows) or "none"
-        raise InputError(
-            "nothing to judge: no budgeted workflow has enough runs "
-            f"(budgeted: {', '.join(budgets.workflows)}; in the traces: {ran})"
-        )
-    return EXIT_OK
+        lines[
+            f"chainlat: nothing to judge: no limit could be judged (budgeted: {budgeted}; "
+            f"in the traces: {ran})"
+        ] = None
+    for line in lines:
+        sys.stderr.write(visible(line) + "\n")
 
 
 def _report(args: argparse.Namespace) -> int:

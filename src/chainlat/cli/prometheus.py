@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chainlat._core.errors import InputError
-
-EXIT_OK = 0
-EXIT_BROKEN = 1
+from chainlat._core.exits import EXIT_OK
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -92,6 +90,7 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
+    from chainlat.cli.budgets import allowed_reasons, warn_unjudged
     from chainlat.prometheus import PrometheusReader, judge_prometheus
     from chainlat.report.jsondoc import to_json
 
@@ -101,7 +100,7 @@ def check(args: argparse.Namespace) -> int:
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
-    result = judge_prometheus(budgets, reader, window=args.window)
+    result = judge_prometheus(budgets, reader, window=args.window, allow=allowed_reasons(args))
     where = report.prometheus_source(reader.url, args.window)
     if args.format == "json":
         sys.stdout.write(to_json(report.prometheus_check_json(result, source=where)) + "\n")
@@ -116,11 +115,5 @@ def check(args: argparse.Namespace) -> int:
             raise InputError(
                 f"{args.junit}: cannot write the JUnit report: {exc.strerror}"
             ) from None
-    if result.broken:
-        return EXIT_BROKEN
-    if not result.judged:
-        raise InputError(
-            f"nothing to judge: {where} has no runs of the budgeted workflows "
-            f"({', '.join(budgets.workflows)})"
-        )
-    return EXIT_OK
+    warn_unjudged(result)
+    return result.exit_code

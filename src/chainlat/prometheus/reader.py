@@ -11,13 +11,20 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import TraceSourceError
 from chainlat._core.runs import Unit
 from chainlat._core.stats import Stats
-from chainlat.budgets import BudgetReport, Budgets, LimitVerdict, VerdictStatus
+from chainlat.budgets import (
+    BudgetReport,
+    Budgets,
+    LimitVerdict,
+    NotJudgedReason,
+    VerdictStatus,
+    apply_opt_outs,
+)
 from chainlat.prometheus.queries import LimitQuery, limit_queries
 
 if TYPE_CHECKING:
@@ -118,11 +125,16 @@ def _float(value: object, url: str) -> float:
 
 def _verdict(query: LimitQuery, value: float | None, runs: float | None) -> LimitVerdict:
     count = round(runs) if runs is not None and math.isfinite(runs) else 0
-    status: VerdictStatus
-    if count <= 0 or value is None or math.isnan(value):
-        status = "no_data"
+    status: VerdictStatus = "not_judged"
+    reason: NotJudgedReason | None = None
+    why: str | None = None
+    if count <= 0 or value is None:
+        reason, why = "no_data", "Prometheus has no sample of it in the window"
+    elif math.isnan(value):
+        reason, why = "not_finite", f"Prometheus answered {value} for it"
     elif query.measure == "percentile" and count < query.min_runs:
-        status = "not_enough_runs"
+        reason = "not_enough_runs"
+        why = f"{count} of the {query.min_runs} runs min_runs asks for in the window"
     else:
         status = "broken" if value > query.threshold else "ok"
     if query.measure == "per_run":
@@ -136,8 +148,10 @@ def _verdict(query: LimitQuery, value: float | None, runs: float | None) -> Limi
             count,
             broken_runs=over,
             unit=_unit(query.unit),
+            reason=reason,
+            why=why,
         )
-    actual = value if status != "no_data" else None
+    actual = value if reason != "no_data" else None
     if query.measure == "ratio" and actual is not None:
         actual *= 100  # a share, shown in percent as the limit is
     return LimitVerdict(
@@ -150,6 +164,8 @@ def _verdict(query: LimitQuery, value: float | None, runs: float | None) -> Limi
         percentile=query.percentile,
         min_runs=query.min_runs,
         unit=_unit(query.unit),
+        reason=reason,
+        why=why,
     )
 
 
@@ -163,6 +179,7 @@ def judge_prometheus(
     *,
     window: str = "1h",
     at: float | None = None,
+    allow: Iterable[NotJudgedReason] = (),
 ) -> BudgetReport:
     """Every limit metrics can express, judged over ``window`` ending at ``at`` (default now).
 
@@ -182,4 +199,4 @@ def judge_prometheus(
         value = reader.scalar(query.value, at)
         runs = reader.scalar(query.runs, at)
         verdicts.append(_verdict(query, value, runs))
-    return BudgetReport(verdicts, Stats(), budgets.source)
+    return BudgetReport(apply_opt_outs(verdicts, budgets, allow), Stats(), budgets.source)

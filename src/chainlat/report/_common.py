@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -147,14 +148,69 @@ def summary_json(summary: Summary) -> dict[str, Any]:
     }
 
 
+_REASON_LABELS: Final = {
+    "unknown_workflow": "unknown workflow",
+    "unknown_step": "unknown step",
+    "no_runs": "no runs",
+    "no_data": "no data",
+    "no_price": "no price",
+    "no_tokens": "no token counts",
+    "impossible_value": "impossible recorded value",
+    "not_expressible": "not expressible in metrics",
+    "no_series": "no series",
+    "not_finite": "not a finite number",
+    "incomplete_run": "incomplete run",
+}
+
+
+def reason_label(verdict: LimitVerdict) -> str:
+    """Why a limit was not judged, in a few words (from the verdict's reason)."""
+    if verdict.reason == "not_enough_runs":
+        return f"{verdict.runs} < min_runs {verdict.min_runs}"
+    return _REASON_LABELS.get(verdict.reason or "", "not judged")
+
+
 def verdict_label(verdict: LimitVerdict) -> str:
+    """The verdict column: ``ok``, ``BROKEN``, ``NOT JUDGED: <reason>`` (fails the gate) or
+    ``not judged: <reason> (allowed)``."""
     if verdict.status == "broken":
         return "BROKEN"
     if verdict.status == "ok":
         return "ok"
-    if verdict.status == "not_enough_runs":
-        return f"not judged: {verdict.runs} < min_runs {verdict.min_runs}"
-    return "no data"
+    if verdict.allowed:
+        return f"not judged: {reason_label(verdict)} (allowed)"
+    return f"NOT JUDGED: {reason_label(verdict)}"
+
+
+def verdict_style(verdict: LimitVerdict) -> str:
+    """A rich style for the verdict column."""
+    if verdict.status == "broken" or (verdict.status == "not_judged" and not verdict.allowed):
+        return "bold red"
+    return "green" if verdict.status == "ok" else "yellow"
+
+
+_LIMIT_KEY: Final = re.compile(r"\.(?:max|ttft|(?:ttft_)?p[0-9.]+)$")
+
+
+def unjudged_key(verdict: LimitVerdict) -> str:
+    """The key path a not-judged verdict is about: the workflow or the step for a name no
+    run has (one message for all its limits), else the limit."""
+    if verdict.reason == "unknown_workflow":
+        return verdict.key_path[: -len(verdict.target) - 1]
+    if verdict.reason == "unknown_step":
+        return _LIMIT_KEY.sub("", verdict.key_path)
+    return verdict.key_path
+
+
+def unjudged_lines(verdicts: Sequence[LimitVerdict]) -> list[str]:
+    """One line per limit not judged (per workflow or step, for a name no run has): its key
+    path and why, ``NOT JUDGED`` when it fails the gate."""
+    lines = (
+        f"{'not judged (allowed)' if v.allowed else 'NOT JUDGED'}: {unjudged_key(v)}: {v.why}"
+        for v in verdicts
+        if v.status == "not_judged"
+    )
+    return list(dict.fromkeys(lines))
 
 
 def verdict_runs(verdict: LimitVerdict) -> str:

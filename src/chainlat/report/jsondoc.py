@@ -82,6 +82,8 @@ def check_json(report: BudgetReport) -> dict[str, Any]:
     document: dict[str, Any] = json_ready(
         {
             "ok": report.ok,
+            "exit_code": report.exit_code,
+            "summary": report.summary,
             "judged": report.judged,
             "budgets": report.budgets_source,
             **stats_json(report.stats),
@@ -95,6 +97,9 @@ def check_json(report: BudgetReport) -> dict[str, Any]:
                     "limit_ms": v.limit_ms,
                     "actual_ms": v.actual_ms,
                     "status": v.status,
+                    "reason": v.reason,
+                    "why": v.why,
+                    "allowed": v.allowed,
                     "runs": v.runs,
                     "broken_runs": v.broken_runs,
                     "min_runs": v.min_runs,

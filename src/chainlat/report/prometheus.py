@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from chainlat.report._common import source_name
 from chainlat.report.jsondoc import check_json
 from chainlat.report.markdown import check_markdown
-from chainlat.report.text import _verdict_table, conclusion, render_text
+from chainlat.report.text import _verdict_table, conclusion_lines, render_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -40,7 +40,7 @@ def prometheus_check_text(report: BudgetReport, *, source: str, width: int | Non
     ]
     for name in dict.fromkeys(v.workflow for v in report.verdicts):
         out += [f"{name}:", _verdict_table(report.verdicts_of(name)), ""]
-    out.append(conclusion(report))
+    out.extend(conclusion_lines(report))
     return render_text(out, width=width)
 
 

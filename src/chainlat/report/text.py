@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Stats,
     WorkflowStats,
@@ -22,8 +22,10 @@ from chainlat.report._common import (
     runs_heading,
     source_name,
     stat_rows,
+    unjudged_lines,
     verdict_label,
     verdict_runs,
+    verdict_style,
     visible,
 )
 
@@ -78,7 +80,7 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("runs", justify="right")
     table.add_column("verdict")
     for v in verdicts:
-        style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
+        style = verdict_style(v)
         actual = actual_text(v.actual_ms, v.unit)
         table.add_row(
             _cell(limit_label(v)),
@@ -142,24 +144,25 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
         )
         out.append("")
     for verdict in report.broken:
-        if verdict.worst_run is not None and verdict.actual_ms is not None:
-            violation = BudgetViolation(
-                verdict.workflow, verdict.target, verdict.limit_ms, verdict.actual_ms
-            )
+        violation = verdict.violation()
+        if verdict.worst_run is not None and violation is not None:
             out.append(f"worst run for {verdict.key_path}:")
             out.append(waterfall(verdict.worst_run, [violation]))
             out.append("")
-    out.append(conclusion(report))
+    out.extend(conclusion_lines(report))
     return out
 
 
+def conclusion_lines(report: BudgetReport) -> list[str]:
+    """The end of every check report: the limits broken and not judged, then the summary."""
+    lines = [f"BROKEN: {v.key_path}" for v in report.broken]
+    lines.extend(unjudged_lines(report.verdicts))
+    return [*lines, report.summary]
+
+
 def conclusion(report: BudgetReport) -> str:
-    broken = report.broken
-    judged = sum(1 for v in report.verdicts if v.status in ("ok", "broken"))
-    if broken:
-        names = ", ".join(v.key_path for v in broken)
-        return f"BROKEN: {len(broken)} of {judged} judged limits ({names})"
-    return f"OK: all {judged} judged limits kept"
+    """The summary line, with the limits broken and not judged above it."""
+    return "\n".join(conclusion_lines(report))
 
 
 def check_text(report: BudgetReport, *, sources: str = "", width: int | None = None) -> str:
