@@ -128,6 +128,10 @@ class Unexpressed:
     workflow: str
     target: str
     reason: str
+    limit: float | None = None
+    """The limit as written (None for a setting such as ``exclude_cache_hits``)."""
+    percentile: float | None = None
+    unit: str = "ms"
 
 
 # --- how each budget key is read ---------------------------------------------------------------
@@ -426,22 +430,39 @@ def unexpressed_limits(budgets: Budgets) -> list[Unexpressed]:
     found: list[Unexpressed] = []
     for workflow, budget in budgets.workflows.items():
         for key, limits in budget.percentiles.items():
-            for quantity, _ in limits.items():
+            for quantity, limits_of_key in limits.items():
                 if quantity not in PERCENTILE_SOURCES:
                     found.append(
-                        Unexpressed(workflow, f"{key}.{quantity}", f"no histogram of {quantity}")
+                        Unexpressed(
+                            workflow,
+                            f"{key}.{quantity}",
+                            f"no histogram of {quantity}",
+                            limits_of_key,
+                            _percentile(key),
+                        )
                     )
         for step, step_limits in budget.steps.items():
-            for key in step_limits.ttft_percentiles:
+            for key, ttft in step_limits.ttft_percentiles.items():
                 found.append(
                     Unexpressed(
                         workflow,
                         f"steps.{step_key(step)}.{key}",
                         NOT_EXPRESSIBLE["ttft_percentiles"],
+                        ttft,
+                        _percentile(key.removeprefix("ttft_")),
                     )
                 )
-        for key in getattr(budget, "cost_percentiles", {}):
-            found.append(Unexpressed(workflow, key, NOT_EXPRESSIBLE["cost_percentiles"]))
+        for key, cost in budget.cost_percentiles.items():
+            found.append(
+                Unexpressed(
+                    workflow,
+                    key,
+                    NOT_EXPRESSIBLE["cost_percentiles"],
+                    cost,
+                    _percentile(key.removeprefix("cost_")),
+                    "USD",
+                )
+            )
         if budgets.excludes_cache_hits(workflow) and (
             budget.percentiles or any(s.percentiles for s in budget.steps.values())
         ):
