@@ -17,8 +17,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import TraceSourceError, shown
+from chainlat._core.redact import scrub, scrub_url
 from chainlat._core.runs import Unit
 from chainlat._core.stats import Stats
+from chainlat._net import fetch
 from chainlat.budgets import (
     BudgetReport,
     Budgets,
@@ -58,13 +60,31 @@ class PrometheusReader:
         url: str,
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.name = repr(scrub_url(self.url))[1:-1]
+        """The URL as printed: credentials scrubbed, control characters escaped."""
         if not timeout_s > 0:
             raise TraceSourceError(f"--timeout {timeout_s}: expected a positive number of seconds")
         self.timeout_s = timeout_s
+        """The whole of each query: connecting, waiting, every byte of the answer."""
+        self.max_response_bytes = max_response_bytes
+        """The largest answer read, decompressed."""
         self._transport = transport
+
+    def _timed_out(self) -> TraceSourceError:
+        return TraceSourceError(
+            f"{self.name}: Prometheus did not answer in full within {self.timeout_s:g} s; "
+            "raise --timeout"
+        )
+
+    def _too_big(self) -> TraceSourceError:
+        return TraceSourceError(
+            f"{self.name}: /api/v1/query: the answer is over {self.max_response_bytes} bytes "
+            "(decompressed)"
+        )
 
     def query(self, expr: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
         """The instant vector of ``expr`` (at ``at``, epoch seconds; default now)."""
@@ -74,17 +94,21 @@ class PrometheusReader:
         if at is not None:
             params["time"] = f"{at:.3f}"
         try:
-            with httpx.Client(transport=self._transport, timeout=self.timeout_s) as client:
-                response = client.post(f"{self.url}/api/v1/query", data=params)
-        except httpx.TimeoutException:
-            raise TraceSourceError(
-                f"{self.url}: Prometheus did not answer within {self.timeout_s:g} s"
-            ) from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            detail = " ".join(str(exc).split()) or type(exc).__name__
-            raise TraceSourceError(f"{self.url}: cannot reach Prometheus: {detail}") from None
-        if len(response.content) > MAX_RESPONSE_BYTES:
-            raise TraceSourceError(f"{self.url}: the answer is over {MAX_RESPONSE_BYTES} bytes")
+            with httpx.Client(transport=self._transport) as client:
+                response = fetch(
+                    client,
+                    "POST",
+                    f"{self.url}/api/v1/query",
+                    data=params,
+                    deadline=time.monotonic() + self.timeout_s,
+                    max_bytes=self.max_response_bytes,
+                    timed_out=self._timed_out,
+                    too_big=self._too_big,
+                    where=f"{self.name}: /api/v1/query",
+                )
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
+            detail = scrub(" ".join(str(exc).split())) or type(exc).__name__
+            raise TraceSourceError(f"{self.name}: cannot reach Prometheus: {detail}") from None
         try:
             body = json.loads(response.content)
         except (ValueError, RecursionError):
@@ -93,9 +117,9 @@ class PrometheusReader:
             error = body.get("error") if isinstance(body, dict) else None
             detail = f": {error}" if isinstance(error, str) else ""
             raise TraceSourceError(
-                f"{self.url}: /api/v1/query: HTTP {response.status_code}{detail}"
+                f"{self.name}: /api/v1/query: HTTP {response.status_code}{scrub(detail)}"
             )
-        return _vector(body.get("data"), self.url)
+        return _vector(body.get("data"), self.name)
 
     def scalar(self, expr: str, at: float | None = None) -> float | None:
         """The single value of ``expr``; None when the result is empty."""
