@@ -1,19 +1,18 @@
 """``chainlat budgets rules`` and ``chainlat check --prometheus``: budgets enforced from metrics.
 
-Exit codes follow :mod:`chainlat.cli`: 0 ok, 1 a budget broken, 2 bad input, an
-unreachable Prometheus or nothing to judge.
+Exit codes are :mod:`chainlat._core.exits`'s: 0 ok, 1 a budget broken, 2 bad input, an
+unreachable Prometheus or a limit not judged. Output goes through :mod:`chainlat.cli.output`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 from chainlat._core.errors import InputError
 from chainlat._core.exits import EXIT_OK
 from chainlat.cli.options import BUDGETS_FOUND, add_command
+from chainlat.cli.output import emit, emit_json, write_file
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -72,7 +71,7 @@ def add_budgets_commands(budgets_sub: Any) -> None:
 def rules_command(args: argparse.Namespace) -> int:
     """``chainlat budgets rules``."""
     from chainlat.budgets import load_budgets
-    from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+    from chainlat.prometheus import bucket_boundaries, buckets_setting, prometheus_rules
 
     budgets = load_budgets(args.file)
     if not budgets.workflows:
@@ -87,12 +86,9 @@ def rules_command(args: argparse.Namespace) -> int:
             evaluation_interval=args.evaluation_interval,
         )
     if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{args.output}: cannot write the rules: {exc.strerror}") from None
+        write_file(args.output, text, "rules")
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        emit(text)
     return EXIT_OK
 
 
@@ -101,8 +97,7 @@ def check(args: argparse.Namespace) -> int:
     from chainlat import report
     from chainlat.budgets import load_budgets
     from chainlat.cli.budgets import allowed_reasons, warn_unjudged
-    from chainlat.report.text import _verdict_table, conclusion_lines, render_text
-    from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+    from chainlat.prometheus import PrometheusReader, judge_prometheus
 
     if args.sources or args.jaeger:
         raise InputError("--prometheus reads metrics: give no trace files and no --jaeger")
@@ -111,27 +106,14 @@ def check(args: argparse.Namespace) -> int:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
     result = judge_prometheus(budgets, reader, window=args.window, allow=allowed_reasons(args))
-    where = f"Prometheus {reader.url}, the last {args.window}"
+    where = report.prometheus_source(reader.url, args.window)
     if args.format == "json":
-        document = report.check_json(result)
-        document["source"] = where
-        from chainlat.report.jsondoc import to_json
-
-        sys.stdout.write(to_json(document) + "\n")
+        emit_json(report.prometheus_check_json(result, source=where))
+    elif args.format == "markdown":
+        emit(report.prometheus_check_markdown(result, source=where))
     else:
-        out: list[Any] = [f"chainlat check: {where}; budgets from {budgets.source}", ""]
-        for name in budgets.workflows:
-            verdicts = result.verdicts_of(name)
-            if verdicts:
-                out += [f"{name}:", _verdict_table(verdicts), ""]
-        out.extend(conclusion_lines(result))
-        sys.stdout.write(render_text(out))
+        emit(report.prometheus_check_text(result, source=where))
     if args.junit:
-        try:
-            Path(args.junit).write_text(report.junit_xml(result), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(
-                f"{args.junit}: cannot write the JUnit report: {exc.strerror}"
-            ) from None
+        write_file(args.junit, report.junit_xml(result), "JUnit report")
     warn_unjudged(result)
     return result.exit_code

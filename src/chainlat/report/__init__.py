@@ -21,6 +21,12 @@ from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
 from chainlat.report.jsondoc import check_json, check_schema, diff_json, stats_json
 from chainlat.report.junit import junit_xml
 from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdown
+from chainlat.report.prometheus import (
+    prometheus_check_json,
+    prometheus_check_markdown,
+    prometheus_check_text,
+    prometheus_source,
+)
 from chainlat.report.text import (
     check_renderables,
     check_text,
@@ -46,6 +52,10 @@ __all__ = [
     "html_page",
     "jaeger_ui_url",
     "junit_xml",
+    "prometheus_check_json",
+    "prometheus_check_markdown",
+    "prometheus_check_text",
+    "prometheus_source",
     "render_text",
     "stats_json",
     "stats_markdown",
