@@ -83,3 +83,42 @@ def test_a_table_is_narrowed_to_its_words_then_dealt_out_never_cut(width: int) -
     for row in rows:
         for cell in row:
             assert set(cell.split()) <= words, (cell, out)
+
+
+def test_on_a_100_column_terminal_the_compare_table_fits_it(traces: Path) -> None:
+    """A real process whose stdout is a terminal 100 columns wide, no ``COLUMNS``."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "chainlat.cli", "compare", str(traces), "--no-progress"],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as process:
+        os.close(follower)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the process is done writing
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=120) == 0
+    os.close(leader)
+    out = b"".join(chunks).decode()
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out).replace("\r\n", "\n")  # colours, if any
+    tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert tables and max(len(line) for line in tables) <= 100, out
+    assert "…" not in out
+    assert "2,3" in out  # the small variant's chat calls, 2,345 ms and more: whole
