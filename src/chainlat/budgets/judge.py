@@ -33,6 +33,7 @@ from chainlat.budgets.verdict import (
 )
 
 if TYPE_CHECKING:
+    from chainlat._core.prices import Prices
     from chainlat.budgets.model import Budgets, WorkflowBudget
 
 
@@ -121,6 +122,27 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
     if budget.cost is not None and run.cost_usd is not None and _over(run.cost_usd, budget.cost):
         violations.append(BudgetViolation(run.workflow, "cost", budget.cost, run.cost_usd, "USD"))
     return violations
+
+
+def unjudged_in_run(
+    run: WorkflowRun, budget: WorkflowBudget, prices: Prices | None = None
+) -> str | None:
+    """Why a per-run limit of ``budget`` cannot be judged on ``run`` (a run not read whole, a
+    cost limit on a run without a cost), or None: a run that broke nothing is kept only
+    when this is None.
+
+    Example::
+
+        if not check_run(run, budget) and unjudged_in_run(run, budget) is None:
+            print("kept")
+    """
+    if run.incomplete is not None:
+        return run.incomplete
+    if budget.cost is not None:
+        cost = run_cost(run, prices)
+        if cost.usd is None:
+            return cost.why
+    return None
 
 
 @dataclass(slots=True)
