@@ -42,7 +42,8 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 from chainlat.budgets._values import percentile_of_key
-from chainlat.budgets.judge import apply_opt_outs, check_run, evaluate, unknown_keys
+from chainlat.budgets.judge import check_run, evaluate, unjudged_in_run
+from chainlat.budgets.opt_outs import apply_opt_outs, unknown_keys
 from chainlat.budgets.verdict import (
     ABSENT_REASONS,
     UNJUDGED_REASONS,
@@ -87,6 +88,7 @@ __all__ = [
     "parse_duration",
     "parse_workflow_budget",
     "percentile_of_key",
+    "unjudged_in_run",
     "unknown_keys",
 ]
 

@@ -1,5 +1,6 @@
-r"""Judging runs against budgets: each run's per-run limits (:func:`check_run`) and every
-limit over many runs (:func:`evaluate`), into :class:`~chainlat.budgets.verdict.LimitVerdict`\ s.
+"""Judging runs against budgets: each run's per-run limits (:func:`check_run`) and every
+limit over many runs (:func:`evaluate`), one :class:`~chainlat.budgets.verdict.LimitVerdict`
+per limit.
 
 Pure: runs in, verdicts out; nothing is read from OpenTelemetry.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from chainlat._core.errors import shown
 from chainlat._core.runs import (
@@ -17,15 +18,13 @@ from chainlat._core.runs import (
     StepTiming,
     Unit,
     WorkflowRun,
-    step_key,
 )
 from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
 from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
-from chainlat.budgets.messages import key_path_of, suggest
+from chainlat.budgets.messages import step_target, target_of
+from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
 from chainlat.budgets.verdict import (
-    ABSENT_REASONS,
-    UNJUDGED_REASONS,
     BudgetReport,
     LimitVerdict,
     NotJudgedReason,
@@ -33,15 +32,8 @@ from chainlat.budgets.verdict import (
 )
 
 if TYPE_CHECKING:
+    from chainlat._core.prices import Prices
     from chainlat.budgets.model import Budgets, WorkflowBudget
-
-
-def _target(*parts: str) -> str:
-    return ".".join(parts)
-
-
-def _step_target(step: str, limit: str) -> str:
-    return _target("steps", step_key(step), limit)
 
 
 def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
@@ -54,9 +46,9 @@ def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
         checks.append((quantity, limit, _QuantityMeasure(quantity)))
     for step, limits in budget.steps.items():
         if limits.max is not None:
-            checks.append((_step_target(step, "max"), limits.max, _StepMeasure(step, False)))
+            checks.append((step_target(step, "max"), limits.max, _StepMeasure(step, False)))
         if limits.ttft is not None:
-            checks.append((_step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
+            checks.append((step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
     return checks
 
 
@@ -123,6 +115,27 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
     return violations
 
 
+def unjudged_in_run(
+    run: WorkflowRun, budget: WorkflowBudget, prices: Prices | None = None
+) -> str | None:
+    """Why a per-run limit of ``budget`` cannot be judged on ``run`` (a run not read whole, a
+    cost limit on a run without a cost), or None: a run that broke nothing is kept only
+    when this is None.
+
+    Example::
+
+        if not check_run(run, budget) and unjudged_in_run(run, budget) is None:
+            print("kept")
+    """
+    if run.incomplete is not None:
+        return run.incomplete
+    if budget.cost is not None:
+        cost = run_cost(run, prices)
+        if cost.usd is None:
+            return cost.why
+    return None
+
+
 @dataclass(slots=True)
 class _RunTally:
     judged: int = 0
@@ -139,6 +152,55 @@ class _RunTally:
         self.unjudged += 1
         if self.reason is None:
             self.reason, self.why = reason, why
+
+
+class _Tallies:
+    """What ``evaluate`` keeps while the runs stream by: statistics, per-run tallies, and the
+    runs whose cost or whose spans are not all known, by workflow."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self.checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
+        self.runs: dict[tuple[str, str], _RunTally] = {}
+        self.unpriced: dict[str, _RunTally] = {}
+        """Runs whose cost is unknown, for the cost percentiles."""
+        self.incomplete: dict[str, _RunTally] = {}
+        self.stats = Stats(include_errors=budgets.includes_errors)
+        self.prices = budgets.model_prices()
+
+    def add(self, run: WorkflowRun) -> None:
+        budgets, stats = self.budgets, self.stats
+        budget = budgets.workflows.get(run.workflow)
+        if budget is None:
+            stats.add(run)
+            return
+        if run.incomplete is not None:
+            self.incomplete.setdefault(run.workflow, _RunTally()).not_judged(
+                "incomplete_run", run.incomplete
+            )
+        cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
+        stats.add(run, cost.usd if cost is not None else None)
+        # A failed run is in no percentile (unless include_errors): its cost is not missed.
+        counted = not run.error or budgets.includes_errors(run.workflow)
+        if cost is not None and cost.usd is None and counted:
+            self.unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
+        for target, limit, measure in self.checks[run.workflow]:
+            actual = measure.of(run)
+            if actual is None:
+                continue
+            tally = self.runs.setdefault((run.workflow, target), _RunTally())
+            if actual < 0 and math.isfinite(actual):
+                # A recorded rollup no duration can be (chainlat.chain.total_ms = -100).
+                why = f"a run records {actual:g} ms for {target}, which no duration can be"
+                tally.not_judged("impossible_value", why)
+            else:
+                _count(tally, actual, limit, run)
+        if budget.cost is not None and cost is not None:
+            tally = self.runs.setdefault((run.workflow, "cost"), _RunTally())
+            if cost.usd is None:
+                tally.not_judged(cost.reason, cost.why)
+            else:
+                _count(tally, cost.usd, budget.cost, run)
 
 
 def evaluate(
@@ -168,40 +230,11 @@ def evaluate(
         report = evaluate(read_runs(["traces.jsonl"]), load_budgets("chainlat.toml"))
         print(report.summary)
     """
-    checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
-    tallies: dict[tuple[str, str], _RunTally] = {}
-    # Per workflow: the runs whose cost is unknown, for the cost percentiles.
-    unpriced: dict[str, _RunTally] = {}
-    stats = Stats(include_errors=budgets.includes_errors)
-    prices = budgets.model_prices()
-    incomplete: dict[str, _RunTally] = {}
+    tally = _Tallies(budgets)
     for run in runs:
-        budget = budgets.workflows.get(run.workflow)
-        if budget is None:
-            stats.add(run)
-            continue
-        if run.incomplete is not None:
-            incomplete.setdefault(run.workflow, _RunTally()).not_judged(
-                "incomplete_run", run.incomplete
-            )
-        cost = run_cost(run, prices) if budget.cost or budget.cost_percentiles else None
-        stats.add(run, cost.usd if cost is not None else None)
-        # A failed run is in no percentile (unless include_errors): its cost is not missed.
-        counted = not run.error or budgets.includes_errors(run.workflow)
-        if cost is not None and cost.usd is None and counted:
-            unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
-        measured = [
-            (target, limit, measure.of(run)) for target, limit, measure in checks[run.workflow]
-        ]
-        for target, limit, actual in measured:
-            if actual is not None:
-                _count(tallies.setdefault((run.workflow, target), _RunTally()), actual, limit, run)
-        if budget.cost is not None and cost is not None:
-            tally = tallies.setdefault((run.workflow, "cost"), _RunTally())
-            if cost.usd is None:
-                tally.not_judged(cost.reason, cost.why)
-            else:
-                _count(tally, cost.usd, budget.cost, run)
+        tally.add(run)
+    stats, checks, tallies = tally.stats, tally.checks, tally.runs
+    unpriced, incomplete = tally.unpriced, tally.incomplete
 
     verdicts: list[LimitVerdict] = []
     for name, budget in budgets.workflows.items():
@@ -212,7 +245,7 @@ def evaluate(
             found = [_cost_unknown(v, unpriced[name]) for v in found]
         if budget.error_rate is not None:
             found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
-        found = _absent(found, name, budget, stats, budgets.source)
+        found = absent_verdicts(found, name, budget, stats, budgets.source)
         why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
         if why:
             found = [_incomplete(v, why) for v in found]
@@ -345,141 +378,6 @@ def _no_samples(
     return verdict
 
 
-def _absent(
-    verdicts: list[LimitVerdict],
-    name: str,
-    budget: WorkflowBudget,
-    stats: Stats,
-    source: str,
-) -> list[LimitVerdict]:
-    """The verdicts of a workflow (or step) that no run has, as not judged: a misspelled key
-    would otherwise pass as "no data"."""
-    seen = stats.workflows
-    workflow = seen.get(name)
-    if workflow is None:
-        why = f"no run of workflow {shown(name)}{suggest(name, list(seen))}"
-        return [_unknown(v, "unknown_workflow", why) for v in verdicts]
-    prefixes = {_step_target(step, ""): step for step in budget.steps}
-    out: list[LimitVerdict] = []
-    for verdict in verdicts:
-        step = next((s for p, s in prefixes.items() if verdict.target.startswith(p)), None)
-        if step is None or step in workflow.seen_steps:
-            out.append(verdict)
-            continue
-        why = (
-            f"no run of {shown(name)} has a step {shown(step)}"
-            f"{suggest(step, sorted(workflow.seen_steps))}"
-        )
-        out.append(_unknown(verdict, "unknown_step", why))
-    return out
-
-
-def _unknown(verdict: LimitVerdict, reason: NotJudgedReason, why: str) -> LimitVerdict:
-    return replace(
-        verdict,
-        actual_ms=None,
-        status="not_judged",
-        runs=0,
-        broken_runs=0,
-        worst_run=None,
-        reason=reason,
-        why=why,
-    )
-
-
-_OPT_OUT: Final = {
-    **{reason: "--allow-missing" for reason in ABSENT_REASONS},
-    **{reason: "--allow-unjudged" for reason in UNJUDGED_REASONS},
-}
-
-
-def apply_opt_outs(
-    verdicts: Iterable[LimitVerdict], budgets: Budgets, allow: Iterable[NotJudgedReason] = ()
-) -> list[LimitVerdict]:
-    """Each not-judged verdict marked ``allowed`` when ``allow`` names its reason or the
-    budget marks its workflow or step ``optional``; the others' ``why`` names the flag that
-    would opt out (for sources other than :func:`evaluate`, such as Prometheus).
-
-    Example::
-
-        verdicts = apply_opt_outs(verdicts, budgets, allow=ABSENT_REASONS)
-    """
-    allowed = frozenset(allow)
-    return [_opted_out(v, budgets, allowed) for v in verdicts]
-
-
-def _opted_out(
-    verdict: LimitVerdict, budgets: Budgets, allow: frozenset[NotJudgedReason]
-) -> LimitVerdict:
-    """A not-judged verdict marked allowed when the user opted out of its reason, else its
-    ``why`` naming the way to opt out."""
-    if verdict.status != "not_judged" or verdict.reason is None:
-        return verdict
-    if verdict.reason in allow or _optional(verdict, budgets):
-        return replace(verdict, allowed=True)
-    why = verdict.why or verdict.reason
-    hint = (
-        "set optional = true if it runs only sometimes, or "
-        if verdict.reason in ABSENT_REASONS and "optional = true" not in why
-        else ""
-    )
-    return replace(verdict, why=f"{why}; {hint}{_OPT_OUT[verdict.reason]} to pass without it")
-
-
-def _optional(verdict: LimitVerdict, budgets: Budgets) -> bool:
-    """``optional = true`` on the workflow, or on the step, of a limit that no run has."""
-    if verdict.reason not in ABSENT_REASONS:
-        return False
-    budget = budgets.workflows.get(verdict.workflow)
-    if budget is None:
-        return False
-    if budget.optional:
-        return True
-    return any(
-        limits.optional and verdict.target.startswith(_step_target(step, ""))
-        for step, limits in budget.steps.items()
-    )
-
-
-def unknown_keys(
-    report: BudgetReport, budgets: Budgets, *, workflows_not_run: bool = True
-) -> list[str]:
-    """Budget keys naming a workflow or a step that no run has, each as a one-line message
-    with the closest names seen: a misspelled key would otherwise pass as "no data".
-
-    The same facts are in the report's verdicts (reasons ``unknown_workflow`` and
-    ``unknown_step``); this lists them by key. ``optional = true`` on a workflow or step
-    says it runs only sometimes. Without ``workflows_not_run``, only the steps of workflows
-    that ran are looked at (a test session that ran a subset of the tests).
-
-    Example::
-
-        problems = unknown_keys(evaluate(runs, budgets), budgets)
-        assert not problems, "; ".join(problems)
-    """
-    found: list[str] = []
-    seen = report.stats.workflows
-    for name, budget in budgets.workflows.items():
-        stats = seen.get(name)
-        if stats is None:
-            if not budget.optional and workflows_not_run:
-                where = key_path_of(("workflows", name))
-                found.append(
-                    f"{budgets.source}: {where}: no run of workflow {shown(name)}"
-                    f"{suggest(name, list(seen))}"
-                )
-            continue
-        for step, limits in budget.steps.items():
-            if step in stats.seen_steps or limits.optional:
-                continue
-            where = key_path_of(("workflows", name, "steps", step))
-            found.append(
-                f"{budgets.source}: {where}: no run of {shown(name)} has a step "
-                f"{shown(step)}{suggest(step, sorted(stats.seen_steps))}"
-            )
-    return found
-
-
 def _too_few(count: int, min_runs: int) -> str:
     return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
 
@@ -538,8 +436,13 @@ def _percentile_verdicts(
             actual, status = odd, "broken"
         elif count < min_runs:
             status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
+        elif _over(actual, limit):
+            status = "broken"
+        elif (lowest := samples.sorted(exclude_cached=exclude)[0]) < 0:
+            status, reason = "not_judged", "impossible_value"
+            why = f"a sample of {target} is {lowest:g}, which no {unit} value can be"
         else:
-            status = "broken" if _over(actual, limit) else "ok"
+            status = "ok"
         found.append(
             LimitVerdict(
                 name,
@@ -560,7 +463,7 @@ def _percentile_verdicts(
         q = percentile_of_key(key, "")
         for quantity, limit in budget.percentiles[key].items():
             samples = stats.quantities[quantity] if stats is not None else None
-            judge(_target(key, quantity), q, limit, samples)
+            judge(target_of(key, quantity), q, limit, samples)
     for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):
         q = percentile_of_key(key, "cost_")
         cost = stats.cost if stats is not None else None
@@ -570,9 +473,9 @@ def _percentile_verdicts(
         for key in sorted(limits.percentiles, key=lambda k: percentile_of_key(k, "")):
             q = percentile_of_key(key, "")
             samples = step_stats.duration if step_stats is not None else None
-            judge(_step_target(step, key), q, limits.percentiles[key], samples)
+            judge(step_target(step, key), q, limits.percentiles[key], samples)
         for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
             q = percentile_of_key(key, "ttft_")
             samples = step_stats.ttft if step_stats is not None else None
-            judge(_step_target(step, key), q, limits.ttft_percentiles[key], samples)
+            judge(step_target(step, key), q, limits.ttft_percentiles[key], samples)
     return found

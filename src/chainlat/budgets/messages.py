@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Final, Union
 
 from chainlat._core.errors import shown
+from chainlat._core.runs import step_key
 from chainlat.budgets._values import show
 
 if TYPE_CHECKING:
@@ -142,3 +143,13 @@ def suggest(name: str, names: list[str]) -> str:
         listed = ", ".join(shown(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
         return f" (seen: {listed}; set optional = true if it runs only sometimes)"
     return ""
+
+
+def target_of(*parts: str) -> str:
+    """A limit's key path inside its workflow's budget, from its parts."""
+    return ".".join(parts)
+
+
+def step_target(step: str, limit: str) -> str:
+    """The key path of a step's limit inside its workflow's budget (``steps."x".max``)."""
+    return target_of("steps", step_key(step), limit)
