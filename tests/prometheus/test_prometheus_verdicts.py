@@ -196,3 +196,39 @@ def test_the_text_output_says_what_was_not_judged(
     out = capsys.readouterr().out
     assert "cost_p95" in out
     assert "OK" not in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("output", ["text", "json", "markdown"])
+def test_credentials_in_the_prometheus_url_are_never_printed(
+    output: str, prometheus: Answers, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "chainlat.toml"
+    path.write_text(CHAT, encoding="utf-8")
+    url: str = prometheus.url  # type: ignore[attr-defined]
+    secret_url = url.replace("http://", "http://admin:PASSWORD@") + "/?token=TOKEN123"
+    main(["check", "--prometheus", secret_url, "--budgets", str(path), "--format", output])
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "PASSWORD" not in printed
+    assert "TOKEN123" not in printed
+    assert "Prometheus http://admin:[REDACTED]@127.0.0.1" in printed
+
+
+def test_a_negative_count_is_not_judged_and_never_shown_as_runs(
+    prometheus: Answers, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prometheus.per_run = [({}, "-1")]
+    prometheus.runs = [({}, "-1")]
+    path = tmp_path / "chainlat.toml"
+    path.write_text(CHAT, encoding="utf-8")
+    url: str = prometheus.url  # type: ignore[attr-defined]
+    assert main(["check", "--prometheus", url, "--budgets", str(path)]) == 2
+    assert "-1/-1" not in capsys.readouterr().out
+    code, document, _ = _check(prometheus, tmp_path, capsys, CHAT)
+    assert code == 2
+    verdict = _verdicts(document)[("chat", "total")]
+    assert (verdict["status"], verdict["reason"], verdict["runs"]) == (
+        "not_judged",
+        "impossible_value",
+        0,
+    )

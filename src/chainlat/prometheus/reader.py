@@ -174,7 +174,14 @@ def _verdict(
     status: VerdictStatus = "not_judged"
     reason: NotJudgedReason | None = None
     why: str | None = None
-    if count <= 0:
+    negative = count < 0 or (
+        value is not None and value < 0 and query.measure in ("per_run", "ratio")
+    )
+    if negative:
+        # Counts never go down within a window: a negative one is a broken query or series.
+        reason, why = "impossible_value", f"{where} answered a negative count for it"
+        count, value = 0, None
+    elif count <= 0:
         reason, why = "no_runs", f"no run of {shown(query.workflow)} counted in {where}"
     elif value is None:
         reason, why = "no_series", f"{where} has no series for it: {_no_series(query)}"

@@ -29,21 +29,49 @@ if TYPE_CHECKING:
 
 DASH: Final = "-"
 
-# C0 controls, DEL and C1 controls; newline is kept or not by the caller.
-_CONTROLS: Final = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-_CONTROLS_AND_NEWLINE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 controls, DEL and C1 controls, and the bidirectional controls and line separators that
+# reorder or break what a terminal shows (U+202E turns "exe.txt" into "txt.exe"); newline
+# is kept or not by the caller.
+_BIDI: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS: Final = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_CONTROLS_AND_NEWLINE: Final = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
 _SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
 
 
 def _escape_control(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str, *, newline: bool = False) -> str:
-    """A name as a terminal or a file may show it: control characters as ``\\x1b``-style
-    escapes (newline kept when ``newline``), lone surrogates as U+FFFD."""
-    text = _SURROGATES.sub("\ufffd", text)
+    """A name or value as chainlat shows it anywhere (terminal, page, document): credentials
+    scrubbed (:func:`chainlat._core.redact.scrub`), control and bidirectional characters as
+    ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
+    U+FFFD."""
+    from chainlat._core.redact import scrub
+
+    text = scrub(_SURROGATES.sub("\ufffd", text))
     return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)
+
+
+MAX_NAME_CHARS: Final = 200
+"""The longest name a page or chart shows whole; longer ones are cut, saying so."""
+
+
+def shown_name(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """A name (workflow, variant, step, span) as a page shows it: :func:`visible`, cut to
+    ``limit`` characters with a visible marker (a 1 MB name would make a page no browser
+    loads)."""
+    if len(text) > 4 * limit:
+        cut = len(text) - limit
+        text = text[:limit]  # no scrubbing of 1 MB to show 200 characters of it
+    else:
+        cut = 0
+    shown = visible(text)
+    if len(shown) > limit:
+        cut += len(shown) - limit
+        shown = shown[:limit]
+    return f"{shown}…[{cut} more chars]" if cut else shown
 
 
 def source_name(text: str) -> str:
@@ -226,6 +254,8 @@ def unjudged_lines(verdicts: Sequence[LimitVerdict]) -> list[str]:
 
 
 def verdict_runs(verdict: LimitVerdict) -> str:
+    if verdict.runs < 0 or verdict.broken_runs < 0:
+        return DASH  # no count of runs is negative: shown as unknown, never "-1/-1 over"
     unjudged = f", {verdict.unjudged_runs} not judged" if verdict.unjudged_runs else ""
     if verdict.kind != "percentile" and (verdict.runs or verdict.unjudged_runs):
         what = "failed" if verdict.kind == "share" else "over"

@@ -22,14 +22,14 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import InputError
-from chainlat._core.redact import is_secret_header, scrub_value
+from chainlat._core.redact import is_secret_header, scrub_url, scrub_value
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
-from chainlat.report._common import visible
+from chainlat.report._common import shown_name, visible
 from chainlat.report._critical import critical_path, step_spans
 from chainlat.report.waterfall import first_output_ms, row_of
 
@@ -107,9 +107,11 @@ def call_parts(
 
 def _shown_value(value: object) -> object:
     if isinstance(value, str):
-        text = visible(value, newline=True)
-        if len(text) > _MAX_VALUE_CHARS:
-            text = text[:_MAX_VALUE_CHARS] + f"... ({len(text) - _MAX_VALUE_CHARS} more chars)"
+        extra = max(len(value) - 4 * _MAX_VALUE_CHARS, 0)  # scrub no megabytes to show 1,000
+        text = visible(value[: len(value) - extra], newline=True)
+        if len(text) > _MAX_VALUE_CHARS or extra:
+            more = max(len(text) - _MAX_VALUE_CHARS, 0) + extra
+            text = text[:_MAX_VALUE_CHARS] + f"... ({more} more chars)"
         return text
     if isinstance(value, bool) or value is None:
         return value
@@ -128,6 +130,14 @@ def jaeger_ui_url(text: str) -> str:
             f"--jaeger-ui {visible(text)!r}: expected a URL like http://localhost:16686"
         )
     return text.strip().rstrip("/")
+
+
+def _public_url(url: str) -> str:
+    """A URL to put in a page: no userinfo (a browser asks for it), secret query values and
+    key shapes scrubbed."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return scrub_url(urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)))
 
 
 class RunExplorer:
@@ -189,8 +199,8 @@ class RunExplorer:
         tree = self._tree(run, violations or [])
         first_output = tree.get("fo")
         c = self._columns
-        c["wf"].append(self._sid(visible(run.workflow)))
-        c["var"].append(self._sid(visible(run.variant_label)))
+        c["wf"].append(self._sid(shown_name(run.workflow)))
+        c["var"].append(self._sid(shown_name(run.variant_label)))
         c["total"].append(round(run.total_ms, 3) if math.isfinite(run.total_ms) else None)
         c["fo"].append(first_output)
         c["err"].append(1 if run.error else 0)
@@ -232,7 +242,7 @@ class RunExplorer:
             value = _shown_value(scrub_value(value))
         elif not math.isfinite(value):
             value = str(value)
-        self._pair_list.append([self._sid(visible(key)), value])
+        self._pair_list.append([self._sid(shown_name(key)), value])
         return len(self._pair_list) - 1
 
     def _tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
@@ -267,7 +277,7 @@ class RunExplorer:
             )
             rows.append(
                 [
-                    self._sid(visible(_label(span))),
+                    self._sid(shown_name(_label(span))),
                     _KINDS.get(rec.kind or "", _OTHER),
                     parent,
                     _ms(rec.start_ns - run.start_ns),
@@ -285,10 +295,14 @@ class RunExplorer:
         for violation in violations:
             row = row_of(run, violation)
             span_id = steps[row - 1] if row else root.record.span_id
-            marks.append([index.get(span_id, 0) if span_id is not None else 0, str(violation)])
+            marks.append(
+                [index.get(span_id, 0) if span_id is not None else 0, shown_name(str(violation))]
+            )
         tree: dict[str, Any] = {
             "s": rows,
-            "p": [[index[s], self._sid(visible(path.names[s]))] for s in path.steps if s in index],
+            "p": [
+                [index[s], self._sid(shown_name(path.names[s]))] for s in path.steps if s in index
+            ],
             "v": marks,
         }
         first_output = _first_output(run)
@@ -301,7 +315,7 @@ class RunExplorer:
 
         on_path = critical_steps(run)
         rows: list[list[Any]] = [
-            [self._sid(visible(run.workflow)), 0, -1, 0.0, _ms(run.end_ns - run.start_ns),
+            [self._sid(shown_name(run.workflow)), 0, -1, 0.0, _ms(run.end_ns - run.start_ns),
              0, 0, 0, None, _ERROR if run.error else 0, run.span_id]
         ]  # fmt: skip
         parents = [0]
@@ -311,7 +325,7 @@ class RunExplorer:
             parts = call_parts({}, duration_ms, step.ttft_ms) if step.kind == "inference" else []
             rows.append(
                 [
-                    self._sid(visible(step.name)),
+                    self._sid(shown_name(step.name)),
                     _KINDS.get(step.kind, _OTHER),
                     parents[-1],
                     _ms(step.start_ns - run.start_ns),
@@ -327,7 +341,7 @@ class RunExplorer:
             parents.append(len(rows) - 1)
         marks = [[row_of(run, v), str(v)] for v in violations]
         ordered = sorted(on_path, key=lambda i: (run.steps[i].start_ns, run.steps[i].depth))
-        path = [[i + 1, self._sid(visible(run.steps[i].name))] for i in ordered]
+        path = [[i + 1, self._sid(shown_name(run.steps[i].name))] for i in ordered]
         tree: dict[str, Any] = {"s": rows, "p": path, "v": marks}
         first_output = _first_output(run)
         if first_output is not None:
@@ -342,7 +356,7 @@ class RunExplorer:
             "pairs": self._pair_list,
             "runs": self._columns,
             "trees": self._trees,
-            "jaeger": self.jaeger_ui,
+            "jaeger": None if self.jaeger_ui is None else _public_url(self.jaeger_ui),
             "kinds": ["workflow", "inference", "data", "tool", "other"],
         }
 
