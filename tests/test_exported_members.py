@@ -34,3 +34,12 @@ def test_import_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_errors_the_api_raises_are_exported() -> None:
+    """``whatif`` raises ``SpecError``: exported, and caught as a ``ChainlatError``."""
+    from chainlat.analysis.whatif import SpecError
+
+    assert chainlat.SpecError is SpecError
+    assert "SpecError" in chainlat.__all__
+    assert issubclass(chainlat.SpecError, chainlat.ChainlatError)

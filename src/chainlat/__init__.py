@@ -21,6 +21,7 @@ from chainlat._core.errors import (
     InputError,
     LatencyBudgetExceeded,
     LatencyBudgetWarning,
+    SpecError,
     TraceSourceError,
 )
 from chainlat._core.rollup import Rollup
@@ -66,6 +67,7 @@ __all__ = [
     "LatencyBudgetExceeded",
     "LatencyBudgetWarning",
     "Rollup",
+    "SpecError",
     "StepHandle",
     "StepName",
     "StepTiming",

@@ -16,3 +16,12 @@ EXIT_INPUT: Final = 2
 EXIT_INTERNAL: Final = 3
 EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a process ended by SIGPIPE (``yes | head``)."""
+EXIT_INTERRUPTED: Final = 128 + 2
+"""What a shell reports for a process ended by Ctrl-C (SIGINT)."""
+
+EXIT_CODES_HELP: Final = (
+    f"exit codes: {EXIT_OK} ok, {EXIT_BROKEN} a budget broken or a regression found, "
+    f"{EXIT_INPUT} bad input, an unreachable source or a limit not judged, "
+    f"{EXIT_INTERNAL} a bug in chainlat"
+)
+"""The table as every command's ``--help`` states it."""

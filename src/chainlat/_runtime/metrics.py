@@ -13,7 +13,7 @@ When ``configure()`` has a metrics reader, every workflow run records, as it end
 
 The histogram's bucket boundaries are the GenAI conventions' grid (10 ms doubling
 to 81.92 s) plus every millisecond limit of the budgets, so "at most this share of
-runs over the limit" is read from a boundary, exactly. :mod:`chainlat.budgets.rules`
+runs over the limit" is read from a boundary, exactly. :mod:`chainlat.prometheus`
 turns a budget file into the Prometheus rules over these series.
 
 Nothing is recorded without a metrics reader: the hook is not even installed.
@@ -52,7 +52,7 @@ class ChainMetrics:
         meter = meter_provider.get_meter(attr.TRACER_NAME)
         self.boundaries_ms = list(BASE_BUCKETS_MS)
         if budgets is not None:
-            from chainlat.budgets.rules import chain_boundaries
+            from chainlat.budgets.targets import chain_boundaries
 
             self.boundaries_ms = chain_boundaries(budgets, BASE_BUCKETS_MS)
         self.duration: Histogram = meter.create_histogram(
@@ -67,7 +67,7 @@ class ChainMetrics:
             description="Runs that broke a per-run limit of their latency budget.",
         )
         if budgets is not None:
-            from chainlat.budgets.rules import per_run_targets
+            from chainlat.budgets.targets import per_run_targets
 
             for workflow, budget in budgets.workflows.items():
                 for target, _ in per_run_targets(budget):

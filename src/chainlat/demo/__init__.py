@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import chainlat
 from chainlat._core.errors import InputError
+from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -286,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         from chainlat.demo import main
         main(["--requests", "8"])
     """
-    parser = argparse.ArgumentParser(prog="chainlat demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="chainlat demo", description=__doc__.splitlines()[0], epilog=EXIT_CODES_HELP
+    )
     parser.add_argument("--requests", type=int, default=24, help="runs per variant (default 24)")
     parser.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the model simulator")
@@ -342,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = batches["large-planner"]
     if not baseline:
         console.print("[red]no workflow finished[/]")
-        return 2
+        return EXIT_INPUT
     median = sorted(baseline, key=lambda r: r.rollup.total_ms)[len(baseline) // 2]
     console.rule(f"median run of {WORKFLOW} (large planner): {median.rollup.total_ms:.0f} ms")
     waterfall(
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     uninstrument_httpx()
     chainlat.shutdown()
     _print_destination(console, args.traces_file)
-    return 0
+    return EXIT_OK
 
 
 def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:

@@ -177,6 +177,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from chainlat._core.errors import ProfileError
+from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 from chainlat._runtime.scrubbing import install_log_scrubber
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
@@ -552,6 +553,7 @@ def _build_parser() -> _Parser:
     parser = _Parser(
         prog="chainlat sim",
         description="Serve OpenAI/Anthropic-compatible endpoints with simulated latency.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8000, help="port, 0 for any (default 8000)")
@@ -592,13 +594,13 @@ def main(argv: list[str] | None = None) -> int:
         sim.start()
     except (_UsageError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
     except OSError as exc:
         print(
             f"{prog}: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_INPUT
     models = ", ".join(p.name for p in sim.profiles)
     print(f"{prog}: serving {sim.base_url} ({models}); Ctrl-C to stop", flush=True)
     restore = _sigterm_as_interrupt()
@@ -610,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         restore()
         sim.stop()
-    return 0
+    return EXIT_OK
 
 
 def _sigterm_as_interrupt() -> Callable[[], None]:
