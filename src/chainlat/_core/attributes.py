@@ -16,6 +16,10 @@ StepKind = Literal["inference", "data", "tool"]
 
 STEP_KINDS: Final[tuple[StepKind, ...]] = ("inference", "data", "tool")
 
+SpanKind = Literal["inference", "data", "tool", "workflow"]
+"""What a span counts as in a workflow: a step kind, or ``workflow`` for a span that makes a
+run (a nested workflow is also a step of the run around it)."""
+
 TRACER_NAME: Final = "chainlat"
 """One fixed instrumentation scope for every span chainlat starts."""
 

@@ -24,7 +24,7 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, _same_model, call_record, classify, source_of
+from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -193,7 +193,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         source = source_of(attributes)
         model = conventions.model_of(attributes)
         calls = state.calls
-        twin = any(s != source and _same_model(m, model) for s, m in calls.values())
+        twin = any(s != source and same_model(m, model) for s, m in calls.values())
         calls[span.context.span_id] = (source, model)
         return twin
 
