@@ -187,6 +187,52 @@ REQUEST_BODY_UNREAD: Final = "chainlat.request.body_unread"
 call, ``gen_ai.request.model`` comes from a search of the body's ends (or is missing), and
 the other request attributes and the input messages are missing."""
 
+
+# --- read from other instrumentations (chainlat._core.conventions) -------------------
+# GenAI semantic conventions, older forms and extensions
+GEN_AI_SYSTEM: Final = "gen_ai.system"
+"""Deprecated for ``gen_ai.provider.name``; LiteLLM, LangSmith and OpenLLMetry write it."""
+GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+"""Deprecated for ``gen_ai.usage.input_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+"""Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+"""Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+
+# --- OpenInference (Arize) ----------------------------------------------------------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_REQUEST_MODEL_NAME: Final = "llm.request.model_name"
+LLM_RESPONSE_MODEL_NAME: Final = "llm.response.model_name"
+LLM_PROVIDER: Final = "llm.provider"
+LLM_SYSTEM: Final = "llm.system"
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
+RERANKER_MODEL_NAME: Final = "reranker.model_name"
+DECISION_MODEL_NAME: Final = "decision.model_name"
+DECISION_REQUEST_MODEL_NAME: Final = "decision.request.model_name"
+DECISION_RESPONSE_MODEL_NAME: Final = "decision.response.model_name"
+DECISION_PROVIDER: Final = "decision.provider"
+DECISION_SYSTEM: Final = "decision.system"
+DECISION_TOKEN_COUNT_INPUT: Final = "decision.token_count.input"
+DECISION_TOKEN_COUNT_OUTPUT: Final = "decision.token_count.output"
+AGENT_NAME: Final = "agent.name"
+
+# --- OpenLLMetry (Traceloop) --------------------------------------------------------
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+"""The span's own entity: the decorated function, or the LangChain run."""
+LLM_REQUEST_TYPE: Final = "llm.request.type"
+"""OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
+
+# --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
+LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"
+PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
+"""pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
+LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
+
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"

@@ -51,74 +51,53 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Final
 
-StepKind = Literal["inference", "data", "tool", "workflow"]
-"""What a span is to the rollup; a workflow span makes a run."""
-
-# --- chainlat's own ---------------------------------------------------------------
-STEP_KIND: Final = "chainlat.step.kind"
-LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
-HTTP_REQUEST_METHOD: Final = "http.request.method"
-"""On a model call, the mark of one traced at the HTTP level (chainlat.httpx): it times the
-call as the server answered it, where a framework's span around it adds its own work."""
-
-# --- OpenTelemetry GenAI semantic conventions --------------------------------------
-GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
-GEN_AI_SYSTEM: Final = "gen_ai.system"
-"""Deprecated for ``gen_ai.provider.name``; LiteLLM, LangSmith and OpenLLMetry write it."""
-GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
-GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
-GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
-"""Deprecated for ``gen_ai.usage.input_tokens``; OpenLLMetry before 0.5 wrote it."""
-GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
-"""Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
-"""Seconds, on streamed inference spans (util-genai, hence openai-v2)."""
-GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
-"""Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
-GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
-GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
-
-# --- OpenInference (Arize) ----------------------------------------------------------
-OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
-LLM_MODEL_NAME: Final = "llm.model_name"
-LLM_REQUEST_MODEL_NAME: Final = "llm.request.model_name"
-LLM_RESPONSE_MODEL_NAME: Final = "llm.response.model_name"
-LLM_PROVIDER: Final = "llm.provider"
-LLM_SYSTEM: Final = "llm.system"
-LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
-LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
-EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
-RERANKER_MODEL_NAME: Final = "reranker.model_name"
-DECISION_MODEL_NAME: Final = "decision.model_name"
-DECISION_REQUEST_MODEL_NAME: Final = "decision.request.model_name"
-DECISION_RESPONSE_MODEL_NAME: Final = "decision.response.model_name"
-DECISION_PROVIDER: Final = "decision.provider"
-DECISION_SYSTEM: Final = "decision.system"
-DECISION_TOKEN_COUNT_INPUT: Final = "decision.token_count.input"
-DECISION_TOKEN_COUNT_OUTPUT: Final = "decision.token_count.output"
-AGENT_NAME: Final = "agent.name"
-
-# --- OpenLLMetry (Traceloop) --------------------------------------------------------
-TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
-TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
-"""The span's own entity: the decorated function, or the LangChain run."""
-LLM_REQUEST_TYPE: Final = "llm.request.type"
-"""OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
-
-# --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
-LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"
-PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
-"""pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
-LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
-
-# --- databases ----------------------------------------------------------------------
-DB_SYSTEM: Final = "db.system"
-DB_SYSTEM_NAME: Final = "db.system.name"
+from chainlat._core.attributes import (
+    AGENT_NAME,
+    DB_SYSTEM,
+    DB_SYSTEM_NAME,
+    DECISION_MODEL_NAME,
+    DECISION_PROVIDER,
+    DECISION_REQUEST_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    DECISION_SYSTEM,
+    DECISION_TOKEN_COUNT_INPUT,
+    DECISION_TOKEN_COUNT_OUTPUT,
+    EMBEDDING_MODEL_NAME,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_SYSTEM,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    GEN_AI_WORKFLOW_NAME,
+    HTTP_REQUEST_METHOD,
+    LANGSMITH_SPAN_KIND,
+    LATENCY_TTFT_MS,
+    LLM_MODEL_NAME,
+    LLM_PROVIDER,
+    LLM_REQUEST_MODEL_NAME,
+    LLM_REQUEST_TYPE,
+    LLM_RESPONSE_MODEL_NAME,
+    LLM_SYSTEM,
+    LLM_TOKEN_COUNT_COMPLETION,
+    LLM_TOKEN_COUNT_PROMPT,
+    LOGFIRE_SPAN_TYPE,
+    OPENINFERENCE_SPAN_KIND,
+    PYDANTIC_AI_AGENT_NAME,
+    RERANKER_MODEL_NAME,
+    STEP_KIND,
+    TRACELOOP_ENTITY_NAME,
+    TRACELOOP_SPAN_KIND,
+)
+from chainlat._core.attributes import SpanKind as StepKind
 
 ANY_VALUE: Final = "*"
 """In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""

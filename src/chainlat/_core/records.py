@@ -75,17 +75,17 @@ def source_of(attributes: Mapping[str, object]) -> str:
     processor adds to the foreign steps of a workflow. A model call that carries an HTTP
     request method was traced at the wire: its source is `WIRE`.
     """
-    if conventions.OPENINFERENCE_SPAN_KIND in attributes:
+    if attr.OPENINFERENCE_SPAN_KIND in attributes:
         return "openinference"
-    if conventions.LANGSMITH_SPAN_KIND in attributes:
+    if attr.LANGSMITH_SPAN_KIND in attributes:
         return "langsmith"
-    if conventions.TRACELOOP_SPAN_KIND in attributes or conventions.LLM_REQUEST_TYPE in attributes:
+    if attr.TRACELOOP_SPAN_KIND in attributes or attr.LLM_REQUEST_TYPE in attributes:
         return "traceloop"
     if conventions.is_http_level(attributes):
         return WIRE
-    if conventions.STEP_KIND in attributes:
+    if attr.STEP_KIND in attributes:
         return "chainlat"
-    if conventions.GEN_AI_OPERATION_NAME in attributes:
+    if attr.GEN_AI_OPERATION_NAME in attributes:
         return "gen_ai"
     return "other"
 
