@@ -199,6 +199,20 @@ GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
 GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 """Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_SERVER_TIME_TO_FIRST_TOKEN: Final = "gen_ai.server.time_to_first_token"
+"""Milliseconds on a model call span, as strands-agents writes it (the conventions' metric of
+that name is in seconds; no span attribute of the conventions carries it)."""
+GEN_AI_COMPLETION_ROLE: Final = "gen_ai.completion.0.role"
+"""OpenLLMetry's first output message (its role: short, unlike its content)."""
+GEN_AI_COMPLETION_FINISH_REASON: Final = "gen_ai.completion.0.finish_reason"
+LLM_OUTPUT_MESSAGE_ROLE: Final = "llm.output_messages.0.message.role"
+"""OpenInference's first output message of an LLM span (``output.value`` is any span's
+return value: a request builder returns one too)."""
+OPENINFERENCE_FIRST_TOKEN_EVENT: Final = "First Token Stream Event"
+"""OpenInference's span event at the first streamed chunk (openinference-instrumentation-openai
+``_stream.py``, the LlamaIndex handler likewise)."""
+OPENLLMETRY_CHUNK_EVENT: Final = "llm.content.completion.chunk"
+"""OpenLLMetry's span event per streamed chunk: the first one is the first token."""
 
 # --- OpenInference (Arize) ----------------------------------------------------------
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"

@@ -65,13 +65,19 @@ from chainlat._core.attributes import (
     DECISION_TOKEN_COUNT_INPUT,
     DECISION_TOKEN_COUNT_OUTPUT,
     EMBEDDING_MODEL_NAME,
+    FIRST_TOKEN_EVENT,
     GEN_AI_AGENT_NAME,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_COMPLETION_FINISH_REASON,
+    GEN_AI_COMPLETION_ROLE,
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
     GEN_AI_RESPONSE_MODEL,
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
     GEN_AI_SYSTEM,
     GEN_AI_USAGE_COMPLETION_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
@@ -82,6 +88,7 @@ from chainlat._core.attributes import (
     LANGSMITH_SPAN_KIND,
     LATENCY_TTFT_MS,
     LLM_MODEL_NAME,
+    LLM_OUTPUT_MESSAGE_ROLE,
     LLM_PROVIDER,
     LLM_REQUEST_MODEL_NAME,
     LLM_REQUEST_TYPE,
@@ -90,7 +97,9 @@ from chainlat._core.attributes import (
     LLM_TOKEN_COUNT_COMPLETION,
     LLM_TOKEN_COUNT_PROMPT,
     LOGFIRE_SPAN_TYPE,
+    OPENINFERENCE_FIRST_TOKEN_EVENT,
     OPENINFERENCE_SPAN_KIND,
+    OPENLLMETRY_CHUNK_EVENT,
     PYDANTIC_AI_AGENT_NAME,
     RERANKER_MODEL_NAME,
     STEP_KIND,
@@ -138,6 +147,20 @@ _GEN_AI_MODEL_CALL: Final = (
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
 )
+
+_OUTPUT_KEYS: Final = (
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    LLM_OUTPUT_MESSAGE_ROLE,
+    GEN_AI_COMPLETION_ROLE,
+    GEN_AI_COMPLETION_FINISH_REASON,
+)
+"""Any of these on a model call span says the call answered (see :func:`has_output`)."""
+
+FIRST_TOKEN_EVENTS: Final = frozenset(
+    {FIRST_TOKEN_EVENT, OPENINFERENCE_FIRST_TOKEN_EVENT, OPENLLMETRY_CHUNK_EVENT}
+)
+"""Span events at a streamed call's first token (or first chunk), by any convention."""
 
 CONVENTIONS: Final[tuple[Convention, ...]] = (
     Convention(
@@ -191,8 +214,10 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             *_GEN_AI_MODEL_CALL,
             GEN_AI_SYSTEM,
             GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+            GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
             GEN_AI_WORKFLOW_NAME,
             GEN_AI_AGENT_NAME,
+            *_OUTPUT_KEYS,
         ),
     ),
     Convention(
@@ -445,6 +470,7 @@ _OUTPUT_TOKEN_KEYS: Final = (
     LLM_TOKEN_COUNT_COMPLETION,
     DECISION_TOKEN_COUNT_OUTPUT,
 )
+_TTFT_MS_KEYS: Final = (LATENCY_TTFT_MS, GEN_AI_SERVER_TIME_TO_FIRST_TOKEN)
 _TTFT_SECONDS_KEYS: Final = (
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
@@ -627,24 +653,37 @@ def is_http_level(attributes: Mapping[str, object]) -> bool:
 def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     """Time to first token in milliseconds; finite and non-negative, else None.
 
-    ``chainlat.latency.ttft_ms`` is milliseconds; the GenAI keys (also pydantic-ai's)
-    are seconds.
+    ``chainlat.latency.ttft_ms`` and strands-agents' ``gen_ai.server.time_to_first_token``
+    are milliseconds; the GenAI keys (also pydantic-ai's) are seconds. First-token span
+    events (:data:`FIRST_TOKEN_EVENTS`) are read by the readers and the span processor.
 
     Example:
         >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
         250.0
     """
     get = attributes.get
-    value = get(LATENCY_TTFT_MS)
-    ms = None if value is None else _duration(value)
-    if ms is not None:
-        return ms
+    for key in _TTFT_MS_KEYS:
+        value = get(key)
+        ms = None if value is None else _duration(value)
+        if ms is not None:
+            return ms
     for key in _TTFT_SECONDS_KEYS:
         value = get(key)
         seconds = None if value is None else _duration(value)
         if seconds is not None:
             return seconds * 1000.0
     return None
+
+
+def has_output(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call span carries its output: an output message, a response id or
+    finish reasons (small keys only: a reader keeps every key read here).
+
+    Example:
+        >>> has_output({"gen_ai.response.id": "r1"}), has_output({"llm.model_name": "gpt-4o"})
+        (True, False)
+    """
+    return any(key in attributes for key in _OUTPUT_KEYS)
 
 
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:

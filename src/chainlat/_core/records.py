@@ -8,13 +8,15 @@ instrumentations of one call apart (see :mod:`chainlat._core.twins`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Final
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.attributes import SpanKind
+
+_NS_PER_MS: Final = 1_000_000
 
 SpanKindLabel = SpanKind
 """The kind of a span in a workflow: a step kind, or ``workflow`` (kept name)."""
@@ -51,6 +53,14 @@ class SpanRecord:
     """``chainlat.step.user_facing``: this call's first token is the workflow's first output."""
     cache_read_tokens: int | None = None
     """Input tokens read from the provider's prompt cache (priced apart)."""
+    extended: bool = False
+    """The span ended before its own events or children, and is timed to the last of them
+    (``end_ns``): an instrumentation that ends its span when a stream is handed back."""
+    has_output: bool = False
+    """A model call that carries its output (messages, a response id, finish reasons)."""
+    ttft_marked: bool = False
+    """The first token was marked by the application (``call.first_token()``), not derived
+    from a stream by an instrumentation: it wins over the wire's first chunk."""
 
     @property
     def label(self) -> str:
@@ -123,7 +133,7 @@ def call_record(
             record.step_name = step_name
         return record
     tokens_in, tokens_out, ttft, model, source = call_details(attributes)
-    return SpanRecord(
+    record = SpanRecord(
         span_id,
         parent_id,
         name,
@@ -140,6 +150,81 @@ def call_record(
         attributes.get(attr.USER_FACING) is True,
         cache_read_tokens_of(attributes),
     )
+    mark_call(record, attributes)
+    return record
+
+
+def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
+    """Set what a model call's attributes say beyond its numbers: whether it carries its
+    output, and whether its first token is the application's own mark."""
+    record.has_output = conventions.has_output(attributes)
+    record.ttft_marked = (
+        record.ttft_ms is not None
+        and record.source == "chainlat"
+        and attributes.get(attr.LATENCY_TTFT_MS) is not None
+    )
+
+
+def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
+    """What a span's events say of it, as (name, time in ns) pairs: its first token, when no
+    attribute gave one (the earliest first-token event of any convention), and its end, when
+    an event comes after it (the span is then timed to its last event, ``extended``).
+
+    OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` when the stream
+    is handed back, 1 ms in, and records its "First Token Stream Event" 200 ms later.
+    """
+    first: int | None = None
+    last = record.end_ns
+    names = conventions.FIRST_TOKEN_EVENTS
+    for name, time_ns in events:
+        if name in names and (first is None or time_ns < first):
+            first = time_ns
+        if time_ns > last:
+            last = time_ns
+    if first is not None and record.ttft_ms is None and first >= record.start_ns:
+        record.ttft_ms = (first - record.start_ns) / _NS_PER_MS
+    if last > record.end_ns:
+        record.end_ns = last
+        record.extended = True
+
+
+def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
+    """``records``, with every span below the root that ends before one of its children
+    timed to the end of its last descendant (a copy, marked ``extended``); the same list
+    when none does. The workflow span itself keeps its end: its children are clipped to it.
+    """
+    by_id: dict[int, SpanRecord] = {}
+    twice: set[int] = set()  # ids seen twice in a malformed trace: never extended
+    for rec in records:
+        if rec.span_id in by_id:
+            twice.add(rec.span_id)
+        by_id[rec.span_id] = rec
+    ends: dict[int, int] = {}
+    for rec in records:
+        # Push each span's end up its ancestors: bounded by the depth, cycles cut by `seen`.
+        end = rec.end_ns
+        if end < rec.start_ns:
+            continue  # a malformed span extends nothing
+        parent_id = rec.parent_id
+        seen = {rec.span_id}
+        while parent_id is not None and parent_id != root_id and parent_id not in seen:
+            parent = by_id.get(parent_id)
+            if (
+                parent is None
+                or parent_id in twice
+                or parent.end_ns < parent.start_ns
+                or end <= max(parent.end_ns, ends.get(parent_id, 0))
+            ):
+                break
+            ends[parent_id] = end
+            seen.add(parent_id)
+            parent_id = parent.parent_id
+    if not ends:
+        return records
+    return [
+        replace(r, end_ns=ends[r.span_id], extended=True) if r.span_id in ends else r
+        for r in records
+    ]
 
 
 CACHE_READ_KEYS: Final = (

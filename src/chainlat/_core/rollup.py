@@ -46,7 +46,7 @@ from chainlat._core.records import (
     source_of,
     step_name_of,
 )
-from chainlat._core.twins import find_twins, same_model, timed_by_wire
+from chainlat._core.twins import find_twins, normalised, same_model, timed_by_wire
 
 __all__ = [
     "CACHE_READ_KEYS",
@@ -261,7 +261,7 @@ def compute_rollup(
     # Runs at the end of every workflow, in the application's thread: written for
     # speed (locals, no per-span generators), tested against the definition.
     root_id = root.span_id
-    records = spans if isinstance(spans, list) else list(spans)
+    records = normalised(root_id, spans if isinstance(spans, list) else list(spans))
     by_parent: dict[int, list[SpanRecord]] = {}
     wires: list[SpanRecord] = []
     for rec in records:
@@ -300,6 +300,8 @@ def compute_rollup(
     cached: set[int] = set()
     first_token: dict[int, int] = {}  # counted call -> its earliest first token (ns)
     user_facing: set[int] = set()
+    wired: set[int] = set()  # calls whose tokens a wire-level span counted
+    marked: set[int] = set()  # calls whose first token the application marked
     seen_twice: list[SpanRecord] = []
 
     queue = [top]
@@ -364,9 +366,9 @@ def compute_rollup(
                 if group is not None:
                     key = group.rec.span_id
                     group_of[span_id] = key
-                    _add_usage(rec, key, tokens_in, tokens_out, cached)
+                    _add_usage(rec, key, tokens_in, tokens_out, cached, wired)
                     if rec.ttft_ms is not None or rec.user_facing:
-                        _add_output(rec, key, first_token, user_facing)
+                        _add_output(rec, key, first_token, user_facing, marked)
             if kind is None or (kind == "workflow" and span_id in by_parent):
                 # Transparent, or a nested workflow (whose own time is not a step's
                 # either): its children take its place among its parent's children, so a
@@ -380,8 +382,8 @@ def compute_rollup(
     for rec in seen_twice:
         call = group_of.get(twins[rec.span_id].span_id)
         if call is not None:
-            _add_usage(rec, call, tokens_in, tokens_out, cached)
-            _add_output(rec, call, first_token, user_facing)
+            _add_usage(rec, call, tokens_in, tokens_out, cached, wired)
+            _add_output(rec, call, first_token, user_facing, marked)
 
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
@@ -477,12 +479,21 @@ def compute_rollup(
 
 
 def _add_output(
-    rec: SpanRecord, key: int, first_token: dict[int, int], user_facing: set[int]
+    rec: SpanRecord,
+    key: int,
+    first_token: dict[int, int],
+    user_facing: set[int],
+    marked: set[int],
 ) -> None:
-    # A call seen by several spans: its first token is the earliest any of them saw.
-    if rec.ttft_ms is not None:
+    # A call seen by several spans: its first token is the application's own mark
+    # (``call.first_token()``) when it made one, else the earliest any span saw: an explicit
+    # mark wins over the first chunk an HTTP-level span saw, 5 to 17 ms earlier.
+    if rec.ttft_ms is not None and (rec.ttft_marked or key not in marked):
         instant = rec.start_ns + round(rec.ttft_ms * _NS_PER_MS)
         known = first_token.get(key)
+        if rec.ttft_marked and key not in marked:
+            marked.add(key)
+            known = None
         if known is None or instant < known:
             first_token[key] = instant
     if rec.user_facing:
@@ -524,8 +535,25 @@ def _add_usage(
     tokens_in: dict[int, int],
     tokens_out: dict[int, int],
     cached: set[int],
+    wired: set[int],
 ) -> None:
-    # The same call seen by several spans: its tokens once (the largest count seen).
+    # The same call seen by several spans: its tokens once. The wire's counts (or the
+    # provider SDK's own span's, which carries the HTTP method too) win over a framework's:
+    # OpenLLMetry's anthropic instrumentation counts one output token too many. Between
+    # spans of equal standing, the largest count seen.
+    wire = rec.source == WIRE
+    if not wire and key in wired:
+        if rec.cache_hit:
+            cached.add(key)
+        return
+    if (
+        wire
+        and key not in wired
+        and (rec.input_tokens is not None or rec.output_tokens is not None)
+    ):
+        wired.add(key)
+        tokens_in.pop(key, None)
+        tokens_out.pop(key, None)
     if rec.input_tokens is not None:
         tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
     if rec.output_tokens is not None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Final
 
-from chainlat._core.records import WIRE, SpanRecord
+from chainlat._core.records import WIRE, SpanRecord, extend_to_children
 
 
 def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
@@ -25,6 +26,12 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
     twins: two parallel calls of one model are two calls. Each span is the twin of
     at most one other, matched by the same input tokens first, then by the largest
     overlap (at least half the shorter).
+
+    Twins need not overlap: a framework's call span and a wire span of the same model,
+    with equal token counts, under the same parent and adjacent in time (no span of that
+    parent starts or ends between them), are one call. OpenInference's LlamaIndex
+    instrumentation ends ``OpenAI.stream_chat`` before the request goes out, so
+    ``chainlat.instrument_httpx()``'s span of that request starts after it ended.
 
     A call nested in another call (through transparent spans) is that call seen twice
     already (rule 1 of the rollup), so it is nobody's twin: matching it by time alone
@@ -59,11 +66,97 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
             if best is None or rank > best_rank:
                 best, best_rank = primary, rank
         if best is None:
+            best = _adjacent_twin(rec, primaries, matched, records)
+        if best is None:
             primaries.append(rec)
         else:
             matched.add((best.span_id, rec.source))
             twins[rec.span_id] = best
     return twins
+
+
+def _adjacent_twin(
+    rec: SpanRecord,
+    primaries: list[SpanRecord],
+    matched: set[tuple[int, str | None]],
+    records: list[SpanRecord],
+) -> SpanRecord | None:
+    """The call ``rec`` is beside in time, not overlapping, by the rule of :func:`find_twins`."""
+    if rec.input_tokens is None:
+        return None
+    for primary in primaries:
+        if (
+            primary.parent_id != rec.parent_id
+            or primary.source == rec.source
+            or WIRE not in (primary.source, rec.source)
+            or (primary.span_id, rec.source) in matched
+            or not same_model(primary.model, rec.model)
+            or _same_tokens(primary, rec) != 1
+            or (
+                primary.output_tokens is not None
+                and rec.output_tokens is not None
+                and primary.output_tokens != rec.output_tokens
+            )
+        ):
+            continue
+        early, late = (primary, rec) if primary.start_ns <= rec.start_ns else (rec, primary)
+        gap_start, gap_end = early.end_ns, late.start_ns
+        if gap_start > gap_end:
+            continue  # they overlap: the overlap rule decides
+        if not any(
+            other.parent_id == rec.parent_id
+            and other is not early
+            and other is not late
+            and (gap_start < other.start_ns < gap_end or gap_start < other.end_ns < gap_end)
+            for other in records
+        ):
+            return primary
+    return None
+
+
+def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
+    """Model-call spans that are request building, not calls (span ids).
+
+    A model-call span with no token counts, no output and no first token, inside the
+    interval of a real call (one with any of them) of the same model and source, is the
+    client preparing that call: OpenInference's LlamaIndex instrumentation marks
+    ``OpenAI._prepare_chat_with_tools`` as an LLM span. Its time is the call's overhead.
+    """
+    empty = [
+        r
+        for r in records
+        if r.kind == "inference"
+        and r.span_id != root_id
+        and r.input_tokens is None
+        and r.output_tokens is None
+        and r.ttft_ms is None
+        and not r.has_output
+    ]
+    if not empty:
+        return set()
+    real = [
+        r
+        for r in records
+        if r.kind == "inference"
+        and r.span_id != root_id
+        and (
+            r.input_tokens is not None
+            or r.output_tokens is not None
+            or r.ttft_ms is not None
+            or r.has_output
+        )
+    ]
+    return {
+        e.span_id
+        for e in empty
+        if any(
+            c.source == e.source
+            and same_model(c.model, e.model)
+            and c.start_ns <= e.start_ns
+            and e.end_ns <= c.end_ns
+            for c in real
+        )
+    }
 
 
 def _inside_call(rec: SpanRecord, by_id: Mapping[int, SpanRecord], root_id: int) -> bool:
@@ -148,3 +241,15 @@ def timed_by_wire(
                     break
             twins.pop(moved.span_id, None)
     return timed
+
+
+def normalised(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
+    """The spans of a workflow as the rollup and the steps read them: each span timed to
+    its last child (:func:`~chainlat._core.records.extend_to_children`), and request
+    building (:func:`request_builders`) made transparent. The same list when nothing
+    changes, so the common case costs two passes and no copy."""
+    records = extend_to_children(root_id, records)
+    builders = request_builders(root_id, records)
+    if not builders:
+        return records
+    return [replace(r, kind=None) if r.span_id in builders else r for r in records]
