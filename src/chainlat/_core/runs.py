@@ -29,6 +29,7 @@ from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.attributes import SpanKind
 from chainlat._core.prices import Prices
 from chainlat._core.rollup import (
     Rollup,
@@ -38,12 +39,13 @@ from chainlat._core.rollup import (
     compute_rollup,
     find_twins,
 )
+from chainlat._core.twins import normalised
 
 Attributes = Mapping[str, object]
 NO_VARIANT: Final = "(none)"
 """The variant label of runs recorded without one."""
 
-StepKindName = Literal["inference", "data", "tool", "workflow"]
+StepKindName = SpanKind
 
 _NS_PER_MS: Final = 1_000_000
 _COUNTED: Final = frozenset({"inference", "data", "tool"})
@@ -70,6 +72,9 @@ class StepTiming:
     """The span name, also when the step has a step name."""
     model: str | None = None
     """The model of a model call, when known."""
+    extended: bool = False
+    """The step's span ended before its own events or children; it is timed to the last of
+    them (the reports say so)."""
 
     @property
     def duration_ms(self) -> float:
@@ -268,7 +273,7 @@ def step_key(name: str) -> str:
 
 def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming, ...]:
     """The steps under a workflow span, in start order (ties: outer first)."""
-    records = spans if isinstance(spans, list) else list(spans)
+    records = normalised(root.span_id, spans if isinstance(spans, list) else list(spans))
     twins = find_twins(root.span_id, records)
     if not twins:
         flat = _flat_steps(root.span_id, records)
@@ -309,6 +314,7 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         rec.cache_hit,
                         rec.name,
                         rec.model,
+                        rec.extended,
                     )
                 )
                 position[rec.span_id] = len(found) - 1
@@ -338,6 +344,7 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         outer.cache_hit or rec.cache_hit,
                         outer.span_name,
                         outer.model or rec.model,
+                        outer.extended,
                     )
             stack.append((rec, around, depth, owner))
     if twins:
@@ -376,6 +383,7 @@ def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ..
                 rec.cache_hit,
                 rec.name,
                 rec.model,
+                rec.extended,
             )
         )
     if len(found) > 1:
@@ -436,6 +444,7 @@ def _merge_twins(
             step.cache_hit or rec.cache_hit,
             step.span_name,
             step.model or rec.model,
+            step.extended or rec.extended,
         )
 
 

@@ -24,6 +24,7 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
+from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
 
 if TYPE_CHECKING:
@@ -400,7 +401,7 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
     if attributes is None:
         attributes = attributes_of(span)
     # Tokens, first token, model and source as any convention writes them (call_record).
-    return call_record(
+    record = call_record(
         context.span_id,
         span.parent.span_id if span.parent is not None else None,
         span.name,
@@ -409,6 +410,9 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
         classify(attributes),
         attributes,
     )
+    if span.events:  # first-token events of other conventions; events after the end
+        apply_events(record, ((e.name, e.timestamp) for e in span.events))
+    return record
 
 
 _registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()
