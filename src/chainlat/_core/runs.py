@@ -31,6 +31,7 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.attributes import SpanKind
 from chainlat._core.prices import Prices
+from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     Rollup,
     SpanRecord,
@@ -485,9 +486,15 @@ def record_of(
     start_ns: int,
     end_ns: int,
     attributes: Attributes,
+    events: Sequence[tuple[str, int]] = (),
 ) -> SpanRecord:
-    """The rollup's record of a span, from its attributes."""
-    return call_record(span_id, parent_id, name, start_ns, end_ns, classify(attributes), attributes)
+    """The rollup's record of a span, from its attributes and its events (name, time in ns)."""
+    record = call_record(
+        span_id, parent_id, name, start_ns, end_ns, classify(attributes), attributes
+    )
+    if events:
+        apply_events(record, events)
+    return record
 
 
 def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
