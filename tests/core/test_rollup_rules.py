@@ -8,18 +8,19 @@ strands-agents' ``gen_ai.server.time_to_first_token`` in ms).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from opentelemetry import trace
 from opentelemetry.util.types import Attributes
 
 import chainlat
-from chainlat._core.rollup import SpanRecord, compute_rollup
-from chainlat._core.runs import WorkflowRun, steps_of
+from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.report.waterfall import waterfall
 from chainlat.testing import Capture
-from chainlat.traces import read_runs
+from chainlat.traces import ReadCounters, read_runs
 from chainlat.traces.sdk import runs_from_spans
 
 MS = 1_000_000
@@ -296,3 +297,60 @@ def test_an_explicit_first_token_on_the_user_facing_call_wins_over_the_wire_chun
     assert run.rollup.first_output_ms == 30
     for read in _runs(cap, tmp_path):
         assert read.recomputed_rollup().first_output_ms == 30
+
+
+# --- a recorded rollup is checked against its span ---------------------------------------
+
+
+def test_an_impossible_recorded_rollup_is_rebuilt_from_the_spans_with_a_warning(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """A 5,000 ms workflow span recording ``total_ms = -100`` and ``cost_usd = -5`` (as a
+    runtime given a negative price writes it) passed every limit; the spans say 5,000 ms."""
+    p, clock = cap.provider, cap.clock
+    tracer = p.get_tracer("hand-written")
+    start = clock()
+    recorded = {
+        "chainlat.chain.total_ms": -100.0,
+        "chainlat.chain.inference_ms": 0.0,
+        "chainlat.chain.data_ms": 0.0,
+        "chainlat.chain.tool_ms": 0.0,
+        "chainlat.chain.overhead_ms": -100.0,
+        "chainlat.chain.cost_usd": -5.0,
+    }
+    root = tracer.start_span("invoke_workflow w", start_time=start, attributes={
+        "chainlat.step.kind": "workflow", "gen_ai.workflow.name": "w", **recorded})  # fmt: skip
+    call = tracer.start_span(
+        "chat m",
+        context=trace.set_span_in_context(root),
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        start_time=start + 1000 * MS,
+    )
+    call.end(end_time=start + 4000 * MS)
+    root.end(end_time=start + 5000 * MS)
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(str(path))
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    counters = ReadCounters()
+    [run] = read_runs([path], counters=counters)
+    assert (run.rollup.total_ms, run.rollup.inference_ms, run.rollup.cost_usd) == (5000, 3000, None)
+    assert run.rebuilt == "chainlat.chain.total_ms -100 is negative"
+    [warning] = counters.warnings()
+    assert warning.startswith("1 rollups recorded on workflow spans are impossible")
+    assert "chainlat.chain.total_ms -100 is negative" in warning
+
+
+def test_a_recorded_rollup_whose_parts_do_not_sum_or_outlast_the_span_is_rebuilt() -> None:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100 * MS, "workflow")
+    whole = Rollup(100.0, 60.0, 10.0, 0.0, 30.0)
+    assert inconsistency(whole, root) == ""
+    assert inconsistency(replace(whole, overhead_ms=0.0), root) == (
+        "inference + data + tool + overhead is 70 ms, not chainlat.chain.total_ms 100"
+    )
+    assert inconsistency(replace(whole, total_ms=200.0, overhead_ms=130.0), root) == (
+        "chainlat.chain.total_ms 200 is longer than the span (100 ms)"
+    )
+    assert inconsistency(replace(whole, cost_usd=-5.0), root) == (
+        "chainlat.chain.cost_usd -5 is negative"
+    )

@@ -128,6 +128,10 @@ class WorkflowRun:
     """``chainlat.outcome.score``, merged from outcome spans; None when not recorded."""
     nested: bool = False
     """The workflow ran inside another workflow (it is a step of that run too)."""
+    rebuilt: str = ""
+    """Why the rollup recorded on the workflow span was not used and the rollup was rebuilt
+    from the spans (``chainlat.chain.total_ms -100 is negative``); empty when it was used or
+    none was recorded."""
 
     @property
     def total_ms(self) -> float:
@@ -633,6 +637,9 @@ def runs_of_trace(
         recorded = (
             Rollup.from_attributes(top.attributes) if _CHAIN_TOTAL_MS in top.attributes else None
         )
+        rebuilt = "" if recorded is None else inconsistency(recorded, root)
+        if rebuilt:
+            recorded = None
         steps = steps_of(root, records)
         if recorded is not None and _more_steps(steps, recorded):
             # Steps the live rollup never saw: spans written after the workflow ended, with
@@ -664,9 +671,70 @@ def runs_of_trace(
                 success=success,
                 score=score,
                 nested=nested[id(top)],
+                rebuilt=rebuilt,
             )
         )
     return runs
+
+
+_TOLERANCE_MS: Final = 0.001
+"""Rounding allowed in a recorded rollup's sums: a microsecond."""
+
+
+def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
+    """What makes a rollup recorded on a workflow span impossible for that span, or "".
+
+    Every part non-negative, the total within the span's duration, the four kinds summing to
+    the total (and the first output's four parts to it): a rollup written by an older
+    chainlat, by hand or by a runtime given a negative price fails one of these, and would
+    otherwise pass every limit (a 5,000 ms span recording ``total_ms = -100``).
+    """
+    parts = {
+        attr.CHAIN_TOTAL_MS: recorded.total_ms,
+        attr.CHAIN_INFERENCE_MS: recorded.inference_ms,
+        attr.CHAIN_DATA_MS: recorded.data_ms,
+        attr.CHAIN_TOOL_MS: recorded.tool_ms,
+        attr.CHAIN_OVERHEAD_MS: recorded.overhead_ms,
+        attr.CHAIN_INFERENCE_SUM_MS: recorded.inference_sum_ms,
+        attr.CHAIN_DATA_SUM_MS: recorded.data_sum_ms,
+        attr.CHAIN_TOOL_SUM_MS: recorded.tool_sum_ms,
+        attr.CHAIN_PARALLELISM: recorded.parallelism,
+        attr.CHAIN_STEP_COUNT: recorded.step_count,
+        attr.CHAIN_INFERENCE_COUNT: recorded.inference_count,
+        attr.CHAIN_DATA_COUNT: recorded.data_count,
+        attr.CHAIN_TOOL_COUNT: recorded.tool_count,
+        attr.CHAIN_CACHE_HITS: recorded.cache_hits,
+        attr.CHAIN_INPUT_TOKENS: recorded.input_tokens,
+        attr.CHAIN_OUTPUT_TOKENS: recorded.output_tokens,
+        attr.CHAIN_COST_USD: recorded.cost_usd,
+        attr.CHAIN_FIRST_OUTPUT_MS: recorded.first_output_ms,
+        attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS: recorded.first_output_inference_ms,
+        attr.CHAIN_FIRST_OUTPUT_DATA_MS: recorded.first_output_data_ms,
+        attr.CHAIN_FIRST_OUTPUT_TOOL_MS: recorded.first_output_tool_ms,
+        attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS: recorded.first_output_overhead_ms,
+    }
+    for key, value in parts.items():
+        if value is not None and value < 0:
+            return f"{key} {value:g} is negative"
+    duration_ms = max(root.end_ns - root.start_ns, 0) / _NS_PER_MS
+    if recorded.total_ms > duration_ms + _TOLERANCE_MS:
+        return (
+            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g} is longer than the span "
+            f"({duration_ms:g} ms)"
+        )
+    kinds = recorded.inference_ms + recorded.data_ms + recorded.tool_ms + recorded.overhead_ms
+    if abs(kinds - recorded.total_ms) > _TOLERANCE_MS:
+        return (
+            f"inference + data + tool + overhead is {kinds:g} ms, not "
+            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g}"
+        )
+    split = recorded.first_output_split()
+    if split is not None and recorded.first_output_ms is not None:
+        if recorded.first_output_ms > recorded.total_ms + _TOLERANCE_MS:
+            return f"{attr.CHAIN_FIRST_OUTPUT_MS} {recorded.first_output_ms:g} is after the end"
+        if abs(sum(split.values()) - recorded.first_output_ms) > _TOLERANCE_MS:
+            return f"the parts of {attr.CHAIN_FIRST_OUTPUT_MS} do not sum to it"
+    return ""
 
 
 def is_run_root(span: TracedSpan) -> bool:
