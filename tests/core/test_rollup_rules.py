@@ -316,6 +316,7 @@ def test_an_impossible_recorded_rollup_is_rebuilt_from_the_spans_with_a_warning(
         "chainlat.chain.data_ms": 0.0,
         "chainlat.chain.tool_ms": 0.0,
         "chainlat.chain.overhead_ms": -100.0,
+        "chainlat.chain.inference_count": 1,
         "chainlat.chain.cost_usd": -5.0,
     }
     root = tracer.start_span("invoke_workflow w", start_time=start, attributes={
