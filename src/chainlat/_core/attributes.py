@@ -1,8 +1,8 @@
 """Every attribute key, span-name rule and metric name chainlat writes or reads.
 
-``gen_ai.*`` keys follow the OpenTelemetry GenAI semantic conventions
-(semantic-conventions-genai, development status, as published in November 2026
-on top of the general conventions v1.42.0). ``chainlat.*`` keys are our own.
+``gen_ai.*`` keys follow the OpenTelemetry GenAI semantic conventions of
+:data:`GEN_AI_CONVENTIONS` (the one place the version is pinned; older forms are still
+read, see :mod:`chainlat._core.conventions`). ``chainlat.*`` keys are our own.
 Times in ``*_ms`` attributes are milliseconds (floats); the semconv keys keep
 their own units (seconds).
 """
@@ -20,6 +20,12 @@ SpanKind = Literal["inference", "data", "tool", "workflow"]
 """What a span counts as in a workflow: a step kind, or ``workflow`` for a span that makes a
 run (a nested workflow is also a step of the run around it)."""
 
+GEN_AI_CONVENTIONS: Final = "open-telemetry/semantic-conventions-genai v0.1.0"
+"""The GenAI conventions chainlat writes: their first standalone release (development status,
+on top of the general conventions v1.42.0). Retrieval data stages are ``retrieval`` spans,
+workflow spans carry ``gen_ai.agent.name`` beside ``gen_ai.workflow.name``, and every
+workflow records ``gen_ai.workflow.duration``."""
+
 TRACER_NAME: Final = "chainlat"
 """One fixed instrumentation scope for every span chainlat starts."""
 
@@ -35,6 +41,9 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chun
 """Seconds from the request to the first streamed chunk."""
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+"""On workflow spans beside ``gen_ai.workflow.name``: the conventions' ``invoke_agent``
+internal span names its agent here."""
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
@@ -44,6 +53,11 @@ DB_SYSTEM_NAME: Final = "db.system.name"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_RETRIEVAL: Final = "retrieval"
+DATA_KIND: Final = "chainlat.data.kind"
+"""A data stage's own operation (``feature-fetch``, ``etl``), when it is not a retrieval."""
+DATA_SOURCE: Final = "chainlat.data.source"
+"""The source of a data stage that is not a retrieval (``gen_ai.data_source.id`` belongs to
+``retrieval`` spans: on another span, Jaeger's GenAI view calls it an unknown GenAI span)."""
 INFERENCE_OPERATIONS: Final = frozenset(
     {"chat", "text_completion", "generate_content", "embeddings"}
 )
@@ -198,7 +212,6 @@ GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
 """Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
 GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 """Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
-GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_SERVER_TIME_TO_FIRST_TOKEN: Final = "gen_ai.server.time_to_first_token"
 """Milliseconds on a model call span, as strands-agents writes it (the conventions' metric of
 that name is in seconds; no span attribute of the conventions carries it)."""
@@ -263,6 +276,23 @@ TOKEN_BUCKETS: Final = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 WORKFLOW_BUCKETS_S: Final = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+
+
+def data_stage_attributes(kind: str | None, source: str | None) -> dict[str, str]:
+    """A data stage's attributes: a retrieval (``kind="retrieval"``, or a stage with a source
+    and no kind) is a GenAI ``retrieval`` operation; another kind keeps its own name in
+    ``chainlat.data.kind``, with no ``gen_ai.*`` key."""
+    found = {STEP_KIND: "data"}
+    if kind == OP_RETRIEVAL or (kind is None and source is not None):
+        found[GEN_AI_OPERATION_NAME] = OP_RETRIEVAL
+        if source is not None:
+            found[GEN_AI_DATA_SOURCE_ID] = source
+        return found
+    if kind is not None:
+        found[DATA_KIND] = kind
+    if source is not None:
+        found[DATA_SOURCE] = source
+    return found
 
 
 def workflow_span_name(name: str) -> str:
