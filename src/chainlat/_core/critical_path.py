@@ -22,6 +22,10 @@ class PathPiece:
     end_ns: int
     kind: str
     steps: tuple[tuple[int, str], ...]
+    shown_on: int = 0
+    """The span a view draws the stretch on: the span itself, or for a call seen twice
+    (the wire-level span inside or moved under the call that counts) the counted call, so
+    the call shows its whole time on the path, not the part outside its twin."""
 
 
 @dataclass(slots=True)

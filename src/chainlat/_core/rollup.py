@@ -393,7 +393,17 @@ def compute_rollup(
         split[node.attribution] += seg_end - seg_start
         step = node.owner
         if pieces is not None:
-            pieces.append(PathPiece(node.rec.span_id, seg_start, seg_end, node.attribution, ()))
+            shown = step if step is not None and step.rec.kind == node.rec.kind else node
+            pieces.append(
+                PathPiece(
+                    node.rec.span_id,
+                    seg_start,
+                    seg_end,
+                    node.attribution,
+                    (),
+                    shown.rec.span_id,
+                )
+            )
         if step is None or id(step) in on_path:
             continue
         chain: list[str] = []
@@ -418,6 +428,7 @@ def compute_rollup(
                 last.end_ns,
                 last.kind,
                 tuple(zip(chain_ids, chain, strict=True)),
+                last.shown_on,
             )
 
     total = top.end - top.start
