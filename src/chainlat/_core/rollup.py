@@ -259,9 +259,45 @@ def compute_rollup(
             and token counts.
     """
     # Runs at the end of every workflow, in the application's thread: written for
-    # speed (locals, no per-span generators), tested against the definition.
-    root_id = root.span_id
-    records = normalised(root_id, spans if isinstance(spans, list) else list(spans))
+    # speed (locals, no per-span generators), tested against the definition. Four phases:
+    # how the spans are read (twins, the wire), the tree and its counts, the critical
+    # path, the wait for the first output.
+    records = normalised(root.span_id, spans if isinstance(spans, list) else list(spans))
+    plan = _plan(root.span_id, records)
+    top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
+    tally = _Tally()
+    _grow(top, plan, tally)
+    split, path, segments, disjoint = _walk(top, plan.renamed, pieces)
+    output_ns = first_output_ns
+    source: Node | None = None
+    if output_ns is None and tally.calls:
+        output_ns, source = first_output_of(tally.calls, tally.first_token, tally.user_facing)
+    waits = None
+    if output_ns is not None:
+        output_ns = min(max(output_ns, top.start), top.end)
+        waits = _wait(top, output_ns, source, segments, disjoint)
+    cost = None
+    if prices is not None and tally.calls:
+        cost = _cost(
+            tally.calls, prices, tally.tokens_in, tally.tokens_out, records, tally.group_of
+        )
+    return _rollup(top, tally, split, path, output_ns, waits, cost)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Phase 1, how the spans are read: the tree, the calls seen twice, the wire's calls."""
+
+    by_parent: dict[int, list[SpanRecord]]
+    twins: dict[int, SpanRecord]
+    widened: dict[int, tuple[int, int]]
+    """A counted call's interval, widened to its twin's (unless the wire times it)."""
+    renamed: dict[int, str]
+    """A counted call named only by its twin."""
+    wire_timed: set[int]
+
+
+def _plan(root_id: int, records: list[SpanRecord]) -> _Plan:
     by_parent: dict[int, list[SpanRecord]] = {}
     wires: list[SpanRecord] = []
     for rec in records:
@@ -277,7 +313,7 @@ def compute_rollup(
     twins = find_twins(root_id, records)
     widened: dict[int, tuple[int, int]] = {}
     twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
-    renamed: dict[int, str] = {}  # a counted call named only by its twin
+    renamed: dict[int, str] = {}
     for twin_id, primary in twins.items():
         twin = twin_records[twin_id]
         if twin.step_name and not primary.step_name:
@@ -287,25 +323,48 @@ def compute_rollup(
         low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
         widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
     wire_timed = timed_by_wire(root_id, records, wires, twins, by_parent) if wires else set()
+    return _Plan(by_parent, twins, widened, renamed, wire_timed)
 
-    top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    counts = {"inference": 0, "data": 0, "tool": 0}
-    sums = {"inference": 0, "data": 0, "tool": 0}
-    step_count = 0
-    top_level_ns = 0
-    calls: list[Node] = []  # counted inference steps
-    group_of: dict[int, int] = {}  # span id of an inference span -> its counted call's
-    tokens_in: dict[int, int] = {}
-    tokens_out: dict[int, int] = {}
-    cached: set[int] = set()
-    first_token: dict[int, int] = {}  # counted call -> its earliest first token (ns)
-    user_facing: set[int] = set()
-    wired: set[int] = set()  # calls whose tokens a wire-level span counted
-    marked: set[int] = set()  # calls whose first token the application marked
+
+@dataclass(slots=True)
+class _Tally:
+    """Phase 2, what the tree counts: steps by kind, and each counted call's usage."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_STEP_KINDS, 0))
+    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_STEP_KINDS, 0))
+    step_count: int = 0
+    top_level_ns: int = 0
+    calls: list[Node] = field(default_factory=list)
+    """The counted inference steps."""
+    group_of: dict[int, int] = field(default_factory=dict)
+    """Span id of an inference span -> its counted call's."""
+    tokens_in: dict[int, int] = field(default_factory=dict)
+    tokens_out: dict[int, int] = field(default_factory=dict)
+    cached: set[int] = field(default_factory=set)
+    first_token: dict[int, int] = field(default_factory=dict)
+    """Counted call -> its first token (ns)."""
+    user_facing: set[int] = field(default_factory=set)
+    wired: set[int] = field(default_factory=set)
+    """Calls whose tokens a wire-level span counted."""
+    marked: set[int] = field(default_factory=set)
+    """Calls whose first token the application marked."""
+
+    def add_call_span(self, rec: SpanRecord, key: int) -> None:
+        """One span of the counted call ``key``: its tokens and first token, once."""
+        _add_usage(rec, key, self.tokens_in, self.tokens_out, self.cached, self.wired)
+        if rec.ttft_ms is not None or rec.user_facing:
+            _add_output(rec, key, self.first_token, self.user_facing, self.marked)
+
+
+def _grow(top: Node, plan: _Plan, tally: _Tally) -> None:
+    """Phase 2: the tree of nodes under ``top``, each clipped to its parent, with what it
+    counts as; transparent spans and nested workflows hand their children to their parent."""
+    by_parent, twins, widened, wire_timed = (
+        plan.by_parent, plan.twins, plan.widened, plan.wire_timed,
+    )  # fmt: skip
     seen_twice: list[SpanRecord] = []
-
     queue = [top]
-    seen = {root_id}
+    seen = {top.rec.span_id}
     while queue:
         parent = queue.pop()
         children = by_parent.get(parent.rec.span_id)
@@ -318,24 +377,16 @@ def compute_rollup(
             if span_id in seen:  # a cycle in a malformed trace
                 continue
             seen.add(span_id)
-            start = rec.start_ns
-            end = rec.end_ns
-            if widened and span_id in widened:
-                start, end = widened[span_id]
-            if start < p_start:
-                start = p_start
-            elif start > p_end:
-                start = p_end
-            if end > p_end:
-                end = p_end
-            if end < start:
-                end = start
+            start, end = widened[span_id] if widened and span_id in widened else (
+                rec.start_ns, rec.end_ns,
+            )  # fmt: skip
+            start = p_start if start < p_start else p_end if start > p_end else start
+            end = start if end < start else p_end if end > p_end else end
             kind = rec.kind
             if twins and span_id in twins:
                 seen_twice.append(rec)
                 kind = None  # the call counts once, as its twin
             if kind in _STEP_KINDS:
-                assert kind is not None
                 attribution: str = kind
                 counted = p_attribution != kind
                 if wire_timed and kind == "inference":
@@ -350,25 +401,11 @@ def compute_rollup(
                 counted = kind == "workflow"
             node = Node(rec, start, end, attribution, p_owner, parent)
             if counted:
-                node.owner = node
-                node.enclosing = p_owner
-                step_count += 1
-                if p_owner is None:
-                    top_level_ns += end - start
-                if kind in _STEP_KINDS:
-                    assert kind is not None
-                    counts[kind] += 1
-                    sums[kind] += end - start
-                if kind == "inference":
-                    calls.append(node)
-            if kind == "inference":
-                group = node.owner
-                if group is not None:
-                    key = group.rec.span_id
-                    group_of[span_id] = key
-                    _add_usage(rec, key, tokens_in, tokens_out, cached, wired)
-                    if rec.ttft_ms is not None or rec.user_facing:
-                        _add_output(rec, key, first_token, user_facing, marked)
+                _count(node, kind, p_owner, tally)
+            if kind == "inference" and node.owner is not None:
+                key = node.owner.rec.span_id
+                tally.group_of[span_id] = key
+                tally.add_call_span(rec, key)
             if kind is None or (kind == "workflow" and span_id in by_parent):
                 # Transparent, or a nested workflow (whose own time is not a step's
                 # either): its children take its place among its parent's children, so a
@@ -380,11 +417,33 @@ def compute_rollup(
             if span_id in by_parent:
                 queue.append(node)
     for rec in seen_twice:
-        call = group_of.get(twins[rec.span_id].span_id)
+        call = tally.group_of.get(twins[rec.span_id].span_id)
         if call is not None:
-            _add_usage(rec, call, tokens_in, tokens_out, cached, wired)
-            _add_output(rec, call, first_token, user_facing, marked)
+            _add_usage(rec, call, tally.tokens_in, tally.tokens_out, tally.cached, tally.wired)
+            _add_output(rec, call, tally.first_token, tally.user_facing, tally.marked)
 
+
+def _count(node: Node, kind: str | None, enclosing: Node | None, tally: _Tally) -> None:
+    """A counted step: a model call, data stage, tool call or nested workflow."""
+    node.owner = node
+    node.enclosing = enclosing
+    tally.step_count += 1
+    length = node.end - node.start
+    if enclosing is None:
+        tally.top_level_ns += length
+    if kind in _STEP_KINDS:
+        assert kind is not None
+        tally.counts[kind] += 1
+        tally.sums[kind] += length
+    if kind == "inference":
+        tally.calls.append(node)
+
+
+def _walk(
+    top: Node, renamed: Mapping[int, str], pieces: list[PathPiece] | None
+) -> tuple[dict[str, int], list[str], list[tuple[Node, int, int]], bool]:
+    """Phase 3: the critical path's split by kind, its step names, its segments, and
+    whether the children of every node it entered are disjoint (see `critical_segments`)."""
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
     on_path: set[int] = set()
@@ -396,12 +455,7 @@ def compute_rollup(
             shown = step if step is not None and step.rec.kind == node.rec.kind else node
             pieces.append(
                 PathPiece(
-                    node.rec.span_id,
-                    seg_start,
-                    seg_end,
-                    node.attribution,
-                    (),
-                    shown.rec.span_id,
+                    node.rec.span_id, seg_start, seg_end, node.attribution, (), shown.rec.span_id
                 )
             )
         if step is None or id(step) in on_path:
@@ -430,61 +484,74 @@ def compute_rollup(
                 tuple(zip(chain_ids, chain, strict=True)),
                 last.shown_on,
             )
+    return split, path, segments, disjoint
 
+
+def _wait(
+    top: Node,
+    output_ns: int,
+    source: Node | None,
+    segments: list[tuple[Node, int, int]],
+    disjoint: bool,
+) -> dict[str, int]:
+    """Phase 4: the wait for the first output at ``output_ns``, split by kind along the
+    critical path to that instant."""
+    waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+    if disjoint and critical_path.SHORTCUT:
+        # No two spans of one parent overlap: the walk to the cut is the walk to the
+        # end, cut there (see `critical_segments`), so the path is walked once.
+        for node, seg_start, seg_end in segments:
+            if seg_start >= output_ns:
+                break
+            waits[node.attribution] += min(seg_end, output_ns) - seg_start
+        return waits
+    # At the output's instant the walk goes through the call that gave it, whatever else
+    # ends there too (everything running at that instant is cut).
+    favoured: set[int] = set()
+    while source is not None:
+        favoured.add(id(source))
+        source = source.parent
+    for node, seg_start, seg_end in critical_path.wait_segments(top, output_ns, favoured):
+        waits[node.attribution] += seg_end - seg_start
+    return waits
+
+
+def _rollup(
+    top: Node,
+    tally: _Tally,
+    split: Mapping[str, int],
+    path: list[str],
+    output_ns: int | None,
+    waits: Mapping[str, int] | None,
+    cost: float | None,
+) -> Rollup:
+    """The phases' results in milliseconds."""
     total = top.end - top.start
-    call_keys = [n.rec.span_id for n in calls]
-    output_ns = first_output_ns
-    source: Node | None = None
-    if output_ns is None and calls:
-        output_ns, source = first_output_of(calls, first_token, user_facing)
-    first_output: dict[str, float] | None = None
-    if output_ns is not None:
-        output_ns = min(max(output_ns, top.start), top.end)
-        waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
-        if disjoint and critical_path.SHORTCUT:
-            # No two spans of one parent overlap: the walk to the cut is the walk to the
-            # end, cut there (see `_critical_segments`), so the path is walked once.
-            for node, seg_start, seg_end in segments:
-                if seg_start >= output_ns:
-                    break
-                waits[node.attribution] += min(seg_end, output_ns) - seg_start
-        else:
-            # At the output's instant the walk goes through the call that gave it,
-            # whatever else ends there too (everything running at that instant is cut).
-            favoured: set[int] = set()
-            while source is not None:
-                favoured.add(id(source))
-                source = source.parent
-            for node, seg_start, seg_end in critical_path.wait_segments(top, output_ns, favoured):
-                waits[node.attribution] += seg_end - seg_start
-        first_output = {k: v / _NS_PER_MS for k, v in waits.items()}
-        first_output["total"] = (output_ns - top.start) / _NS_PER_MS
-    cost = None
-    if prices is not None and calls:
-        cost = _cost(calls, prices, tokens_in, tokens_out, records, group_of)
+    call_keys = [n.rec.span_id for n in tally.calls]
+    first = None if output_ns is None or waits is None else (output_ns - top.start) / _NS_PER_MS
     return Rollup(
         total_ms=total / _NS_PER_MS,
         inference_ms=split["inference"] / _NS_PER_MS,
         data_ms=split["data"] / _NS_PER_MS,
         tool_ms=split["tool"] / _NS_PER_MS,
         overhead_ms=split["overhead"] / _NS_PER_MS,
-        inference_sum_ms=sums["inference"] / _NS_PER_MS,
-        data_sum_ms=sums["data"] / _NS_PER_MS,
-        tool_sum_ms=sums["tool"] / _NS_PER_MS,
-        parallelism=top_level_ns / total if total > 0 else 0.0,
-        step_count=step_count,
-        inference_count=counts["inference"],
-        data_count=counts["data"],
-        tool_count=counts["tool"],
-        cache_hits=sum(1 for k in call_keys if k in cached),
-        input_tokens=sum(tokens_in.get(k, 0) for k in call_keys),
-        output_tokens=sum(tokens_out.get(k, 0) for k in call_keys),
+        inference_sum_ms=tally.sums["inference"] / _NS_PER_MS,
+        data_sum_ms=tally.sums["data"] / _NS_PER_MS,
+        tool_sum_ms=tally.sums["tool"] / _NS_PER_MS,
+        parallelism=tally.top_level_ns / total if total > 0 else 0.0,
+        step_count=tally.step_count,
+        inference_count=tally.counts["inference"],
+        data_count=tally.counts["data"],
+        tool_count=tally.counts["tool"],
+        cache_hits=sum(1 for k in call_keys if k in tally.cached),
+        input_tokens=sum(tally.tokens_in.get(k, 0) for k in call_keys),
+        output_tokens=sum(tally.tokens_out.get(k, 0) for k in call_keys),
         critical_path=tuple(path),
-        first_output_ms=first_output["total"] if first_output else None,
-        first_output_inference_ms=first_output["inference"] if first_output else None,
-        first_output_data_ms=first_output["data"] if first_output else None,
-        first_output_tool_ms=first_output["tool"] if first_output else None,
-        first_output_overhead_ms=first_output["overhead"] if first_output else None,
+        first_output_ms=first,
+        first_output_inference_ms=None if waits is None else waits["inference"] / _NS_PER_MS,
+        first_output_data_ms=None if waits is None else waits["data"] / _NS_PER_MS,
+        first_output_tool_ms=None if waits is None else waits["tool"] / _NS_PER_MS,
+        first_output_overhead_ms=None if waits is None else waits["overhead"] / _NS_PER_MS,
         cost_usd=cost,
     )
 
