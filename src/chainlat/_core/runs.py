@@ -22,15 +22,15 @@ same call seen twice). A nested workflow counts as a step of the outer one.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
-from chainlat._core.attributes import SpanKind
 from chainlat._core.prices import Prices
+from chainlat._core.recorded import inconsistency as inconsistency
+from chainlat._core.recorded import recorded_rollup
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     Rollup,
@@ -38,49 +38,17 @@ from chainlat._core.rollup import (
     call_record,
     classify,
     compute_rollup,
-    find_twins,
 )
-from chainlat._core.twins import normalised
+from chainlat._core.steps import StepKindName as StepKindName
+from chainlat._core.steps import StepTiming as StepTiming
+from chainlat._core.steps import steps_of as steps_of
 
 Attributes = Mapping[str, object]
 NO_VARIANT: Final = "(none)"
 """The variant label of runs recorded without one."""
 
-StepKindName = SpanKind
 
 _NS_PER_MS: Final = 1_000_000
-_COUNTED: Final = frozenset({"inference", "data", "tool"})
-_CHAIN_TOTAL_MS: Final = attr.CHAIN_TOTAL_MS
-_STEP_KINDS: Final = frozenset({"inference", "data", "tool", "workflow"})
-
-
-@dataclass(frozen=True, slots=True)
-class StepTiming:
-    """One step of a run: a model call, data stage, tool call or nested workflow."""
-
-    name: str
-    """The step's key in budgets and reports: its ``chainlat.step.name`` when it has one
-    (``plan``), else its span name (``chat gpt-4o``, ``data retrieve-docs``)."""
-    kind: StepKindName
-    start_ns: int
-    end_ns: int
-    depth: int = 0
-    """0 for a step directly in the workflow, 1 for a step inside that step, ..."""
-    ttft_ms: float | None = None
-    """Time to first token, for streamed model calls."""
-    cache_hit: bool = False
-    span_name: str = ""
-    """The span name, also when the step has a step name."""
-    model: str | None = None
-    """The model of a model call, when known."""
-    extended: bool = False
-    """The step's span ended before its own events or children; it is timed to the last of
-    them (the reports say so)."""
-
-    @property
-    def duration_ms(self) -> float:
-        """Wall time of the step."""
-        return (self.end_ns - self.start_ns) / _NS_PER_MS
 
 
 @dataclass(slots=True)
@@ -199,20 +167,15 @@ class WorkflowRun:
     ) -> WorkflowRun:
         """A run from its workflow span and descendants, with the rollup computed from them."""
         kept = tuple(spans)
-        records = [s.record for s in kept]
-        rec = root.record
-        return cls(
-            workflow=workflow,
-            rollup=compute_rollup(rec, records, first_output_ns=marked_first_output(root)),
-            steps=steps_of(rec, records),
-            start_ns=rec.start_ns,
-            end_ns=max(rec.end_ns, rec.start_ns),
+        return _built(
+            workflow,
+            root.record,
+            [s.record for s in kept],
+            traced=root,
+            spans=kept,
             trace_id=trace_id,
-            span_id=f"{rec.span_id:016x}",
             error=root.error,
             origin=origin or root.origin,
-            root=root,
-            spans=kept,
             variant=variant,
             success=success,
             score=score,
@@ -276,186 +239,6 @@ def step_key(name: str) -> str:
     return f'"{escaped}"'
 
 
-def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming, ...]:
-    """The steps under a workflow span, in start order (ties: outer first)."""
-    records = normalised(root.span_id, spans if isinstance(spans, list) else list(spans))
-    twins = find_twins(root.span_id, records)
-    if not twins:
-        flat = _flat_steps(root.span_id, records)
-        if flat is not None:
-            return flat
-    by_parent: dict[int, list[SpanRecord]] = {}
-    for rec in records:
-        if rec.parent_id is not None and rec.span_id != root.span_id:
-            by_parent.setdefault(rec.parent_id, []).append(rec)
-    found: list[StepTiming] = []
-    position: dict[int, int] = {}  # span id -> index in ``found``, for twins
-    # Each frame: a span, the kind of the innermost step around it ("" for
-    # none), the depth a step found below it gets, and the index in ``found``
-    # of the step that owns it (-1: the workflow itself).
-    stack: list[tuple[SpanRecord, str, int, int]] = [(root, "", 0, -1)]
-    seen = {root.span_id}
-    while stack:
-        parent, around, depth, owner = stack.pop()
-        for rec in by_parent.get(parent.span_id, ()):
-            if rec.span_id in seen:  # a cycle in a malformed trace
-                continue
-            seen.add(rec.span_id)
-            kind = rec.kind
-            if twins and rec.span_id in twins:
-                stack.append((rec, around, depth, owner))  # the same call, counted as its twin
-                continue
-            if kind == "workflow" or (kind in _COUNTED and kind != around):
-                start_ns = rec.start_ns
-                end_ns = rec.end_ns
-                found.append(
-                    StepTiming(
-                        rec.step_name or rec.name,
-                        kind,  # a step kind, checked above
-                        start_ns,
-                        end_ns if end_ns > start_ns else start_ns,
-                        depth,
-                        rec.ttft_ms,
-                        rec.cache_hit,
-                        rec.name,
-                        rec.model,
-                        rec.extended,
-                    )
-                )
-                position[rec.span_id] = len(found) - 1
-                # As in the rollup, a nested workflow takes the kind around it.
-                inner = kind if kind in _COUNTED else around
-                stack.append((rec, inner, depth + 1, len(found) - 1))
-                continue
-            if kind is not None and kind == around and owner >= 0 and found[owner].kind == kind:
-                # The same operation seen twice: its first token and cache hit
-                # belong to the step around it.
-                outer = found[owner]
-                ttft = outer.ttft_ms
-                if ttft is None and rec.ttft_ms is not None:
-                    ttft = (rec.start_ns - outer.start_ns) / _NS_PER_MS + rec.ttft_ms
-                if (
-                    ttft != outer.ttft_ms
-                    or (rec.cache_hit and not outer.cache_hit)
-                    or (outer.model is None and rec.model is not None)
-                ):
-                    found[owner] = StepTiming(
-                        outer.name,
-                        outer.kind,
-                        outer.start_ns,
-                        outer.end_ns,
-                        outer.depth,
-                        ttft,
-                        outer.cache_hit or rec.cache_hit,
-                        outer.span_name,
-                        outer.model or rec.model,
-                        outer.extended,
-                    )
-            stack.append((rec, around, depth, owner))
-    if twins:
-        _merge_twins(found, position, twins, records)
-    if len(found) > 1:
-        found.sort(key=_START_THEN_DEPTH)  # stable: ties keep the order found
-    return tuple(found)
-
-
-def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ...] | None:
-    """The steps of a workflow whose spans are all its children (the common shape), as
-    :func:`steps_of` finds them, in one loop; None for any other shape."""
-    ids = set()
-    for rec in records:
-        if rec.parent_id != root_id or rec.span_id == root_id:
-            return None
-        ids.add(rec.span_id)
-    if len(ids) != len(records):
-        return None  # a span id twice: the general walk keeps the first
-    found: list[StepTiming] = []
-    append = found.append
-    for rec in records:
-        kind = rec.kind
-        if kind is None or kind not in _STEP_KINDS:
-            continue
-        start_ns = rec.start_ns
-        end_ns = rec.end_ns
-        append(
-            StepTiming(
-                rec.step_name or rec.name,
-                kind,  # a step kind, checked above
-                start_ns,
-                end_ns if end_ns > start_ns else start_ns,
-                0,
-                rec.ttft_ms,
-                rec.cache_hit,
-                rec.name,
-                rec.model,
-                rec.extended,
-            )
-        )
-    if len(found) > 1:
-        found.sort(key=_START_THEN_DEPTH)
-    return tuple(found)
-
-
-def _more_steps(steps: Sequence[StepTiming], recorded: Rollup) -> bool:
-    """Whether the trace holds more model calls, data stages or tools than ``recorded``
-    counted: spans the live rollup never saw."""
-    inference = data = tool = 0
-    for step in steps:
-        kind = step.kind
-        if kind == "inference":
-            inference += 1
-        elif kind == "data":
-            data += 1
-        elif kind == "tool":
-            tool += 1
-    return (
-        inference > recorded.inference_count
-        or data > recorded.data_count
-        or tool > recorded.tool_count
-    )
-
-
-def _merge_twins(
-    found: list[StepTiming],
-    position: Mapping[int, int],
-    twins: Mapping[int, SpanRecord],
-    records: Iterable[SpanRecord],
-) -> None:
-    """Give each counted call the extent, first token and cache hit its twin saw."""
-    for rec in records:
-        primary = twins.get(rec.span_id)
-        i = position.get(primary.span_id) if primary is not None else None
-        if i is None:
-            continue
-        step = found[i]
-        start_ns = min(step.start_ns, rec.start_ns)
-        # A first token is timed from the step's start, which the twin may move earlier.
-        if step.ttft_ms is not None:
-            ttft: float | None = step.ttft_ms + (step.start_ns - start_ns) / _NS_PER_MS
-        elif rec.ttft_ms is not None:
-            ttft = (rec.start_ns - start_ns) / _NS_PER_MS + rec.ttft_ms
-        else:
-            ttft = None
-        # A step name given to either span names the call (the framework's span may
-        # be the one counted, while the application named the wire-level call, or back).
-        named = step.name != step.span_name
-        found[i] = StepTiming(
-            step.name if named or rec.step_name is None else rec.step_name,
-            step.kind,
-            start_ns,
-            max(step.end_ns, rec.end_ns),
-            step.depth,
-            ttft,
-            step.cache_hit or rec.cache_hit,
-            step.span_name,
-            step.model or rec.model,
-            step.extended or rec.extended,
-        )
-
-
-_START_THEN_DEPTH: Final = operator.attrgetter("start_ns", "depth")
-
-
 def build_run(
     workflow: str,
     root: SpanRecord,
@@ -467,19 +250,52 @@ def build_run(
     origin: str = "",
 ) -> WorkflowRun:
     """A run from its workflow span and descendants; the rollup is computed when not given."""
-    records = list(spans)
+    return _built(
+        workflow, root, list(spans), rollup=rollup, trace_id=trace_id, error=error, origin=origin
+    )
+
+
+def _built(
+    workflow: str,
+    root: SpanRecord,
+    records: list[SpanRecord],
+    *,
+    rollup: Rollup | None = None,
+    steps: tuple[StepTiming, ...] | None = None,
+    traced: TracedSpan | None = None,
+    spans: tuple[TracedSpan, ...] = (),
+    trace_id: str = "",
+    error: bool = False,
+    origin: str = "",
+    variant: str | None = None,
+    success: bool | None = None,
+    score: float | None = None,
+    nested: bool = False,
+    rebuilt: str = "",
+) -> WorkflowRun:
+    """The one builder of a run, live or read (``traced``: the workflow span read from a
+    trace, kept on the run with its descendants ``spans``); the rollup and the steps are
+    computed from the records when not given."""
     if rollup is None:
-        rollup = compute_rollup(root, records)
+        marked = marked_first_output(traced) if traced is not None else None
+        rollup = compute_rollup(root, records, first_output_ns=marked)
     return WorkflowRun(
         workflow=workflow,
         rollup=rollup,
-        steps=steps_of(root, records),
+        steps=steps if steps is not None else steps_of(root, records),
         start_ns=root.start_ns,
         end_ns=max(root.end_ns, root.start_ns),
         trace_id=trace_id,
         span_id=f"{root.span_id:016x}",
         error=error,
         origin=origin,
+        root=traced,
+        spans=spans,
+        variant=variant,
+        success=success,
+        score=score,
+        nested=nested,
+        rebuilt=rebuilt,
     )
 
 
@@ -521,17 +337,6 @@ def marked_first_output(root: TracedSpan) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return root.record.start_ns + round(value * _NS_PER_MS)
-
-
-def _with_first_output(recorded: Rollup, computed: Rollup) -> Rollup:
-    return replace(
-        recorded,
-        first_output_ms=computed.first_output_ms,
-        first_output_inference_ms=computed.first_output_inference_ms,
-        first_output_data_ms=computed.first_output_data_ms,
-        first_output_tool_ms=computed.first_output_tool_ms,
-        first_output_overhead_ms=computed.first_output_overhead_ms,
-    )
 
 
 def is_outcome(span: TracedSpan) -> bool:
@@ -617,56 +422,26 @@ def runs_of_trace(
 
     runs: list[WorkflowRun] = []
     for top in workflows:
-        descendants: list[TracedSpan] = []
-        records: list[SpanRecord] = []
-        stack = [top.record.span_id]
-        seen = set(stack)
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                rec = child.record
-                child_id = rec.span_id
-                if child_id in seen:  # a cycle in a malformed trace
-                    continue
-                seen.add(child_id)
-                if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
-                    continue
-                descendants.append(child)
-                records.append(rec)
-                stack.append(child_id)
+        descendants = _descendants(top, children)
+        records = [span.record for span in descendants]
         root = top.record
-        recorded = (
-            Rollup.from_attributes(top.attributes) if _CHAIN_TOTAL_MS in top.attributes else None
-        )
-        rebuilt = "" if recorded is None else inconsistency(recorded, root)
-        if rebuilt:
-            recorded = None
         steps = steps_of(root, records)
-        if recorded is not None and _more_steps(steps, recorded):
-            # Steps the live rollup never saw: spans written after the workflow ended, with
-            # times inside it (LiteLLM logs a streamed call from a worker thread, later).
-            recorded = None
-        if recorded is not None and recorded.first_output_ms is None and records:
-            # Recorded before chainlat measured the first output: that part from the spans.
-            recorded = _with_first_output(
-                recorded, compute_rollup(root, records, first_output_ns=marked_first_output(top))
-            )
+        marked = marked_first_output(top)
+        recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
         variant = top.attributes.get(attr.VARIANT)
         success, score = outcomes[root.span_id]
         runs.append(
-            WorkflowRun(
-                workflow=workflow_name(top),
-                rollup=recorded
-                if recorded is not None
-                else compute_rollup(root, records, first_output_ns=marked_first_output(top)),
+            _built(
+                workflow_name(top),
+                root,
+                records,
+                rollup=recorded,
                 steps=steps,
-                start_ns=root.start_ns,
-                end_ns=max(root.end_ns, root.start_ns),
+                traced=top,
+                spans=tuple(descendants),
                 trace_id=trace_id,
-                span_id=f"{root.span_id:016x}",
                 error=top.error,
                 origin=origin or top.origin,
-                root=top,
-                spans=tuple(descendants),
                 variant=str(variant) if variant is not None else None,
                 success=success,
                 score=score,
@@ -677,64 +452,24 @@ def runs_of_trace(
     return runs
 
 
-_TOLERANCE_MS: Final = 0.001
-"""Rounding allowed in a recorded rollup's sums: a microsecond."""
-
-
-def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
-    """What makes a rollup recorded on a workflow span impossible for that span, or "".
-
-    Every part non-negative, the total within the span's duration, the four kinds summing to
-    the total (and the first output's four parts to it): a rollup written by an older
-    chainlat, by hand or by a runtime given a negative price fails one of these, and would
-    otherwise pass every limit (a 5,000 ms span recording ``total_ms = -100``).
-    """
-    parts = {
-        attr.CHAIN_TOTAL_MS: recorded.total_ms,
-        attr.CHAIN_INFERENCE_MS: recorded.inference_ms,
-        attr.CHAIN_DATA_MS: recorded.data_ms,
-        attr.CHAIN_TOOL_MS: recorded.tool_ms,
-        attr.CHAIN_OVERHEAD_MS: recorded.overhead_ms,
-        attr.CHAIN_INFERENCE_SUM_MS: recorded.inference_sum_ms,
-        attr.CHAIN_DATA_SUM_MS: recorded.data_sum_ms,
-        attr.CHAIN_TOOL_SUM_MS: recorded.tool_sum_ms,
-        attr.CHAIN_PARALLELISM: recorded.parallelism,
-        attr.CHAIN_STEP_COUNT: recorded.step_count,
-        attr.CHAIN_INFERENCE_COUNT: recorded.inference_count,
-        attr.CHAIN_DATA_COUNT: recorded.data_count,
-        attr.CHAIN_TOOL_COUNT: recorded.tool_count,
-        attr.CHAIN_CACHE_HITS: recorded.cache_hits,
-        attr.CHAIN_INPUT_TOKENS: recorded.input_tokens,
-        attr.CHAIN_OUTPUT_TOKENS: recorded.output_tokens,
-        attr.CHAIN_COST_USD: recorded.cost_usd,
-        attr.CHAIN_FIRST_OUTPUT_MS: recorded.first_output_ms,
-        attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS: recorded.first_output_inference_ms,
-        attr.CHAIN_FIRST_OUTPUT_DATA_MS: recorded.first_output_data_ms,
-        attr.CHAIN_FIRST_OUTPUT_TOOL_MS: recorded.first_output_tool_ms,
-        attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS: recorded.first_output_overhead_ms,
-    }
-    for key, value in parts.items():
-        if value is not None and value < 0:
-            return f"{key} {value:g} is negative"
-    duration_ms = max(root.end_ns - root.start_ns, 0) / _NS_PER_MS
-    if recorded.total_ms > duration_ms + _TOLERANCE_MS:
-        return (
-            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g} is longer than the span "
-            f"({duration_ms:g} ms)"
-        )
-    kinds = recorded.inference_ms + recorded.data_ms + recorded.tool_ms + recorded.overhead_ms
-    if abs(kinds - recorded.total_ms) > _TOLERANCE_MS:
-        return (
-            f"inference + data + tool + overhead is {kinds:g} ms, not "
-            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g}"
-        )
-    split = recorded.first_output_split()
-    if split is not None and recorded.first_output_ms is not None:
-        if recorded.first_output_ms > recorded.total_ms + _TOLERANCE_MS:
-            return f"{attr.CHAIN_FIRST_OUTPUT_MS} {recorded.first_output_ms:g} is after the end"
-        if abs(sum(split.values()) - recorded.first_output_ms) > _TOLERANCE_MS:
-            return f"the parts of {attr.CHAIN_FIRST_OUTPUT_MS} do not sum to it"
-    return ""
+def _descendants(top: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> list[TracedSpan]:
+    """The spans under a run's root, outcome spans left out (merged onto the run instead)."""
+    found: list[TracedSpan] = []
+    stack = [top.record.span_id]
+    seen = set(stack)
+    outcome_name = attr.OUTCOME_SPAN_NAME
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            rec = child.record
+            child_id = rec.span_id
+            if child_id in seen:  # a cycle in a malformed trace
+                continue
+            seen.add(child_id)
+            if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
+                continue
+            found.append(child)
+            stack.append(child_id)
+    return found
 
 
 def is_run_root(span: TracedSpan) -> bool:
