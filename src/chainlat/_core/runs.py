@@ -365,36 +365,7 @@ def runs_of_trace(
     (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
     the trace for workflows that do not nest.
     """
-    every = list(spans)
-    by_id: dict[int, TracedSpan] = {}
-    children: dict[int, list[TracedSpan]] = {}
-    workflows: list[TracedSpan] = []
-    late: list[TracedSpan] = []
-    untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
-    outcome_name = attr.OUTCOME_SPAN_NAME
-    for span in every:
-        rec = span.record
-        by_id[rec.span_id] = span
-        parent_id = rec.parent_id
-        if parent_id is not None:
-            siblings = children.get(parent_id)
-            if siblings is None:
-                children[parent_id] = [span]
-            else:
-                siblings.append(span)
-        kind = rec.kind
-        if kind == "workflow":
-            workflows.append(span)
-        elif kind is None:
-            untyped.append(span)
-            if rec.name == outcome_name:
-                late.append(span)
-    for span in untyped:
-        rec = span.record
-        if (rec.parent_id is None or rec.parent_id not in by_id) and (
-            (roots and not is_outcome(span)) or is_run_root(span)
-        ):
-            workflows.append(span)
+    by_id, children, workflows, late = _index(spans, roots=roots)
     if not workflows:
         return []
     if len(workflows) > 1:
@@ -403,22 +374,7 @@ def runs_of_trace(
     nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
     tops = [w for w in workflows if not nested[id(w)]]
 
-    outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
-    late.sort(key=lambda s: s.record.end_ns)
-    for span in late:
-        parent_id = span.record.parent_id
-        if parent_id is not None and parent_id in outcomes:
-            target = parent_id
-        elif len(tops) == 1:
-            target = tops[0].record.span_id
-        else:
-            continue
-        success, score = _outcome(span.attributes)
-        old_success, old_score = outcomes[target]
-        outcomes[target] = (
-            success if success is not None else old_success,
-            score if score is not None else old_score,
-        )
+    outcomes = _merged_outcomes(workflows, tops, late)
 
     runs: list[WorkflowRun] = []
     for top in workflows:
@@ -450,6 +406,67 @@ def runs_of_trace(
             )
         )
     return runs
+
+
+def _index(
+    spans: Iterable[TracedSpan], *, roots: bool
+) -> tuple[dict[int, TracedSpan], dict[int, list[TracedSpan]], list[TracedSpan], list[TracedSpan]]:
+    """A trace's spans by id and by parent, its run roots (see :func:`runs_of_trace`), and
+    its outcome spans."""
+    by_id: dict[int, TracedSpan] = {}
+    children: dict[int, list[TracedSpan]] = {}
+    workflows: list[TracedSpan] = []
+    late: list[TracedSpan] = []
+    untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
+    outcome_name = attr.OUTCOME_SPAN_NAME
+    for span in spans:
+        rec = span.record
+        by_id[rec.span_id] = span
+        parent_id = rec.parent_id
+        if parent_id is not None:
+            siblings = children.get(parent_id)
+            if siblings is None:
+                children[parent_id] = [span]
+            else:
+                siblings.append(span)
+        kind = rec.kind
+        if kind == "workflow":
+            workflows.append(span)
+        elif kind is None:
+            untyped.append(span)
+            if rec.name == outcome_name:
+                late.append(span)
+    for span in untyped:
+        rec = span.record
+        if (rec.parent_id is None or rec.parent_id not in by_id) and (
+            (roots and not is_outcome(span)) or is_run_root(span)
+        ):
+            workflows.append(span)
+    return by_id, children, workflows, late
+
+
+def _merged_outcomes(
+    workflows: list[TracedSpan], tops: list[TracedSpan], late: list[TracedSpan]
+) -> dict[int, tuple[bool | None, float | None]]:
+    """Each run's outcome (by its root's span id): its own, then the ``record_outcome``
+    spans in order of their end, each onto its parent, else onto the only top-level run."""
+    outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
+    late.sort(key=lambda s: s.record.end_ns)
+    for span in late:
+        parent_id = span.record.parent_id
+        if parent_id is not None and parent_id in outcomes:
+            target = parent_id
+        elif len(tops) == 1:
+            target = tops[0].record.span_id
+        else:
+            continue
+        success, score = _outcome(span.attributes)
+        old_success, old_score = outcomes[target]
+        outcomes[target] = (
+            success if success is not None else old_success,
+            score if score is not None else old_score,
+        )
+    return outcomes
 
 
 def _descendants(top: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> list[TracedSpan]:

@@ -107,35 +107,39 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                 stack.append((rec, inner, depth + 1, len(found) - 1))
                 continue
             if kind is not None and kind == around and owner >= 0 and found[owner].kind == kind:
-                # The same operation seen twice: its first token and cache hit
-                # belong to the step around it.
-                outer = found[owner]
-                ttft = outer.ttft_ms
-                if ttft is None and rec.ttft_ms is not None:
-                    ttft = (rec.start_ns - outer.start_ns) / _NS_PER_MS + rec.ttft_ms
-                if (
-                    ttft != outer.ttft_ms
-                    or (rec.cache_hit and not outer.cache_hit)
-                    or (outer.model is None and rec.model is not None)
-                ):
-                    found[owner] = StepTiming(
-                        outer.name,
-                        outer.kind,
-                        outer.start_ns,
-                        outer.end_ns,
-                        outer.depth,
-                        ttft,
-                        outer.cache_hit or rec.cache_hit,
-                        outer.span_name,
-                        outer.model or rec.model,
-                        outer.extended,
-                    )
+                found[owner] = _absorbed(found[owner], rec)
             stack.append((rec, around, depth, owner))
     if twins:
         _merge_twins(found, position, twins, records)
     if len(found) > 1:
         found.sort(key=_START_THEN_DEPTH)  # stable: ties keep the order found
     return tuple(found)
+
+
+def _absorbed(outer: StepTiming, rec: SpanRecord) -> StepTiming:
+    """The step ``outer`` with what ``rec``, the same operation seen twice inside it, adds:
+    its first token and cache hit, and its model when ``outer`` has none."""
+    ttft = outer.ttft_ms
+    if ttft is None and rec.ttft_ms is not None:
+        ttft = (rec.start_ns - outer.start_ns) / _NS_PER_MS + rec.ttft_ms
+    if (
+        ttft == outer.ttft_ms
+        and (outer.cache_hit or not rec.cache_hit)
+        and (outer.model is not None or rec.model is None)
+    ):
+        return outer
+    return StepTiming(
+        outer.name,
+        outer.kind,
+        outer.start_ns,
+        outer.end_ns,
+        outer.depth,
+        ttft,
+        outer.cache_hit or rec.cache_hit,
+        outer.span_name,
+        outer.model or rec.model,
+        outer.extended,
+    )
 
 
 def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ...] | None:
