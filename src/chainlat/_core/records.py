@@ -193,6 +193,8 @@ def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanReco
     timed to the end of its last descendant (a copy, marked ``extended``); the same list
     when none does. The workflow span itself keeps its end: its children are clipped to it.
     """
+    if all(r.parent_id == root_id for r in records):
+        return records  # the common shape, every span a child of the workflow: nothing to do
     by_id: dict[int, SpanRecord] = {}
     twice: set[int] = set()  # ids seen twice in a malformed trace: never extended
     for rec in records:
