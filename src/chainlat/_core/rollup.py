@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from chainlat._core import attributes as attr
 from chainlat._core import critical_path
 from chainlat._core.chain import Rollup
 from chainlat._core.critical_path import (
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 _NS_PER_MS: Final = 1_000_000
-_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+_STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
 
 
 def compute_rollup(

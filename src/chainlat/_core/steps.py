@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from chainlat._core.attributes import SpanKind
+from chainlat._core.attributes import STEP_KINDS, WORKFLOW_KIND_VALUE, SpanKind
 from chainlat._core.records import SpanRecord
 from chainlat._core.rollup import Rollup
 from chainlat._core.twins import find_twins, normalised
@@ -22,8 +22,8 @@ from chainlat._core.twins import find_twins, normalised
 StepKindName = SpanKind
 
 _NS_PER_MS: Final = 1_000_000
-_COUNTED: Final = frozenset({"inference", "data", "tool"})
-_STEP_KINDS: Final = frozenset({"inference", "data", "tool", "workflow"})
+_COUNTED: Final = frozenset(STEP_KINDS)
+_STEP_KINDS: Final = frozenset((*STEP_KINDS, WORKFLOW_KIND_VALUE))
 
 
 @dataclass(frozen=True, slots=True)
