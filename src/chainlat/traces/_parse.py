@@ -443,6 +443,22 @@ def _common_otlp_span(
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
 
 
+def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
+    """A span's events as (name, time): a first-token event with a bad time is a bad span,
+    as it always was; any other event with a bad time is skipped (it only extends a span)."""
+    found: list[tuple[str, int]] = []
+    for event in _list_of_objects(raw, where, "events"):
+        name = str(event.get("name", ""))
+        if name in conventions.FIRST_TOKEN_EVENTS:
+            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+            continue
+        try:
+            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+        except BadSpan:
+            continue
+    return found
+
+
 def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     if not isinstance(raw, dict):
         raise BadSpan(where, "expected a span object")
@@ -455,10 +471,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
     status = raw.get("status")
     code = status.get("code") if isinstance(status, dict) else None
-    events = [
-        (str(event.get("name", "")), _time_ns(event.get("timeUnixNano", 0), f"{where}.events"))
-        for event in _list_of_objects(raw.get("events"), f"{where}.events", "events")
-    ]
+    events = _otlp_events(raw.get("events"), f"{where}.events")
     flags = raw.get("flags", 0)
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
