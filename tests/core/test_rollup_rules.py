@@ -115,6 +115,23 @@ def test_an_empty_model_call_span_inside_a_real_call_is_request_building(
         assert [s.span_name for s in read.steps] == ["OpenAI.achat"]
 
 
+def test_an_applications_own_call_without_usage_is_still_a_call(cap: Capture) -> None:
+    """``chainlat.inference`` says it is a call: a short parallel one that recorded nothing,
+    within a longer one of the same model, is not request building."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("w", tracer_provider=p) as run:
+        long = chainlat.inference("m", tracer_provider=p)._start_detached()
+        clock.advance(1)
+        short = chainlat.inference("m", tracer_provider=p)._start_detached()
+        clock.advance(5)
+        short._finish(None)
+        clock.advance(5)
+        long.record_usage(input_tokens=3)
+        long._finish(None)
+    assert run.rollup is not None
+    assert run.rollup.inference_count == 2
+
+
 # --- twins that do not overlap -----------------------------------------------------------
 
 

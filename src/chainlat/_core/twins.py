@@ -114,6 +114,11 @@ def _adjacent_twin(
     return None
 
 
+_ALWAYS_CALLS: Final = frozenset(("chainlat", WIRE))
+"""Sources whose model-call spans are calls by definition: the application's own
+``chainlat.inference`` (it said so) and a request on the wire."""
+
+
 def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
     """Model-call spans that are request building, not calls (span ids).
 
@@ -121,12 +126,14 @@ def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
     interval of a real call (one with any of them) of the same model and source, is the
     client preparing that call: OpenInference's LlamaIndex instrumentation marks
     ``OpenAI._prepare_chat_with_tools`` as an LLM span. Its time is the call's overhead.
+    chainlat's own calls and wire-level spans are never request building.
     """
     empty = [
         r
         for r in records
         if r.kind == "inference"
         and r.span_id != root_id
+        and r.source not in _ALWAYS_CALLS
         and r.input_tokens is None
         and r.output_tokens is None
         and r.ttft_ms is None
