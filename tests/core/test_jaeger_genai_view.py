@@ -110,3 +110,14 @@ def test_data_stages_are_still_data_and_read_back_as_before(cap: Capture) -> Non
     assert other.get("chainlat.data.kind") == "feature-fetch"
     workflow = cap.span("invoke_workflow w").attributes or {}
     assert workflow.get("gen_ai.agent.name") == workflow.get("gen_ai.workflow.name") == "w"
+
+
+def test_the_conventions_version_is_pinned_once_and_named_in_the_docs() -> None:
+    from pathlib import Path
+
+    from chainlat._core import attributes as attr
+
+    repository, version = attr.GEN_AI_CONVENTIONS.split(" ")
+    docs = (Path(__file__).parents[2] / "docs" / "attributes.md").read_text()
+    assert f"**`{repository}` {version}**" in docs
+    assert "chainlat._core.attributes.GEN_AI_CONVENTIONS" in docs
