@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import httpx
 
 import chainlat
+from chainlat._core import attributes as attr
 from chainlat.httpx import TracingTransport
 from chainlat.testing import Capture
 
@@ -113,10 +115,6 @@ def test_data_stages_are_still_data_and_read_back_as_before(cap: Capture) -> Non
 
 
 def test_the_conventions_version_is_pinned_once_and_named_in_the_docs() -> None:
-    from pathlib import Path
-
-    from chainlat._core import attributes as attr
-
     repository, version = attr.GEN_AI_CONVENTIONS.split(" ")
     docs = (Path(__file__).parents[2] / "docs" / "attributes.md").read_text()
     assert f"**`{repository}` {version}**" in docs
