@@ -57,6 +57,7 @@ def test_sequential_workflow_exports_the_expected_span_tree(cap: Capture) -> Non
 
     assert dict(spans["data retrieve-docs"].attributes or {}) == {
         "chainlat.step.kind": "data",
+        "gen_ai.operation.name": "retrieval",  # a stage with a source is a retrieval
         "gen_ai.data_source.id": "faq",
         "chainlat.step.index": 0,
         "chainlat.workflow.name": "support-chat",

@@ -14,6 +14,7 @@ from chainlat._core.conventions import (
     CONVENTIONS,
     KEYS,
     classify,
+    has_output,
     input_tokens_of,
     is_http_level,
     is_run_root,
@@ -784,6 +785,7 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     output_tokens_of(recording)
     ttft_ms_of(recording)
     is_http_level(recording)
+    has_output(recording)
     return recording.asked
 
 

@@ -24,7 +24,8 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, _same_model, call_record, classify, source_of
+from chainlat._core.records import apply_events
+from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -193,7 +194,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         source = source_of(attributes)
         model = conventions.model_of(attributes)
         calls = state.calls
-        twin = any(s != source and _same_model(m, model) for s, m in calls.values())
+        twin = any(s != source and same_model(m, model) for s, m in calls.values())
         calls[span.context.span_id] = (source, model)
         return twin
 
@@ -400,7 +401,7 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
     if attributes is None:
         attributes = attributes_of(span)
     # Tokens, first token, model and source as any convention writes them (call_record).
-    return call_record(
+    record = call_record(
         context.span_id,
         span.parent.span_id if span.parent is not None else None,
         span.name,
@@ -409,6 +410,9 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
         classify(attributes),
         attributes,
     )
+    if span.events:  # first-token events of other conventions; events after the end
+        apply_events(record, ((e.name, e.timestamp) for e in span.events))
+    return record
 
 
 _registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()

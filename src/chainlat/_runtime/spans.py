@@ -559,6 +559,7 @@ def workflow(
     """
     attributes[attr.GEN_AI_OPERATION_NAME] = attr.OP_INVOKE_WORKFLOW
     attributes[attr.GEN_AI_WORKFLOW_NAME] = name
+    attributes[attr.GEN_AI_AGENT_NAME] = name  # where semantic-conventions-genai reads it
     attributes[attr.STEP_KIND] = attr.WORKFLOW_KIND_VALUE
     if variant is not None:
         attributes[attr.VARIANT] = variant
@@ -622,19 +623,22 @@ def data_stage(
     name: str,
     *,
     source: str | None = None,
+    kind: str | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     **attributes: AttributeValue,
 ) -> DataStage:
     """Trace a data-latency stage (retrieval, feature fetch, ETL, loading), apart from inference.
+
+    A retrieval (``kind="retrieval"``, or any stage with a ``source``) is a GenAI
+    ``retrieval`` operation; another kind (``"feature-fetch"``) is recorded as
+    ``chainlat.data.kind`` (see docs/attributes.md).
 
     Example::
 
         with chainlat.data_stage("retrieve-docs", source="faq-index"):
             docs = index.search(question, k=5)
     """
-    attributes[attr.STEP_KIND] = "data"
-    if source is not None:
-        attributes[attr.GEN_AI_DATA_SOURCE_ID] = source
+    attributes.update(attr.data_stage_attributes(kind, source))
     return DataStage(
         StepHandle, attr.data_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
     )

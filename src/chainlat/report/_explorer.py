@@ -254,7 +254,8 @@ class RunExplorer:
         path = critical_path(root.record, run.records)
         pieces: dict[int, list[list[float]]] = {}
         for piece in path.pieces:
-            pieces.setdefault(piece.span_id, []).append(
+            # A call seen twice is one step: its twin's stretch of the path is drawn on it.
+            pieces.setdefault(piece.shown_on, []).append(
                 [_ms(piece.start_ns - run.start_ns), _ms(piece.end_ns - run.start_ns)]
             )
         on_path = set(path.steps)

@@ -76,6 +76,9 @@ def waterfall(
         extra = f"ttft {step.ttft_ms:.1f} ms" if step.ttft_ms is not None else ""
         if step.cache_hit:
             extra = (extra + " cached").strip()
+        if step.extended:
+            # Its span ended before its own events or children: timed to the last of them.
+            extra = (extra + " extended to its last event").strip()
         rows.append(
             (
                 "*" if index in on_path else " ",

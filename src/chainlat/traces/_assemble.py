@@ -66,6 +66,12 @@ class ReadCounters:
     """NaN or infinite numbers in span attributes, ignored; a recorded rollup holding one is
     recomputed from the spans."""
 
+    rebuilt_rollups: int = 0
+    """Rollups recorded on workflow spans that are impossible for their span (a negative
+    part, a total longer than the span, parts that do not sum), rebuilt from the spans."""
+    first_rebuilt: str = ""
+    """Where the first such rollup is and what is wrong with it."""
+
     def add(self, other: ReadCounters) -> None:
         """Add ``other``'s counts (peaks: the larger) to these."""
         for name, value in vars(other).items():
@@ -109,6 +115,11 @@ class ReadCounters:
             found.append(
                 f"{self.orphan_spans} spans have a parent missing from their trace "
                 "(sampling or a partial trace); read without it"
+            )
+        if self.rebuilt_rollups:
+            found.append(
+                f"{self.rebuilt_rollups} rollups recorded on workflow spans are impossible for "
+                f"their span and were rebuilt from the spans (the first: {self.first_rebuilt})"
             )
         if self.nonfinite_values:
             found.append(
@@ -154,6 +165,11 @@ def runs_of(
     for trace in traces:
         runs = trace.workflow_runs(roots=roots)
         counters.workflows += len(runs)
+        for run in runs:
+            if run.rebuilt:
+                counters.rebuilt_rollups += 1
+                if not counters.first_rebuilt:
+                    counters.first_rebuilt = f"{run.origin or run.workflow}: {run.rebuilt}"
         yield from runs
 
 

@@ -29,6 +29,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from chainlat._core import attributes as attr
+from chainlat._core.records import apply_events, mark_call
 from chainlat._core.rollup import (
     SpanRecord,
     cache_read_tokens_of,
@@ -131,7 +132,6 @@ _TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
 _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
-_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
 _USER_FACING: Final = attr.USER_FACING
 
 
@@ -218,11 +218,6 @@ def _span(
         step_name, user_facing, cache_read,
     ) = derived  # type: ignore[misc]  # fmt: skip
     events = raw.events
-    if ttft is None and events:
-        for event in events:
-            if event.name == _FIRST_TOKEN:
-                ttft = (int(event.timeUnixNano) - start_ns) / 1e6  # type: ignore[arg-type]
-                break
     status = raw.status
     code = status.code if status is not None else None
     name = raw.name
@@ -243,6 +238,10 @@ def _span(
         user_facing,
         cache_read,
     )
+    if kind == "inference" and attributes:
+        mark_call(record, attributes)
+    if events:  # the first token by any convention's event; events after the span's end
+        apply_events(record, [(e.name, int(e.timeUnixNano)) for e in events])  # type: ignore[arg-type]
     local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
