@@ -95,7 +95,12 @@ def _outside_run(where: str, at_ns: int, start_ns: int, now_ns: int) -> bool:
 
 
 class StepHandle:
-    """The live handle of one step; what ``with chainlat.tool(...) as step`` gives."""
+    """The live handle of one step; what ``with chainlat.tool(...) as step`` gives.
+
+    A step is one traced unit of a workflow run: a model call, a data stage, a tool
+    call, or a workflow nested in the run, which is why a workflow's handle is a
+    ``StepHandle`` too. ``chainlat.step_name(...)`` names steps; it is not one.
+    """
 
     kind: str = ""
     _provider: trace.TracerProvider | None = None
