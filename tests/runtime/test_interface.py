@@ -83,7 +83,9 @@ def test_the_processor_keeps_no_second_list_of_workflow_callbacks() -> None:
 
 def test_workflow_end_callbacks_run_in_order_and_remove_once(cap: Capture) -> None:
     seen: list[tuple[str, float | None]] = []
-    first = on_workflow_end(lambda run: seen.append(("first", run.rollup and run.rollup.total_ms)))
+    first = on_workflow_end(
+        lambda run: seen.append(("first", run.rollup.total_ms if run.rollup else None))
+    )
     second = on_workflow_end(lambda run: seen.append(("second", None)))
     try:
         with chainlat.workflow("w", tracer_provider=cap.provider):
