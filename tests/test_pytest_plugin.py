@@ -231,12 +231,12 @@ def test_inert_when_unused(pytester: pytest.Pytester) -> None:
         test_app="""
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from chainlat._runtime import spans as _spans
+        from chainlat._runtime import hooks
 
         def test_nothing_changed(request):
             assert request.config.pluginmanager.hasplugin("chainlat")
             assert not isinstance(trace.get_tracer_provider(), TracerProvider)
-            assert _spans._workflow_end_hooks == []
+            assert hooks.end_callbacks() == () and hooks.after_callbacks() == ()
             assert not request.config.pluginmanager.hasplugin("chainlat-session-budgets")
         """
     )

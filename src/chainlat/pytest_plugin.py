@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from chainlat._core.rollup import Rollup
     from chainlat._core.runs import WorkflowRun
-    from chainlat._runtime.spans import WorkflowHandle
+    from chainlat._runtime.interface import WorkflowHandle
     from chainlat.budgets import BudgetReport, Budgets, WorkflowBudget
 
 __all__ = ["ChainlatTraces"]
@@ -116,19 +116,19 @@ class _Recorder:
         self.runs: list[WorkflowRun] = []
         self.origin = origin
         self.provider: TracerProvider | None = None
+        self._remove: Callable[[], None] | None = None
 
     def __enter__(self) -> _Recorder:
-        from chainlat._runtime import spans as _spans
+        from chainlat._runtime.interface import on_workflow_end
 
         self.provider = _ensure_sdk_provider()
-        _spans._workflow_end_hooks.append(self._record)
+        self._remove = on_workflow_end(self._record)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        from chainlat._runtime import spans as _spans
-
-        while self._record in _spans._workflow_end_hooks:
-            _spans._workflow_end_hooks.remove(self._record)
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
 
     def _record(self, handle: WorkflowHandle) -> None:
         from chainlat._core.errors import internal_errors

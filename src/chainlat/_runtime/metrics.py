@@ -22,14 +22,14 @@ Recording costs one histogram point per kind and run (a few microseconds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
-from chainlat._runtime import spans as _spans
+from chainlat._runtime.interface import WorkflowHandle, on_workflow_end
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
@@ -73,7 +73,7 @@ class ChainMetrics:
                 for target, _ in per_run_targets(budget):
                     self.exceeded.add(0, _target_labels(workflow, target))
 
-    def record(self, handle: _spans.WorkflowHandle) -> None:
+    def record(self, handle: WorkflowHandle) -> None:
         """Record an ending workflow run (its rollup is set, its span still open)."""
         rollup = handle.rollup
         if rollup is None:
@@ -109,7 +109,7 @@ def _target_labels(workflow: str, target: str) -> dict[str, str]:
     return {attr.GEN_AI_WORKFLOW_NAME: workflow, attr.BUDGET_TARGET: target}
 
 
-def _first_output_ms(handle: _spans.WorkflowHandle) -> float | None:
+def _first_output_ms(handle: WorkflowHandle) -> float | None:
     value = getattr(handle.rollup, "first_output_ms", None)
     if value is None:
         attributes = getattr(handle.span, "attributes", None) or {}
@@ -120,9 +120,11 @@ def _first_output_ms(handle: _spans.WorkflowHandle) -> float | None:
 
 
 _active: ChainMetrics | None = None
+_remove: Callable[[], None] | None = None
+"""Removes the workflow-end callback; None while nothing is recorded."""
 
 
-def _record(handle: _spans.WorkflowHandle) -> None:
+def _record(handle: WorkflowHandle) -> None:
     active = _active
     if active is None:
         return
@@ -138,14 +140,15 @@ def install(meter_provider: MeterProvider | None, budgets: Budgets | None) -> No
 
     The hook runs after the runtime budget check, which it reads the verdict of.
     """
-    global _active
-    while _record in _spans._workflow_end_hooks:
-        _spans._workflow_end_hooks.remove(_record)
+    global _active, _remove
+    if _remove is not None:
+        _remove()
+        _remove = None
     if meter_provider is None:
         _active = None
         return
     _active = ChainMetrics(meter_provider, budgets)
-    _spans._workflow_end_hooks.append(_record)
+    _remove = on_workflow_end(_record)
 
 
 def active() -> ChainMetrics | None:

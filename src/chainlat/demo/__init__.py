@@ -388,11 +388,11 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
 
 
 def _print_destination(console: Console, traces_file: str | None) -> None:
-    from chainlat._runtime.config import _choose_exporter
+    from chainlat._runtime.interface import choose_exporter
 
     path = traces_path(traces_file)
     if path is None:
-        chosen = _choose_exporter(None)
+        chosen = choose_exporter(None)
         console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
     console.print(
@@ -416,11 +416,9 @@ def _command() -> str:
 def traces_path(traces_file: str | None) -> Path | None:
     """The file the demo's traces go to, as :func:`chainlat.configure` picks it; None when
     they go elsewhere (OTLP, the console, nowhere)."""
-    from chainlat._runtime.config import DEFAULT_TRACES_FILE, _choose_exporter, _env
+    from chainlat._runtime.interface import default_traces_path
 
-    if _choose_exporter(None) != "file":
-        return None
-    return Path(traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE)
+    return default_traces_path(traces_file)
 
 
 def keep_previous(path: Path) -> Path | None:

@@ -14,21 +14,25 @@ stream wrappers subclass the byte-stream classes of the module the response came
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
 from chainlat._core.redact import is_secret_header, scrub
+from chainlat._runtime.interface import (
+    InferenceHandle,
+    finish_step,
+    record_output_chunks,
+    start_detached_step,
+    step_clock,
+)
 from chainlat._runtime.processor import set_attributes
-from chainlat._runtime.spans import Inference, InferenceHandle
 from chainlat.httpx._formats import (
     STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,
@@ -275,8 +279,7 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
             capture.truncated = True  # the prompt was there, and none of it is kept
     attributes.update(allowed_headers(request.headers, options.request_headers, request=True))
     name = route.operation if model is None else attr.inference_span_name(route.operation, model)
-    step = Inference(InferenceHandle, name, SpanKind.CLIENT, attributes, options.tracer_provider)
-    handle = step._start_detached()
+    handle = start_detached_step(name, attributes, options.tracer_provider)
     span_context = handle.span.get_span_context()
     context = trace.set_span_in_context(handle.span)
     if span_context.is_valid:
@@ -308,8 +311,7 @@ class ModelCall:
         self._options = options
         self._capture = capture
         # The handle's clock without its method call: read once per chunk of a stream.
-        processor = handle._processor
-        self.clock: Callable[[], int] = processor.clock if processor is not None else time.time_ns
+        self.clock: Callable[[], int] = step_clock(handle)
         self.timeline = Timeline(handle.start_ns)
         self.reader: Reader = reader_for(
             route.format, options.max_content_length if capture else None
@@ -460,16 +462,13 @@ class ModelCall:
             self._set_response_attributes(end_ns)
         except Exception:
             failed("finishing a model call")
-        self.handle._finish(exc if isinstance(exc, Exception) else None, end_ns=end_ns)
+        finish_step(self.handle, exc if isinstance(exc, Exception) else None, end_ns=end_ns)
         if self._events is None:
             return  # chunk metrics are for streams
         try:
-            processor = self.handle._processor
-            span = self.handle.span
-            if processor is not None and isinstance(span, ReadableSpan):
-                gaps = self.timeline.chunk_gaps_s()
-                if gaps:
-                    processor.record_output_chunks(span, gaps)
+            gaps = self.timeline.chunk_gaps_s()
+            if gaps:
+                record_output_chunks(self.handle, gaps)
         except Exception:
             failed("recording chunk metrics")
 
