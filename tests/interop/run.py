@@ -56,6 +56,9 @@ STACKS = (
     "pydantic-ai",
     "litellm",
     "openai-agents",
+    "strands-agents",
+    "openllmetry-anthropic",
+    "openinference-llama-index",
 )
 
 CASES = (
