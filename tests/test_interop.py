@@ -334,6 +334,39 @@ def test_a_span_read_as_a_call_that_sent_no_request_is_all_inside(tmp_path: Path
     assert got["inside_ms"]["inference"] == 21.0  # 1 (no request) + 100 - 80
 
 
+def test_the_answers_time_to_first_token_is_read_from_any_span_of_the_last_step(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: the answer's TTFT is the one a span of the run's last step
+    of calls gives (here the framework's, 0.04 s); None when none of them gives one."""
+    answer = {**CHAT, "gen_ai.request.model": "sim-answer"}
+    with_ttft = {**answer, "gen_ai.response.time_to_first_chunk": 0.04}
+    for attributes, expected in ((with_ttft, 40.0), (answer, None)):
+        where = tmp_path / str(expected)
+        where.mkdir()
+        traces = _write_case(
+            where,
+            [
+                ("chat sim-plan", 100, 200, None, CHAT),
+                ("chat sim-answer", 300, 420, None, attributes),
+            ],
+            [(105, 190), (305, 415)],
+        )
+        (got,) = judge.runs_of(traces)["runs"]
+        assert got["answer_ttft_ms"] == expected
+
+
+def test_a_stack_whose_spans_record_the_first_token_must_give_the_answer_one() -> None:
+    """For a stack in FIRST_TOKEN_IN_SPANS a run without the answer's TTFT is wrong; for
+    another stack (whose spans record none) it is not judged."""
+    case = {**_run_dict(), "answer_ttft_ms": None}
+    assert run.compare("openai-v2", REFS, [case] * 5) == []
+    assert run.compare("strands-agents", REFS, [case] * 5) == [
+        "no time to first token for the streamed answer, which the spans record"
+    ]
+    assert run.compare("strands-agents", REFS, [{**case, "answer_ttft_ms": 41.0}] * 5) == []
+
+
 def test_model_calls_on_the_path_are_as_many_as_the_runs_steps_of_calls() -> None:
     """Consecutive model calls on the path compare as one step of the agent, and their
     number must be the run's own steps of calls: 5 when the parallel calls ran one after

@@ -82,6 +82,22 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     return steps
 
 
+def answer_ttft_ms(run: WorkflowRun) -> float | None:
+    """The time to first token chainlat reads for the run's last step of calls (the
+    streamed answer), from any span of it (a framework's, the wire's); None when no
+    span of it gives one."""
+    steps = call_steps(run)
+    if not steps:
+        return None
+    start = min(c.start_ns for c in steps[-1])
+    end = max(c.end_ns for c in steps[-1])
+    around = sorted(
+        (r for r in run.records if r.kind == "inference" and r.start_ns < end and r.end_ns > start),
+        key=lambda r: r.start_ns,
+    )
+    return next((r.ttft_ms for r in around if r.ttft_ms is not None), None)
+
+
 def inside_ms(
     run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
 ) -> dict[str, float]:
@@ -202,6 +218,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "critical_path": list(r.critical_path),
                 "path_kinds": path_kinds(run),
                 "call_steps": len(call_steps(run)),
+                "answer_ttft_ms": answer_ttft_ms(run),
                 "inside_ms": inside[id(run)],
                 "wire_tokens": wire,
             }
