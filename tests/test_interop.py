@@ -334,6 +334,17 @@ def test_a_span_read_as_a_call_that_sent_no_request_is_all_inside(tmp_path: Path
     assert got["inside_ms"]["inference"] == 21.0  # 1 (no request) + 100 - 80
 
 
+def test_a_call_span_shorter_than_the_servers_work_is_not_given_its_loss_back(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: a stream's span that ends at its first token (60 ms of the
+    server's 110) holds nothing beyond the server's work; the 50 ms it lost are not taken
+    out (they would give the lost model time back), so the case's reading is judged."""
+    traces = _write_case(tmp_path, [("chat sim-answer", 300, 360, None, CHAT)], [(302, 412)])
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["inside_ms"]["inference"] == 0.0
+
+
 def test_the_answers_time_to_first_token_is_read_from_any_span_of_the_last_step(
     tmp_path: Path,
 ) -> None:

@@ -110,7 +110,8 @@ def inside_ms(
       call (``server``: the model's time, measured by the sim; the one overlapping it
       most): what the client did while the call was open (a framework's own work inside
       its span; a stream read at the pace of a framework's per-chunk callbacks); all of
-      it for a span read as a call that no server span overlaps.
+      it for a span read as a call that no server span overlaps; nothing for a span
+      shorter than the server's (the model's time it lost is chainlat's reading, judged).
     - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
       recorded by the agent), the innermost span holding it, when chainlat reads that
       span as a step of that kind, minus the function's duration: a framework's work
@@ -134,7 +135,10 @@ def inside_ms(
             near,
             key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns),
         )
-        inference += ((call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])) / 1e6
+        beyond = (call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])
+        # Never below zero: a span shorter than the server's work (a stream span ended at
+        # its first token) has lost the model's time, which is judged, not taken out.
+        inference += max(0, beyond) / 1e6
     out = {"inference": inference, "data": 0.0, "tool": 0.0}
     for own in intervals:
         if not (first <= own["start_ns"] and own["end_ns"] <= last):
