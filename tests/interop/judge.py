@@ -59,10 +59,10 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     """The run's model calls as the spans that must time them (the wire's, chainlat's HTTP
     spans of source ``http``, or a provider SDK's own span of the request around them,
     where the run has them for a call, else the framework's: docs/attributes.md, rule 3),
-    grouped in steps: calls that overlap in time (the
-    parallel ones) make one. Each step is one ``inference`` on the critical path: the
-    agent makes 4, or 5 when, under load, the second of its parallel calls started only
-    after the first had ended (a thread started late)."""
+    grouped in steps: calls that overlap in time (the parallel ones) make one. Each step
+    is one ``inference`` on the critical path: the agent makes 4, or 5 when, under load,
+    the second of its parallel calls started only after the first had ended (a thread
+    started late)."""
     calls = [r for r in run.records if r.kind == "inference"]
     records = {r.span_id: r for r in run.records}
     wires = [r for r in calls if r.source == WIRE and not _inside_wire(r, records)]

@@ -79,7 +79,7 @@ NOISE_FACTOR = 3.0
 """The median of 5 runs has a standard error of about 0.83 median absolute deviations
 (normal noise); the difference of two such medians is allowed 3 deviations of each,
 combined: about 3.6 standard errors, so a case is wrong by chance about once in 3000
-comparisons (the matrix makes 112), and never by one run delayed by a burst of load."""
+comparisons (the matrix makes 160), and never by one run delayed by a burst of load."""
 TOLERANCE_MS: dict[str, dict[str, float]] = {}
 """Per stack and kind, where 2 ms cannot hold; each entry says why (see README.md)."""
 
