@@ -85,10 +85,13 @@ def test_the_budget_files_prices_win_over_a_recorded_cost(cap: Capture) -> None:
     assert verdict.status == "broken" and verdict.actual_ms == pytest.approx(0.35)
 
 
-def test_a_negative_recorded_cost_without_prices_is_impossible(cap: Capture) -> None:
+def test_a_negative_recorded_cost_without_prices_is_not_kept(cap: Capture) -> None:
+    """The impossible recorded rollup is rebuilt from the spans, whose call has no price."""
     _run(cap, tokens=None, recorded_cost=-5.0)
-    (verdict,) = evaluate(_runs(cap), _budgets({"cost": "0.01"}, prices={})).verdicts
-    assert (verdict.status, verdict.reason) == ("not_judged", "impossible_value")
+    runs = _runs(cap)
+    assert all("cost_usd" in run.rebuilt for run in runs)
+    (verdict,) = evaluate(runs, _budgets({"cost": "0.01"}, prices={})).verdicts
+    assert (verdict.status, verdict.reason) == ("not_judged", "no_price")
 
 
 def test_a_cost_percentile_over_runs_some_without_a_cost_is_not_judged(cap: Capture) -> None:

@@ -15,6 +15,7 @@ from opentelemetry import trace
 from opentelemetry.util.types import Attributes
 
 import chainlat
+from chainlat._runtime.interface import finish_step
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
@@ -120,14 +121,14 @@ def test_an_applications_own_call_without_usage_is_still_a_call(cap: Capture) ->
     within a longer one of the same model, is not request building."""
     p, clock = cap.provider, cap.clock
     with chainlat.workflow("w", tracer_provider=p) as run:
-        long = chainlat.inference("m", tracer_provider=p)._start_detached()
+        long = chainlat.inference("m", tracer_provider=p).start()
         clock.advance(1)
-        short = chainlat.inference("m", tracer_provider=p)._start_detached()
+        short = chainlat.inference("m", tracer_provider=p).start()
         clock.advance(5)
-        short._finish(None)
+        finish_step(short, None)
         clock.advance(5)
         long.record_usage(input_tokens=3)
-        long._finish(None)
+        finish_step(long, None)
     assert run.rollup is not None
     assert run.rollup.inference_count == 2
 

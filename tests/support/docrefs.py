@@ -91,6 +91,8 @@ def _modules() -> dict[str, list[str]]:
     """Every module of the package by its last name: ``rollup`` -> ``chainlat._core.rollup``."""
     named: dict[str, list[str]] = {}
     for info in pkgutil.walk_packages([str(PACKAGE)], prefix="chainlat."):
+        if info.name.startswith(("chainlat.cli.", "chainlat.demo.")):
+            continue  # commands are cited by their command line, not as ``output.x``
         named.setdefault(info.name.rsplit(".", 1)[-1], []).append(info.name)
     return named
 
@@ -159,8 +161,8 @@ def _dotted_problem(text: str) -> str | None:
     candidates = _modules().get(parts[0])
     if not candidates or pattern:
         return None  # not rooted in this package (gen_ai.request.model, os.fork)
-    if any(_resolves(module, parts[1:]) for module in candidates):
-        return None
+    if any(_resolves(module, parts[1:]) for module in candidates) or name in _source_strings():
+        return None  # code, or an attribute key the source spells (output.value)
     return f"no {'.'.join(parts[1:])} in {' or '.join(candidates)}"
 
 
@@ -170,7 +172,7 @@ def problem(reference: Reference) -> str | None:
     if " " in text or text.startswith(("http:", "https:", "~")):
         return None
     if "/" in text:
-        return _path_problem(text)
+        return _path_problem(text.split("::", 1)[0])  # a test's node id: its file
     return _dotted_problem(text)
 
 
