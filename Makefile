@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The demo needs only the package and its demo extra (the openai SDK), not the dev tools.
+# The demo needs only the package and its demo extra (the openai SDK, and plotly for
+# `chainlat report --html`), not the dev tools.
 $(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

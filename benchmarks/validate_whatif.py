@@ -18,7 +18,7 @@ process, seeded), traced by :func:`chainlat.instrument_httpx` through the real
 ``sim-large``, then variant ``B`` with it on ``sim-small``, then ``B`` again as
 variant ``B2``, all with the same prompts (the same sizes, drawn from the
 seed). The what-if estimates B from A's runs alone
-(``whatif(file, workflow=shape, variant="A", swap={"chat sim-large": "sim-small"})``)
+(``whatif(load_runs([file]), workflow=shape, variant="A", swap={"chat sim-large": "sim-small"})``)
 and its p50 and p95 are compared with B's measured runs. ``B2`` against ``B`` is
 the control: the error a perfect estimate would show, from measuring two
 batches of the same variant (sampling and the machine's drift). Two sources of
@@ -62,7 +62,7 @@ import chainlat
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import percentile
-from chainlat.analysis.profiles import fit_profiles
+from chainlat.analysis.profiles import LatencyProfile, fit_profiles
 from chainlat.sim import ModelProfile
 from chainlat.traces import load_runs
 
@@ -116,7 +116,8 @@ class Shape:
     plan: Callable[[random.Random, int], dict[str, Call]]
     """The calls of run i: ``swapped`` (the step swapped), ``other`` and ``final`` (sim-small)."""
     body: str
-    """``sequential`` or ``parallel``: how the calls are arranged."""
+    """``sequential``, ``parallel`` or ``both`` (parallel, both on the swapped model): how
+    the calls are arranged."""
 
 
 def _tokens(rng: random.Random, low: int, high: int) -> int:
@@ -158,6 +159,15 @@ def _plan_long(rng: random.Random, i: int) -> dict[str, Call]:
     }
 
 
+def _plan_one_model(rng: random.Random, i: int) -> dict[str, Call]:
+    # Both calls on the swapped model: A never calls sim-small, so its profile (and
+    # noise) can only come from the other variant's runs (``file``).
+    return {
+        "swapped": Call(_tokens(rng, 40, 400), rng.randint(10, 60), stream=False),
+        "also": Call(_tokens(rng, 40, 400), rng.randint(10, 60), stream=True),
+    }
+
+
 SHAPES = {
     shape.name: shape
     for shape in (
@@ -195,6 +205,14 @@ SHAPES = {
             4,
             _plan_long,
             "sequential",
+        ),
+        Shape(
+            "one-model",
+            "two calls of the swapped model in parallel, one streamed, one not, then a tool; "
+            "2 runs at once (sim-large's 4 slots: no queue)",
+            2,
+            _plan_one_model,
+            "both",
         ),
         Shape(
             "concurrent",
@@ -247,9 +265,11 @@ async def _one_run(
                 await asyncio.sleep(pause_ms[1] / 1000)
             await _model(client, SMALL, calls["final"])
         else:
+            second = (
+                (swapped_model, calls["also"]) if shape.body == "both" else (SMALL, calls["other"])
+            )
             await asyncio.gather(
-                _model(client, swapped_model, calls["swapped"]),
-                _model(client, SMALL, calls["other"]),
+                _model(client, swapped_model, calls["swapped"]), _model(client, *second)
             )
             async with chainlat.tool("lookup"):
                 await asyncio.sleep(pause_ms[1] / 1000)
@@ -381,7 +401,13 @@ def estimate(shape: Shape, seed: int, runs: list[WorkflowRun]) -> list[Row]:
     control = sorted(r.recomputed_rollup().total_ms for r in runs if r.variant_label == "B2")
     runs = [r for r in runs if r.variant_label != "B2"]
     rows = []
-    for label, profiles in (("own", None), ("file", fit_profiles(runs))):
+    sources: list[tuple[str, dict[str, LatencyProfile] | None]] = [
+        ("own", None),
+        ("file", fit_profiles(runs)),
+    ]
+    if shape.body == "both":  # A's runs never call sim-small: only the file knows it
+        sources = sources[1:]
+    for label, profiles in sources:
         result = chainlat.whatif(
             runs,
             workflow=shape.name,
@@ -491,7 +517,8 @@ def synthetic_runs(shape: Shape, seed: int, runs: int, environment: str) -> list
                 t = run.step("execute_tool lookup", "tool", t, t + tool_ms) + 1
                 t = run.model(SMALL, calls["final"], t) + 1
             else:
-                t = max(run.model(model, calls["swapped"], 1), run.model(SMALL, calls["other"], 1))
+                second = (model, calls["also"]) if shape.body == "both" else (SMALL, calls["other"])
+                t = max(run.model(model, calls["swapped"], 1), run.model(*second, 1))
                 t = run.step("execute_tool lookup", "tool", t + 1, t + 1 + tool_ms) + 1
             root = TracedSpan(
                 SpanRecord(1, None, f"invoke_workflow {shape.name}", _T0,
@@ -588,8 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     started = time.perf_counter()
-    if args.synthetic:
-        names = [n for n in names if SHAPES[n].concurrency == SHAPES["parallel"].concurrency]
+    if args.synthetic:  # no slots to queue for: "concurrent" is "parallel" again
+        names = [n for n in names if n != "concurrent"]
     for name in names:
         for seed in seeds:
             shape = SHAPES[name]

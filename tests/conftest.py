@@ -46,6 +46,13 @@ def _nothing_left_configured() -> Iterator[None]:
         chainlat.shutdown(timeout_ms=2000)
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI fits its tables to ``COLUMNS``: every test starts as in a pipe without it,
+    whatever terminal ran the suite (a test that wants a width sets it)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def cap() -> Iterator[Capture]:
     """An in-memory pipeline on a fake clock, with span ids 1, 2, 3, ..."""

@@ -76,7 +76,7 @@ def test_failed_runs_leave_the_percentiles_and_count_in_the_error_rate(cap: Capt
 def test_error_rate_waits_for_min_runs(cap: Capture) -> None:
     _chat(cap, wait_ms=1, fail=True)
     verdicts = _verdicts(_runs(cap), {"error_rate": "2%", "min_runs": 5})
-    assert verdicts["error_rate"][0] == "not_enough_runs"
+    assert verdicts["error_rate"][0] == "not_judged"
 
 
 def test_cost_from_the_prices_table_per_run_and_percentile(cap: Capture) -> None:
@@ -122,7 +122,7 @@ def test_a_call_without_a_price_gives_no_cost_rather_than_a_wrong_one(cap: Captu
         }
     )
     (verdict,) = evaluate(_runs(cap), budgets).verdicts
-    assert (verdict.status, verdict.actual_ms) == ("no_data", None)
+    assert (verdict.status, verdict.actual_ms) == ("not_judged", None)
 
 
 def test_unknown_workflow_and_step_names_are_reported_with_suggestions(cap: Capture) -> None:

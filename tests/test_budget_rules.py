@@ -13,16 +13,16 @@ import pytest
 import yaml
 
 from chainlat.budgets import Budgets, parse_budgets
-from chainlat.budgets.rules import (
+from chainlat.budgets.targets import chain_boundaries
+from chainlat.cli import main
+from chainlat.prometheus import (
     ALERT_NAME,
     bucket_boundaries,
     buckets_setting,
-    chain_boundaries,
     limit_queries,
     prometheus_rules,
     unexpressed_limits,
 )
-from chainlat.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SH = REPO_ROOT / "collector" / "build.sh"

@@ -309,8 +309,16 @@ def test_percentile_verdicts_wait_for_min_runs() -> None:
     budgets = parse_budgets({"min_runs": 5, "workflows": {"support-chat": {"p95": "10ms"}}})
     report = evaluate([make_run(50.0)] * 4, budgets)
     (verdict,) = report.verdicts
-    assert (verdict.status, verdict.runs, verdict.actual_ms) == ("not_enough_runs", 4, 50.0)
-    assert report.ok and not report.judged
+    assert (verdict.status, verdict.reason, verdict.runs, verdict.actual_ms) == (
+        "not_judged",
+        "not_enough_runs",
+        4,
+        50.0,
+    )
+    assert (report.ok, report.judged, report.exit_code) == (False, False, 2)
+    assert report.summary == "FAILED: 0 of 1 limit broken, 1 not judged"
+    allowed = evaluate([make_run(50.0)] * 4, budgets, allow=["not_enough_runs"])
+    assert allowed.verdicts[0].allowed and allowed.exit_code == 2  # nothing judged at all
     assert evaluate([make_run(50.0)] * 5, budgets).broken
 
 
@@ -338,7 +346,7 @@ def test_per_run_verdicts_count_broken_runs_and_keep_the_worst() -> None:
     assert verdict.key_path == "workflows.support-chat.total"
 
 
-def test_budgeted_steps_and_workflows_without_runs_have_no_data() -> None:
+def test_budgeted_steps_and_workflows_without_runs_are_not_judged() -> None:
     raw: dict[str, Any] = {
         "workflows": {
             "support-chat": {"steps": {"tool x": {"p95": 5, "max": 5}}},
@@ -346,8 +354,12 @@ def test_budgeted_steps_and_workflows_without_runs_have_no_data() -> None:
         }
     }
     report = evaluate([make_run(10.0)], parse_budgets(raw))
-    assert {v.status for v in report.verdicts} == {"no_data"}
-    assert not report.judged
+    assert {(v.target, v.status, v.reason) for v in report.verdicts} == {
+        ('steps."tool x".max', "not_judged", "unknown_step"),
+        ('steps."tool x".p95', "not_judged", "unknown_step"),
+        ("total", "not_judged", "unknown_workflow"),
+    }
+    assert not report.judged and report.exit_code == 2
 
 
 # --- runtime enforcement ------------------------------------------------------------------------

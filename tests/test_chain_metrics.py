@@ -14,8 +14,8 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 import chainlat
+from chainlat._runtime import hooks
 from chainlat._runtime import metrics as chain_metrics
-from chainlat._runtime import spans as _spans
 from chainlat.budgets import Budgets
 from chainlat.testing import FakeClock
 
@@ -134,17 +134,17 @@ def test_a_failed_run_is_labelled_with_its_error_type() -> None:
 def test_nothing_is_installed_without_a_metrics_reader() -> None:
     chainlat.configure(exporter="none", set_global=False, budgets=BUDGETS)
     assert chain_metrics.active() is None
-    assert chain_metrics._record not in _spans._workflow_end_hooks
+    assert chain_metrics._record not in hooks.end_callbacks()
 
 
 def test_the_hook_runs_after_the_budget_check_and_goes_at_shutdown() -> None:
     reader = InMemoryMetricReader()
     chainlat.configure(exporter="none", metric_readers=[reader], set_global=False, budgets=BUDGETS)
-    hooks = _spans._workflow_end_hooks
-    assert hooks[-1] is chain_metrics._record
-    assert hooks.count(chain_metrics._record) == 1
+    callbacks = hooks.end_callbacks()
+    assert callbacks[-1] is chain_metrics._record
+    assert callbacks.count(chain_metrics._record) == 1
     chainlat.shutdown()
-    assert chain_metrics._record not in _spans._workflow_end_hooks
+    assert chain_metrics._record not in hooks.end_callbacks()
 
 
 def test_first_output_is_recorded_when_the_run_marks_one() -> None:

@@ -16,7 +16,7 @@ import pytest
 from chainlat._core.errors import TraceSourceError
 from chainlat.budgets import Budgets
 from chainlat.cli import main
-from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+from chainlat.prometheus import PrometheusReader, judge_prometheus
 
 BUDGETS = Budgets.model_validate(
     {
@@ -26,15 +26,19 @@ BUDGETS = Budgets.model_validate(
         },
     }
 )
-Answer = Callable[[str], list[float]]
+Sample = float | tuple[dict[str, str], float | str]
+Answer = Callable[[str], list[Sample]]
+SEEN: list[Sample] = [({"gen_ai_workflow_name": "chat"}, 1)]
+"""The workflows Prometheus has series of (``group by`` queries)."""
 
 
-def _vector(values: list[float]) -> dict[str, object]:
+def _vector(values: list[Sample]) -> dict[str, object]:
+    samples = [v if isinstance(v, tuple) else ({}, v) for v in values]
     return {
         "status": "success",
         "data": {
             "resultType": "vector",
-            "result": [{"metric": {}, "value": [1, str(v)]} for v in values],
+            "result": [{"metric": m, "value": [1, str(v)]} for m, v in samples],
         },
     }
 
@@ -42,7 +46,11 @@ def _vector(values: list[float]) -> dict[str, object]:
 def _answer(over: float, p95_total: float, p95_data: float | None, runs: float) -> Answer:
     """Values by what each query reads (no answer: an empty vector, as for absent series)."""
 
-    def answer(query: str) -> list[float]:
+    def answer(query: str) -> list[Sample]:
+        if query.startswith("group by (gen_ai_workflow_name)"):
+            return SEEN
+        if query.startswith("group by"):
+            return []
         if "chainlat_budget_exceeded_total" in query:
             return [over]
         if query.startswith("histogram_quantile") and "traces_span_metrics" in query:
@@ -76,7 +84,7 @@ def test_each_kind_of_limit_is_judged_from_its_query() -> None:
     )
     assert (verdicts["p95.total"].status, verdicts["p95.total"].actual_ms) == ("ok", 640.0)
     assert (verdicts["p95.data"].status, verdicts["p95.data"].actual_ms) == ("ok", 150.0)
-    assert len(queries) == 6  # a value and a run count per limit
+    assert len(queries) == 8  # the workflows seen, then a value and a run count per limit
     assert all("[1h]" in q for q in queries)
 
 
@@ -84,10 +92,11 @@ def test_a_percentile_over_its_limit_is_broken_and_waits_for_min_runs() -> None:
     report = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 40)))
     verdicts = {v.target: v for v in report.verdicts}
     assert verdicts["p95.total"].status == "broken"
-    assert verdicts["p95.data"].status == "no_data"
+    assert (verdicts["p95.data"].status, verdicts["p95.data"].reason) == ("not_judged", "no_series")
     assert verdicts["total"].status == "ok"
     few = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 4)))
-    assert {v.target: v.status for v in few.verdicts}["p95.total"] == "not_enough_runs"
+    few_total = {v.target: v for v in few.verdicts}["p95.total"]
+    assert (few_total.status, few_total.reason) == ("not_judged", "not_enough_runs")
 
 
 def test_an_error_answer_names_prometheus() -> None:
@@ -141,7 +150,7 @@ def test_cli_prints_the_verdict_table_and_exits_1_when_broken(
     out = capsys.readouterr().out
     assert code == 1
     assert "the last 30m" in out
-    assert "BROKEN: 1 of 2 judged limits (workflows.chat.total)" in out
+    assert "BROKEN: workflows.chat.total\nFAILED: 1 of 2 limits broken, 0 not judged\n" in out
 
 
 def test_cli_json_and_bad_input(

@@ -13,6 +13,7 @@ import pytest
 
 from chainlat.cli import main
 from support import MISTAKES, StartFakeJaeger
+from support.cli import run
 from tracegen import DATA_DIR, ChatRun, write_runs
 
 BUDGETS = """\
@@ -34,12 +35,6 @@ def budgets(tmp_path: Path) -> Path:
     return path
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def assert_one_line_error(err: str, *fragments: str) -> None:
     assert err.count("\n") == 1, err
     assert "Traceback" not in err
@@ -54,7 +49,7 @@ def test_within_budget_exits_0(
     traces = write_runs(tmp_path / "t.jsonl", RUNS)
     code, out, err = run(capsys, "check", traces, "--budgets", budgets)
     assert (code, err) == (0, "")
-    assert "OK: all 3 judged limits kept" in out
+    assert "OK: all 3 limits judged and kept" in out
 
 
 def test_broken_budget_exits_1_and_shows_the_worst_run(
@@ -66,7 +61,7 @@ def test_broken_budget_exits_1_and_shows_the_worst_run(
     assert 'worst run for workflows.support-chat.steps."chat gpt-4o".ttft:' in out
     assert "<-- ttft 250.0 ms > 200 ms" in out
     assert "<-- total 1310.0 ms > 1000 ms" in out
-    assert "BROKEN: 3 of 3 judged limits" in out
+    assert "FAILED: 3 of 3 limits broken, 0 not judged" in out
 
 
 def test_budget_file_is_found_in_the_working_directory(
@@ -157,8 +152,17 @@ def test_percentiles_below_min_runs_are_nothing_to_judge(
     traces = write_runs(tmp_path / "t.jsonl", RUNS)
     code, out, err = run(capsys, "check", traces, "--budgets", budgets)
     assert code == 2
-    assert "not judged: 2 < min_runs 10" in out
-    assert_one_line_error(err, "nothing to judge: no budgeted workflow has enough runs")
+    assert "NOT JUDGED: 2 < min_runs 10" in out
+    assert out.endswith("FAILED: 0 of 1 limit broken, 1 not judged\n")
+    assert_one_line_error(
+        err,
+        "workflows.support-chat.p95.total: 2 of the 10 runs min_runs asks for",
+        "--allow-unjudged",
+    )
+    code, out, err = run(capsys, "check", traces, "--budgets", budgets, "--allow-unjudged")
+    assert code == 2
+    assert out.endswith("FAILED: no limit judged, 1 not judged (allowed)\n")
+    assert_one_line_error(err, "nothing to judge")
 
 
 # --- exit code 2 --------------------------------------------------------------------------
@@ -207,10 +211,14 @@ def test_a_corrupt_line_is_skipped_counted_and_the_rest_judged(
     tmp_path: Path, budgets: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, _ = _bad_sources(tmp_path)["corrupt line"]
-    code, out, err = run(capsys, "check", path, "--budgets", budgets)
+    code, out, err = run(capsys, "check", path, "--budgets", budgets, "--allow-unjudged")
     assert code == 0, err
-    assert "limits kept" in out
+    assert "OK: 2 of 3 limits judged and kept, 1 not judged (allowed)" in out
     assert "1 line" in err and "skipped" in err
+    # The run left is a failed one: no percentile has a sample, and that is not a pass.
+    code, out, err = run(capsys, "check", path, "--budgets", budgets)
+    assert code == 2
+    assert "p95.total: all 1 runs of 'support-chat' failed" in err
 
 
 @pytest.mark.parametrize(
@@ -233,7 +241,10 @@ def test_no_budgeted_workflow_in_the_traces_exits_2(
     code, _, err = run(capsys, "check", DATA_DIR / "jaeger-traces.json", "--budgets", budgets)
     assert code == 2
     assert_one_line_error(
-        err, "b.toml: workflows.checkout: no run of workflow 'checkout'", "seen: 'support-chat'"
+        err,
+        "b.toml: workflows.checkout: no run of workflow 'checkout'",
+        "seen: 'support-chat'",
+        "--allow-missing",
     )
     code, _, err = run(
         capsys,
@@ -244,7 +255,9 @@ def test_no_budgeted_workflow_in_the_traces_exits_2(
         "--allow-missing",
     )
     assert code == 2
-    assert_one_line_error(err, "budgeted: checkout; in the traces: support-chat")
+    assert_one_line_error(
+        err, "nothing to judge", "budgeted: checkout; in the traces: support-chat"
+    )
 
 
 def test_a_misspelled_step_fails_the_gate_with_a_suggestion(

@@ -19,6 +19,7 @@ from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.cli import main
 from chainlat.testing import capture
 from support import StartFakeJaeger
+from support.cli import run
 from tracegen import DATA_DIR
 
 # (workflow, variant, total ms): totals chosen so that every filter changes the p50.
@@ -52,12 +53,6 @@ def write_variants(path: Path, runs: list[tuple[str, str | None, float]] = RUNS)
             cap.clock.advance(ms=1000)
         cap.provider.force_flush()
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- --version ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -130,7 +131,8 @@ def test_a_missing_or_corrupt_trace_file_exits_2(
     assert "bad.jsonl:1: not valid JSON" in capsys.readouterr().err
     bad.write_text('{"resourceSpans": []}\n{oops\n')
     assert main(["compare", str(bad)]) == 2
-    assert "bad.jsonl: no workflow run to compare" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "nothing to compare: no spans in" in err and "bad.jsonl" in err
 
 
 def test_compare_prints_variants_and_writes_the_chart(
@@ -200,7 +202,7 @@ def test_text_output_names_the_jaeger_source(
     )
     assert main(["profile", "--jaeger", jaeger.url, "--service", "quiet"]) == 2
     assert capsys.readouterr().err == (
-        f"chainlat: {jaeger.url} (service quiet): no workflow run to fit profiles from\n"
+        f"chainlat: nothing to fit: no spans in {jaeger.url} (service quiet)\n"
     )
 
 
@@ -243,3 +245,60 @@ def test_whatif_as_a_real_subprocess(traces: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "agent: variants" in done.stdout
+
+
+def test_the_trade_off_renderers_return_renderables_and_print_nothing(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from chainlat.analysis.profiles import fit_profiles
+    from chainlat.analysis.tradeoff import compare
+    from chainlat.analysis.whatif import whatif
+    from chainlat.report.tradeoff import compare_text, profiles_text, whatif_text
+    from chainlat.traces import load_runs
+
+    runs = load_runs([traces])
+    profiles = fit_profiles(runs)
+    result = whatif(runs, variant="large", swap={"chat big": "small"}, profiles=profiles)
+    rendered = [
+        profiles_text(profiles, len(runs), str(traces)),
+        whatif_text(result, str(traces)),
+        compare_text(compare(runs)),
+    ]
+    assert capsys.readouterr().out == ""
+    console = Console(width=200, record=True, file=io.StringIO())
+    for renderable in rendered:
+        console.print(renderable)
+    text = console.export_text()
+    assert "what-if over 3 runs" in text
+    assert "chat big -> " not in text and "chat small" in text
+    assert "agent: variants (ms)" in text and "latency profiles from 6 runs" in text
+
+
+def test_profile_names_the_stream_option_when_streamed_calls_lack_usage(
+    cap: Capture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Calls streamed without token counts give no profile: say which option brings them."""
+    p, clock = cap.provider, cap.clock
+    for model, usage in (("big", True), ("small", False), ("small", False)):
+        with chainlat.workflow("agent", tracer_provider=p):
+            with chainlat.inference(model, tracer_provider=p) as call:
+                clock.advance(20)
+                call.first_token()
+                clock.advance(30)
+                if usage:
+                    call.record_usage(100, 11)
+    file = tmp_path / "streamed.jsonl"
+    file.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    assert main(["profile", str(file)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "small: no profile: its 2 calls streamed without token counts" in out
+    assert 'stream_options={"include_usage": True}' in out
+    only_small = tmp_path / "small.jsonl"
+    spans = [s for s in cap.spans() if (s.attributes or {}).get("gen_ai.request.model") != "big"]
+    only_small.write_text(json.dumps(encode_request(spans)) + "\n")
+    assert main(["profile", str(only_small)]) == 2
+    err = capsys.readouterr().err
+    assert "no model call with token counts" in err
+    assert '2 streamed without them: stream_options={"include_usage": True}' in err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chainlat.analysis.diff import compare, holm, mann_whitney_u, tail_test
+from chainlat.analysis.diff import diff_runs, holm, mann_whitney_u, tail_test
 from chainlat.cli import main
 from chainlat.traces import read_runs
 from tracegen import Profile, write_profile
@@ -42,7 +42,7 @@ def test_a_30_percent_slower_step_is_flagged_and_noise_is_not(tmp_path: Path, se
     baseline = write_profile(tmp_path / "before.jsonl", Profile(), runs=RUNS, seed=seed)
     slower = Profile(slowdown={"retrieve": 1.3})
     current = write_profile(tmp_path / "after.jsonl", slower, runs=RUNS, seed=seed + 100)
-    result = compare(read_runs([baseline]), read_runs([current]))
+    result = diff_runs(read_runs([baseline]), read_runs([current]))
     by_item = {c.item: c for c in result.comparisons}
     # The answer streams after the retrieval: the user's wait for its first token grows too
     # (by 15-18 % over seeds 1-7, well past the 10 % threshold).
@@ -59,7 +59,7 @@ def test_a_30_percent_slower_step_is_flagged_and_noise_is_not(tmp_path: Path, se
 def test_two_samples_of_the_same_profile_show_no_change(tmp_path: Path, seed: int) -> None:
     a = write_profile(tmp_path / "a.jsonl", Profile(noise=0.15), runs=RUNS, seed=seed)
     b = write_profile(tmp_path / "b.jsonl", Profile(noise=0.15), runs=RUNS, seed=seed + 50)
-    result = compare(read_runs([a]), read_runs([b]))
+    result = diff_runs(read_runs([a]), read_runs([b]))
     assert [c for c in result.comparisons if c.beyond_noise] == []
     assert result.judged == 9  # 5 quantities, the first output, 3 steps
 
@@ -67,7 +67,7 @@ def test_two_samples_of_the_same_profile_show_no_change(tmp_path: Path, seed: in
 def test_too_few_runs_are_reported_but_not_judged(tmp_path: Path) -> None:
     a = write_profile(tmp_path / "a.jsonl", Profile(), runs=5, seed=1)
     b = write_profile(tmp_path / "b.jsonl", Profile(slowdown={"chat": 3}), runs=5, seed=2)
-    result = compare(read_runs([a]), read_runs([b]))
+    result = diff_runs(read_runs([a]), read_runs([b]))
     assert {c.verdict for c in result.comparisons} == {"too few samples"}
     assert result.regressions == []
 
@@ -99,3 +99,13 @@ def test_diff_command_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert capsys.readouterr().err == f"chainlat: {tmp_path / 'nope.jsonl'}: no such file\n"
     assert main(["diff", str(before), str(before), "--threshold", "lots"]) == 2
     assert "--threshold 'lots'" in capsys.readouterr().err
+
+
+def test_compare_and_comparison_have_one_owner() -> None:
+    """``compare``/``Comparison`` are the variant comparison's; a diff has rows of its own."""
+    import chainlat
+    from chainlat.analysis import diff, tradeoff
+
+    assert not hasattr(diff, "compare") and not hasattr(diff, "Comparison")
+    assert chainlat.compare is tradeoff.compare and chainlat.Comparison is tradeoff.Comparison
+    assert diff.DiffResult.__dataclass_fields__["comparisons"].type == "list[DiffRow]"

@@ -23,6 +23,7 @@ from chainlat.report._critical import critical_path, critical_steps
 from chainlat.report._explorer import call_parts
 from chainlat.testing import capture
 from chainlat.traces import read_runs
+from chainlat.traces.sdk import runs_from_spans
 from tracegen import ChatRun, write_runs
 
 KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
@@ -150,6 +151,17 @@ def _document(explorer: RunExplorer, runs: list[WorkflowRun]) -> Any:
 
 def _strings(document: Any, values: list[int]) -> list[str]:
     return [document["strings"][v] for v in values]
+
+
+def test_a_run_whose_cost_cannot_be_judged_is_marked_not_judged_not_kept(tmp_path: Path) -> None:
+    """The page's budget column takes the verdict's status: a run that broke nothing but
+    whose cost has no price is "not judged" (-1), never "kept" (0)."""
+    path = write_runs(tmp_path / "t.jsonl", [ChatRun(chat_ms=300), ChatRun(chat_ms=300)])
+    runs = list(read_runs([path]))
+    kept = parse_budgets({"workflows": {"support-chat": {"total": "10s"}}})
+    assert _document(RunExplorer(budgets=kept), runs)["runs"]["verdict"] == [0, 0]
+    costly = parse_budgets({"workflows": {"support-chat": {"total": "10s", "cost": "0.01"}}})
+    assert _document(RunExplorer(budgets=costly), runs)["runs"]["verdict"] == [-1, -1]
 
 
 def test_a_traced_run_becomes_rows_with_exact_times_parts_and_marks(tmp_path: Path) -> None:
@@ -343,3 +355,31 @@ def test_malformed_trees_and_odd_values_still_make_a_valid_page() -> None:
     data = page.split('id="chainlat-runs">')[1].split("</script>")[0]
     document = json.loads(data, parse_constant=lambda c: pytest.fail(f"bare {c}"))
     assert len(document["trees"]) == 200
+
+
+def test_a_call_seen_twice_shows_its_whole_time_on_the_critical_path() -> None:
+    """A hand-written user-facing call (249.9 ms) with its HTTP-level span inside: the path
+    runs through the wire span, and the explorer showed the call "on the critical path
+    4.3 ms" (its time outside the wire span). The call is one step: 249.9 ms."""
+    with capture(fake_clock=True) as cap:
+        p, clock = cap.provider, cap.clock
+        with chainlat.workflow("chat", tracer_provider=p):
+            clock.advance(5)
+            with chainlat.inference("m", user_facing=True, tracer_provider=p):
+                start = clock.advance(2)
+                wire = p.get_tracer("chainlat").start_span(
+                    "POST m",
+                    attributes={"chainlat.step.kind": "inference", "gen_ai.request.model": "m",
+                                "http.request.method": "POST"},
+                    start_time=start,
+                )  # fmt: skip
+                wire.end(end_time=clock.advance(245.6))
+                clock.advance(2.3)
+            clock.advance(5)
+        [run] = runs_from_spans(cap.spans())
+    document = _document(RunExplorer(), [run])
+    rows = document["trees"][0]["s"]
+    on_path = {
+        document["strings"][row[0]]: round(sum(b - a for a, b in row[6] or []), 3) for row in rows
+    }
+    assert on_path == {"invoke_workflow chat": 10.0, "chat m": 249.9, "POST m": 0.0}

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat import report
-from chainlat._core import runs as runs_module
+from chainlat._core import steps as steps_module
 from chainlat._core.errors import TraceSourceError
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import WorkflowRun
@@ -400,7 +400,7 @@ def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_ful
     assert [code for code, _ in quick] == [1, 1] and all(out for _, out in quick)
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
     assert _check_outputs(path, budgets, capsys) == quick
-    monkeypatch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -412,7 +412,7 @@ def test_the_pipelines_own_file_checks_the_same_by_either_path(
     budgets = _budgets_for(path, tmp_path)
     quick = _check_outputs(path, budgets, capsys)
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
-    monkeypatch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -451,13 +451,13 @@ def test_the_one_loop_step_walk_finds_the_steps_of_the_full_walk(
         )
         for span_id, parent, kind, start, length, cached in rows
     ]
-    fast = runs_module.steps_of(root, records)
-    original = runs_module._flat_steps
+    fast = steps_module.steps_of(root, records)
+    original = steps_module._flat_steps
     try:
-        runs_module._flat_steps = lambda root_id, records: None
-        assert runs_module.steps_of(root, records) == fast
+        steps_module._flat_steps = lambda root_id, records: None
+        assert steps_module.steps_of(root, records) == fast
     finally:
-        runs_module._flat_steps = original
+        steps_module._flat_steps = original
 
 
 _ROOT_ID = "00000000000000f0"
@@ -531,7 +531,7 @@ def test_fuzzed_files_check_the_same_by_either_path_and_either_step_walk(
             for slow in (False, True):
                 if slow:
                     patch.setattr(_files, "quick_spans", _no_quick_path)
-                    patch.setattr(runs_module, "_flat_steps", lambda root_id, records: None)
+                    patch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
                 try:
                     runs, counters = _runs(path)
                 except TraceSourceError as exc:

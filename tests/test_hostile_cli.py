@@ -25,6 +25,7 @@ from chainlat.budgets import Budgets, evaluate
 from chainlat.cli import main
 from chainlat.testing import Capture, capture
 from support import StartFakeJaeger, free_port
+from support.cli import run
 
 STEPS = [
     "load [/mnt/data]",
@@ -77,12 +78,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
     budgets = folder / "budgets.json"
     budgets.write_text(json.dumps({"workflows": {WORKFLOW: limits}}))
     return before, after, budgets
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | os.PathLike[str]) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def strict_json(text: str) -> object:

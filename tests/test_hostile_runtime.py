@@ -31,7 +31,7 @@ from chainlat._core import attributes as attr
 from chainlat._core.redact import REDACTED
 from chainlat._runtime import config as _config
 from chainlat._runtime import export as _export
-from chainlat._runtime import spans as _spans
+from chainlat._runtime import exporters as _exporters
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.testing import Capture
 
@@ -45,7 +45,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith(("OTEL_", "CHAINLAT_")):
             monkeypatch.delenv(name)
     # Each test sees its own one-time warnings.
-    monkeypatch.setattr(_spans, "_warned", set())
+    monkeypatch.setattr(chainlat._core.errors, "_warned", set())
     monkeypatch.setattr(_export, "_reported_env", set())
     yield
     chainlat.shutdown()
@@ -482,7 +482,7 @@ def test_an_otlp_request_is_bounded_whole_when_the_collector_drips_its_answer(
     with DrippingCollector() as collector:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
-        exporter = _config._otlp_span_exporter()
+        exporter = _exporters._otlp_span_exporter()
         started = time.monotonic()
         result = exporter.export(cap.spans())
         elapsed = time.monotonic() - started

@@ -175,6 +175,14 @@ def test_openai_chat_body() -> None:
     ]
 
 
+def test_token_counts_a_response_cannot_mean_are_not_recorded() -> None:
+    """A negative count (read as 0, the cost came out low) or one beyond 64 bits."""
+    body = {"model": "m", "usage": {"prompt_tokens": -5, "completion_tokens": 2**64}}
+    found = read_body("openai_chat", body)
+    assert attr.GEN_AI_USAGE_INPUT_TOKENS not in found
+    assert attr.GEN_AI_USAGE_OUTPUT_TOKENS not in found
+
+
 def test_openai_chat_stream_events_say_which_carry_output() -> None:
     events: list[tuple[str | None, object]] = [
         (

@@ -257,6 +257,127 @@ def test_calls_one_after_the_other_are_steps_of_their_own(
     assert len(judge.call_steps(run_)) == 3
 
 
+def _write_case(
+    tmp_path: Path,
+    spans: list[tuple[str, int, int, str | None, dict[str, Any]]],
+    server: list[tuple[int, int]],
+) -> str:
+    """A case's traces (spans ``(name, start ms, end ms, parent name, attributes)`` under a
+    root ``agent`` of 0-600 ms, written with the OTel SDK alone), the sim's server spans
+    and no intervals of the agent's own functions; returns the traces' path."""
+    traces = tmp_path / "case.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(str(traces))))
+    tracer = provider.get_tracer("test")
+    root = tracer.start_span("agent", start_time=T0)
+    made: dict[str, Any] = {"agent": root}
+    for name, start, end, parent, attributes in spans:
+        context = trace.set_span_in_context(made[parent or "agent"])
+        span = tracer.start_span(name, context, attributes=attributes, start_time=T0 + start * MS)
+        span.end(end_time=T0 + end * MS)
+        made[name] = span
+    root.end(end_time=T0 + 600 * MS)
+    provider.shutdown()
+    (tmp_path / "sim-spans.jsonl").write_text(
+        "".join(
+            json.dumps({"start_ns": T0 + a * MS, "end_ns": T0 + b * MS, "model": None}) + "\n"
+            for a, b in server
+        )
+    )
+    Path(str(traces) + ".intervals.json").write_text("[]")
+    return str(traces)
+
+
+CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "sim-plan"}
+TOKENS = {"gen_ai.usage.input_tokens": 104, "gen_ai.usage.output_tokens": 20}
+
+
+def test_a_provider_sdks_own_span_and_chainlats_inside_it_are_one_call_on_the_wire(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: the anthropic SDK's own span of a request carries the HTTP
+    method (a wire-level span) and holds chainlat's HTTP span of it; beside them
+    OpenLLMetry's span of the same call. The wire's tokens are counted once (the outer
+    span's), the call is one step, timed by the outer wire span (100 ms, the server's 80:
+    20 inside)."""
+    wire = {**CHAT, **TOKENS, "http.request.method": "POST"}
+    traces = _write_case(
+        tmp_path,
+        [
+            ("anthropic.chat", 100, 205, None, {**CHAT, "llm.request.type": "chat", **TOKENS}),
+            ("anthropic.messages.create", 102, 202, None, wire),
+            ("chat sim-plan", 104, 190, "anthropic.messages.create", wire),
+        ],
+        [(105, 185)],
+    )
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["wire_tokens"] == {"input": 104, "output": 20}
+    assert got["call_steps"] == 1
+    assert got["inside_ms"]["inference"] == 20.0
+
+
+def test_a_span_read_as_a_call_that_sent_no_request_is_all_inside(tmp_path: Path) -> None:
+    """With the OTel SDK alone: an LLM span that no server span overlaps (LlamaIndex's
+    request building) is a step of calls of its own, none of whose time is the model's;
+    the judge says so in figures instead of failing to read the case."""
+    llm = {"openinference.span.kind": "LLM", "llm.model_name": "sim-plan"}
+    traces = _write_case(
+        tmp_path,
+        [
+            ("OpenAI._prepare_chat_with_tools", 100, 101, None, llm),
+            ("OpenAI.achat", 102, 202, None, {**llm, "llm.token_count.prompt": 104}),
+        ],
+        [(105, 185)],
+    )
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["call_steps"] == 2
+    assert got["inside_ms"]["inference"] == 21.0  # 1 (no request) + 100 - 80
+
+
+def test_a_call_span_shorter_than_the_servers_work_is_not_given_its_loss_back(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: a stream's span that ends at its first token (60 ms of the
+    server's 110) holds nothing beyond the server's work; the 50 ms it lost are not taken
+    out (they would give the lost model time back), so the case's reading is judged."""
+    traces = _write_case(tmp_path, [("chat sim-answer", 300, 360, None, CHAT)], [(302, 412)])
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["inside_ms"]["inference"] == 0.0
+
+
+def test_the_answers_time_to_first_token_is_read_from_any_span_of_the_last_step(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: the answer's TTFT is the one a span of the run's last step
+    of calls gives (here the framework's, 0.04 s); None when none of them gives one."""
+    answer = {**CHAT, "gen_ai.request.model": "sim-answer"}
+    with_ttft = {**answer, "gen_ai.response.time_to_first_chunk": 0.04}
+    for attributes, expected in ((with_ttft, 40.0), (answer, None)):
+        where = tmp_path / str(expected)
+        where.mkdir()
+        traces = _write_case(
+            where,
+            [
+                ("chat sim-plan", 100, 200, None, CHAT),
+                ("chat sim-answer", 300, 420, None, attributes),
+            ],
+            [(105, 190), (305, 415)],
+        )
+        (got,) = judge.runs_of(traces)["runs"]
+        assert got["answer_ttft_ms"] == expected
+
+
+def test_a_stack_whose_spans_record_the_first_token_must_give_the_answer_one() -> None:
+    """For a stack in FIRST_TOKEN_IN_SPANS a run without the answer's TTFT is wrong; for
+    another stack (whose spans record none) it is not judged."""
+    case = {**_run_dict(), "answer_ttft_ms": None}
+    assert run.compare("openai-v2", REFS, [case] * 5) == []
+    assert run.compare("strands-agents", REFS, [case] * 5) == [
+        "no time to first token for the streamed answer, which the spans record"
+    ]
+    assert run.compare("strands-agents", REFS, [{**case, "answer_ttft_ms": 41.0}] * 5) == []
+
+
 def test_model_calls_on_the_path_are_as_many_as_the_runs_steps_of_calls() -> None:
     """Consecutive model calls on the path compare as one step of the agent, and their
     number must be the run's own steps of calls: 5 when the parallel calls ran one after

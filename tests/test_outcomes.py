@@ -74,10 +74,23 @@ def test_record_outcome_by_span_id_picks_that_workflow(cap: Capture) -> None:
         ({"success": True, "trace_id": 0}, "trace_id out of range"),
     ],
 )
-def test_bad_outcome_arguments_raise_value_error(kwargs: dict[str, object], message: str) -> None:
+def test_bad_outcome_arguments_log_once_and_record_nothing_as_run_record_outcome_does(
+    kwargs: dict[str, object],
+    message: str,
+    cap: Capture,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """chainlat.record_outcome(trace_id) never raises into user code, like run.record_outcome()."""
+    import chainlat._core.errors
+
+    monkeypatch.setattr(chainlat._core.errors, "_warned", set())
     trace_id = kwargs.pop("trace_id", "0af7651916cd43dd8448eb211c80319c")
-    with pytest.raises(ValueError, match=message):
-        chainlat.record_outcome(trace_id, **kwargs)  # type: ignore[arg-type]
+    for _ in range(2):
+        chainlat.record_outcome(trace_id, tracer_provider=cap.provider, **kwargs)  # type: ignore[arg-type]
+    assert cap.spans() == ()
+    lines = [r.getMessage() for r in caplog.records if r.name == "chainlat"]
+    assert len(lines) == 1 and message in lines[0] and "not recorded" in lines[0]
 
 
 def test_nested_workflow_is_a_step_of_the_outer_run_and_a_nested_run(cap: Capture) -> None:

@@ -79,7 +79,7 @@ def test_the_session_summary_fits_80_columns_with_every_row_whole(
     assert "1 run of 1 workflow in this session; budgets from chainlat.toml" in lines
     assert "support-chat: 1 run" in lines
     assert "runs" not in text.replace("  runs  ", "")  # the column head only; never "1 runs"
-    assert [line for line in lines if line][-1] == "OK: all 5 judged limits kept"
+    assert [line for line in lines if line][-1] == "OK: all 5 limits judged and kept"
 
 
 def test_a_narrow_log_gives_long_names_a_line_of_their_own(

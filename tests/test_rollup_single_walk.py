@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from chainlat._core import rollup as rollup_module
+from chainlat._core import critical_path
 from chainlat._core.rollup import SpanKindLabel, SpanRecord, compute_rollup
 from test_fuzz_rollup import random_tree
 
@@ -61,9 +61,9 @@ def sequential_tree(rng: random.Random) -> tuple[SpanRecord, list[SpanRecord]]:
 def both_ways(
     monkeypatch: pytest.MonkeyPatch, root: SpanRecord, records: list[SpanRecord], **kwargs: object
 ) -> tuple[object, object]:
-    monkeypatch.setattr(rollup_module, "_SHORTCUT", False)
+    monkeypatch.setattr(critical_path, "SHORTCUT", False)
     walked_twice = compute_rollup(root, list(records), **kwargs)  # type: ignore[arg-type]
-    monkeypatch.setattr(rollup_module, "_SHORTCUT", True)
+    monkeypatch.setattr(critical_path, "SHORTCUT", True)
     walked_once = compute_rollup(root, list(records), **kwargs)  # type: ignore[arg-type]
     return walked_twice, walked_once
 
@@ -73,14 +73,14 @@ def test_sequential_trees_give_the_same_rollup_in_one_walk(
 ) -> None:
     rng = random.Random(20261203)
     second_walks = 0
-    real_wait = rollup_module._wait_segments
+    real_wait = critical_path.wait_segments
 
     def counted(*args: object) -> object:
         nonlocal second_walks
         second_walks += 1
         return real_wait(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(rollup_module, "_wait_segments", counted)
+    monkeypatch.setattr(critical_path, "wait_segments", counted)
     with_output = 0
     for _ in range(CASES):
         root, records = sequential_tree(rng)

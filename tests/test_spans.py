@@ -57,6 +57,7 @@ def test_sequential_workflow_exports_the_expected_span_tree(cap: Capture) -> Non
 
     assert dict(spans["data retrieve-docs"].attributes or {}) == {
         "chainlat.step.kind": "data",
+        "gen_ai.operation.name": "retrieval",  # a stage with a source is a retrieval
         "gen_ai.data_source.id": "faq",
         "chainlat.step.index": 0,
         "chainlat.workflow.name": "support-chat",
@@ -441,14 +442,14 @@ def test_internal_errors_are_logged_once_and_never_reach_user_code(
     cap: Capture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import chainlat._core.errors
-    import chainlat._runtime.spans
+    import chainlat._runtime.handles
 
     def broken(*args: object, **kwargs: object) -> chainlat.Rollup:
         raise RuntimeError("rollup bug")
 
     monkeypatch.setattr(chainlat._core.errors, "RAISE_INTERNAL_ERRORS", False)
     monkeypatch.setattr(chainlat._core.errors, "_reported", set())
-    monkeypatch.setattr(chainlat._runtime.spans, "compute_rollup", broken)
+    monkeypatch.setattr(chainlat._runtime.handles, "compute_rollup", broken)
     results = []
     for _ in range(3):
         with chainlat.workflow("w", tracer_provider=cap.provider) as run:

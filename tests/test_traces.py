@@ -345,3 +345,15 @@ def test_judged_trace_ids_are_remembered_for_one_to_two_generations() -> None:
     assert judged.get("0" * 31 + "1") is None
     judged.add("A" * 32, early=True)
     assert judged.get("a" * 32) is True  # the readers lower-case ids: one trace
+
+
+def test_a_lone_path_is_one_source_not_its_letters(tmp_path: Path) -> None:
+    """``read_runs("file.jsonl")`` reads the file, as ``read_runs(["file.jsonl"])`` does."""
+    path = write_runs(tmp_path / "t.jsonl", [ChatRun(chat_ms=100.0 * i) for i in (1, 2, 3)])
+    from chainlat.traces import load_runs, read_runs
+
+    listed = [run.trace_id for run in read_runs([path], roots=True)]
+    assert len(listed) == 3
+    assert [run.trace_id for run in read_runs(str(path), roots=True)] == listed
+    assert [run.trace_id for run in read_runs(path)] == listed
+    assert sorted(run.trace_id for run in load_runs(str(path))) == sorted(listed)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import chainlat
+from chainlat._runtime.interface import finish_step, start_detached_step
 from chainlat._runtime.processor import STEP_TWIN
 from chainlat.testing import Capture
 
@@ -44,11 +45,16 @@ def test_calls_of_one_instrumentation_are_never_twins(cap: Capture) -> None:
     p = cap.provider
     with chainlat.workflow("w", tracer_provider=p):
         # As the HTTP transports start them: detached, neither current, both open at once.
-        first = chainlat.inference("gpt-4o", tracer_provider=p)._start_detached()
-        second = chainlat.inference("gpt-4o", tracer_provider=p)._start_detached()
+        call = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "chainlat.step.kind": "inference",
+        }
+        first = start_detached_step("chat gpt-4o", call, p)
+        second = start_detached_step("chat gpt-4o", call, p)
         cap.clock.advance(5)
-        second._finish(None)
-        first._finish(None)
+        finish_step(second, None)
+        finish_step(first, None)
     assert [
         (s.attributes or {}).get(STEP_TWIN) for s in cap.spans() if s.name == "chat gpt-4o"
     ] == [

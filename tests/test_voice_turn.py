@@ -4,12 +4,14 @@ audio when text to speech starts on the model's first sentence while the model s
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
 import chainlat
 from chainlat._core import attributes as attr
-from chainlat._core.rollup import compute_rollup
+from chainlat._core.rollup import Rollup, compute_rollup
+from chainlat._core.runs import inconsistency
 from chainlat.testing import Capture
 from support.records import MS, rec
 from support.voice import voice_turn
@@ -116,3 +118,24 @@ def test_a_model_call_timed_at_the_wire_still_covers_the_first_sentence() -> Non
         "overhead": 20.0 + 2.0,  # the client's 2 ms before the request went out
     }
     assert (r.first_output_speech_to_text_ms, r.first_output_text_to_speech_ms) == (120.0, 120.0)
+
+
+def test_a_recorded_speech_split_larger_than_its_inference_is_not_trusted() -> None:
+    """The speech parts are parts of the inference time: a recorded rollup that says more is
+    impossible for its span, and rebuilt from the spans."""
+    root = rec(1, None, "invoke_workflow turn", 0, 100, "workflow")
+    good = Rollup(100.0, 60.0, 0.0, 0.0, 40.0, speech_to_text_ms=20.0, text_to_speech_ms=40.0)
+    assert inconsistency(good, root) == ""
+    assert inconsistency(replace(good, text_to_speech_ms=41.0), root) == (
+        "the speech parts of chainlat.chain.inference_ms are 61 ms, more than it"
+    )
+    waited = replace(
+        good,
+        first_output_ms=50.0,
+        first_output_inference_ms=30.0,
+        first_output_overhead_ms=20.0,
+        first_output_text_to_speech_ms=31.0,
+    )
+    assert inconsistency(waited, root) == (
+        "the speech parts of chainlat.chain.first_output.inference_ms are 31 ms, more than it"
+    )

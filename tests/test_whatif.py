@@ -13,7 +13,7 @@ import pytest
 import chainlat
 from chainlat._core.rollup import SpanRecord, compute_rollup
 from chainlat._core.runs import TracedSpan, WorkflowRun
-from chainlat.analysis.profiles import LatencyProfile
+from chainlat.analysis.profiles import LatencyProfile, fit_profiles
 from chainlat.analysis.whatif import (
     SpecError,
     StepOverride,
@@ -485,3 +485,112 @@ def test_within_the_sizes_it_was_fitted_on_the_new_model_keeps_every_slope() -> 
     ranks = [sorted(big).index(b) for b in big]
     expected = [(line.intercept + line.slope * 100) * math.exp(noise[r]) for r in ranks]
     assert swapped_ms(result) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_swapped_step_named_without_its_model_stays_on_the_critical_path() -> None:
+    """``--swap "plan=small"`` (a step name without the model): on the path before and after."""
+    runs = [
+        run_of(
+            219,
+            (2, 1, "data retrieve", 1, 11, DATA),
+            (3, 1, "plan", 12, 212, call("big")),
+            (4, 1, "execute_tool lookup", 213, 218, TOOL),
+        )
+    ]
+    result = whatif(runs, profiles=PROFILES, swap={"plan": "small"})
+    [estimate] = result.runs
+    assert estimate.after.critical_path == ("data retrieve", "plan", "execute_tool lookup")
+    assert estimate.after.total_ms == 69
+    [workflow] = result.workflows
+    plan = next(s for s in workflow.steps if s.step == "plan")
+    assert (plan.after_name, plan.critical_before, plan.critical_after) == (
+        "plan -> small",
+        1.0,
+        1.0,
+    )
+
+
+def test_a_dropped_step_is_never_on_the_critical_path_after() -> None:
+    result = whatif([sequential()], profiles=PROFILES, drop=["data retrieve"])
+    steps = {s.step: s for s in result.workflows[0].steps}
+    assert (steps["data retrieve"].critical_before, steps["data retrieve"].critical_after) == (
+        1.0,
+        0.0,
+    )
+    assert steps["chat big"].critical_after == 1.0
+
+
+def test_a_model_streamed_without_usage_is_named_with_the_stream_option_to_fix_it() -> None:
+    """Calls of the new model exist but streamed without token counts: say how to get them."""
+    streamed = {
+        "chainlat.step.kind": "inference",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "small",
+        "chainlat.latency.ttft_ms": 20.0,
+    }
+    runs = [
+        sequential(),
+        run_of(60, (2, 1, "chat small", 1, 51, streamed), trace="t2"),
+        run_of(60, (2, 1, "chat small", 1, 51, streamed), trace="t3"),
+    ]
+    with pytest.raises(SpecError) as caught:
+        whatif(runs, swap={"chat big": "small"})
+    message = str(caught.value)
+    assert "no latency profile for model 'small'" in message
+    assert "its 2 calls in the runs streamed without token counts" in message
+    assert 'stream_options={"include_usage": True}' in message
+    assert "record runs that use it" not in message
+    # A model the runs never called still gets the general advice.
+    with pytest.raises(SpecError, match="record runs that use it"):
+        whatif(runs, swap={"chat big": "gpt-9"})
+
+
+def test_whatif_takes_runs_not_a_file_name() -> None:
+    with pytest.raises(TypeError, match="load_runs"):
+        whatif("traces.jsonl", swap={"chat big": "small"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="load_profiles"):
+        whatif([sequential()], swap=["chat big=small"], profiles="p.toml")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="load_budgets"):
+        whatif([sequential()], swap=["chat big=small"], budgets="b.toml")  # type: ignore[arg-type]
+
+
+def small_alone(trace: str, tokens_in: int, tokens_out: int, *, streamed: bool) -> WorkflowRun:
+    """One call of small: 20 + 0.1 ms per input token, then 4 ms per output token after the
+    first when streamed (the client reads every chunk), 2 ms when not."""
+    ttft = 20 + 0.1 * tokens_in
+    ms = ttft + (4 if streamed else 2) * (tokens_out - 1)
+    extra: dict[str, object] = {"chainlat.latency.ttft_ms": ttft} if streamed else {}
+    attributes = {**call("small", tokens_in=tokens_in, tokens_out=tokens_out), **extra}
+    return run_of(ms + 1, (2, 1, "chat small", 0, ms, attributes), trace=trace)
+
+
+def test_a_swap_from_a_profile_file_predicts_calls_not_streamed_at_their_own_rate() -> None:
+    """The new model known only from a profile fitted from its other runs, streamed and not:
+    a call not streamed is predicted at the rate of its calls not streamed (2 ms a token),
+    not at the streamed calls' (4 ms a token, which made every estimate high)."""
+    sizes = [(100, 11), (200, 21), (300, 31), (400, 41), (500, 51)]
+    measured = [
+        small_alone(f"{mode}{i}", x, y, streamed=mode == "s")
+        for mode in ("s", "n")
+        for i, (x, y) in enumerate(sizes)
+    ]
+    small = fit_profiles(measured)["small"]
+    # sequential(): data 10 ms, chat big 200 ms (BIG's prediction, residual 1), tool 5 ms.
+    result = whatif([sequential()], profiles={"big": BIG, "small": small}, swap=["chat big=small"])
+    assert swapped_ms(result, step_id=3) == [50]
+    assert result.runs[0].after.total_ms == 69
+    assert (small.ttft_base_ms, small.ttft_per_input_token_ms, small.decode_ms_per_token) == (
+        20,
+        0.1,
+        4,
+    )
+    assert (small.unstreamed_base_ms, small.unstreamed_decode_ms_per_token) == (20, 2)
+    assert small.residual_sigma == 0
+    assert small.service_ms(100, 11, streamed=False) == 50
+    assert small.service_ms(100, 11, streamed=True) == small.service_ms(100, 11) == 70
+
+
+def test_a_swap_to_a_model_seen_streamed_only_says_its_estimate_is_high() -> None:
+    runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)]
+    result = whatif(runs, swap={"chat big": "small"})
+    assert any(n.startswith("small: known from streamed calls only") for n in result.notes)

@@ -21,11 +21,14 @@ from chainlat._core.errors import (
     InputError,
     LatencyBudgetExceeded,
     LatencyBudgetWarning,
+    ProfileError,
+    SpecError,
     TraceSourceError,
 )
 from chainlat._core.rollup import Rollup
 from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun
 from chainlat._runtime.config import configure, shutdown
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat._runtime.processor import ChainlatSpanProcessor
 from chainlat._runtime.spans import (
     DataStage,
@@ -43,6 +46,7 @@ from chainlat._runtime.spans import (
     inference,
     record_outcome,
     step,
+    step_name,
     tool,
     workflow,
 )
@@ -63,9 +67,12 @@ __all__ = [
     "Inference",
     "InferenceHandle",
     "InputError",
+    "JsonLinesSpanExporter",
     "LatencyBudgetExceeded",
     "LatencyBudgetWarning",
+    "ProfileError",
     "Rollup",
+    "SpecError",
     "StepHandle",
     "StepName",
     "StepTiming",
@@ -86,6 +93,7 @@ __all__ = [
     "record_outcome",
     "shutdown",
     "step",
+    "step_name",
     "tool",
     "uninstrument_httpx",
     "whatif",

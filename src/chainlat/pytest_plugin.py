@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from chainlat._core.rollup import Rollup
     from chainlat._core.runs import WorkflowRun
-    from chainlat._runtime.spans import WorkflowHandle
+    from chainlat._runtime.interface import WorkflowHandle
     from chainlat.budgets import BudgetReport, Budgets, WorkflowBudget
 
 __all__ = ["ChainlatTraces"]
@@ -116,19 +116,19 @@ class _Recorder:
         self.runs: list[WorkflowRun] = []
         self.origin = origin
         self.provider: TracerProvider | None = None
+        self._remove: Callable[[], None] | None = None
 
     def __enter__(self) -> _Recorder:
-        from chainlat._runtime import spans as _spans
+        from chainlat._runtime.interface import on_workflow_end
 
         self.provider = _ensure_sdk_provider()
-        _spans._workflow_end_hooks.append(self._record)
+        self._remove = on_workflow_end(self._record)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        from chainlat._runtime import spans as _spans
-
-        while self._record in _spans._workflow_end_hooks:
-            _spans._workflow_end_hooks.remove(self._record)
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
 
     def _record(self, handle: WorkflowHandle) -> None:
         from chainlat._core.errors import internal_errors
@@ -143,7 +143,7 @@ class _Recorder:
 def _judge(
     runs: list[WorkflowRun], limits: dict[str, WorkflowBudget], defaults: Budgets | None = None
 ) -> BudgetReport:
-    from chainlat.budgets import Budgets, evaluate, unknown_keys
+    from chainlat.budgets import Budgets, evaluate
 
     budgets = Budgets(
         min_runs=defaults.min_runs if defaults is not None else 1,
@@ -152,23 +152,20 @@ def _judge(
     )
     if defaults is not None:
         budgets._source = defaults.source
-    report = evaluate(runs, budgets)
-    missing = unknown_keys(report, budgets)
-    if missing:
-        pytest.fail("\n".join(missing), pytrace=False)
-    return report
+    return evaluate(runs, budgets)
 
 
 def _failure(report: BudgetReport, what: str) -> str | None:
-    """The failure message of a report with broken limits: the limits, then a waterfall."""
+    """The failure message of a report whose exit code is not 0: the limits broken, those
+    not judged and why, a waterfall, and the summary line."""
     from chainlat._core.runs import BudgetViolation, amount
     from chainlat.report import waterfall
-    from chainlat.report._common import visible
+    from chainlat.report._common import unjudged_lines, visible
 
     broken = report.broken
-    if not broken:
-        return None
-    lines = [f"latency budget broken ({what}):"]
+    if not broken and not report.unjudged:
+        return None  # a limit of an optional step no run had: nothing failed
+    lines = [f"latency budget {'broken' if broken else 'not judged'} ({what}):"]
     for v in broken:
         assert v.actual_ms is not None
         if v.kind == "run":
@@ -183,6 +180,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             f"  {name} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)} "
             f"{how}"
         )
+    lines.extend(f"  {visible(line)}" for line in unjudged_lines(report.unjudged))
     shown: set[int] = set()
     for v in broken:
         run = v.worst_run
@@ -200,6 +198,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             and (b.worst_run is run or (b.worst_run is None and b.percentile is not None))
         ]
         lines.extend(["", waterfall(run, marked)])
+    lines.extend(["", report.summary])
     return "\n".join(lines)
 
 
@@ -215,6 +214,28 @@ def _inline_budget(limits: dict[str, Any], source: str) -> WorkflowBudget:
         return parse_workflow_budget(limits, source=source)
     except BudgetFileError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def _not_selected(report: BudgetReport) -> BudgetReport:
+    """A budgeted workflow no test of the session ran is allowed (the selection of tests may
+    leave it out), unless a workflow that ran has a name close to it: that is a typo."""
+    import difflib
+    from dataclasses import replace
+
+    seen = list(report.stats.workflows)
+    report.verdicts = [
+        replace(v, allowed=True)
+        if v.reason == "unknown_workflow"
+        and not difflib.get_close_matches(v.workflow, seen, cutoff=0.6)
+        else v
+        for v in report.verdicts
+    ]
+    return report
+
+
+def _ran(report: BudgetReport) -> bool:
+    """A budgeted workflow ran in the session, or one is misspelled."""
+    return any(not (v.reason == "unknown_workflow" and v.allowed) for v in report.verdicts)
 
 
 class ChainlatTraces:
@@ -361,7 +382,6 @@ class _SessionBudgets:
         self.budgets = budgets
         self.recorder = _Recorder()
         self.report: BudgetReport | None = None
-        self.missing: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.recorder.__enter__()
@@ -375,38 +395,34 @@ class _SessionBudgets:
             self.recorder.origin = ""
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from chainlat.budgets import evaluate, unknown_keys
+        from chainlat.budgets import evaluate
 
         self.recorder.__exit__()
-        self.report = evaluate(self.recorder.runs, self.budgets)
         # A step no run of its workflow had is a misspelled key; a workflow that did not
         # run at all may be one this session's selection of tests left out.
-        self.missing = unknown_keys(self.report, self.budgets, workflows_not_run=False)
-        failed = self.report.broken or self.missing
-        if failed and session.exitstatus == pytest.ExitCode.OK:
+        self.report = _not_selected(evaluate(self.recorder.runs, self.budgets))
+        if self._failed(self.report) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _failed(self, report: BudgetReport) -> bool:
+        """The session fails as ``chainlat check`` would, but for budgeted workflows that no
+        test of this session ran (a selection of the tests may leave them out)."""
+        return _ran(report) and report.exit_code != 0
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         report = self.report
         if report is None:
             return
         terminalreporter.section("chainlat latency budgets")
-        if not report.stats.runs:
-            terminalreporter.line(
-                f"no workflow ran in the session (budgets from {self.budgets.source})"
-            )
+        if not _ran(report):
+            ran = "no workflow" if not report.stats.runs else "no budgeted workflow"
+            terminalreporter.line(f"{ran} ran in the session (budgets from {self.budgets.source})")
             return
         width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 80)
         for line in session_lines(report, width=width):
             terminalreporter.line(line)
-        for problem in self.missing:
-            terminalreporter.line(f"chainlat: {problem}", red=True)
-        if report.broken:
-            terminalreporter.line(
-                f"chainlat: {_count(len(report.broken), 'latency budget')} broken: "
-                "failing the session",
-                red=True,
-            )
+        if self._failed(report):
+            terminalreporter.line(f"chainlat: {report.summary}: failing the session", red=True)
 
 
 # --- the session summary, laid out for a log ------------------------------------------------------
@@ -448,9 +464,9 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
     """The session's verdicts as plain lines that fit ``width`` columns (at least 60): one
     block per budgeted workflow, its statistics then its limits, then the worst run of each
     broken per-run limit and the conclusion."""
-    from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
     from chainlat.report._common import (
+        actual_text,
         limit_label,
         limit_text,
         ms,
@@ -460,7 +476,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
         verdict_runs,
         visible,
     )
-    from chainlat.report.text import conclusion
+    from chainlat.report.text import conclusion_lines
 
     width = max(width, 60)
     stats = report.stats
@@ -491,8 +507,8 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
         verdicts = [
             [
                 visible(limit_label(v)),
-                limit_text(v.limit_ms),
-                ms(v.actual_ms) + (" ms" if v.actual_ms is not None else ""),
+                limit_text(v.limit_ms, v.unit),
+                actual_text(v.actual_ms, v.unit),
                 verdict_runs(v),
                 verdict_label(v),
             ]
@@ -508,10 +524,8 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
         )
         lines.extend([f"not budgeted: {listed}", ""])
     for verdict in report.broken:
-        if verdict.worst_run is not None and verdict.actual_ms is not None:
-            violation = BudgetViolation(
-                verdict.workflow, verdict.target, verdict.limit_ms, verdict.actual_ms
-            )
+        violation = verdict.violation()
+        if verdict.worst_run is not None and violation is not None:
             lines.append(f"worst run for {visible(verdict.key_path)}:")
             # The bars take the room the step names leave (a note past a bar may still run
             # over: it is one line, never cut).
@@ -519,7 +533,6 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
             bars = max(10, width - drawn.splitlines()[1].index("|") - 2)
             lines.extend(waterfall(verdict.worst_run, [violation], width=bars).splitlines())
             lines.append("")
-    lines.extend(
-        textwrap.wrap(conclusion(report), width, subsequent_indent="  ", break_on_hyphens=False)
-    )
+    for line in conclusion_lines(report):
+        lines.extend(textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False))
     return lines

@@ -14,6 +14,8 @@ from chainlat._core.conventions import (
     CONVENTIONS,
     KEYS,
     classify,
+    end_reason_of,
+    has_output,
     input_tokens_of,
     is_http_level,
     is_run_root,
@@ -21,6 +23,7 @@ from chainlat._core.conventions import (
     output_tokens_of,
     provider_of,
     ttft_ms_of,
+    user_bot_latency_ms_of,
     workflow_name_of,
 )
 
@@ -307,6 +310,25 @@ LITELLM_V2_RESPONSES_ADMIN: Attributes = {"gen_ai.operation.name": "litellm.resp
 # --- databases: opentelemetry-semantic-conventions 0.66b2 db_attributes --------------------
 DB_NEW: Attributes = {"db.system.name": "postgresql", "db.operation.name": "SELECT"}
 DB_OLD: Attributes = {"db.system": "redis", "db.operation": "GET"}
+
+# --- voice turns: semantic-conventions-genai gen-ai-voice-agents.md; pipecat-ai 1.14.0
+# turn_trace_observer.py and service_decorators.py -----------------------------------------
+GENAI_VOICE_TURN: Attributes = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.agent.name": "voice-agent",
+    "gen_ai.agent.invocation.end_reason": "interrupted",
+}
+PIPECAT_TURN: Attributes = {
+    "turn.number": 2,
+    "turn.was_interrupted": True,
+    "turn.ended_by_conversation_end": False,
+    "turn.user_bot_latency_seconds": 0.82,
+}
+PIPECAT_TTS: Attributes = {
+    "gen_ai.operation.name": "tts",
+    "gen_ai.request.model": "sim-tts",
+    "metrics.ttfb": 0.25,
+}
 
 HTTP_CLIENT: Attributes = {
     "http.request.method": "POST",
@@ -784,6 +806,9 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     output_tokens_of(recording)
     ttft_ms_of(recording)
     is_http_level(recording)
+    has_output(recording)
+    end_reason_of(recording)
+    user_bot_latency_ms_of(recording)
     return recording.asked
 
 

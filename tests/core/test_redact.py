@@ -406,6 +406,23 @@ def test_scrub_leaves_ordinary_text_unchanged(text: str) -> None:
     assert scrub(text) == text
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/home/ana/session: no budget file found", "/home/ana/session: no budget file found"),
+        ("password: required", "password: required"),
+        ("Session: expired, log in again", "Session: expired, log in again"),
+        # An assignment is a value, whatever it reads like; so is a word with a digit.
+        ("session=no", f"session={REDACTED}"),
+        ("password: hunter2", f"password: {REDACTED}"),
+    ],
+)
+def test_scrub_redacts_values_after_a_secret_name_not_ordinary_words(
+    text: str, expected: str
+) -> None:
+    assert scrub(text) == expected
+
+
 def test_scrub_accepts_lone_surrogates() -> None:
     text = f"\ud800 api_key={PLAIN_SECRET} \udfff {OPENAI_KEY}\udc80"
     assert scrub(text) == f"\ud800 api_key={REDACTED} \udfff {REDACTED}\udc80"

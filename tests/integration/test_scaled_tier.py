@@ -34,7 +34,7 @@ import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat._runtime.processor import STEP_TWIN
 from chainlat.budgets import load_budgets
-from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+from chainlat.prometheus import bucket_boundaries, buckets_setting, prometheus_rules
 
 from .apps import attributes, jaeger_spans, trace_id_of
 from .stack import (

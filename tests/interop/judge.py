@@ -33,7 +33,7 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     wraps: list[float] = []
     wires: list[SpanRecord] = []
     for call in calls:
-        if call.source != WIRE:
+        if call.source != WIRE or _inside_wire(call, records):
             continue
         wires.append(call)
         outer = _inference_ancestor(call, records)
@@ -57,13 +57,15 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
 
 def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     """The run's model calls as the spans that must time them (the wire's, chainlat's HTTP
-    spans of source ``http``, where the run has them for a call, else the framework's:
-    docs/attributes.md, rule 3), grouped in steps: calls that overlap in time (the
-    parallel ones) make one. Each step is one ``inference`` on the critical path: the
-    agent makes 4, or 5 when, under load, the second of its parallel calls started only
-    after the first had ended (a thread started late)."""
+    spans of source ``http``, or a provider SDK's own span of the request around them,
+    where the run has them for a call, else the framework's: docs/attributes.md, rule 3),
+    grouped in steps: calls that overlap in time (the parallel ones) make one. Each step
+    is one ``inference`` on the critical path: the agent makes 4, or 5 when, under load,
+    the second of its parallel calls started only after the first had ended (a thread
+    started late)."""
     calls = [r for r in run.records if r.kind == "inference"]
-    wires = [r for r in calls if r.source == WIRE]
+    records = {r.span_id: r for r in run.records}
+    wires = [r for r in calls if r.source == WIRE and not _inside_wire(r, records)]
     expected = wires + [
         c
         for c in calls
@@ -80,6 +82,22 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     return steps
 
 
+def answer_ttft_ms(run: WorkflowRun) -> float | None:
+    """The time to first token chainlat reads for the run's last step of calls (the
+    streamed answer), from any span of it (a framework's, the wire's); None when no
+    span of it gives one."""
+    steps = call_steps(run)
+    if not steps:
+        return None
+    start = min(c.start_ns for c in steps[-1])
+    end = max(c.end_ns for c in steps[-1])
+    around = sorted(
+        (r for r in run.records if r.kind == "inference" and r.start_ns < end and r.end_ns > start),
+        key=lambda r: r.start_ns,
+    )
+    return next((r.ttft_ms for r in around if r.ttft_ms is not None), None)
+
+
 def inside_ms(
     run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
 ) -> dict[str, float]:
@@ -91,7 +109,9 @@ def inside_ms(
       that call's span's duration minus the duration of the sim's SERVER span for that
       call (``server``: the model's time, measured by the sim; the one overlapping it
       most): what the client did while the call was open (a framework's own work inside
-      its span; a stream read at the pace of a framework's per-chunk callbacks).
+      its span; a stream read at the pace of a framework's per-chunk callbacks); all of
+      it for a span read as a call that no server span overlaps; nothing for a span
+      shorter than the server's (the model's time it lost is chainlat's reading, judged).
     - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
       recorded by the agent), the innermost span holding it, when chainlat reads that
       span as a step of that kind, minus the function's duration: a framework's work
@@ -106,12 +126,19 @@ def inside_ms(
         call = max(step, key=lambda c: c.end_ns)
         near = [s for s in server if s["end_ns"] > call.start_ns and s["start_ns"] < call.end_ns]
         if not near:
-            raise ValueError(f"no server span of the sim overlaps the call {call.name!r}")
+            # A span read as a call that sent no request (LlamaIndex's request building,
+            # an LLM span): none of its time is a model's. Its count and its place on the
+            # path are judged apart, exactly.
+            inference += (call.end_ns - call.start_ns) / 1e6
+            continue
         match = max(
             near,
             key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns),
         )
-        inference += ((call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])) / 1e6
+        beyond = (call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])
+        # Never below zero: a span shorter than the server's work (a stream span ended at
+        # its first token) has lost the model's time, which is judged, not taken out.
+        inference += max(0, beyond) / 1e6
     out = {"inference": inference, "data": 0.0, "tool": 0.0}
     for own in intervals:
         if not (first <= own["start_ns"] and own["end_ns"] <= last):
@@ -133,6 +160,15 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
     while parent is not None and parent.kind != "inference":
         parent = records.get(parent.parent_id) if parent.parent_id is not None else None
     return parent
+
+
+def _inside_wire(rec: SpanRecord, records: dict[int, SpanRecord]) -> bool:
+    """Whether a call lies in another wire-level call: chainlat's HTTP span of a request
+    that the provider SDK traces itself (the anthropic SDK's ``anthropic.messages.create``
+    carries ``http.request.method`` and is current while it sends). The outer span is
+    the call, once; its tokens are the server's too."""
+    outer = _inference_ancestor(rec, records)
+    return outer is not None and outer.source == WIRE
 
 
 def path_kinds(run: WorkflowRun) -> list[str]:
@@ -186,6 +222,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "critical_path": list(r.critical_path),
                 "path_kinds": path_kinds(run),
                 "call_steps": len(call_steps(run)),
+                "answer_ttft_ms": answer_ttft_ms(run),
                 "inside_ms": inside[id(run)],
                 "wire_tokens": wire,
             }

@@ -56,6 +56,9 @@ STACKS = (
     "pydantic-ai",
     "litellm",
     "openai-agents",
+    "strands-agents",
+    "openllmetry-anthropic",
+    "openinference-llama-index",
 )
 
 CASES = (
@@ -76,9 +79,19 @@ NOISE_FACTOR = 3.0
 """The median of 5 runs has a standard error of about 0.83 median absolute deviations
 (normal noise); the difference of two such medians is allowed 3 deviations of each,
 combined: about 3.6 standard errors, so a case is wrong by chance about once in 3000
-comparisons (the matrix makes 112), and never by one run delayed by a burst of load."""
+comparisons (the matrix makes 160), and never by one run delayed by a burst of load."""
 TOLERANCE_MS: dict[str, dict[str, float]] = {}
 """Per stack and kind, where 2 ms cannot hold; each entry says why (see README.md)."""
+
+FIRST_TOKEN_IN_SPANS = frozenset(
+    {"strands-agents", "openllmetry-anthropic", "openinference-llama-index"}
+)
+"""Stacks whose own spans say when the streamed answer's first token came (strands'
+``gen_ai.server.time_to_first_token``, the anthropic SDK's
+``gen_ai.response.time_to_first_chunk``, OpenInference LlamaIndex's "First Token Stream
+Event"): each of their runs must give the answer a time to first token, as the
+reference's wire does, with the wire or without it. Other stacks' spans record none
+(docs/integrations.md), or were not checked for one."""
 
 SEED = 7
 RUNS = 5
@@ -505,9 +518,14 @@ def tolerance_ms(
 
 
 def structural(
-    reference: dict[str, Any], runs: list[dict[str, Any]], wire_tokens: dict[str, int] | None
+    reference: dict[str, Any],
+    runs: list[dict[str, Any]],
+    wire_tokens: dict[str, int] | None,
+    first_token: bool = False,
 ) -> list[str]:
-    """Counts, tokens and critical-path kinds, run by run: what load never moves.
+    """Counts, tokens, critical-path kinds and, with ``first_token`` (the stack is in
+    `FIRST_TOKEN_IN_SPANS`), the answer's time to first token being read, run by run:
+    what load never moves.
 
     The path's kinds are the reference's, in order, consecutive model calls taken as one
     step (`_steps`), and its model calls are as many as the run's steps of calls
@@ -525,6 +543,8 @@ def structural(
             if got not in (tokens, wire):
                 on_wire = "" if wire is None else f", on the wire {wire}"
                 differs.append(f"{key} tokens {got}, reference {tokens}{on_wire}")
+        if first_token and run.get("answer_ttft_ms", 0.0) is None:
+            differs.append("no time to first token for the streamed answer, which the spans record")
         kinds = run.get("path_kinds")
         if kinds is not None and _steps(kinds) != _steps(reference.get("path_kinds", kinds)):
             differs.append(
@@ -584,7 +604,8 @@ def compare(
     or what the sim counted on the wire for this stack (``wire_tokens``, read by
     chainlat's HTTP spans in the stack's ``wrapped+httpx`` case): a framework that sends
     another prompt or tool schema than the reference is answered with other counts."""
-    return structural(refs[0], runs, wire_tokens) + timing(stack, refs, runs)[0]
+    fixed = structural(refs[0], runs, wire_tokens, stack in FIRST_TOKEN_IN_SPANS)
+    return fixed + timing(stack, refs, runs)[0]
 
 
 def judge_case(
@@ -639,7 +660,7 @@ def judge_case(
         result.run = median_run(runs)
         overhead = result.run["split_ms"]["overhead"] - reference["split_ms"]["overhead"]
         result.overhead_ms = round(overhead, 1)
-        fixed = structural(reference, runs, wire_tokens)
+        fixed = structural(reference, runs, wire_tokens, stack in FIRST_TOKEN_IN_SPANS)
         timed, result.timing = timing(stack, refs, runs)
         timing_only = timing_only and not fixed
         result.differs.extend(fixed + timed)

@@ -1,8 +1,8 @@
 """Every attribute key, span-name rule and metric name chainlat writes or reads.
 
-``gen_ai.*`` keys follow the OpenTelemetry GenAI semantic conventions
-(semantic-conventions-genai, development status, as published in November 2026
-on top of the general conventions v1.42.0). ``chainlat.*`` keys are our own.
+``gen_ai.*`` keys follow the OpenTelemetry GenAI semantic conventions of
+:data:`GEN_AI_CONVENTIONS` (the one place the version is pinned; older forms are still
+read, see :mod:`chainlat._core.conventions`). ``chainlat.*`` keys are our own.
 Times in ``*_ms`` attributes are milliseconds (floats); the semconv keys keep
 their own units (seconds).
 """
@@ -15,6 +15,16 @@ StepKind = Literal["inference", "data", "tool"]
 """The three kinds of step a chain spends its time in; the rest is overhead."""
 
 STEP_KINDS: Final[tuple[StepKind, ...]] = ("inference", "data", "tool")
+
+SpanKind = Literal["inference", "data", "tool", "workflow"]
+"""What a span counts as in a workflow: a step kind, or ``workflow`` for a span that makes a
+run (a nested workflow is also a step of the run around it)."""
+
+GEN_AI_CONVENTIONS: Final = "open-telemetry/semantic-conventions-genai v0.1.0"
+"""The GenAI conventions chainlat writes: their first standalone release (development status,
+on top of the general conventions v1.42.0). Retrieval data stages are ``retrieval`` spans,
+workflow spans carry ``gen_ai.agent.name`` beside ``gen_ai.workflow.name``, and every
+workflow records ``gen_ai.workflow.duration``."""
 
 TRACER_NAME: Final = "chainlat"
 """One fixed instrumentation scope for every span chainlat starts."""
@@ -31,6 +41,9 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chun
 """Seconds from the request to the first streamed chunk."""
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+"""On workflow spans beside ``gen_ai.workflow.name``: the conventions' ``invoke_agent``
+internal span names its agent here."""
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
@@ -44,6 +57,11 @@ OP_SPEECH_TO_TEXT: Final = "speech_to_text"
 OP_TEXT_TO_SPEECH: Final = "text_to_speech"
 SPEECH_OPERATIONS: Final = (OP_SPEECH_TO_TEXT, OP_TEXT_TO_SPEECH)
 """The voice operations: the rollup splits inference time by them (docs/voice.md)."""
+DATA_KIND: Final = "chainlat.data.kind"
+"""A data stage's own operation (``feature-fetch``, ``etl``), when it is not a retrieval."""
+DATA_SOURCE: Final = "chainlat.data.source"
+"""The source of a data stage that is not a retrieval (``gen_ai.data_source.id`` belongs to
+``retrieval`` spans: on another span, Jaeger's GenAI view calls it an unknown GenAI span)."""
 INFERENCE_OPERATIONS: Final = frozenset(
     {"chat", "text_completion", "generate_content", "embeddings", *SPEECH_OPERATIONS}
 )
@@ -219,6 +237,73 @@ SPEECH_INPUT_CHARACTERS: Final = "chainlat.speech.input_characters"
 TRANSCRIPT_CHARACTERS: Final = "chainlat.speech.transcript_characters"
 """Characters of the transcript a ``speech_to_text`` call returned."""
 
+# --- read from other instrumentations (chainlat._core.conventions) -------------------
+# GenAI semantic conventions, older forms and extensions
+GEN_AI_SYSTEM: Final = "gen_ai.system"
+"""Deprecated for ``gen_ai.provider.name``; LiteLLM, LangSmith and OpenLLMetry write it."""
+GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+"""Deprecated for ``gen_ai.usage.input_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+"""Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
+GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+"""Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
+GEN_AI_SERVER_TIME_TO_FIRST_TOKEN: Final = "gen_ai.server.time_to_first_token"
+"""Milliseconds on a model call span, as strands-agents writes it (the conventions' metric of
+that name is in seconds; no span attribute of the conventions carries it)."""
+GEN_AI_COMPLETION_ROLE: Final = "gen_ai.completion.0.role"
+"""OpenLLMetry's first output message (its role: short, unlike its content)."""
+GEN_AI_COMPLETION_FINISH_REASON: Final = "gen_ai.completion.0.finish_reason"
+LLM_OUTPUT_MESSAGE_ROLE: Final = "llm.output_messages.0.message.role"
+"""OpenInference's first output message of an LLM span (``output.value`` is any span's
+return value: a request builder returns one too)."""
+OPENINFERENCE_FIRST_TOKEN_EVENT: Final = "First Token Stream Event"
+"""OpenInference's span event at the first streamed chunk (openinference-instrumentation-openai
+``_stream.py``, the LlamaIndex handler likewise)."""
+OPENLLMETRY_CHUNK_EVENT: Final = "llm.content.completion.chunk"
+"""OpenLLMetry's span event per streamed chunk: the first one is the first token."""
+
+# --- OpenInference (Arize) ----------------------------------------------------------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_REQUEST_MODEL_NAME: Final = "llm.request.model_name"
+LLM_RESPONSE_MODEL_NAME: Final = "llm.response.model_name"
+LLM_PROVIDER: Final = "llm.provider"
+LLM_SYSTEM: Final = "llm.system"
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
+RERANKER_MODEL_NAME: Final = "reranker.model_name"
+DECISION_MODEL_NAME: Final = "decision.model_name"
+DECISION_REQUEST_MODEL_NAME: Final = "decision.request.model_name"
+DECISION_RESPONSE_MODEL_NAME: Final = "decision.response.model_name"
+DECISION_PROVIDER: Final = "decision.provider"
+DECISION_SYSTEM: Final = "decision.system"
+DECISION_TOKEN_COUNT_INPUT: Final = "decision.token_count.input"
+DECISION_TOKEN_COUNT_OUTPUT: Final = "decision.token_count.output"
+AGENT_NAME: Final = "agent.name"
+
+# --- OpenLLMetry (Traceloop) --------------------------------------------------------
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+"""The span's own entity: the decorated function, or the LangChain run."""
+LLM_REQUEST_TYPE: Final = "llm.request.type"
+"""OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
+
+# --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
+LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"
+PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
+"""pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
+LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
+
+# --- Pipecat (voice agents) ----------------------------------------------------------
+PIPECAT_TURN_NUMBER: Final = "turn.number"
+"""On Pipecat's ``turn`` span: one voice turn, a run."""
+PIPECAT_TTFB: Final = "metrics.ttfb"
+"""Seconds, on Pipecat's ``stt``, ``llm`` and ``tts`` spans: its time to first byte."""
+PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
+PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
+PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"
+
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
@@ -235,6 +320,23 @@ TOKEN_BUCKETS: Final = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 WORKFLOW_BUCKETS_S: Final = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+
+
+def data_stage_attributes(kind: str | None, source: str | None) -> dict[str, str]:
+    """A data stage's attributes: a retrieval (``kind="retrieval"``, or a stage with a source
+    and no kind) is a GenAI ``retrieval`` operation; another kind keeps its own name in
+    ``chainlat.data.kind``, with no ``gen_ai.*`` key."""
+    found = {STEP_KIND: "data"}
+    if kind == OP_RETRIEVAL or (kind is None and source is not None):
+        found[GEN_AI_OPERATION_NAME] = OP_RETRIEVAL
+        if source is not None:
+            found[GEN_AI_DATA_SOURCE_ID] = source
+        return found
+    if kind is not None:
+        found[DATA_KIND] = kind
+    if source is not None:
+        found[DATA_SOURCE] = source
+    return found
 
 
 def workflow_span_name(name: str) -> str:

@@ -49,403 +49,66 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Final, Literal
+from typing import Final
 
-StepKind = Literal["inference", "data", "tool", "workflow"]
-"""What a span is to the rollup; a workflow span makes a run."""
-
-# --- chainlat's own ---------------------------------------------------------------
-STEP_KIND: Final = "chainlat.step.kind"
-LATENCY_TTFT_MS: Final = "chainlat.latency.ttft_ms"
-HTTP_REQUEST_METHOD: Final = "http.request.method"
-"""On a model call, the mark of one traced at the HTTP level (chainlat.httpx): it times the
-call as the server answered it, where a framework's span around it adds its own work."""
-
-# --- OpenTelemetry GenAI semantic conventions --------------------------------------
-GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
-GEN_AI_SYSTEM: Final = "gen_ai.system"
-"""Deprecated for ``gen_ai.provider.name``; LiteLLM, LangSmith and OpenLLMetry write it."""
-GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
-GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
-GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
-"""Deprecated for ``gen_ai.usage.input_tokens``; OpenLLMetry before 0.5 wrote it."""
-GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
-"""Deprecated for ``gen_ai.usage.output_tokens``; OpenLLMetry before 0.5 wrote it."""
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
-"""Seconds, on streamed inference spans (util-genai, hence openai-v2)."""
-GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
-"""Seconds: the conventions' metric name, which pydantic-ai also writes on its ``chat`` spans."""
-GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
-GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
-
-# --- OpenInference (Arize) ----------------------------------------------------------
-OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
-LLM_MODEL_NAME: Final = "llm.model_name"
-LLM_REQUEST_MODEL_NAME: Final = "llm.request.model_name"
-LLM_RESPONSE_MODEL_NAME: Final = "llm.response.model_name"
-LLM_PROVIDER: Final = "llm.provider"
-LLM_SYSTEM: Final = "llm.system"
-LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
-LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
-EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
-RERANKER_MODEL_NAME: Final = "reranker.model_name"
-DECISION_MODEL_NAME: Final = "decision.model_name"
-DECISION_REQUEST_MODEL_NAME: Final = "decision.request.model_name"
-DECISION_RESPONSE_MODEL_NAME: Final = "decision.response.model_name"
-DECISION_PROVIDER: Final = "decision.provider"
-DECISION_SYSTEM: Final = "decision.system"
-DECISION_TOKEN_COUNT_INPUT: Final = "decision.token_count.input"
-DECISION_TOKEN_COUNT_OUTPUT: Final = "decision.token_count.output"
-AGENT_NAME: Final = "agent.name"
-
-# --- OpenLLMetry (Traceloop) --------------------------------------------------------
-TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
-TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
-"""The span's own entity: the decorated function, or the LangChain run."""
-LLM_REQUEST_TYPE: Final = "llm.request.type"
-"""OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
-
-# --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
-LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"
-PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
-"""pydantic-ai's agent run span, instrumentation version 2 (``agent run``)."""
-LOGFIRE_SPAN_TYPE: Final = "logfire.span_type"
-
-# --- Pipecat (voice agents) ----------------------------------------------------------
-PIPECAT_TURN_NUMBER: Final = "turn.number"
-"""On Pipecat's ``turn`` span: one voice turn, a run."""
-PIPECAT_TTFB: Final = "metrics.ttfb"
-"""Seconds, on Pipecat's ``stt``, ``llm`` and ``tts`` spans: its time to first byte."""
-PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
-PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
-PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"
-
-# --- databases ----------------------------------------------------------------------
-DB_SYSTEM: Final = "db.system"
-DB_SYSTEM_NAME: Final = "db.system.name"
-
-ANY_VALUE: Final = "*"
-"""In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""
-
-
-@dataclass(frozen=True, slots=True)
-class Convention:
-    """One instrumentation's vocabulary, as read in the source of the packages named.
-
-    Attributes:
-        name: Short name of the convention.
-        checked: ``distribution==version`` of each package read, or a repository path.
-        kinds: Attribute key -> value -> step kind; None marks a value known to be
-            transparent, so it is not mistaken for one nobody has checked.
-        reads: The other keys read from its spans: model, provider, tokens, TTFT, names.
-    """
-
-    name: str
-    checked: tuple[str, ...]
-    kinds: Mapping[str, Mapping[str, StepKind | None]]
-    reads: tuple[str, ...] = ()
-
-
-def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
-    return dict.fromkeys(values, kind)
-
-
-def _frozen(
-    kinds: Mapping[str, Mapping[str, StepKind | None]],
-) -> Mapping[str, Mapping[str, StepKind | None]]:
-    return MappingProxyType({key: MappingProxyType(dict(v)) for key, v in kinds.items()})
-
-
-_GEN_AI_MODEL_CALL: Final = (
+from chainlat._core.attributes import (
+    AGENT_NAME,
+    DB_SYSTEM,
+    DB_SYSTEM_NAME,
+    DECISION_MODEL_NAME,
+    DECISION_PROVIDER,
+    DECISION_REQUEST_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    DECISION_SYSTEM,
+    DECISION_TOKEN_COUNT_INPUT,
+    DECISION_TOKEN_COUNT_OUTPUT,
+    EMBEDDING_MODEL_NAME,
+    END_REASONS,
+    GEN_AI_AGENT_INVOCATION_END_REASON,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
     GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
+    GEN_AI_SYSTEM,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    GEN_AI_WORKFLOW_NAME,
+    HTTP_REQUEST_METHOD,
+    LANGSMITH_SPAN_KIND,
+    LATENCY_TTFT_MS,
+    LLM_MODEL_NAME,
+    LLM_PROVIDER,
+    LLM_REQUEST_MODEL_NAME,
+    LLM_REQUEST_TYPE,
+    LLM_RESPONSE_MODEL_NAME,
+    LLM_SYSTEM,
+    LLM_TOKEN_COUNT_COMPLETION,
+    LLM_TOKEN_COUNT_PROMPT,
+    LOGFIRE_SPAN_TYPE,
+    OPENINFERENCE_SPAN_KIND,
+    PIPECAT_ENDED_BY_CONVERSATION_END,
+    PIPECAT_TTFB,
+    PIPECAT_TURN_NUMBER,
+    PIPECAT_USER_BOT_LATENCY,
+    PIPECAT_WAS_INTERRUPTED,
+    PYDANTIC_AI_AGENT_NAME,
+    RERANKER_MODEL_NAME,
+    STEP_KIND,
+    TRACELOOP_ENTITY_NAME,
+    TRACELOOP_SPAN_KIND,
 )
-
-CONVENTIONS: Final[tuple[Convention, ...]] = (
-    Convention(
-        name="chainlat",
-        checked=("chainlat (this package)",),
-        kinds=_frozen(
-            {
-                STEP_KIND: {
-                    "inference": "inference",
-                    "data": "data",
-                    "tool": "tool",
-                    "workflow": "workflow",
-                },
-            }
-        ),
-        reads=(LATENCY_TTFT_MS, HTTP_REQUEST_METHOD),
-    ),
-    Convention(
-        name="gen_ai",
-        checked=(
-            "opentelemetry-semantic-conventions==0.66b2",
-            "open-telemetry/semantic-conventions-genai model/gen-ai/registry.yaml, spans.yaml",
-            "opentelemetry-util-genai==1.3b0",
-            "opentelemetry-instrumentation-openai-v2==2.4b0",
-        ),
-        kinds=_frozen(
-            {
-                GEN_AI_OPERATION_NAME: {
-                    "chat": "inference",
-                    "text_completion": "inference",
-                    "generate_content": "inference",
-                    "embeddings": "inference",
-                    "fetch_response": "inference",
-                    "speech_to_text": "inference",
-                    "text_to_speech": "inference",
-                    "retrieval": "data",
-                    "create_memory_store": "data",
-                    "search_memory": "data",
-                    "create_memory": "data",
-                    "update_memory": "data",
-                    "upsert_memory": "data",
-                    "delete_memory": "data",
-                    "delete_memory_store": "data",
-                    "execute_tool": "tool",
-                    "invoke_agent": "workflow",
-                    "invoke_workflow": "workflow",
-                    "create_agent": None,
-                    "plan": None,
-                },
-            }
-        ),
-        reads=(
-            *_GEN_AI_MODEL_CALL,
-            GEN_AI_SYSTEM,
-            GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-            GEN_AI_WORKFLOW_NAME,
-            GEN_AI_AGENT_NAME,
-            "gen_ai.agent.invocation.end_reason",
-        ),
-    ),
-    Convention(
-        name="openinference",
-        checked=(
-            "openinference-semantic-conventions==0.1.42",
-            "openinference-instrumentation-langchain==0.1.80",
-        ),
-        kinds=_frozen(
-            {
-                OPENINFERENCE_SPAN_KIND: {
-                    "LLM": "inference",
-                    "EMBEDDING": "inference",
-                    "DECISION": "inference",
-                    "RETRIEVER": "data",
-                    "RERANKER": "data",
-                    "TOOL": "tool",
-                    "AGENT": "workflow",
-                    "CHAIN": None,
-                    "PROMPT": None,
-                    "GUARDRAIL": None,
-                    "EVALUATOR": None,
-                    "UNKNOWN": None,
-                },
-            }
-        ),
-        reads=(
-            LLM_RESPONSE_MODEL_NAME,
-            LLM_REQUEST_MODEL_NAME,
-            LLM_MODEL_NAME,
-            EMBEDDING_MODEL_NAME,
-            RERANKER_MODEL_NAME,
-            DECISION_RESPONSE_MODEL_NAME,
-            DECISION_REQUEST_MODEL_NAME,
-            DECISION_MODEL_NAME,
-            LLM_PROVIDER,
-            LLM_SYSTEM,
-            DECISION_PROVIDER,
-            DECISION_SYSTEM,
-            LLM_TOKEN_COUNT_PROMPT,
-            LLM_TOKEN_COUNT_COMPLETION,
-            DECISION_TOKEN_COUNT_INPUT,
-            DECISION_TOKEN_COUNT_OUTPUT,
-            AGENT_NAME,
-        ),
-    ),
-    Convention(
-        name="openllmetry",
-        checked=(
-            "opentelemetry-semantic-conventions-ai==0.5.1",
-            "traceloop-sdk==0.62.4",
-            "opentelemetry-instrumentation-langchain==0.62.4",
-            "opentelemetry-instrumentation-openai==0.62.4",
-            "opentelemetry-instrumentation-chromadb==0.62.4",
-            "opentelemetry-instrumentation-pinecone==0.62.4",
-            "opentelemetry-instrumentation-qdrant==0.62.4",
-            "opentelemetry-instrumentation-lancedb==0.62.4",
-        ),
-        kinds=_frozen(
-            {
-                GEN_AI_OPERATION_NAME: {
-                    "llm_request": "inference",
-                    "vector_db_retrieve": "data",
-                    "execute_task": None,
-                    "guardrail.run": None,
-                    "guard": None,
-                },
-                TRACELOOP_SPAN_KIND: {
-                    "workflow": "workflow",
-                    "agent": "workflow",
-                    "tool": "tool",
-                    "task": None,
-                    "unknown": None,
-                },
-                LLM_REQUEST_TYPE: {
-                    "chat": "inference",
-                    "completion": "inference",
-                    "embedding": "inference",
-                    "rerank": "data",
-                    "unknown": None,
-                },
-            }
-        ),
-        reads=(
-            *_GEN_AI_MODEL_CALL,
-            GEN_AI_SYSTEM,
-            GEN_AI_USAGE_PROMPT_TOKENS,
-            GEN_AI_USAGE_COMPLETION_TOKENS,
-            GEN_AI_AGENT_NAME,
-            TRACELOOP_ENTITY_NAME,
-        ),
-    ),
-    Convention(
-        name="pydantic-ai",
-        checked=("pydantic-ai-slim==2.68.0", "logfire==5.4.0 (logfire-sdk==5.4.0)"),
-        kinds=_frozen(
-            {
-                GEN_AI_OPERATION_NAME: {
-                    "decide": "inference",
-                    "image_generation": "inference",
-                },
-            }
-        ),
-        reads=(
-            *_GEN_AI_MODEL_CALL,
-            GEN_AI_SYSTEM,
-            GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
-            GEN_AI_AGENT_NAME,
-            PYDANTIC_AI_AGENT_NAME,
-            LOGFIRE_SPAN_TYPE,
-        ),
-    ),
-    Convention(
-        name="langsmith",
-        checked=("langsmith==0.15.1",),
-        kinds=_frozen(
-            {
-                LANGSMITH_SPAN_KIND: {
-                    "llm": "inference",
-                    "embedding": "inference",
-                    "retriever": "data",
-                    "tool": "tool",
-                    "chain": None,
-                    "prompt": None,
-                    "parser": None,
-                },
-            }
-        ),
-        reads=(GEN_AI_SYSTEM, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL),
-    ),
-    Convention(
-        name="litellm",
-        checked=("litellm==1.110.2",),
-        kinds=_frozen(
-            {
-                # Without OTEL_SEMCONV_STABILITY_OPT_IN the operation is LiteLLM's call
-                # type as called (``acompletion``), ``chat`` only for ``completion``; the
-                # opt-in and LITELLM_OTEL_V2 write the conventions' values, V2 also its own
-                # ``litellm.*`` ones.
-                GEN_AI_OPERATION_NAME: {
-                    **_all(
-                        "inference",
-                        "acompletion",
-                        "completion_with_retries",
-                        "atext_completion",
-                        "embedding",
-                        "aembedding",
-                        "responses",
-                        "aresponses",
-                        "anthropic_messages",
-                        "aanthropic_messages",
-                        "agenerate_content",
-                        "generate_content_stream",
-                        "agenerate_content_stream",
-                        "aimage_generation",
-                        "image_edit",
-                        "aimage_edit",
-                        "transcription",
-                        "atranscription",
-                        "speech",
-                        "aspeech",
-                        "ocr",
-                        "aocr",
-                        "moderation",
-                        "amoderation",
-                        "decisions",
-                        "adecisions",
-                        "litellm.moderation",
-                    ),
-                    **_all(
-                        "data",
-                        "rerank",
-                        "arerank",
-                        "search",
-                        "asearch",
-                        "vector_store_search",
-                        "avector_store_search",
-                        "query",
-                        "aquery",
-                        "litellm.vector_store_management",
-                        "litellm.vector_store_file_management",
-                    ),
-                    "call_mcp_tool": "tool",
-                    "litellm.responses_management": None,
-                    "litellm.passthrough": None,
-                },
-            }
-        ),
-        reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
-    ),
-    Convention(
-        name="pipecat",
-        checked=(
-            "pipecat-ai==1.14.0 pipecat/utils/tracing/service_attributes.py, "
-            "service_decorators.py, turn_trace_observer.py",
-        ),
-        kinds=_frozen(
-            {
-                # Pipecat's own operation names on its service spans (chat is the LLM's).
-                GEN_AI_OPERATION_NAME: {"stt": "inference", "tts": "inference"},
-                PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
-            }
-        ),
-        reads=(
-            PIPECAT_TTFB,
-            PIPECAT_USER_BOT_LATENCY,
-            PIPECAT_WAS_INTERRUPTED,
-            PIPECAT_ENDED_BY_CONVERSATION_END,
-        ),
-    ),
-    Convention(
-        name="db",
-        checked=(
-            "opentelemetry-semantic-conventions==0.66b2",
-            "opentelemetry-instrumentation-chromadb==0.62.4 and the other vector stores above",
-        ),
-        kinds=_frozen({DB_SYSTEM: {ANY_VALUE: "data"}, DB_SYSTEM_NAME: {ANY_VALUE: "data"}}),
-    ),
-)
-"""Every convention understood, the versions checked, and how its spans classify."""
+from chainlat._core.attributes import SpanKind as StepKind
+from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
+from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
+from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
+from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
+from chainlat._core.convention_table import Convention as Convention
 
 
 def _values_of(key: str) -> dict[str, StepKind | None]:
@@ -498,6 +161,7 @@ _OUTPUT_TOKEN_KEYS: Final = (
     LLM_TOKEN_COUNT_COMPLETION,
     DECISION_TOKEN_COUNT_OUTPUT,
 )
+_TTFT_MS_KEYS: Final = (LATENCY_TTFT_MS, GEN_AI_SERVER_TIME_TO_FIRST_TOKEN)
 _TTFT_SECONDS_KEYS: Final = (
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
@@ -683,24 +347,73 @@ def is_http_level(attributes: Mapping[str, object]) -> bool:
 def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     """Time to first token in milliseconds; finite and non-negative, else None.
 
-    ``chainlat.latency.ttft_ms`` is milliseconds; the GenAI keys (also pydantic-ai's)
-    are seconds.
+    ``chainlat.latency.ttft_ms`` and strands-agents' ``gen_ai.server.time_to_first_token``
+    are milliseconds; the GenAI keys (also pydantic-ai's) are seconds. First-token span
+    events (:data:`FIRST_TOKEN_EVENTS`) are read by the readers and the span processor.
 
     Example:
         >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
         250.0
     """
     get = attributes.get
-    value = get(LATENCY_TTFT_MS)
-    ms = None if value is None else _duration(value)
-    if ms is not None:
-        return ms
+    for key in _TTFT_MS_KEYS:
+        value = get(key)
+        ms = None if value is None else _duration(value)
+        if ms is not None:
+            return ms
     for key in _TTFT_SECONDS_KEYS:
         value = get(key)
         seconds = None if value is None else _duration(value)
         if seconds is not None:
             return seconds * 1000.0
     return None
+
+
+def has_output(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call span carries its output: an output message, a response id or
+    finish reasons (small keys only: a reader keeps every key read here).
+
+    Example:
+        >>> has_output({"gen_ai.response.id": "r1"}), has_output({"llm.model_name": "gpt-4o"})
+        (True, False)
+    """
+    return any(key in attributes for key in _OUTPUT_KEYS)
+
+
+def end_reason_of(attributes: Mapping[str, object]) -> str | None:
+    """How a voice turn ended, one of ``completed``, ``interrupted`` (barge-in) and
+    ``session_closed``; None when the span does not say.
+
+    ``gen_ai.agent.invocation.end_reason``, else Pipecat's ``turn.was_interrupted``: an
+    interrupted Pipecat turn that ``turn.ended_by_conversation_end`` was closed with the
+    session, not by the caller speaking over the answer.
+
+    Example:
+        >>> end_reason_of({"turn.was_interrupted": True})
+        'interrupted'
+    """
+    value = attributes.get(GEN_AI_AGENT_INVOCATION_END_REASON)
+    if isinstance(value, str) and value in END_REASONS:
+        return value
+    interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
+    if interrupted is True:
+        ended = attributes.get(PIPECAT_ENDED_BY_CONVERSATION_END) is True
+        return "session_closed" if ended else "interrupted"
+    return "completed" if interrupted is False else None
+
+
+def user_bot_latency_ms_of(attributes: Mapping[str, object]) -> float | None:
+    """Pipecat's own measure of a turn's first audio (``turn.user_bot_latency_seconds``), in
+    milliseconds: from the caller's end of speech to the bot starting to speak, which
+    chainlat's first output is checked against (docs/voice.md); None if absent.
+
+    Example:
+        >>> user_bot_latency_ms_of({"turn.user_bot_latency_seconds": 0.75})
+        750.0
+    """
+    value = attributes.get(PIPECAT_USER_BOT_LATENCY)
+    seconds = None if value is None else _duration(value)
+    return None if seconds is None else seconds * 1000.0
 
 
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:

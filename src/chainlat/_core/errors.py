@@ -96,6 +96,17 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return shorten(repr(value), limit)
 
 
+_warned: set[str] = set()
+"""The warnings already logged by :func:`warn_once`."""
+
+
+def warn_once(key: str, message: str, *args: object, level: int = logging.WARNING) -> None:
+    """Log a line about the application's input once per ``key``, not once per call."""
+    if key not in _warned:
+        _warned.add(key)
+        logger.log(level, message, *args)
+
+
 @contextmanager
 def internal_errors(what: str) -> Iterator[None]:
     """Swallow and log (once per ``what``) any exception from chainlat's own code."""

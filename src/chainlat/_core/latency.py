@@ -8,6 +8,11 @@ simulator view), so a fitted file is a simulator file and the other way round::
     service time = ttft_base_ms + ttft_per_input_token_ms * input tokens      (prefill)
                  + decode_ms_per_token * (output tokens - 1)                   (decode)
 
+A profile fitted from streamed calls and calls not streamed also holds
+``unstreamed_base_ms`` and ``unstreamed_decode_ms_per_token``: the second kind
+in place of ``ttft_base_ms`` and ``decode_ms_per_token`` (the client does not
+read a chunk per token), the same prefill slope.
+
 A profile file holds one table per model under ``models`` (TOML or JSON); an
 array of tables with a ``name`` is read too::
 
@@ -57,6 +62,12 @@ class LatencyProfile(BaseModel):
     """Extra time to first token per input token."""
     decode_ms_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Time per output token after the first; None when it could not be fitted."""
+    unstreamed_base_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """For calls not streamed, when they were fitted apart from streamed ones: the service
+    time of an empty prompt and a one-token answer (``ttft_base_ms`` is the streamed one)."""
+    unstreamed_decode_ms_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """For calls not streamed, fitted apart: time per output token after the first. A
+    streamed call pays for every chunk the client reads; one not streamed does not."""
     cache_hit_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Duration of a call answered from a cache."""
     residual_sigma: float | None = Field(default=None, ge=0, allow_inf_nan=False)
@@ -87,8 +98,21 @@ class LatencyProfile(BaseModel):
         """Predicted time to first token, without queue and network."""
         return self.ttft_base_ms + self.ttft_per_input_token_ms * input_tokens
 
-    def service_ms(self, input_tokens: int, output_tokens: int) -> float:
-        """Predicted duration of a call without queue and network."""
+    def service_ms(
+        self, input_tokens: int, output_tokens: int, *, streamed: bool | None = None
+    ) -> float:
+        """Predicted duration of a call without queue and network.
+
+        ``streamed=False`` predicts with the ``unstreamed_*`` coefficients when the
+        profile has them; otherwise every call is predicted alike.
+        """
+        if streamed is False and self.unstreamed_base_ms is not None:
+            per_token = self.unstreamed_decode_ms_per_token or 0.0
+            return (
+                self.unstreamed_base_ms
+                + self.ttft_per_input_token_ms * input_tokens
+                + per_token * max(output_tokens - 1, 0)
+            )
         decode = self.decode_ms_per_token or 0.0
         return self.ttft_ms(input_tokens) + decode * max(output_tokens - 1, 0)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 from urllib.parse import unquote
 
@@ -189,17 +189,37 @@ def scrub(text: str) -> str:
     return _scrub_shapes(text)
 
 
-def scrub_value(value: object) -> object:
-    """A span attribute value with its strings scrubbed; other values unchanged."""
+def scrub_value(value: object, _depth: int = 0) -> object:
+    """A span attribute value with every string in it scrubbed, whatever its shape: mixed-type
+    and nested arrays and key/value lists (as trace files hold them) included; other values
+    unchanged. Deeper than 32 levels the value is dropped, not shown unscrubbed."""
     if isinstance(value, str):
         return scrub(value)
-    if (
-        isinstance(value, Sequence)
-        and not isinstance(value, bytes | bytearray)
-        and all(isinstance(item, str) for item in value)
-    ):
-        return tuple(scrub(item) for item in value)
+    if isinstance(value, bytes | bytearray) or not _holds_text(value):
+        return value
+    if _depth >= _MAX_DEPTH and isinstance(value, Sequence | Mapping):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {
+            scrub(str(k)): REDACTED if is_secret_header(str(k)) else scrub_value(v, _depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, Sequence):
+        return tuple(scrub_value(item, _depth + 1) for item in value)
     return value
+
+
+_MAX_DEPTH: Final = 32
+
+
+def _holds_text(value: object) -> bool:
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, Sequence) and any(
+        isinstance(item, str | Mapping)
+        or (isinstance(item, Sequence) and not isinstance(item, bytes | bytearray))
+        for item in value
+    )
 
 
 def _is_secret_name(name: str) -> bool:
@@ -265,18 +285,27 @@ def _scrub_pairs(text: str) -> str:
         value_start = name.end()
         out.append(text[pos:value_start])
         pos = value_start
-        if _is_secret_name(name["name"]) and (value := _PAIR_VALUE.match(text, pos)):
+        if (
+            _is_secret_name(name["name"])
+            and (value := _PAIR_VALUE.match(text, pos))
+            and not (_is_word(value.group()) and name.group().rstrip().endswith(":"))
+        ):
             out.append(_redact_quoted(value.group()))
             pos = value.end()
     out.append(text[pos:])
     return "".join(out)
 
 
+def _is_word(text: str) -> bool:
+    """An ordinary word ("required", "Basic"), not a value a credential could be."""
+    return len(text) <= _WORD_MAX_CHARS and text.isalpha() and text[1:].islower()
+
+
 def _redact_auth_scheme(match: re.Match[str]) -> str:
     value = match["value"]
     word = value.rstrip("=")
     # "Bearer token required", "Basic usage", 'Bearer realm="api"' are prose, not credentials.
-    if len(word) <= _WORD_MAX_CHARS and word.isalpha() and word[1:].islower():
+    if _is_word(word):
         return match.group()
     return f"{match['scheme']}{match['sep']}{REDACTED}"
 

@@ -22,59 +22,33 @@ same call seen twice). A nested workflow counts as a step of the outer one.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.prices import Prices
+from chainlat._core.recorded import inconsistency as inconsistency
+from chainlat._core.recorded import recorded_rollup
+from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     Rollup,
     SpanRecord,
     call_record,
     classify,
     compute_rollup,
-    find_twins,
 )
+from chainlat._core.steps import StepKindName as StepKindName
+from chainlat._core.steps import StepTiming as StepTiming
+from chainlat._core.steps import steps_of as steps_of
 
 Attributes = Mapping[str, object]
 NO_VARIANT: Final = "(none)"
 """The variant label of runs recorded without one."""
 
-StepKindName = Literal["inference", "data", "tool", "workflow"]
 
 _NS_PER_MS: Final = 1_000_000
-_COUNTED: Final = frozenset({"inference", "data", "tool"})
-_CHAIN_TOTAL_MS: Final = attr.CHAIN_TOTAL_MS
-_STEP_KINDS: Final = frozenset({"inference", "data", "tool", "workflow"})
-
-
-@dataclass(frozen=True, slots=True)
-class StepTiming:
-    """One step of a run: a model call, data stage, tool call or nested workflow."""
-
-    name: str
-    """The step's key in budgets and reports: its ``chainlat.step.name`` when it has one
-    (``plan``), else its span name (``chat gpt-4o``, ``data retrieve-docs``)."""
-    kind: StepKindName
-    start_ns: int
-    end_ns: int
-    depth: int = 0
-    """0 for a step directly in the workflow, 1 for a step inside that step, ..."""
-    ttft_ms: float | None = None
-    """Time to first token, for streamed model calls."""
-    cache_hit: bool = False
-    span_name: str = ""
-    """The span name, also when the step has a step name."""
-    model: str | None = None
-    """The model of a model call, when known."""
-
-    @property
-    def duration_ms(self) -> float:
-        """Wall time of the step."""
-        return (self.end_ns - self.start_ns) / _NS_PER_MS
 
 
 @dataclass(slots=True)
@@ -122,6 +96,13 @@ class WorkflowRun:
     """``chainlat.outcome.score``, merged from outcome spans; None when not recorded."""
     nested: bool = False
     """The workflow ran inside another workflow (it is a step of that run too)."""
+    incomplete: str | None = None
+    """Why a reader could not read the run whole (its root span is its own parent); None
+    when it could. Budgets do not pass the limits of such a run's workflow."""
+    rebuilt: str = ""
+    """Why the rollup recorded on the workflow span was not used and the rollup was rebuilt
+    from the spans (``chainlat.chain.total_ms -100 is negative``); empty when it was used or
+    none was recorded."""
 
     @property
     def total_ms(self) -> float:
@@ -189,20 +170,15 @@ class WorkflowRun:
     ) -> WorkflowRun:
         """A run from its workflow span and descendants, with the rollup computed from them."""
         kept = tuple(spans)
-        records = [s.record for s in kept]
-        rec = root.record
-        return cls(
-            workflow=workflow,
-            rollup=compute_rollup(rec, records, first_output_ns=marked_first_output(root)),
-            steps=steps_of(rec, records),
-            start_ns=rec.start_ns,
-            end_ns=max(rec.end_ns, rec.start_ns),
+        return _built(
+            workflow,
+            root.record,
+            [s.record for s in kept],
+            traced=root,
+            spans=kept,
             trace_id=trace_id,
-            span_id=f"{rec.span_id:016x}",
             error=root.error,
             origin=origin or root.origin,
-            root=root,
-            spans=kept,
             variant=variant,
             success=success,
             score=score,
@@ -266,182 +242,6 @@ def step_key(name: str) -> str:
     return f'"{escaped}"'
 
 
-def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming, ...]:
-    """The steps under a workflow span, in start order (ties: outer first)."""
-    records = spans if isinstance(spans, list) else list(spans)
-    twins = find_twins(root.span_id, records)
-    if not twins:
-        flat = _flat_steps(root.span_id, records)
-        if flat is not None:
-            return flat
-    by_parent: dict[int, list[SpanRecord]] = {}
-    for rec in records:
-        if rec.parent_id is not None and rec.span_id != root.span_id:
-            by_parent.setdefault(rec.parent_id, []).append(rec)
-    found: list[StepTiming] = []
-    position: dict[int, int] = {}  # span id -> index in ``found``, for twins
-    # Each frame: a span, the kind of the innermost step around it ("" for
-    # none), the depth a step found below it gets, and the index in ``found``
-    # of the step that owns it (-1: the workflow itself).
-    stack: list[tuple[SpanRecord, str, int, int]] = [(root, "", 0, -1)]
-    seen = {root.span_id}
-    while stack:
-        parent, around, depth, owner = stack.pop()
-        for rec in by_parent.get(parent.span_id, ()):
-            if rec.span_id in seen:  # a cycle in a malformed trace
-                continue
-            seen.add(rec.span_id)
-            kind = rec.kind
-            if twins and rec.span_id in twins:
-                stack.append((rec, around, depth, owner))  # the same call, counted as its twin
-                continue
-            if kind == "workflow" or (kind in _COUNTED and kind != around):
-                start_ns = rec.start_ns
-                end_ns = rec.end_ns
-                found.append(
-                    StepTiming(
-                        rec.step_name or rec.name,
-                        kind,  # a step kind, checked above
-                        start_ns,
-                        end_ns if end_ns > start_ns else start_ns,
-                        depth,
-                        rec.ttft_ms,
-                        rec.cache_hit,
-                        rec.name,
-                        rec.model,
-                    )
-                )
-                position[rec.span_id] = len(found) - 1
-                # As in the rollup, a nested workflow takes the kind around it.
-                inner = kind if kind in _COUNTED else around
-                stack.append((rec, inner, depth + 1, len(found) - 1))
-                continue
-            if kind is not None and kind == around and owner >= 0 and found[owner].kind == kind:
-                # The same operation seen twice: its first token and cache hit
-                # belong to the step around it.
-                outer = found[owner]
-                ttft = outer.ttft_ms
-                if ttft is None and rec.ttft_ms is not None:
-                    ttft = (rec.start_ns - outer.start_ns) / _NS_PER_MS + rec.ttft_ms
-                if (
-                    ttft != outer.ttft_ms
-                    or (rec.cache_hit and not outer.cache_hit)
-                    or (outer.model is None and rec.model is not None)
-                ):
-                    found[owner] = StepTiming(
-                        outer.name,
-                        outer.kind,
-                        outer.start_ns,
-                        outer.end_ns,
-                        outer.depth,
-                        ttft,
-                        outer.cache_hit or rec.cache_hit,
-                        outer.span_name,
-                        outer.model or rec.model,
-                    )
-            stack.append((rec, around, depth, owner))
-    if twins:
-        _merge_twins(found, position, twins, records)
-    if len(found) > 1:
-        found.sort(key=_START_THEN_DEPTH)  # stable: ties keep the order found
-    return tuple(found)
-
-
-def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ...] | None:
-    """The steps of a workflow whose spans are all its children (the common shape), as
-    :func:`steps_of` finds them, in one loop; None for any other shape."""
-    ids = set()
-    for rec in records:
-        if rec.parent_id != root_id or rec.span_id == root_id:
-            return None
-        ids.add(rec.span_id)
-    if len(ids) != len(records):
-        return None  # a span id twice: the general walk keeps the first
-    found: list[StepTiming] = []
-    append = found.append
-    for rec in records:
-        kind = rec.kind
-        if kind is None or kind not in _STEP_KINDS:
-            continue
-        start_ns = rec.start_ns
-        end_ns = rec.end_ns
-        append(
-            StepTiming(
-                rec.step_name or rec.name,
-                kind,  # a step kind, checked above
-                start_ns,
-                end_ns if end_ns > start_ns else start_ns,
-                0,
-                rec.ttft_ms,
-                rec.cache_hit,
-                rec.name,
-                rec.model,
-            )
-        )
-    if len(found) > 1:
-        found.sort(key=_START_THEN_DEPTH)
-    return tuple(found)
-
-
-def _more_steps(steps: Sequence[StepTiming], recorded: Rollup) -> bool:
-    """Whether the trace holds more model calls, data stages or tools than ``recorded``
-    counted: spans the live rollup never saw."""
-    inference = data = tool = 0
-    for step in steps:
-        kind = step.kind
-        if kind == "inference":
-            inference += 1
-        elif kind == "data":
-            data += 1
-        elif kind == "tool":
-            tool += 1
-    return (
-        inference > recorded.inference_count
-        or data > recorded.data_count
-        or tool > recorded.tool_count
-    )
-
-
-def _merge_twins(
-    found: list[StepTiming],
-    position: Mapping[int, int],
-    twins: Mapping[int, SpanRecord],
-    records: Iterable[SpanRecord],
-) -> None:
-    """Give each counted call the extent, first token and cache hit its twin saw."""
-    for rec in records:
-        primary = twins.get(rec.span_id)
-        i = position.get(primary.span_id) if primary is not None else None
-        if i is None:
-            continue
-        step = found[i]
-        start_ns = min(step.start_ns, rec.start_ns)
-        # A first token is timed from the step's start, which the twin may move earlier.
-        if step.ttft_ms is not None:
-            ttft: float | None = step.ttft_ms + (step.start_ns - start_ns) / _NS_PER_MS
-        elif rec.ttft_ms is not None:
-            ttft = (rec.start_ns - start_ns) / _NS_PER_MS + rec.ttft_ms
-        else:
-            ttft = None
-        # A step name given to either span names the call (the framework's span may
-        # be the one counted, while the application named the wire-level call, or back).
-        named = step.name != step.span_name
-        found[i] = StepTiming(
-            step.name if named or rec.step_name is None else rec.step_name,
-            step.kind,
-            start_ns,
-            max(step.end_ns, rec.end_ns),
-            step.depth,
-            ttft,
-            step.cache_hit or rec.cache_hit,
-            step.span_name,
-            step.model or rec.model,
-        )
-
-
-_START_THEN_DEPTH: Final = operator.attrgetter("start_ns", "depth")
-
-
 def build_run(
     workflow: str,
     root: SpanRecord,
@@ -453,19 +253,54 @@ def build_run(
     origin: str = "",
 ) -> WorkflowRun:
     """A run from its workflow span and descendants; the rollup is computed when not given."""
-    records = list(spans)
+    return _built(
+        workflow, root, list(spans), rollup=rollup, trace_id=trace_id, error=error, origin=origin
+    )
+
+
+def _built(
+    workflow: str,
+    root: SpanRecord,
+    records: list[SpanRecord],
+    *,
+    rollup: Rollup | None = None,
+    steps: tuple[StepTiming, ...] | None = None,
+    traced: TracedSpan | None = None,
+    spans: tuple[TracedSpan, ...] = (),
+    trace_id: str = "",
+    error: bool = False,
+    origin: str = "",
+    variant: str | None = None,
+    success: bool | None = None,
+    score: float | None = None,
+    nested: bool = False,
+    rebuilt: str = "",
+    incomplete: str | None = None,
+) -> WorkflowRun:
+    """The one builder of a run, live or read (``traced``: the workflow span read from a
+    trace, kept on the run with its descendants ``spans``); the rollup and the steps are
+    computed from the records when not given."""
     if rollup is None:
-        rollup = compute_rollup(root, records)
+        marked = marked_first_output(traced) if traced is not None else None
+        rollup = compute_rollup(root, records, first_output_ns=marked)
     return WorkflowRun(
         workflow=workflow,
         rollup=rollup,
-        steps=steps_of(root, records),
+        steps=steps if steps is not None else steps_of(root, records),
         start_ns=root.start_ns,
         end_ns=max(root.end_ns, root.start_ns),
         trace_id=trace_id,
         span_id=f"{root.span_id:016x}",
         error=error,
         origin=origin,
+        root=traced,
+        spans=spans,
+        variant=variant,
+        success=success,
+        score=score,
+        nested=nested,
+        rebuilt=rebuilt,
+        incomplete=incomplete,
     )
 
 
@@ -476,9 +311,15 @@ def record_of(
     start_ns: int,
     end_ns: int,
     attributes: Attributes,
+    events: Sequence[tuple[str, int]] = (),
 ) -> SpanRecord:
-    """The rollup's record of a span, from its attributes."""
-    return call_record(span_id, parent_id, name, start_ns, end_ns, classify(attributes), attributes)
+    """The rollup's record of a span, from its attributes and its events (name, time in ns)."""
+    record = call_record(
+        span_id, parent_id, name, start_ns, end_ns, classify(attributes), attributes
+    )
+    if events:
+        apply_events(record, events)
+    return record
 
 
 def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
@@ -501,17 +342,6 @@ def marked_first_output(root: TracedSpan) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return root.record.start_ns + round(value * _NS_PER_MS)
-
-
-def _with_first_output(recorded: Rollup, computed: Rollup) -> Rollup:
-    return replace(
-        recorded,
-        first_output_ms=computed.first_output_ms,
-        first_output_inference_ms=computed.first_output_inference_ms,
-        first_output_data_ms=computed.first_output_data_ms,
-        first_output_tool_ms=computed.first_output_tool_ms,
-        first_output_overhead_ms=computed.first_output_overhead_ms,
-    )
 
 
 def is_outcome(span: TracedSpan) -> bool:
@@ -540,14 +370,64 @@ def runs_of_trace(
     (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
     the trace for workflows that do not nest.
     """
-    every = list(spans)
+    by_id, children, workflows, late = _index(spans, roots=roots)
+    cycles = _parent_cycles(list(by_id.values()), by_id) if roots else {}
+    workflows.extend(by_id[span_id] for span_id in cycles)
+    if not workflows:
+        return []
+    if len(workflows) > 1:
+        workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
+    run_ids = {w.record.span_id for w in workflows}
+    nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
+    tops = [w for w in workflows if not nested[id(w)]]
+
+    outcomes = _merged_outcomes(workflows, tops, late)
+
+    runs: list[WorkflowRun] = []
+    for top in workflows:
+        descendants = _descendants(top, children)
+        records = [span.record for span in descendants]
+        root = top.record
+        steps = steps_of(root, records)
+        marked = marked_first_output(top)
+        recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
+        variant = top.attributes.get(attr.VARIANT)
+        success, score = outcomes[root.span_id]
+        runs.append(
+            _built(
+                workflow_name(top),
+                root,
+                records,
+                rollup=recorded,
+                steps=steps,
+                traced=top,
+                spans=tuple(descendants),
+                trace_id=trace_id,
+                error=top.error,
+                origin=origin or top.origin,
+                variant=str(variant) if variant is not None else None,
+                success=success,
+                score=score,
+                nested=nested[id(top)],
+                rebuilt=rebuilt,
+                incomplete=cycles.get(root.span_id),
+            )
+        )
+    return runs
+
+
+def _index(
+    spans: Iterable[TracedSpan], *, roots: bool
+) -> tuple[dict[int, TracedSpan], dict[int, list[TracedSpan]], list[TracedSpan], list[TracedSpan]]:
+    """A trace's spans by id and by parent, its run roots (see :func:`runs_of_trace`), and
+    its outcome spans."""
     by_id: dict[int, TracedSpan] = {}
     children: dict[int, list[TracedSpan]] = {}
     workflows: list[TracedSpan] = []
     late: list[TracedSpan] = []
     untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
     outcome_name = attr.OUTCOME_SPAN_NAME
-    for span in every:
+    for span in spans:
         rec = span.record
         by_id[rec.span_id] = span
         parent_id = rec.parent_id
@@ -570,14 +450,14 @@ def runs_of_trace(
             (roots and not is_outcome(span)) or is_run_root(span)
         ):
             workflows.append(span)
-    if not workflows:
-        return []
-    if len(workflows) > 1:
-        workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
-    run_ids = {w.record.span_id for w in workflows}
-    nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
-    tops = [w for w in workflows if not nested[id(w)]]
+    return by_id, children, workflows, late
 
+
+def _merged_outcomes(
+    workflows: list[TracedSpan], tops: list[TracedSpan], late: list[TracedSpan]
+) -> dict[int, tuple[bool | None, float | None]]:
+    """Each run's outcome (by its root's span id): its own, then the ``record_outcome``
+    spans in order of their end, each onto its parent, else onto the only top-level run."""
     outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
     late.sort(key=lambda s: s.record.end_ns)
     for span in late:
@@ -594,63 +474,54 @@ def runs_of_trace(
             success if success is not None else old_success,
             score if score is not None else old_score,
         )
+    return outcomes
 
-    runs: list[WorkflowRun] = []
-    for top in workflows:
-        descendants: list[TracedSpan] = []
-        records: list[SpanRecord] = []
-        stack = [top.record.span_id]
-        seen = set(stack)
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                rec = child.record
-                child_id = rec.span_id
-                if child_id in seen:  # a cycle in a malformed trace
-                    continue
-                seen.add(child_id)
-                if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
-                    continue
-                descendants.append(child)
-                records.append(rec)
-                stack.append(child_id)
-        root = top.record
-        recorded = (
-            Rollup.from_attributes(top.attributes) if _CHAIN_TOTAL_MS in top.attributes else None
-        )
-        steps = steps_of(root, records)
-        if recorded is not None and _more_steps(steps, recorded):
-            # Steps the live rollup never saw: spans written after the workflow ended, with
-            # times inside it (LiteLLM logs a streamed call from a worker thread, later).
-            recorded = None
-        if recorded is not None and recorded.first_output_ms is None and records:
-            # Recorded before chainlat measured the first output: that part from the spans.
-            recorded = _with_first_output(
-                recorded, compute_rollup(root, records, first_output_ns=marked_first_output(top))
-            )
-        variant = top.attributes.get(attr.VARIANT)
-        success, score = outcomes[root.span_id]
-        runs.append(
-            WorkflowRun(
-                workflow=workflow_name(top),
-                rollup=recorded
-                if recorded is not None
-                else compute_rollup(root, records, first_output_ns=marked_first_output(top)),
-                steps=steps,
-                start_ns=root.start_ns,
-                end_ns=max(root.end_ns, root.start_ns),
-                trace_id=trace_id,
-                span_id=f"{root.span_id:016x}",
-                error=top.error,
-                origin=origin or top.origin,
-                root=top,
-                spans=tuple(descendants),
-                variant=str(variant) if variant is not None else None,
-                success=success,
-                score=score,
-                nested=nested[id(top)],
-            )
-        )
-    return runs
+
+def _descendants(top: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> list[TracedSpan]:
+    """The spans under a run's root, outcome spans left out (merged onto the run instead)."""
+    found: list[TracedSpan] = []
+    stack = [top.record.span_id]
+    seen = set(stack)
+    outcome_name = attr.OUTCOME_SPAN_NAME
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            rec = child.record
+            child_id = rec.span_id
+            if child_id in seen:  # a cycle in a malformed trace
+                continue
+            seen.add(child_id)
+            if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
+                continue
+            found.append(child)
+            stack.append(child_id)
+    return found
+
+
+def _parent_cycles(spans: list[TracedSpan], by_id: Mapping[int, TracedSpan]) -> dict[int, str]:
+    """One span of each cycle of parents (a span that is its own parent, or a ring of them):
+    no root leads to them, so ``roots`` makes it a run, marked incomplete, rather than let a
+    request vanish."""
+    found: dict[int, str] = {}
+    done: set[int] = set()
+    for span in spans:
+        path: list[int] = []
+        on_path: dict[int, int] = {}
+        span_id: int | None = span.record.span_id
+        while span_id is not None and span_id in by_id and span_id not in done:
+            if span_id in on_path:
+                ring = path[on_path[span_id] :]
+                first = min(ring, key=lambda i: (by_id[i].record.start_ns, i))
+                found[first] = (
+                    "its root span is its own parent"
+                    if len(ring) == 1
+                    else f"its root span is part of a cycle of {len(ring)} parents"
+                )
+                break
+            on_path[span_id] = len(path)
+            path.append(span_id)
+            span_id = by_id[span_id].record.parent_id
+        done.update(path)
+    return found
 
 
 def is_run_root(span: TracedSpan) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, Self, TypeVar
 
 from chainlat._core import attributes as attr
+from chainlat._core import conventions
 
 
 class _Record(Protocol):
@@ -141,18 +142,8 @@ def operation_of(attributes: Mapping[str, object]) -> str | None:
     return _OPERATIONS.get(value, value)
 
 
-def end_reason_of(attributes: Mapping[str, object]) -> str | None:
-    """How a turn ended, one of `END_REASONS`: ``gen_ai.agent.invocation.end_reason``, else
-    Pipecat's ``turn.was_interrupted`` (``session_closed`` when Pipecat closed the turn
-    because the conversation ended, ``turn.ended_by_conversation_end``); None if unknown."""
-    value = attributes.get(attr.GEN_AI_AGENT_INVOCATION_END_REASON)
-    if isinstance(value, str) and value in attr.END_REASONS:
-        return value
-    interrupted = attributes.get("turn.was_interrupted")
-    if interrupted is True:
-        ended = attributes.get("turn.ended_by_conversation_end") is True
-        return "session_closed" if ended else "interrupted"
-    return "completed" if interrupted is False else None
+end_reason_of: Final = conventions.end_reason_of
+"""How a turn ended, one of `END_REASONS` (`chainlat._core.conventions.end_reason_of`)."""
 
 
 def is_interrupted(attributes: Mapping[str, object]) -> bool:

@@ -38,7 +38,12 @@ from chainlat._core.errors import (
 )
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import BudgetViolation, WorkflowRun, amount, build_run
-from chainlat._runtime import spans as _spans
+from chainlat._runtime.interface import (
+    WorkflowHandle,
+    after_workflow_end,
+    on_workflow_end,
+    workflow_records,
+)
 from chainlat.budgets import Budgets, check_run, load_budgets
 
 OnExceed = Literal["record", "warn", "raise"] | Callable[[LatencyBudgetExceeded], object]
@@ -55,8 +60,10 @@ class _Active:
 
 
 _active: _Active | None = None
+_removers: list[Callable[[], None]] = []
+"""Remove the two workflow callbacks; empty while no budget is enforced."""
 _lock = threading.Lock()
-_pending: weakref.WeakKeyDictionary[_spans.WorkflowHandle, LatencyBudgetExceeded] = (
+_pending: weakref.WeakKeyDictionary[WorkflowHandle, LatencyBudgetExceeded] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -73,14 +80,12 @@ def install(
     with _lock:
         if budgets is None:
             _active = None
-            _remove(_spans._workflow_end_hooks, _check)
-            _remove(_spans._workflow_after_hooks, _apply)
+            while _removers:
+                _removers.pop()()
             return
         _active = _Active(budgets, on_exceed)
-        if _check not in _spans._workflow_end_hooks:
-            _spans._workflow_end_hooks.append(_check)
-        if _apply not in _spans._workflow_after_hooks:
-            _spans._workflow_after_hooks.append(_apply)
+        if not _removers:
+            _removers.extend((on_workflow_end(_check), after_workflow_end(_apply)))
 
 
 def active_budgets() -> Budgets | None:
@@ -89,12 +94,7 @@ def active_budgets() -> Budgets | None:
     return active.budgets if active is not None else None
 
 
-def _remove(hooks: list[Callable[..., None]], hook: Callable[..., None]) -> None:
-    while hook in hooks:
-        hooks.remove(hook)
-
-
-def workflow_name(handle: _spans.WorkflowHandle) -> str:
+def workflow_name(handle: WorkflowHandle) -> str:
     """``gen_ai.workflow.name`` of a workflow handle."""
     attributes = getattr(handle.span, "attributes", None) or {}
     name = attributes.get(attr.GEN_AI_WORKFLOW_NAME)
@@ -104,7 +104,7 @@ def workflow_name(handle: _spans.WorkflowHandle) -> str:
     return handle.name[len(prefix) :] if handle.name.startswith(prefix) else handle.name
 
 
-def run_from_handle(handle: _spans.WorkflowHandle, *, origin: str = "") -> WorkflowRun | None:
+def run_from_handle(handle: WorkflowHandle, *, origin: str = "") -> WorkflowRun | None:
     """The run of a workflow that has its rollup (inside a workflow-end hook or after)."""
     rollup = handle.rollup
     if rollup is None:
@@ -112,13 +112,12 @@ def run_from_handle(handle: _spans.WorkflowHandle, *, origin: str = "") -> Workf
     context = handle.span.get_span_context()
     end_ns = handle.end_ns if handle.end_ns is not None else handle.start_ns
     root = SpanRecord(context.span_id, None, handle.name, handle.start_ns, end_ns, "workflow")
-    processor = handle._processor
-    records = processor.records_of(context.span_id) if processor is not None else []
+    records = workflow_records(handle)
     status = getattr(handle.span, "status", None)
     return build_run(
         workflow_name(handle),
         root,
-        list(records),
+        records,
         rollup=rollup,
         trace_id=f"{context.trace_id:032x}",
         error=status is not None and status.status_code is StatusCode.ERROR,
@@ -135,7 +134,7 @@ def describe(workflow: str, violations: list[BudgetViolation]) -> str:
     return f"workflow {workflow!r} broke its latency budget: {broken}"
 
 
-def _check(handle: _spans.WorkflowHandle) -> None:
+def _check(handle: WorkflowHandle) -> None:
     active = _active
     if active is None or handle.rollup is None:
         return
@@ -167,7 +166,7 @@ def _check(handle: _spans.WorkflowHandle) -> None:
             )
 
 
-def _apply(handle: _spans.WorkflowHandle, exc: BaseException | None) -> None:
+def _apply(handle: WorkflowHandle, exc: BaseException | None) -> None:
     error = _pending.pop(handle, None)
     active = _active
     if error is None or active is None:

@@ -7,21 +7,20 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
-from chainlat._core.errors import ConfigError, internal_errors, logger
+from chainlat._core.errors import ConfigError, internal_errors, logger, shown
 from chainlat._core.prices import Price, valid_price
 from chainlat._runtime.export import (
-    DEFAULT_EXPORT_TIMEOUT_S,
     BoundedBatchSpanProcessor,
     CountingSimpleSpanProcessor,
     clamp_shutdown_timeout_s,
@@ -30,7 +29,14 @@ from chainlat._runtime.export import (
     start_in_thread,
     wait_s,
 )
-from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat._runtime.exporters import (
+    ExporterName,
+    choose_exporter,
+    describe,
+    exporter_factory,
+    make_exporter,
+    otlp_metric_reader,
+)
 from chainlat._runtime.processor import (
     ChainlatSpanProcessor,
     Clock,
@@ -42,11 +48,6 @@ from chainlat._runtime.processor import (
 if TYPE_CHECKING:
     from chainlat._runtime.budgets import OnExceed
     from chainlat.budgets import Budgets
-
-ExporterName = Literal["file", "otlp", "console", "none"]
-
-DEFAULT_TRACES_FILE = "chainlat-traces.jsonl"
-_PROTOCOLS = ("http/protobuf", "grpc")
 
 
 @dataclass
@@ -72,97 +73,6 @@ def _reinit_lock_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_lock_in_child)
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
-
-
-def _otlp_endpoint() -> str | None:
-    return _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or _env("OTEL_EXPORTER_OTLP_ENDPOINT")
-
-
-def _choose_exporter(exporter: ExporterName | SpanExporter | None) -> ExporterName | SpanExporter:
-    if exporter is not None:
-        return exporter
-    named = _env("OTEL_TRACES_EXPORTER")
-    if named is not None:
-        first = named.split(",")[0].strip().lower()
-        if first not in ("otlp", "console", "none", "file"):
-            raise ConfigError(
-                f"OTEL_TRACES_EXPORTER={named!r}: expected otlp, console, none or file"
-            )
-        return first  # type: ignore[return-value]
-    return "otlp" if _otlp_endpoint() else "file"
-
-
-def _protocol() -> str:
-    protocol = (
-        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or _env("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    if protocol not in _PROTOCOLS:
-        raise ConfigError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: expected one of {', '.join(_PROTOCOLS)}"
-        )
-    return protocol
-
-
-def _export_timeout_s(signal: str) -> float | None:
-    # The SDK's default is 10 s per export request, retries included; chainlat's is
-    # shorter, so that a hanging collector holds the export thread less long. The
-    # standard variables (seconds, as the Python exporters read them) still win.
-    if _env(f"OTEL_EXPORTER_OTLP_{signal}_TIMEOUT") or _env("OTEL_EXPORTER_OTLP_TIMEOUT"):
-        return None
-    return DEFAULT_EXPORT_TIMEOUT_S
-
-
-def _otlp_span_exporter() -> SpanExporter:
-    # The exporters read OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout,
-    # compression) themselves, each with the per-signal override.
-    timeout = _export_timeout_s("TRACES")
-    if _protocol() == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter(timeout=timeout)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    from chainlat._runtime.otlp_http import deadline_session
-
-    _import_what_requests_imports_per_request()
-    # requests bounds each socket read, not the request: a collector dripping its answer
-    # would hold the export thread far beyond the timeout. This session bounds it whole.
-    return HttpSpanExporter(timeout=timeout, session=deadline_session())
-
-
-def _import_what_requests_imports_per_request() -> None:
-    # requests imports netrc inside its first request, in whichever thread sends it. A
-    # fork in the middle of that import leaves the child a module lock that no thread
-    # will release: every export there hangs. Span exports hold off a fork (see
-    # GuardedExporter); the metrics thread does not, so the import happens here, early.
-    import netrc  # noqa: F401
-
-
-def _otlp_metric_reader() -> MetricReader:
-    timeout = _export_timeout_s("METRICS")
-    if _protocol() == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-        return PeriodicExportingMetricReader(OTLPMetricExporter(timeout=timeout))
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    from chainlat._runtime.otlp_http import deadline_session
-
-    _import_what_requests_imports_per_request()
-    return PeriodicExportingMetricReader(
-        HttpMetricExporter(timeout=timeout, session=deadline_session())
-    )
 
 
 def configure(
@@ -223,76 +133,138 @@ def configure(
         chainlat.configure("support-bot")
         with chainlat.workflow("answer"): ...
     """
-    global _installed, _owned_provider
     loaded_budgets = _load_budgets(budgets, on_exceed)
     model_prices = _prices(prices, loaded_budgets)
     with _lock:
-        if tracer_provider is None and set_global:
-            # Another library (Logfire, OpenLLMetry's Traceloop.init, the application)
-            # owns the global provider: chainlat joins it rather than make a second one
-            # that the application's spans would never reach.
-            tracer_provider = _foreign_global()
-        owned = tracer_provider is None
-        chosen = _choose_exporter(exporter)
-        # A provider the user brings already exports: chainlat adds an exporter only when
-        # asked, so spans are not sent twice and no stray traces file appears.
-        span_exporter = _make_exporter(chosen, traces_file) if owned or exporter else None
-        if metric_readers is None:
-            metric_readers = [_otlp_metric_reader()] if chosen == "otlp" and span_exporter else []
+        plan = _plan(exporter, traces_file, tracer_provider, metric_readers, set_global)
+        _stop_installed()
+        provider = plan.provider or _own_provider(service_name, resource_attributes, set_global)
+        meter_provider = _meter_provider(provider, plan.metric_readers)
+        _install_processor(provider, clock, model_prices, meter_provider)
+        installed = _install_export(provider, plan, batch, meter_provider)
+        _activate(installed, set_global, loaded_budgets, on_exceed)
+        return provider
 
-        if _installed is not None:
-            _shutdown_installed(_installed)
-            _installed = None
-        if tracer_provider is None:
-            if _owned_provider is None or not set_global:
-                tracer_provider = TracerProvider(
-                    resource=_resource(service_name, resource_attributes)
-                )
-            else:
-                tracer_provider = _owned_provider
-            if set_global:
-                _owned_provider = tracer_provider
-        resource = getattr(tracer_provider, "resource", None)
-        meter_provider = (
-            # Metrics describe the same service as the traces, also when the
-            # provider was reused from an earlier configure().
-            MeterProvider(
-                metric_readers=metric_readers,
-                resource=resource if isinstance(resource, Resource) else _resource(None, None),
-            )
-            if metric_readers
-            else None
+
+# -- the phases of configure(), in order; each runs under _lock -------------------------------
+@dataclass
+class _Plan:
+    """What configure() will set up, decided before anything is torn down."""
+
+    provider: TracerProvider | None
+    """The provider given, or the foreign global one joined; None: chainlat's own."""
+    chosen: ExporterName | SpanExporter
+    span_exporter: SpanExporter | None
+    metric_readers: list[MetricReader]
+    traces_file: str | os.PathLike[str] | None
+
+    @property
+    def owned(self) -> bool:
+        return self.provider is None
+
+
+def _plan(
+    exporter: ExporterName | SpanExporter | None,
+    traces_file: str | os.PathLike[str] | None,
+    tracer_provider: TracerProvider | None,
+    metric_readers: list[MetricReader] | None,
+    set_global: bool,
+) -> _Plan:
+    if tracer_provider is None and set_global:
+        # Another library (Logfire, OpenLLMetry's Traceloop.init, the application)
+        # owns the global provider: chainlat joins it rather than make a second one
+        # that the application's spans would never reach.
+        tracer_provider = _foreign_global()
+    chosen = choose_exporter(exporter)
+    # A provider the user brings already exports: chainlat adds an exporter only when
+    # asked, so spans are not sent twice and no stray traces file appears.
+    wanted = tracer_provider is None or exporter is not None
+    span_exporter = make_exporter(chosen, traces_file) if wanted else None
+    if metric_readers is None:
+        metric_readers = [otlp_metric_reader()] if chosen == "otlp" and span_exporter else []
+    return _Plan(tracer_provider, chosen, span_exporter, metric_readers, traces_file)
+
+
+def _stop_installed() -> None:
+    global _installed
+    if _installed is not None:
+        _shutdown_installed(_installed)
+        _installed = None
+
+
+def _own_provider(
+    service_name: str | None, resource_attributes: Mapping[str, str] | None, set_global: bool
+) -> TracerProvider:
+    """chainlat's own provider: the one made before when global (set once per process)."""
+    global _owned_provider
+    if _owned_provider is None or not set_global:
+        provider = TracerProvider(resource=_resource(service_name, resource_attributes))
+    else:
+        provider = _owned_provider
+    if set_global:
+        _owned_provider = provider
+    return provider
+
+
+def _meter_provider(
+    provider: TracerProvider, metric_readers: list[MetricReader]
+) -> MeterProvider | None:
+    if not metric_readers:
+        return None
+    # Metrics describe the same service as the traces, also when the provider was
+    # reused from an earlier configure().
+    resource = getattr(provider, "resource", None)
+    return MeterProvider(
+        metric_readers=metric_readers,
+        resource=resource if isinstance(resource, Resource) else _resource(None, None),
+    )
+
+
+def _install_processor(
+    provider: TracerProvider,
+    clock: Clock | None,
+    model_prices: dict[str, Price] | None,
+    meter_provider: MeterProvider | None,
+) -> None:
+    processor = processor_for(provider, install=False)
+    if processor is None:
+        processor = ChainlatSpanProcessor()
+        provider.add_span_processor(processor)
+        register(provider, processor)
+    if clock is not None:
+        processor.clock = clock
+    processor.prices = model_prices
+    processor.use_meter_provider(meter_provider)
+
+
+def _install_export(
+    provider: TracerProvider, plan: _Plan, batch: bool, meter_provider: MeterProvider | None
+) -> _Installed:
+    installed = _Installed(provider, plan.owned, meter_provider=meter_provider)
+    if plan.span_exporter is not None:
+        export = export_processor(
+            plan.span_exporter,
+            target=describe(plan.span_exporter),
+            batch=batch,
+            factory=exporter_factory(plan.chosen, plan.traces_file),
+            meter_provider=meter_provider,
         )
+        provider.add_span_processor(export)
+        installed.processors.append(export)
+    return installed
 
-        chainlat_processor = processor_for(tracer_provider, install=False)
-        if chainlat_processor is None:
-            chainlat_processor = ChainlatSpanProcessor()
-            tracer_provider.add_span_processor(chainlat_processor)
-            register(tracer_provider, chainlat_processor)
-        if clock is not None:
-            chainlat_processor.clock = clock
-        chainlat_processor.prices = model_prices
-        chainlat_processor.use_meter_provider(meter_provider)
 
-        installed = _Installed(tracer_provider, owned, meter_provider=meter_provider)
-        if span_exporter is not None:
-            export = export_processor(
-                span_exporter,
-                target=_describe(span_exporter),
-                batch=batch,
-                factory=_exporter_factory(chosen, traces_file),
-                meter_provider=meter_provider,
-            )
-            tracer_provider.add_span_processor(export)
-            installed.processors.append(export)
-        _register_exit_handler()
-        if set_global and owned:
-            _set_global(tracer_provider, meter_provider)
-        _installed = installed
-        set_default_provider(tracer_provider)
-        _install_budgets(loaded_budgets, on_exceed)
-        _install_chain_metrics(meter_provider, loaded_budgets)
-        return tracer_provider
+def _activate(
+    installed: _Installed, set_global: bool, budgets: Budgets | None, on_exceed: OnExceed
+) -> None:
+    global _installed
+    _register_exit_handler()
+    if set_global and installed.owned:
+        _set_global(installed.provider, installed.meter_provider)
+    _installed = installed
+    set_default_provider(installed.provider)
+    _install_budgets(budgets, on_exceed)
+    _install_chain_metrics(installed.meter_provider, budgets)
 
 
 def _foreign_global() -> TracerProvider | None:
@@ -330,32 +302,60 @@ def _load_budgets(
     return budgets if isinstance(budgets, Budgets) else load_budgets(budgets)
 
 
-def _prices(
-    given: Mapping[str, Price | Mapping[str, float]] | None, budgets: Budgets | None
-) -> dict[str, Price] | None:
+def _prices(given: object, budgets: Budgets | None) -> dict[str, Price] | None:
     if given is None:
         return budgets.model_prices() if budgets is not None else None
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            f"prices={shown(given)}: expected a mapping of model names to prices "
+            '({"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}})'
+        )
     found: dict[str, Price] = {}
     for model, value in given.items():
-        if isinstance(value, Price):
-            found[model] = value
-            continue
-        try:
-            price = Price(
-                float(value["input_per_mtok"]),
-                float(value["output_per_mtok"]),
-                float(value["cache_read_per_mtok"]) if "cache_read_per_mtok" in value else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"prices[{model!r}]: expected input_per_mtok and output_per_mtok (US dollars "
-                f"per million tokens), and optionally cache_read_per_mtok: {exc!r}"
-            ) from None
-        values = (price.input_per_mtok, price.output_per_mtok, price.cache_read_per_mtok or 0.0)
-        if not all(valid_price(v) for v in values):
-            raise ConfigError(f"prices[{model!r}]: a price is a finite number of dollars >= 0")
-        found[model] = price
+        if not isinstance(model, str):
+            raise ConfigError(f"prices: the key {shown(model)} is not a model name (a string)")
+        found[model] = _price(model, value)
     return found
+
+
+_PRICE_FIELDS: Final = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok")
+
+
+def _price(model: str, value: object) -> Price:
+    """One model's price, checked: each a finite number of dollars >= 0, never a bool."""
+    if isinstance(value, Price):
+        given: Mapping[object, object] = {
+            "input_per_mtok": value.input_per_mtok,
+            "output_per_mtok": value.output_per_mtok,
+            "cache_read_per_mtok": value.cache_read_per_mtok,
+        }
+    elif isinstance(value, Mapping) and "input_per_mtok" in value and "output_per_mtok" in value:
+        given = value
+    else:
+        raise ConfigError(
+            f"prices[{model!r}]: expected input_per_mtok and output_per_mtok (US dollars per "
+            f"million tokens), and optionally cache_read_per_mtok, got {shown(value)}"
+        )
+    numbers = [_dollars(model, key, given.get(key)) for key in _PRICE_FIELDS]
+    input_price, output_price, cache_price = numbers
+    assert input_price is not None and output_price is not None
+    return Price(input_price, output_price, cache_price)
+
+
+def _dollars(model: str, key: str, value: object) -> float | None:
+    if value is None and key == "cache_read_per_mtok":
+        return None
+    number: float | None = None
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            number = None
+    if number is None or not valid_price(number):
+        raise ConfigError(
+            f"prices[{model!r}].{key}={shown(value)}: a price is a finite number of dollars >= 0"
+        )
+    return number
 
 
 def _install_budgets(budgets: Budgets | None, on_exceed: OnExceed) -> None:
@@ -373,46 +373,6 @@ def _install_chain_metrics(meter_provider: MeterProvider | None, budgets: Budget
         from chainlat._runtime import metrics as runtime
     if runtime is not None:
         runtime.install(meter_provider, budgets)
-
-
-def _describe(exporter: SpanExporter) -> str:
-    """How log lines name where spans go."""
-    if isinstance(exporter, JsonLinesSpanExporter):
-        return exporter.path
-    endpoint = getattr(exporter, "_endpoint", None)  # the OTLP exporters keep their URL here
-    return str(endpoint) if endpoint else type(exporter).__name__
-
-
-def _exporter_factory(
-    chosen: ExporterName | SpanExporter, traces_file: str | os.PathLike[str] | None
-) -> Callable[[], SpanExporter] | None:
-    """Builds the same exporter again in a forked child; None for an exporter given as is."""
-    if isinstance(chosen, SpanExporter):
-        return None
-
-    def build() -> SpanExporter:
-        exporter = _make_exporter(chosen, traces_file)
-        assert exporter is not None
-        return exporter
-
-    return build
-
-
-def _make_exporter(
-    chosen: ExporterName | SpanExporter, traces_file: str | os.PathLike[str] | None
-) -> SpanExporter | None:
-    if isinstance(chosen, SpanExporter):
-        return chosen
-    if chosen == "none":
-        return None
-    if chosen == "console":
-        return ConsoleSpanExporter()
-    if chosen == "otlp":
-        return _otlp_span_exporter()
-    if chosen == "file":
-        path = traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE
-        return JsonLinesSpanExporter(path)
-    raise ConfigError(f"exporter={chosen!r}: expected file, otlp, console, none or a SpanExporter")
 
 
 def _resource(service_name: str | None, extra: Mapping[str, str] | None) -> Resource:

@@ -13,7 +13,7 @@ When ``configure()`` has a metrics reader, every workflow run records, as it end
 
 The histogram's bucket boundaries are the GenAI conventions' grid (10 ms doubling
 to 81.92 s) plus every millisecond limit of the budgets, so "at most this share of
-runs over the limit" is read from a boundary, exactly. :mod:`chainlat.budgets.rules`
+runs over the limit" is read from a boundary, exactly. :mod:`chainlat.prometheus`
 turns a budget file into the Prometheus rules over these series.
 
 Nothing is recorded without a metrics reader: the hook is not even installed.
@@ -22,14 +22,14 @@ Recording costs one histogram point per kind and run (a few microseconds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
-from chainlat._runtime import spans as _spans
+from chainlat._runtime.interface import WorkflowHandle, on_workflow_end
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
@@ -52,7 +52,7 @@ class ChainMetrics:
         meter = meter_provider.get_meter(attr.TRACER_NAME)
         self.boundaries_ms = list(BASE_BUCKETS_MS)
         if budgets is not None:
-            from chainlat.budgets.rules import chain_boundaries
+            from chainlat.budgets.targets import chain_boundaries
 
             self.boundaries_ms = chain_boundaries(budgets, BASE_BUCKETS_MS)
         self.duration: Histogram = meter.create_histogram(
@@ -67,13 +67,13 @@ class ChainMetrics:
             description="Runs that broke a per-run limit of their latency budget.",
         )
         if budgets is not None:
-            from chainlat.budgets.rules import per_run_targets
+            from chainlat.budgets.targets import per_run_targets
 
             for workflow, budget in budgets.workflows.items():
                 for target, _ in per_run_targets(budget):
                     self.exceeded.add(0, _target_labels(workflow, target))
 
-    def record(self, handle: _spans.WorkflowHandle) -> None:
+    def record(self, handle: WorkflowHandle) -> None:
         """Record an ending workflow run (its rollup is set, its span still open)."""
         rollup = handle.rollup
         if rollup is None:
@@ -109,7 +109,7 @@ def _target_labels(workflow: str, target: str) -> dict[str, str]:
     return {attr.GEN_AI_WORKFLOW_NAME: workflow, attr.BUDGET_TARGET: target}
 
 
-def _first_output_ms(handle: _spans.WorkflowHandle) -> float | None:
+def _first_output_ms(handle: WorkflowHandle) -> float | None:
     value = getattr(handle.rollup, "first_output_ms", None)
     if value is None:
         attributes = getattr(handle.span, "attributes", None) or {}
@@ -120,9 +120,11 @@ def _first_output_ms(handle: _spans.WorkflowHandle) -> float | None:
 
 
 _active: ChainMetrics | None = None
+_remove: Callable[[], None] | None = None
+"""Removes the workflow-end callback; None while nothing is recorded."""
 
 
-def _record(handle: _spans.WorkflowHandle) -> None:
+def _record(handle: WorkflowHandle) -> None:
     active = _active
     if active is None:
         return
@@ -138,14 +140,15 @@ def install(meter_provider: MeterProvider | None, budgets: Budgets | None) -> No
 
     The hook runs after the runtime budget check, which it reads the verdict of.
     """
-    global _active
-    while _record in _spans._workflow_end_hooks:
-        _spans._workflow_end_hooks.remove(_record)
+    global _active, _remove
+    if _remove is not None:
+        _remove()
+        _remove = None
     if meter_provider is None:
         _active = None
         return
     _active = ChainMetrics(meter_provider, budgets)
-    _spans._workflow_end_hooks.append(_record)
+    _remove = on_workflow_end(_record)
 
 
 def active() -> ChainMetrics | None:

@@ -191,7 +191,7 @@ class JsonLinesSpanExporter(SpanExporter):
 
     Example::
 
-        exporter = JsonLinesSpanExporter("chainlat-traces.jsonl")
+        exporter = chainlat.JsonLinesSpanExporter("chainlat-traces.jsonl")
         provider.add_span_processor(BatchSpanProcessor(exporter))
     """
 

@@ -9,7 +9,6 @@ with the number of open workflows, never with the number run.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import time
 import weakref
@@ -24,11 +23,13 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, _same_model, call_record, classify, source_of
+from chainlat._core.records import apply_events
+from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
+from chainlat._runtime.naming import current_step_name, step_naming
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.metrics import Counter, Histogram, MeterProvider
 
 Clock = Callable[[], int]
 """Returns the current time in integer nanoseconds since the epoch."""
@@ -38,12 +39,11 @@ STEP_TWIN: Final = "chainlat.step.twin"
 """``true`` on a span that is a model call already counted by another span (its SDK-level
 span around or beside it): the Collector tier's span metrics leave it out."""
 
-StepNaming = tuple[str, "StepNaming | None", object]
-"""The innermost ``chainlat.step(name)`` block: its name, the one around it, its owner."""
-step_naming: contextvars.ContextVar[StepNaming | None] = contextvars.ContextVar(
-    "chainlat_step_name", default=None
-)
-"""Set by ``chainlat.step(name)``: every step begun inside gets that ``chainlat.step.name``."""
+OUT_OF_CONTEXT: Final = "chainlat.step.out_of_context"
+"""``true`` on a step (or workflow) whose block exited in another context than it was
+entered in: ended there, when its block exited, and counted in :data:`OUT_OF_CONTEXT_METRIC`."""
+OUT_OF_CONTEXT_METRIC: Final = "chainlat.step.out_of_context"
+"""Counter of steps ended from another context, by ``chainlat.step.kind``."""
 
 
 class _WorkflowState:
@@ -98,6 +98,11 @@ class _Metrics:
             description="Time from a workflow's start to the first output the user saw.",
             explicit_bucket_boundaries_advisory=list(attr.DURATION_BUCKETS_S),
         )
+        self.out_of_context: Counter = meter.create_counter(
+            OUT_OF_CONTEXT_METRIC,
+            unit="{step}",
+            description="Steps whose block exited in another context than it was entered in.",
+        )
 
 
 _METRIC_KEYS: Final = (
@@ -126,7 +131,8 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._tags: dict[int, dict[str, str | int]] = {}
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
-        self.on_workflow_end: list[Callable[[ReadableSpan], None]] = []
+        self.out_of_context = 0
+        """Steps ended from another context than the one they were entered in."""
         self.prices: Prices | None = None
         """Model prices: workflows on this provider get ``chainlat.chain.cost_usd``."""
 
@@ -164,9 +170,10 @@ class ChainlatSpanProcessor(SpanProcessor):
         state, around, step_id = entry
         if kind in _STEP_KINDS:
             assert kind is not None
-            naming = step_naming.get()
-            if naming is not None and attr.STEP_NAME not in attributes:
-                span.set_attribute(attr.STEP_NAME, naming[0])
+            if step_naming.get() is not None and attr.STEP_NAME not in attributes:
+                step_name = current_step_name()
+                if step_name is not None:
+                    span.set_attribute(attr.STEP_NAME, step_name)
             if around != kind:  # the same kind nested in itself is one step, not two
                 self._tag_step(span, state, kind, attributes)
                 step_id = span_id
@@ -193,7 +200,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         source = source_of(attributes)
         model = conventions.model_of(attributes)
         calls = state.calls
-        twin = any(s != source and _same_model(m, model) for s, m in calls.values())
+        twin = any(s != source and same_model(m, model) for s, m in calls.values())
         calls[span.context.span_id] = (source, model)
         return twin
 
@@ -248,8 +255,6 @@ class ChainlatSpanProcessor(SpanProcessor):
             if state.parent is not None:
                 state.parent.records.extend(state.records)
                 state.parent.records.append(record)
-            for callback in self.on_workflow_end:
-                callback(span)
         else:
             state.records.append(record)
 
@@ -275,6 +280,12 @@ class ChainlatSpanProcessor(SpanProcessor):
     def open_workflows(self) -> int:
         """How many workflows are being tracked; for leak checks."""
         return len(self._states)
+
+    def count_out_of_context(self, kind: str) -> None:
+        """Count a step of ``kind`` ended from another context (:data:`OUT_OF_CONTEXT_METRIC`)."""
+        self.out_of_context += 1
+        if self._metrics is not None:
+            self._metrics.out_of_context.add(1, {attr.STEP_KIND: kind})
 
     def record_output_chunks(self, span: ReadableSpan, gaps_s: Iterable[float]) -> None:
         """Record ``gen_ai.client.operation.time_per_output_chunk`` for an ended streamed call.
@@ -400,7 +411,7 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
     if attributes is None:
         attributes = attributes_of(span)
     # Tokens, first token, model and source as any convention writes them (call_record).
-    return call_record(
+    record = call_record(
         context.span_id,
         span.parent.span_id if span.parent is not None else None,
         span.name,
@@ -409,6 +420,9 @@ def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -
         classify(attributes),
         attributes,
     )
+    if span.events:  # first-token events of other conventions; events after the end
+        apply_events(record, ((e.name, e.timestamp) for e in span.events))
+    return record
 
 
 _registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()
@@ -436,6 +450,21 @@ def processor_for(provider: object, *, install: bool = True) -> ChainlatSpanProc
         _registry[provider] = found
         logger.debug("chainlat: added its span processor to %r", provider)
     return found
+
+
+_tracers: dict[int, tuple[object, trace.Tracer]] = {}
+
+
+def tracer_for(provider: trace.TracerProvider) -> trace.Tracer:
+    """chainlat's tracer on ``provider`` (scope ``chainlat``), one per provider."""
+    # get_tracer builds a new Tracer object on every call; keep one per provider.
+    key = id(provider)
+    cached = _tracers.get(key)
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    tracer = provider.get_tracer(attr.TRACER_NAME)
+    _tracers[key] = (provider, tracer)
+    return tracer
 
 
 _default_provider: trace.TracerProvider | None = None

@@ -25,7 +25,7 @@ samples on either side are reported but never judged.
 
 Example::
 
-    result = chainlat.analysis.diff.compare(read_runs(["before.jsonl"]), read_runs(["after.jsonl"]))
+    result = diff_runs(load_runs(["before.jsonl"]), load_runs(["after.jsonl"]))
     for row in result.regressions:
         print(row.workflow, row.item, f"{row.p95_change:+.0%}")
 """
@@ -47,7 +47,7 @@ from chainlat._core.stats import (
     percentile,
 )
 
-__all__ = ["Comparison", "DiffResult", "compare", "holm", "mann_whitney_u", "tail_test"]
+__all__ = ["DiffResult", "DiffRow", "diff_runs", "holm", "mann_whitney_u", "tail_test"]
 
 DEFAULT_THRESHOLD: Final = 0.10
 DEFAULT_ALPHA: Final = 0.01
@@ -118,7 +118,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class DiffRow:
     """One workflow quantity or step, before and after."""
 
     workflow: str
@@ -166,14 +166,14 @@ def _change(before: float | None, after: float | None) -> float | None:
 class DiffResult:
     """Every comparison, and the rule's parameters."""
 
-    comparisons: list[Comparison]
+    comparisons: list[DiffRow]
     threshold: float
     alpha: float
     baseline_runs: int
     current_runs: int
 
     @property
-    def regressions(self) -> list[Comparison]:
+    def regressions(self) -> list[DiffRow]:
         """Comparisons that got slower beyond noise and beyond the threshold."""
         return [c for c in self.comparisons if c.regression]
 
@@ -230,7 +230,24 @@ def _pairs(baseline: Stats, current: Stats) -> list[_Pending]:
     return pairs
 
 
-def compare(
+def _adjusted_p_values(pairs: Sequence[_Pending], min_samples: int) -> dict[int, float]:
+    """Holm-adjusted p-values by pair index, for the pairs with enough samples on each side."""
+    raw: list[float] = []
+    judged: list[int] = []
+    for index, pair in enumerate(pairs):
+        if pair.before is None or pair.after is None:
+            continue
+        xs, ys = pair.before.sorted(), pair.after.sorted()
+        if min(len(xs), len(ys)) < max(min_samples, 2):
+            continue
+        _, p_location = mann_whitney_u(xs, ys)
+        p_tail = tail_test(xs, ys)
+        raw.append(min(1.0, 2 * min(p_location, p_tail)))
+        judged.append(index)
+    return dict(zip(judged, holm(raw), strict=True))
+
+
+def diff_runs(
     baseline: Iterable[WorkflowRun],
     current: Iterable[WorkflowRun],
     *,
@@ -250,21 +267,8 @@ def compare(
     before_stats = aggregate(baseline)
     after_stats = aggregate(current)
     pairs = _pairs(before_stats, after_stats)
-    raw: list[float] = []
-    judged: list[int] = []
-    for index, pair in enumerate(pairs):
-        if pair.before is None or pair.after is None:
-            continue
-        xs, ys = pair.before.sorted(), pair.after.sorted()
-        if min(len(xs), len(ys)) < max(min_samples, 2):
-            continue
-        _, p_location = mann_whitney_u(xs, ys)
-        p_tail = tail_test(xs, ys)
-        raw.append(min(1.0, 2 * min(p_location, p_tail)))
-        judged.append(index)
-    adjusted = dict(zip(judged, holm(raw), strict=True))
-
-    comparisons: list[Comparison] = []
+    adjusted = _adjusted_p_values(pairs, min_samples)
+    comparisons: list[DiffRow] = []
     for index, pair in enumerate(pairs):
         b = pair.before.summary() if pair.before is not None else None
         a = pair.after.summary() if pair.after is not None else None
@@ -289,7 +293,7 @@ def compare(
         else:
             verdict = "unchanged"
         comparisons.append(
-            Comparison(
+            DiffRow(
                 workflow=pair.workflow,
                 item=pair.item,
                 kind=pair.kind,

@@ -21,6 +21,12 @@ Fitting (:func:`fit_profiles`), per model, over the model calls of the runs
   (less queue and network) against input tokens gives ``ttft_base_ms`` and
   ``ttft_per_input_token_ms``; ``decode_ms_per_token`` is the least-squares
   slope, through the origin, of (duration - TTFT) against (output tokens - 1).
+* **Streamed calls and calls not streamed**, both among a model's calls: the
+  ones not streamed are fitted apart (``unstreamed_base_ms`` and
+  ``unstreamed_decode_ms_per_token``, against the service time less the prefill
+  slope), because a streamed call also pays for reading every chunk: one line
+  for both kinds predicts the calls not streamed too slow and the streamed ones
+  too fast, and its residuals mix the two (docs/tradeoffs.md).
 * **Without first-token times** the service time is fitted as one linear model
   of input and output tokens. When the output length never varied, decode time
   cannot be told apart from prefill: ``decode_ms_per_token`` is then left out
@@ -71,16 +77,20 @@ if TYPE_CHECKING:
     from chainlat._core.runs import TracedSpan, WorkflowRun
 
 __all__ = [
+    "STREAM_USAGE",
     "LatencyProfile",
     "ModelCall",
     "ProfileFileError",
+    "calls_by_model",
     "calls_of",
     "dumps_profiles",
+    "fit_by_model",
     "fit_profile",
     "fit_profiles",
     "load_profiles",
     "parse_profiles",
     "save_profiles",
+    "usage_gaps",
 ]
 
 _ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
@@ -90,6 +100,9 @@ MAX_TOKENS: Final = 10**9
 """Token counts above this (a billion) are not a call's: a hostile or corrupt trace, left
 out of fits so that their squares stay finite floats."""
 
+
+STREAM_USAGE: Final = 'stream_options={"include_usage": True}'
+"""What an OpenAI-style streamed request needs for its answer to carry token counts."""
 
 ProfileFileError = ProfileError
 """The name this module has always raised; the one profile error of chainlat."""
@@ -318,48 +331,12 @@ def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> Laten
     ]
     if not usable:
         return None
-    ins = [float(c.input_tokens or 0) for c in usable]
-    decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in usable]
-    service = [c.service_ms for c in usable]
     streamed = [c for c in usable if c.ttft_ms is not None]
-    decode_ms: float | None
     notes: list[str] = []
     if streamed:
-        x_ttft = [float(c.input_tokens or 0) for c in streamed]
-        base, per_input, kept = _line(
-            x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed], in_sample=in_sample
-        )
-        if not kept and len(set(x_ttft)) > 1:
-            notes.append(_flat_note(x_ttft))
-        pairs = [
-            (float((c.output_tokens or 0) - 1), c.duration_ms - (c.ttft_ms or 0.0))
-            for c in streamed
-            if (c.output_tokens or 0) > 1
-        ]
-        sxx = math.fsum(k * k for k, _ in pairs)
-        decode_ms = max(math.fsum(k * g for k, g in pairs) / sxx, 0.0) if sxx > 0 else None
-        if decode_ms is None:
-            notes.append("no streamed call produced more than one token: decode time not fitted")
+        base, per_input, decode_ms = _fit_streamed(streamed, in_sample, notes)
     else:
-        plane = _plane(ins, decodes, service) if len(set(decodes)) > 1 else None
-        if plane is not None:
-            base, per_input, decode_ms = plane
-        elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
-            base, decode_ms, _ = _line(decodes, service, in_sample=in_sample)
-            per_input = 0.0
-        else:
-            base, per_input, kept = _line(ins, service, in_sample=in_sample)
-            if not kept and len(set(ins)) > 1:
-                notes.append(_flat_note(ins))
-            decode_ms = None
-            lengths = sorted({int(d) + 1 for d in decodes})
-            shown = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
-            notes.append(
-                "no first-token times and output length not separable "
-                f"(output tokens {shown}): ttft_base_ms includes the decode time"
-            )
-        base = max(base, 0.0)
-
+        base, per_input, decode_ms = _fit_unstreamed(usable, in_sample, notes)
     if not all(math.isfinite(v) for v in (base, per_input, decode_ms or 0.0)):
         return None  # no fit: a profile holds finite numbers only
     profile = LatencyProfile(
@@ -367,12 +344,16 @@ def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> Laten
         ttft_per_input_token_ms=_round(per_input),
         decode_ms_per_token=_round(decode_ms) if decode_ms is not None else None,
     )
+    plain = [c for c in usable if c.ttft_ms is None]
+    if streamed and plain:
+        profile = _with_unstreamed(profile, plain, in_sample)
     logs = [
         math.log(c.service_ms / predicted)
         for c in usable
-        if c.service_ms > 0
-        and (predicted := profile.service_ms(c.input_tokens or 0, c.output_tokens or 0)) > 0
+        if c.service_ms > 0 and (predicted := _predicted(profile, c)) > 0
     ]
+    ins = [c.input_tokens or 0 for c in usable]
+    outs = [c.output_tokens or 0 for c in usable]
     queue = [(c.queue_ms, c.duration_ms) for c in every if c.queue_ms is not None]
     network = [(c.network_ms, c.duration_ms) for c in every if c.network_ms is not None]
     return profile.model_copy(
@@ -383,9 +364,87 @@ def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> Laten
             "network_share": _share(network),
             "calls": len(usable),
             "ttft_calls": len(streamed),
-            "input_tokens_range": (int(min(ins)), int(max(ins))),
-            "output_tokens_range": (int(min(decodes)) + 1, int(max(decodes)) + 1),
+            "input_tokens_range": (min(ins), max(ins)),
+            "output_tokens_range": (max(min(outs), 1), max(max(outs), 1)),
             "note": "; ".join(notes),
+        }
+    )
+
+
+def _predicted(profile: LatencyProfile, call: ModelCall) -> float:
+    """The profile's service time for the call's tokens, and its mode (streamed or not)."""
+    streamed = call.ttft_ms is not None
+    return profile.service_ms(call.input_tokens or 0, call.output_tokens or 0, streamed=streamed)
+
+
+def _fit_streamed(
+    streamed: Sequence[ModelCall], in_sample: bool, notes: list[str]
+) -> tuple[float, float, float | None]:
+    """Prefill from the first-token times, decode from the time after the first token."""
+    x_ttft = [float(c.input_tokens or 0) for c in streamed]
+    base, per_input, kept = _line(
+        x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed], in_sample=in_sample
+    )
+    if not kept and len(set(x_ttft)) > 1:
+        notes.append(_flat_note(x_ttft))
+    pairs = [
+        (float((c.output_tokens or 0) - 1), c.duration_ms - (c.ttft_ms or 0.0))
+        for c in streamed
+        if (c.output_tokens or 0) > 1
+    ]
+    sxx = math.fsum(k * k for k, _ in pairs)
+    decode_ms = max(math.fsum(k * g for k, g in pairs) / sxx, 0.0) if sxx > 0 else None
+    if decode_ms is None:
+        notes.append("no streamed call produced more than one token: decode time not fitted")
+    return base, per_input, decode_ms
+
+
+def _fit_unstreamed(
+    usable: Sequence[ModelCall], in_sample: bool, notes: list[str]
+) -> tuple[float, float, float | None]:
+    """Service time as a plane of input and output tokens, when the two can be told apart."""
+    ins = [float(c.input_tokens or 0) for c in usable]
+    decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in usable]
+    service = [c.service_ms for c in usable]
+    decode_ms: float | None
+    plane = _plane(ins, decodes, service) if len(set(decodes)) > 1 else None
+    if plane is not None:
+        base, per_input, decode_ms = plane
+    elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
+        base, decode_ms, _ = _line(decodes, service, in_sample=in_sample)
+        per_input = 0.0
+    else:
+        base, per_input, kept = _line(ins, service, in_sample=in_sample)
+        if not kept and len(set(ins)) > 1:
+            notes.append(_flat_note(ins))
+        decode_ms = None
+        lengths = sorted({int(d) + 1 for d in decodes})
+        shown = str(lengths[0]) if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}"
+        notes.append(
+            "no first-token times and output length not separable "
+            f"(output tokens {shown}): ttft_base_ms includes the decode time"
+        )
+    return max(base, 0.0), per_input, decode_ms
+
+
+def _with_unstreamed(
+    profile: LatencyProfile, plain: Sequence[ModelCall], in_sample: bool
+) -> LatencyProfile:
+    """The profile with the calls not streamed fitted apart: same prefill slope, their own
+    base and time per output token (a streamed call also pays for reading every chunk)."""
+    decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in plain]
+    rest = [c.service_ms - profile.ttft_per_input_token_ms * (c.input_tokens or 0) for c in plain]
+    if len(set(decodes)) > 1:
+        base, per_token, _ = _line(decodes, rest, in_sample=in_sample)
+    else:  # one answer length: the streamed calls' rate, the base from these calls
+        per_token = profile.decode_ms_per_token or 0.0
+        base = statistics.fmean(r - per_token * d for r, d in zip(rest, decodes, strict=True))
+    if not (math.isfinite(base) and math.isfinite(per_token)):
+        return profile
+    return profile.model_copy(
+        update={
+            "unstreamed_base_ms": _round(max(base, 0.0)),
+            "unstreamed_decode_ms_per_token": _round(per_token),
         }
     )
 
@@ -404,6 +463,27 @@ def _share(parts: Sequence[tuple[float | None, float]]) -> float | None:
     return _round(min(max(math.fsum(p or 0.0 for p, _ in parts) / total, 0.0), 1.0))
 
 
+def usage_gaps(calls: Iterable[ModelCall]) -> dict[str, int]:
+    """Models with no call a profile can be fitted from, by the count of their calls that
+    streamed without token counts (the cause, when it is not 0).
+
+    Example::
+
+        for model, n in usage_gaps(c for run in runs for c in calls_of(run)).items():
+            print(f"{model}: {n} calls streamed without usage; stream with {STREAM_USAGE}")
+    """
+    gaps: dict[str, int] = {}
+    usable: set[str] = set()
+    for call in calls:
+        if call.error or call.cache_hit:
+            continue  # never fitted, with or without tokens
+        if call.input_tokens is not None and call.output_tokens is not None:
+            usable.add(call.model)
+        elif call.ttft_ms is not None:
+            gaps[call.model] = gaps.get(call.model, 0) + 1
+    return {model: n for model, n in sorted(gaps.items()) if model not in usable}
+
+
 def fit_profiles(runs: Iterable[WorkflowRun]) -> dict[str, LatencyProfile]:
     """A latency profile for every model called in the runs, by model name (sorted).
 
@@ -412,9 +492,19 @@ def fit_profiles(runs: Iterable[WorkflowRun]) -> dict[str, LatencyProfile]:
         profiles = fit_profiles(runs)
         print(profiles["gpt-4o-mini"].decode_ms_per_token)
     """
+    return fit_by_model(calls_by_model(runs))
+
+
+def calls_by_model(runs: Iterable[WorkflowRun]) -> dict[str, list[ModelCall]]:
+    """The model calls of the runs, by model name (sorted)."""
     by_model: dict[str, list[ModelCall]] = {}
     for run in runs:
         for call in calls_of(run):
             by_model.setdefault(call.model, []).append(call)
-    fitted = {model: fit_profile(calls) for model, calls in sorted(by_model.items())}
+    return dict(sorted(by_model.items()))
+
+
+def fit_by_model(calls: Mapping[str, Iterable[ModelCall]]) -> dict[str, LatencyProfile]:
+    """A profile for every model whose calls can be fitted (:func:`fit_profile`)."""
+    fitted = {model: fit_profile(found) for model, found in calls.items()}
     return {model: profile for model, profile in fitted.items() if profile is not None}

@@ -1,9 +1,11 @@
 """The ``chainlat`` command: thin subcommands over the library's modules.
 
-Exit codes: 0 ok, 1 a latency budget was broken (or a regression found),
-2 bad input, an unreachable source or nothing to judge, 3 a bug in chainlat, 141 the
-reader of the output went away (``chainlat report ... | head``: quietly, as a process
-killed by SIGPIPE, like other Unix tools). Every
+Every command takes its common options from :mod:`chainlat.cli.options` and prints
+through :mod:`chainlat.cli.output`. Exit codes (:mod:`chainlat._core.exits`): 0 ok, 1 a
+latency budget was broken (or a regression found), 2 bad input, an unreachable source or
+a limit that could not be judged, 3 a bug in chainlat, 141 the reader of the output went
+away (``chainlat report ... | head``: quietly, as a process killed by SIGPIPE, like other
+Unix tools). Every
 error is one line on stderr, passed through the credential scrubber, and no
 traceback: :func:`main`'s handler is the safety net for an input a reader or
 loader did not expect (nesting that exhausts the stack, an undecodable string, a
@@ -15,24 +17,24 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from chainlat._core import errors as _errors
 from chainlat._core.errors import ChainlatError, shorten
+from chainlat._core.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES_HELP,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+)
 from chainlat._core.redact import scrub
 from chainlat.cli import budgets as _cli_budgets
 from chainlat.cli import tradeoff as _cli_tradeoff
-
-EXIT_OK = 0
-EXIT_BUDGET = 1
-EXIT_INPUT = 2
-EXIT_INTERNAL = 3
-EXIT_BROKEN_PIPE = 128 + 13
-"""What a shell reports for a process ended by SIGPIPE (``yes | head``)."""
-
-Command = Callable[[argparse.Namespace], int]
+from chainlat.cli.options import Command, add_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,18 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="chainlat",
         description="Latency of multi-step AI workflows: traced, rolled up, budgeted.",
-        epilog="exit codes: 0 ok, 1 a budget broken or a regression, 2 bad input",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    demo = sub.add_parser("demo", help="run the demo agent against the local model simulator")
+    # Listed here for the overview; they parse their own options (see _PASSTHROUGH).
+    demo = add_command(
+        sub, "demo", _demo, help="run the demo agent against the local model simulator"
+    )
     demo.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    demo.set_defaults(func=_demo)
-
-    sim = sub.add_parser("sim", help="start the OpenAI-compatible latency simulator")
+    sim = add_command(sub, "sim", _sim, help="start the OpenAI-compatible latency simulator")
     sim.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    sim.set_defaults(func=_sim)
 
     _cli_budgets.add_commands(sub)  # check, report, diff, budgets
     _cli_tradeoff.add_commands(sub)  # profile, whatif, compare
@@ -220,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_line(f"chainlat: {exc}"), file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except _INPUT_FAILURES as exc:
         print(
             _line(f"chainlat {command}: cannot use {_inputs(args)}: {_reason(exc)}"),

@@ -1,8 +1,10 @@
 """``chainlat check``, ``report``, ``diff`` and ``budgets``: thin commands over budgets,
 traces, diff and report.
 
-Exit codes follow :mod:`chainlat.cli`: 0 ok, 1 a budget broken or a regression
-found, 2 bad input, an unreachable source or nothing to judge.
+Their common options come from :mod:`chainlat.cli.options`, their output goes through
+:mod:`chainlat.cli.output`, and their exit codes are :mod:`chainlat._core.exits`'s: 0 ok, 1
+a budget broken or a regression found, 2 bad input, an unreachable source or nothing to
+judge.
 """
 
 from __future__ import annotations
@@ -11,53 +13,46 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.errors import InputError, shown
+from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
 from chainlat.cli import prometheus as _cli_prometheus
-from chainlat.cli.sources import (
+from chainlat.cli.options import (
+    BUDGETS_FOUND,
     RunFilter,
-    add_filter_arguments,
-    add_reader_options,
-    add_source_arguments,
-    describe,
-    file_source,
-    sources_from,
-    warn,
-    warn_limits,
-    warn_sampling,
+    add_budgets,
+    add_command,
+    add_format,
+    add_reading,
+    add_run_filter,
+    add_sources,
 )
+from chainlat.cli.output import emit, emit_json, emit_renderables, print_warnings, write_file
+from chainlat.cli.sources import describe, file_source, nothing_read, read, sources_from
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from chainlat._core.runs import WorkflowRun
     from chainlat._core.stats import Stats
     from chainlat.analysis.tradeoff import Tally
+    from chainlat.budgets import BudgetReport, Budgets, NotJudgedReason
     from chainlat.traces import ReadCounters, TraceSource
-
-EXIT_OK = 0
-EXIT_BROKEN = 1
-EXIT_INPUT = 2
-
-_FORMATS = ("text", "json", "markdown")
 
 
 def add_commands(sub: Any) -> None:
     """Add the budget commands to the ``chainlat`` parser's subparsers."""
-    check = sub.add_parser(
+    check = add_command(
+        sub,
         "check",
+        _check,
         help="judge traces against latency budgets (exit 1 when one is broken)",
         description="Judge workflow runs in trace files or Jaeger against a budget file.",
     )
-    add_source_arguments(check)
-    add_filter_arguments(check)
-    check.add_argument(
-        "--budgets",
-        metavar="FILE",
-        help="budget file (default: chainlat.toml, chainlat.yaml or [tool.chainlat] "
-        "in pyproject.toml in the working directory)",
-    )
-    check.add_argument("--format", choices=_FORMATS, default="text")
+    add_sources(check)
+    add_budgets(check, "the limits to judge")
+    add_format(check)
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     check.add_argument(
         "--allow-missing",
@@ -65,59 +60,73 @@ def add_commands(sub: Any) -> None:
         help="a budgeted workflow or step that no run has is not an error (default: it is, "
         "exit 2, as a misspelled name would otherwise pass)",
     )
+    check.add_argument(
+        "--allow-unjudged",
+        action="store_true",
+        help="a limit that cannot be judged for any other reason (too few runs, no price, "
+        "an incomplete run, ...) is shown but not an error (default: exit 2)",
+    )
+    add_run_filter(check)
     _cli_prometheus.add_check_options(check)
-    check.set_defaults(func=_check)
+    add_reading(check)
 
-    report = sub.add_parser(
+    report = add_command(
+        sub,
         "report",
+        _report,
         help="latency statistics and waterfalls of trace files or Jaeger",
         description="Statistics per workflow, kind and step, and the slowest and median run.",
     )
-    add_source_arguments(report)
-    add_filter_arguments(report)
-    report.add_argument("--format", choices=_FORMATS, default="text")
+    add_sources(report)
+    add_format(report)
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
     )
-    report.add_argument(
-        "--budgets", metavar="FILE", help="with --html: mark the limits each run broke"
-    )
+    add_budgets(report, "with --html, mark the limits each run broke")
     report.add_argument(
         "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
     )
-    report.set_defaults(func=_report)
+    add_run_filter(report)
+    add_reading(report)
 
-    diff = sub.add_parser(
+    diff = add_command(
+        sub,
         "diff",
+        _diff,
         help="compare two trace files per workflow and step (exit 1 on a regression)",
         description="Compare p50/p95 per workflow and step; flag changes beyond run-to-run "
-        "noise (Mann-Whitney U and a tail test, Holm-adjusted) that exceed --threshold.",
+        "noise (Mann-Whitney U and a tail test, Holm-adjusted) that exceed --threshold. "
+        "One variant at a time: runs of several variants are not pooled (--variant NAME).",
     )
     diff.add_argument("baseline", metavar="BASELINE", help="trace file before")
     diff.add_argument("current", metavar="CURRENT", help="trace file after")
+    add_format(diff)
     diff.add_argument(
         "--threshold",
         default="10%",
+        metavar="PERCENT",
         help="slowdown of p50 or p95 that counts as a regression (default 10%%)",
     )
     diff.add_argument(
         "--alpha",
         type=float,
         default=0.01,
+        metavar="P",
         help="significance level for 'beyond noise' (default 0.01)",
     )
-    diff.add_argument("--format", choices=_FORMATS, default="text")
-    add_reader_options(diff)
-    diff.set_defaults(func=_diff)
+    add_run_filter(diff)
+    add_reading(diff, jaeger=False)
 
-    budgets = sub.add_parser("budgets", help="budget files: JSON schema, validation")
+    budgets = sub.add_parser(
+        "budgets", help="budget files: JSON schema, validation, Prometheus rules"
+    )
     budgets_sub = budgets.add_subparsers(dest="budgets_command", required=True)
-    schema = budgets_sub.add_parser("schema", help="print the JSON schema of budget files")
+    schema = add_command(
+        budgets_sub, "schema", _schema, help="print the JSON schema of budget files"
+    )
     schema.add_argument("--output", "-o", metavar="FILE", help="write it to FILE")
-    schema.set_defaults(func=_schema)
-    validate = budgets_sub.add_parser("validate", help="check a budget file")
-    validate.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
-    validate.set_defaults(func=_validate)
+    validate = add_command(budgets_sub, "validate", _validate, help="check a budget file")
+    validate.add_argument("file", nargs="?", metavar="FILE", help=BUDGETS_FOUND)
     _cli_prometheus.add_budgets_commands(budgets_sub)
 
 
@@ -127,36 +136,9 @@ def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = Fals
     return read_runs(sources, counters=counters, roots=roots)
 
 
-def _nothing_read(sources: list[TraceSource], counters: ReadCounters) -> InputError:
-    if counters.spans == 0:
-        return InputError(f"nothing to judge: no spans in {describe(sources)}")
-    return InputError(
-        f"nothing to judge: {counters.spans} spans in {describe(sources)}, "
-        "none of them a workflow span (gen_ai.operation.name=invoke_workflow)"
-    )
-
-
-def to_json(document: dict[str, Any]) -> str:
-    """A report document as JSON: non-finite numbers as null, never a bare NaN."""
-    from chainlat.report.jsondoc import to_json as dumps
-
-    return dumps(document)
-
-
-def _emit(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _write(path: str, text: str, what: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
-
-
 def _check(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.budgets import evaluate, load_budgets, unknown_keys
+    from chainlat.budgets import evaluate, load_budgets
     from chainlat.traces import ReadCounters
 
     if args.prometheus:
@@ -175,9 +157,14 @@ def _check(args: argparse.Namespace) -> int:
                 "workflows": {k: budgets.workflows[k] for k in budgeted if k in chosen.workflows}
             }
         )
-    result = evaluate(chosen.select(_runs(sources, counters, args.roots)), budgets)
+    result = evaluate(
+        read(sources, counters, chosen, roots=args.roots),
+        budgets,
+        allow=allowed_reasons(args),
+        late_spans=counters.late_workflows,
+    )
     if counters.workflows == 0:
-        raise _nothing_read(sources, counters)
+        raise nothing_read(sources, counters)
     chosen.check_names()
     if not budgets.workflows:
         raise InputError(
@@ -186,30 +173,50 @@ def _check(args: argparse.Namespace) -> int:
         )
     where = _where(sources, chosen)
     if args.format == "json":
-        _emit(to_json(report.check_json(result)))
+        emit_json(report.check_json(result))
     elif args.format == "markdown":
-        _emit(report.check_markdown(result, sources=where))
+        emit(report.check_markdown(result, sources=where))
     else:
-        _emit(report.check_text(result, sources=where))
+        renderables = report.check_renderables(result, sources=where)
+        emit_renderables(renderables, "text")
     if args.junit:
-        _write(args.junit, report.junit_xml(result), "JUnit report")
-    warn(counters)
-    warn_limits(sources, counters)
-    warn_sampling(result.stats)
-    missing = [] if args.allow_missing else unknown_keys(result, budgets)
-    if missing:
-        for problem in missing[:-1]:
-            sys.stderr.write(f"chainlat: {problem}\n")
-        raise InputError(missing[-1] + " (--allow-missing to judge without it)")
-    if result.broken:
-        return EXIT_BROKEN
-    if not result.judged:
+        write_file(args.junit, report.junit_xml(result), "JUnit report")
+    print_warnings(counters, sources=sources, runs=chosen)
+    warn_unjudged(result)
+    return result.exit_code
+
+
+def allowed_reasons(args: argparse.Namespace) -> frozenset[NotJudgedReason]:
+    """The reasons for not judging a limit that ``--allow-missing`` and ``--allow-unjudged``
+    opt out of."""
+    from chainlat.budgets import ABSENT_REASONS, UNJUDGED_REASONS
+
+    allowed: frozenset[NotJudgedReason] = frozenset()
+    if getattr(args, "allow_missing", False):
+        allowed |= ABSENT_REASONS
+    if getattr(args, "allow_unjudged", False):
+        allowed |= UNJUDGED_REASONS
+    return allowed
+
+
+def warn_unjudged(result: BudgetReport) -> None:
+    """One line on stderr per limit that could not be judged and fails the gate (one per
+    workflow or step for a name no run has), or one saying nothing was judged."""
+    from chainlat.report._common import source_name, unjudged_key, visible
+
+    source = source_name(result.budgets_source)
+    lines = dict.fromkeys(
+        f"chainlat: {source}: {unjudged_key(v)}: {visible(v.why or '')}" for v in result.unjudged
+    )
+    if not lines and not result.broken and not result.judged:
+        budgeted = ", ".join(dict.fromkeys(v.workflow for v in result.verdicts)) or "none"
         ran = ", ".join(result.stats.workflows) or "none"
-        raise InputError(
-            "nothing to judge: no budgeted workflow has enough runs "
-            f"(budgeted: {', '.join(budgets.workflows)}; in the traces: {ran})"
-        )
-    return EXIT_OK
+        lines[
+            f"chainlat: nothing to judge: no limit could be judged (budgeted: {budgeted}; "
+            f"in the traces: {ran})"
+        ] = None
+    for line in lines:
+        sys.stderr.write(visible(line) + "\n")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -226,25 +233,20 @@ def _report(args: argparse.Namespace) -> int:
         raise InputError("--budgets and --jaeger-ui mark the runs of the HTML page: add --html")
     if args.html:
         from chainlat.analysis.tradeoff import Tally
-        from chainlat.budgets import load_budgets
 
         tally = Tally()
         explorer = report.RunExplorer(
-            budgets=load_budgets(args.budgets) if args.budgets else None,
+            budgets=found_budgets(args.budgets),
             jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
         )
-    selected = chosen.select(
-        _runs(sources, counters, args.roots)
-        if tally is None
-        else _tallied(sources, counters, tally, args.roots, chosen)
-    )
+    selected = read(sources, counters, chosen, roots=args.roots)
+    if tally is not None:
+        selected = _tallied(selected, tally)
     stats = aggregate(selected if explorer is None else explorer.watch(selected))
     if counters.workflows == 0:
-        raise _nothing_read(sources, counters)
+        raise nothing_read(sources, counters, "report")
     chosen.check_names()
-    warn(counters)
-    warn_limits(sources, counters)
-    warn_sampling(stats)
+    print_warnings(counters, sources=sources, runs=chosen)
     waterfalls = _waterfalls(stats, sources, args.roots, chosen)
     where = _where(sources, chosen)
     if args.html:
@@ -255,14 +257,25 @@ def _report(args: argparse.Namespace) -> int:
             )
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
-        _write(args.html, page, "HTML report")
+        write_file(args.html, page, "HTML report")
     if args.format == "json":
-        _emit(to_json(report.stats_json(stats)))
+        emit_json(report.stats_json(stats))
     elif args.format == "markdown":
-        _emit(report.stats_markdown(stats, sources=where, waterfalls=waterfalls))
+        emit(report.stats_markdown(stats, sources=where, waterfalls=waterfalls))
     else:
-        _emit(report.stats_text(stats, sources=where, waterfalls=waterfalls))
+        renderables = report.stats_renderables(stats, sources=where, waterfalls=waterfalls)
+        emit_renderables(renderables, "text")
     return EXIT_OK
+
+
+def found_budgets(path: str | None) -> Budgets | None:
+    """The budget file named, else the one found in the working directory as ``check``
+    finds it, else None."""
+    from chainlat.budgets import discover_budgets, load_budgets
+
+    if path is None and discover_budgets() is None:
+        return None
+    return load_budgets(path)
 
 
 def _where(sources: list[TraceSource], chosen: RunFilter) -> str:
@@ -273,24 +286,13 @@ def _where(sources: list[TraceSource], chosen: RunFilter) -> str:
     return f"{describe(sources)} ({chosen.described()}; {read} read)"
 
 
-def _tallied(
-    sources: list[TraceSource],
-    counters: ReadCounters,
-    tally: Tally,
-    roots: bool,
-    chosen: RunFilter | None = None,
-) -> Any:
-    """The runs of the sources; on the way, their variants and outcomes counted into ``tally``
-    (of the runs ``chosen`` selects, when given)."""
-    wanted = RunFilter(argparse.Namespace()) if chosen is None else chosen
-    for source in sources:
-        for trace in source.traces(counters):
-            runs = trace.workflow_runs(roots=roots)
-            counters.workflows += len(runs)
-            for run in runs:
-                if not run.nested and wanted.matches(run):
-                    tally.add(run)
-            yield from runs
+def _tallied(runs: Iterable[WorkflowRun], tally: Tally) -> Iterator[WorkflowRun]:
+    """The runs; on the way, the variants and outcomes of those that are not steps of
+    another counted into ``tally``."""
+    for run in runs:
+        if not run.nested:
+            tally.add(run)
+        yield run
 
 
 def _waterfalls(
@@ -336,7 +338,7 @@ def _threshold(text: str) -> float:
 
 def _diff(args: argparse.Namespace) -> int:
     from chainlat import report
-    from chainlat.analysis.diff import compare
+    from chainlat.analysis.diff import diff_runs
     from chainlat.traces import ReadCounters
 
     threshold = _threshold(args.threshold)
@@ -344,22 +346,29 @@ def _diff(args: argparse.Namespace) -> int:
         raise InputError(f"--alpha {args.alpha}: expected a probability between 0 and 1")
     sides = [file_source(path, args) for path in (args.baseline, args.current)]
     counters = [ReadCounters(), ReadCounters()]
-    result = compare(
-        _runs([sides[0]], counters[0], args.roots),
-        _runs([sides[1]], counters[1], args.roots),
+    chosen = RunFilter(args)
+    variants: list[dict[str, dict[str, None]]] = [{}, {}]
+    result = diff_runs(
+        *(
+            _noting_variants(read([side], count, chosen, roots=args.roots), seen)
+            for side, count, seen in zip(sides, counters, variants, strict=True)
+        ),
         threshold=threshold,
         alpha=args.alpha,
     )
     for side, count in zip(sides, counters, strict=True):
         if count.workflows == 0:
-            raise _nothing_read([side], count)
-    warn(*counters)
+            raise nothing_read([side], count, "compare")
+    chosen.check_names()
+    _one_variant_each(sides, variants)
+    print_warnings(*counters, runs=chosen)
     if args.format == "json":
-        _emit(to_json(report.diff_json(result)))
+        emit_json(report.diff_json(result))
     elif args.format == "markdown":
-        _emit(report.diff_markdown(result))
+        emit(report.diff_markdown(result))
     else:
-        _emit(report.diff_text(result))
+        renderables = report.diff_renderables(result)
+        emit_renderables(renderables, "text")
     if result.regressions:
         return EXIT_BROKEN
     if result.judged == 0:
@@ -367,14 +376,35 @@ def _diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _noting_variants(
+    runs: Iterable[WorkflowRun], seen: dict[str, dict[str, None]]
+) -> Iterator[WorkflowRun]:
+    for run in runs:
+        seen.setdefault(run.workflow, {})[run.variant_label] = None
+        yield run
+
+
+def _one_variant_each(sides: list[TraceSource], variants: list[dict[str, dict[str, None]]]) -> None:
+    """InputError when a side holds runs of one workflow in several variants: pooled, their
+    percentiles move with the mix of variants, not with a change of either."""
+    for side, seen in zip(sides, variants, strict=True):
+        for workflow, labels in seen.items():
+            if len(labels) > 1:
+                raise InputError(
+                    f"{side.name}: the runs of {shown(workflow)} are of "
+                    f"{len(labels)} variants ({', '.join(shown(v) for v in labels)}); diff "
+                    "compares one at a time: choose it with --variant NAME"
+                )
+
+
 def _schema(args: argparse.Namespace) -> int:
     from chainlat.budgets import json_schema
 
     text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
-        _write(args.output, text, "schema")
+        write_file(args.output, text, "schema")
     else:
-        _emit(text)
+        emit(text)
     return EXIT_OK
 
 
@@ -384,5 +414,5 @@ def _validate(args: argparse.Namespace) -> int:
 
     budgets = load_budgets(args.file)
     names = ", ".join(budgets.workflows) or "no workflows"
-    _emit(visible(f"{source_name(budgets.source)}: ok ({names})"))
+    emit(visible(f"{source_name(budgets.source)}: ok ({names})"))
     return EXIT_OK

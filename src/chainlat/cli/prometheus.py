@@ -1,20 +1,18 @@
 """``chainlat budgets rules`` and ``chainlat check --prometheus``: budgets enforced from metrics.
 
-Exit codes follow :mod:`chainlat.cli`: 0 ok, 1 a budget broken, 2 bad input, an
-unreachable Prometheus or nothing to judge.
+Exit codes are :mod:`chainlat._core.exits`'s: 0 ok, 1 a budget broken, 2 bad input, an
+unreachable Prometheus or a limit not judged. Output goes through :mod:`chainlat.cli.output`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 from chainlat._core.errors import InputError
-
-EXIT_OK = 0
-EXIT_BROKEN = 1
+from chainlat._core.exits import EXIT_OK
+from chainlat.cli.options import BUDGETS_FOUND, add_command
+from chainlat.cli.output import emit, emit_json, write_file
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -27,20 +25,27 @@ def add_check_options(check: argparse.ArgumentParser) -> None:
         "Prometheus, e.g. http://host:9090 (no trace is read)",
     )
     group.add_argument(
-        "--window", default="1h", help="the range the metrics cover, ending now (default 1h)"
+        "--window",
+        default="1h",
+        metavar="DURATION",
+        help="the range the metrics cover, ending now (default 1h)",
     )
 
 
 def add_budgets_commands(budgets_sub: Any) -> None:
     """``chainlat budgets rules FILE``."""
-    rules = budgets_sub.add_parser(
+    rules = add_command(
+        budgets_sub,
         "rules",
+        rules_command,
         help="write Prometheus recording and alerting rules for a budget file",
         description="Prometheus rules (YAML) that enforce every limit metrics can express; "
         "the others are listed in a comment.",
     )
-    rules.add_argument("file", nargs="?", metavar="FILE", help="default: found in the cwd")
-    rules.add_argument("--window", default="1h", help="range of each rule (default 1h)")
+    rules.add_argument("file", nargs="?", metavar="FILE", help=BUDGETS_FOUND)
+    rules.add_argument(
+        "--window", default="1h", metavar="DURATION", help="range of each rule (default 1h)"
+    )
     rules.add_argument(
         "--for",
         dest="for_",
@@ -49,7 +54,10 @@ def add_budgets_commands(budgets_sub: Any) -> None:
         help="how long a limit stays broken before the alert fires (default: at once)",
     )
     rules.add_argument(
-        "--evaluation-interval", default="30s", help="the rule groups' interval (default 30s)"
+        "--evaluation-interval",
+        default="30s",
+        metavar="DURATION",
+        help="the rule groups' interval (default 30s)",
     )
     rules.add_argument("--output", "-o", metavar="FILE", help="write the rules to FILE")
     rules.add_argument(
@@ -58,13 +66,12 @@ def add_budgets_commands(budgets_sub: Any) -> None:
         help="print only the span-metrics bucket boundaries these limits need, as "
         "CHAINLAT_SPANMETRICS_BUCKETS takes them",
     )
-    rules.set_defaults(func=rules_command)
 
 
 def rules_command(args: argparse.Namespace) -> int:
     """``chainlat budgets rules``."""
     from chainlat.budgets import load_budgets
-    from chainlat.budgets.rules import bucket_boundaries, buckets_setting, prometheus_rules
+    from chainlat.prometheus import bucket_boundaries, buckets_setting, prometheus_rules
 
     budgets = load_budgets(args.file)
     if not budgets.workflows:
@@ -79,12 +86,9 @@ def rules_command(args: argparse.Namespace) -> int:
             evaluation_interval=args.evaluation_interval,
         )
     if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{args.output}: cannot write the rules: {exc.strerror}") from None
+        write_file(args.output, text, "rules")
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        emit(text)
     return EXIT_OK
 
 
@@ -92,8 +96,8 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
-    from chainlat.report.text import _verdict_table, conclusion, render_text
-    from chainlat.traces._prometheus import PrometheusReader, judge_prometheus
+    from chainlat.cli.budgets import allowed_reasons, warn_unjudged
+    from chainlat.prometheus import PrometheusReader, judge_prometheus
 
     if args.sources or args.jaeger:
         raise InputError("--prometheus reads metrics: give no trace files and no --jaeger")
@@ -101,34 +105,15 @@ def check(args: argparse.Namespace) -> int:
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
-    result = judge_prometheus(budgets, reader, window=args.window)
-    where = f"Prometheus {reader.url}, the last {args.window}"
+    result = judge_prometheus(budgets, reader, window=args.window, allow=allowed_reasons(args))
+    where = report.prometheus_source(reader.url, args.window)
     if args.format == "json":
-        document = report.check_json(result)
-        document["source"] = where
-        from chainlat.report.jsondoc import to_json
-
-        sys.stdout.write(to_json(document) + "\n")
+        emit_json(report.prometheus_check_json(result, source=where))
+    elif args.format == "markdown":
+        emit(report.prometheus_check_markdown(result, source=where))
     else:
-        out: list[Any] = [f"chainlat check: {where}; budgets from {budgets.source}", ""]
-        for name in budgets.workflows:
-            verdicts = result.verdicts_of(name)
-            if verdicts:
-                out += [f"{name}:", _verdict_table(verdicts), ""]
-        out.append(conclusion(result))
-        sys.stdout.write(render_text(out))
+        emit(report.prometheus_check_text(result, source=where))
     if args.junit:
-        try:
-            Path(args.junit).write_text(report.junit_xml(result), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(
-                f"{args.junit}: cannot write the JUnit report: {exc.strerror}"
-            ) from None
-    if result.broken:
-        return EXIT_BROKEN
-    if not result.judged:
-        raise InputError(
-            f"nothing to judge: {where} has no runs of the budgeted workflows "
-            f"({', '.join(budgets.workflows)})"
-        )
-    return EXIT_OK
+        write_file(args.junit, report.junit_xml(result), "JUnit report")
+    warn_unjudged(result)
+    return result.exit_code

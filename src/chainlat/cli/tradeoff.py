@@ -2,61 +2,81 @@
 
 Usage::
 
-    chainlat profile traces.jsonl [--output profiles.toml] [--workflow W] [--variant V]
+    chainlat profile traces.jsonl [--output profiles.toml] [--format text|json|markdown]
     chainlat whatif traces.jsonl --swap "chat gpt-4o=gpt-4o-mini" --prompt-scale "chat gpt-4o=0.5"
         --cache-hit-rate "chat gpt-4o=0.3" --drop "data rerank" [--profiles FILE]
-        [--budgets FILE] [--workflow W] [--variant V] [--seed N] [--format text|json]
-    chainlat compare traces.jsonl [--outcomes outcomes.jsonl] [--html FILE] [--format text|json]
+        [--budgets FILE] [--prices FILE] [--seed N] [--format text|json|markdown]
+    chainlat compare traces.jsonl [--outcomes outcomes.jsonl] [--budgets FILE] [--prices FILE]
+        [--html FILE] [--format text|json|markdown]
 
-Each reads trace files or Jaeger (``--jaeger URL --service NAME [--lookback 1h]
-[--limit 100]``) as ``chainlat check`` does. ``whatif`` exits 1 when a budget
-file is given and the estimated runs break it.
+Each takes the common options of :mod:`chainlat.cli.options` (trace files or Jaeger, the
+run filter ``--workflow NAME --variant NAME``, the reading bounds) and prints the readers'
+warnings as ``chainlat check`` does. ``whatif`` exits 1 when a budget file is given and
+the estimated runs break it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
-from chainlat.cli.sources import add_source_arguments, describe, sources_from
+from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
+from chainlat.cli.options import (
+    RunFilter,
+    add_budgets,
+    add_command,
+    add_format,
+    add_reading,
+    add_run_filter,
+    add_sources,
+)
+from chainlat.cli.output import (
+    emit,
+    emit_json,
+    emit_renderables,
+    print_warnings,
+    warn,
+    write_file,
+)
+from chainlat.cli.sources import describe, load, nothing_read, read, sources_from
 from chainlat.report import tradeoff as tradeoff_report
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from rich.console import Console
-
     from chainlat._core.prices import Price
     from chainlat._core.runs import WorkflowRun
-
-EXIT_OK = 0
-EXIT_BUDGET = 1
+    from chainlat.traces import TraceSource
 
 
 def add_commands(sub: Any) -> None:
     """Add ``profile``, ``whatif`` and ``compare`` to the ``chainlat`` subparsers."""
-    profile = sub.add_parser(
+    profile = add_command(
+        sub,
         "profile",
+        _profile,
         help="fit a latency profile per model from traces",
         description="Fit, for every model called in the traces, time to first token against "
         "input tokens, time per output token, queue and network shares and residual spread.",
     )
-    _sources(profile)
+    add_sources(profile)
     profile.add_argument(
         "--output", "-o", metavar="FILE", help="write the profiles to FILE (.toml or .json)"
     )
-    profile.add_argument("--format", choices=("text", "json"), default="text")
-    profile.set_defaults(func=_profile)
+    add_format(profile)
+    add_run_filter(profile)
+    add_reading(profile)
 
-    whatif = sub.add_parser(
+    whatif = add_command(
+        sub,
         "whatif",
+        _whatif,
         help="re-estimate recorded runs with a model swapped, a prompt shortened, ...",
         description="Re-estimate every recorded run with the changes applied, rebuild its "
         "timeline and recompute the chain total along the new critical path.",
     )
-    _sources(whatif)
+    add_sources(whatif)
     whatif.add_argument(
         "--swap", action="append", default=[], metavar='"STEP=MODEL"',
         help='use another model in a step: "chat gpt-4o=gpt-4o-mini"',
@@ -76,52 +96,67 @@ def add_commands(sub: Any) -> None:
     whatif.add_argument(
         "--profiles", metavar="FILE", help="latency profiles that override the fitted ones"
     )
-    whatif.add_argument("--budgets", metavar="FILE", help="judge the runs before and after")
-    whatif.add_argument("--seed", type=int, default=0, help="seed of the cache-hit draws")
+    add_budgets(
+        whatif,
+        "judge the runs before and after (exit 1 when the estimate breaks it)",
+        found=False,
+    )
     whatif.add_argument(
         "--prices",
         metavar="FILE",
         help="model prices: a budget file's [prices] table; default: --budgets' own, if any",
     )
-    whatif.add_argument("--format", choices=("text", "json"), default="text")
-    whatif.set_defaults(func=_whatif)
+    whatif.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the cache-hit draws"
+    )
+    add_format(whatif)
+    add_run_filter(whatif)
+    add_reading(whatif)
 
-    compare = sub.add_parser(
+    compare = add_command(
+        sub,
         "compare",
+        _compare,
         help="compare variants: latency against success rate",
         description="Group runs by workflow and chainlat.variant: latency percentiles, the "
-        "critical-path split, success rate with a Wilson 95%% interval, the Pareto front.",
+        "critical-path split, success rate with a Wilson 95% interval, the Pareto front.",
     )
-    add_source_arguments(compare)
-    compare.add_argument("--workflow", metavar="NAME", help="only this workflow")
+    add_sources(compare)
     compare.add_argument(
         "--outcomes", metavar="FILE", help="outcomes by trace id, JSON lines (override traces')"
     )
+    add_budgets(
+        compare, "its [prices] give the cost per run of each variant, its limits mark the "
+        "runs of the --html page",
+    )  # fmt: skip
     compare.add_argument(
         "--prices",
         metavar="FILE",
-        help="model prices: a budget file's [prices] table (US dollars per million tokens), "
-        "for the cost per run of each variant",
+        help="model prices: a budget file's [prices] table (US dollars per million tokens); "
+        "default: the budget file's own, if any",
     )
-    compare.add_argument("--html", metavar="FILE", help="write the chart and table to FILE")
+    compare.add_argument("--html", metavar="FILE", help="also write the chart and table to FILE")
     compare.add_argument(
         "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
     )
-    compare.add_argument("--format", choices=("text", "json"), default="text")
-    compare.set_defaults(func=_compare)
+    add_format(compare)
+    add_run_filter(compare)
+    add_reading(compare)
 
 
-def _sources(parser: argparse.ArgumentParser) -> None:
-    add_source_arguments(parser)
-    parser.add_argument("--workflow", metavar="NAME", help="only the runs of this workflow")
-    parser.add_argument("--variant", metavar="LABEL", help="only the runs of this variant")
+def _read(args: argparse.Namespace, sources: list[TraceSource], purpose: str) -> list[WorkflowRun]:
+    """The selected runs that are not steps of another, once the filter's names are checked
+    and the readers' warnings printed."""
+    from chainlat.traces import ReadCounters
 
-
-def _console() -> Console:
-    from rich.console import Console
-
-    # Wide enough for the tables in a CI log or a pipe, where rich would assume 80.
-    return Console(width=None if sys.stdout.isatty() else 140)
+    counters = ReadCounters()
+    chosen = RunFilter(args)
+    runs = load(sources, counters, chosen, roots=args.roots)
+    if counters.workflows == 0:
+        raise nothing_read(sources, counters, purpose)
+    chosen.check_names()
+    print_warnings(counters, sources=sources, runs=chosen)
+    return runs
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -129,39 +164,52 @@ def _console() -> Console:
 
 def _profile(args: argparse.Namespace) -> int:
     from chainlat._core.errors import InputError
-    from chainlat.analysis.profiles import dumps_profiles, fit_profiles, save_profiles
-    from chainlat.traces import read_runs
+    from chainlat.analysis.profiles import (
+        STREAM_USAGE,
+        calls_by_model,
+        dumps_profiles,
+        fit_by_model,
+        save_profiles,
+        usage_gaps,
+    )
+    from chainlat.traces import ReadCounters
 
     sources = sources_from(args)
     where = describe(sources)
-    selected = 0
+    counters = ReadCounters()
+    chosen = RunFilter(args)
 
     def runs() -> Iterator[WorkflowRun]:
-        # Streamed: the fit keeps each model call's few numbers, not the runs.
-        nonlocal selected
-        # Every trace's root is a run too: model calls are fitted whatever is around them.
-        for run in read_runs(sources, outcomes=True, roots=True):
-            if run.nested:
-                continue  # a step of the run around it
-            if (args.workflow is None or run.workflow == args.workflow) and (
-                args.variant is None or run.variant_label == args.variant
-            ):
-                selected += 1
+        # Streamed: the fit keeps each model call's few numbers, not the runs. Every trace's
+        # root is a run too: model calls are fitted whatever is around them.
+        for run in read(sources, counters, chosen, roots=True):
+            if not run.nested:  # else a step of the run around it
                 yield run
 
-    profiles = fit_profiles(runs())
-    if not selected:
-        raise InputError(f"{where}: no workflow run to fit profiles from")
+    calls = calls_by_model(runs())
+    profiles = fit_by_model(calls)
+    gaps = usage_gaps(c for found in calls.values() for c in found)
+    if counters.workflows == 0:
+        raise nothing_read(sources, counters, "fit")
+    chosen.check_names()
+    print_warnings(counters, sources=sources, runs=chosen)
     if not profiles:
-        raise InputError(f"{where}: no model call with token counts to fit a profile from")
+        streamed = f" ({sum(gaps.values())} streamed without them: {STREAM_USAGE})"
+        raise InputError(
+            f"{where}: no model call with token counts to fit a profile from"
+            + (streamed if gaps else "")
+        )
     if args.output:
         save_profiles(args.output, profiles)
     if args.format == "json":
-        print(dumps_profiles(profiles, fmt="json"), end="")
+        emit_json(json.loads(dumps_profiles(profiles, fmt="json")))
+        for line in tradeoff_report.usage_gap_lines(gaps):
+            warn(line)
         return EXIT_OK
-    tradeoff_report.print_profiles(_console(), profiles, selected, where)
-    if args.output:
-        print(f"profiles written to {args.output}")
+    selected = sum(sampled.runs for sampled in chosen.sampled.values())
+    emit_renderables([tradeoff_report.profiles_text(profiles, selected, where, gaps)], args.format)
+    if args.output and args.format == "text":
+        emit(f"profiles written to {args.output}")
     return EXIT_OK
 
 
@@ -169,6 +217,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _whatif(args: argparse.Namespace) -> int:
+    from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
 
     budgets = None
@@ -177,28 +226,28 @@ def _whatif(args: argparse.Namespace) -> int:
 
         budgets = load_budgets(args.budgets)
     sources = sources_from(args)
+    profiles = load_profiles(args.profiles) if args.profiles else None
+    runs = _read(args, sources, "estimate")
     result = whatif(
-        sources,
+        runs,
         swap=args.swap,
         prompt_scale=args.prompt_scale,
         cache_hit_rate=args.cache_hit_rate,
         drop=args.drop,
-        profiles=args.profiles,
+        profiles=profiles,
         budgets=budgets,
-        workflow=args.workflow,
-        variant=args.variant,
         seed=args.seed,
-        roots=args.roots,
+        source=describe(sources),
         prices=load_prices(args.prices)
         if args.prices
         else (budgets.model_prices() if budgets is not None else None),
     )
     after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
-        print(json.dumps(tradeoff_report.whatif_json(result), indent=2, allow_nan=False))
+        emit_json(tradeoff_report.whatif_json(result))
     else:
-        tradeoff_report.print_whatif(_console(), result, describe(sources))
-    return EXIT_OK if after_ok else EXIT_BUDGET
+        emit_renderables([tradeoff_report.whatif_text(result, describe(sources))], args.format)
+    return EXIT_OK if after_ok else EXIT_BROKEN
 
 
 # -- compare -------------------------------------------------------------------------------
@@ -219,38 +268,35 @@ def load_prices(path: str | None) -> dict[str, Price] | None:
 
 def _compare(args: argparse.Namespace) -> int:
     from chainlat.analysis.tradeoff import compare
+    from chainlat.cli.budgets import found_budgets
     from chainlat.report import tradeoff_page
 
+    budgets = found_budgets(args.budgets)
+    prices = load_prices(args.prices)
+    if prices is None and budgets is not None:
+        prices = budgets.model_prices()
     sources = sources_from(args)
-    comparison = compare(
-        sources,
-        workflow=args.workflow,
-        outcomes=args.outcomes,
-        roots=args.roots,
-        prices=load_prices(args.prices),
-    )
+    runs = _read(args, sources, "compare")
+    comparison = compare(runs, outcomes=args.outcomes, prices=prices)
     if args.html:
         from chainlat._core.errors import InputError
         from chainlat.report import RunExplorer, jaeger_ui_url
-        from chainlat.traces import read_runs
 
-        explorer = RunExplorer(jaeger_ui=jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None)
-        for run in read_runs(sources, outcomes=True, roots=args.roots):
-            if args.workflow is None or run.workflow == args.workflow:
-                explorer.add(run)
+        explorer = RunExplorer(
+            budgets=budgets,
+            jaeger_ui=jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
+        )
+        for run in runs:
+            explorer.add(run)
         try:
             page = tradeoff_page(comparison, sources=describe(sources), explorer=explorer)
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
-        try:
-            with open(args.html, "w", encoding="utf-8") as out:
-                out.write(page)
-        except OSError as exc:
-            raise InputError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
+        write_file(args.html, page, "chart")
     if args.format == "json":
-        print(json.dumps(tradeoff_report.compare_json(comparison), indent=2, allow_nan=False))
+        emit_json(tradeoff_report.compare_json(comparison))
         return EXIT_OK
-    tradeoff_report.print_compare(_console(), comparison)
-    if args.html:
-        print(f"chart written to {args.html}")
+    emit_renderables([tradeoff_report.compare_text(comparison)], args.format)
+    if args.html and args.format == "text":
+        emit(f"chart written to {args.html}")
     return EXIT_OK

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import chainlat
 from chainlat._core.errors import InputError
+from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -278,15 +279,11 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
     console.print(chain)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the demo; returns the exit code.
-
-    Example::
-
-        from chainlat.demo import main
-        main(["--requests", "8"])
-    """
-    parser = argparse.ArgumentParser(prog="chainlat demo", description=__doc__.splitlines()[0])
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The demo's arguments, checked; ``--requests`` defaults by mode."""
+    parser = argparse.ArgumentParser(
+        prog="chainlat demo", description=__doc__.splitlines()[0], epilog=EXIT_CODES_HELP
+    )
     parser.add_argument(
         "--requests", type=int, help="runs per variant (default 24; 8 turns with --voice)"
     )
@@ -309,7 +306,18 @@ def main(argv: list[str] | None = None) -> int:
         import openai  # noqa: F401
     except ImportError as exc:
         raise InputError("the demo needs the openai SDK: pip install 'chainlat[demo]'") from exc
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit code.
+
+    Example::
+
+        from chainlat.demo import main
+        main(["--requests", "8"])
+    """
+    args = _arguments(argv)
     if args.voice:
         from chainlat.demo.voice import voice_main
 
@@ -354,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     baseline = batches["large-planner"]
     if not baseline:
         console.print("[red]no workflow finished[/]")
-        return 2
+        return EXIT_INPUT
     median = sorted(baseline, key=lambda r: r.rollup.total_ms)[len(baseline) // 2]
     console.rule(f"median run of {WORKFLOW} (large planner): {median.rollup.total_ms:.0f} ms")
     waterfall(
@@ -371,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     tradeoff_section(console, list(seen.get_finished_spans()), provider=provider, seed=args.seed)
     uninstrument_httpx()
     chainlat.shutdown()
-    _print_destination(console, args.traces_file)
-    return 0
+    print_destination(console, args.traces_file)
+    return EXIT_OK
 
 
 def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
@@ -396,12 +404,12 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
     return table
 
 
-def _print_destination(console: Console, traces_file: str | None) -> None:
-    from chainlat._runtime.config import _choose_exporter
+def print_destination(console: Console, traces_file: str | None) -> None:
+    from chainlat._runtime.interface import choose_exporter
 
     path = traces_path(traces_file)
     if path is None:
-        chosen = _choose_exporter(None)
+        chosen = choose_exporter(None)
         console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
     console.print(
@@ -425,11 +433,9 @@ def _command() -> str:
 def traces_path(traces_file: str | None) -> Path | None:
     """The file the demo's traces go to, as :func:`chainlat.configure` picks it; None when
     they go elsewhere (OTLP, the console, nowhere)."""
-    from chainlat._runtime.config import DEFAULT_TRACES_FILE, _choose_exporter, _env
+    from chainlat._runtime.interface import default_traces_path
 
-    if _choose_exporter(None) != "file":
-        return None
-    return Path(traces_file or _env("CHAINLAT_TRACES_FILE") or DEFAULT_TRACES_FILE)
+    return default_traces_path(traces_file)
 
 
 def keep_previous(path: Path) -> Path | None:

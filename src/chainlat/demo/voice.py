@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import chainlat
+from chainlat._core.exits import EXIT_OK
 from chainlat.demo import Store, keep_previous, open_store, search, traces_path
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def voice_main(args: argparse.Namespace) -> int:
     """``chainlat demo --voice`` with the demo's parsed arguments; returns the exit code."""
     from rich.console import Console
 
-    from chainlat.demo import _print_destination
+    from chainlat.demo import print_destination
     from chainlat.httpx import instrument_httpx, uninstrument_httpx
     from chainlat.sim import SimServer
     from chainlat.traces.sdk import runs_from_spans
@@ -213,5 +214,5 @@ def voice_main(args: argparse.Namespace) -> int:
         uninstrument_httpx()
     render(console, runs_from_spans(seen.get_finished_spans()))
     chainlat.shutdown()
-    _print_destination(console, args.traces_file)
-    return 0
+    print_destination(console, args.traces_file)
+    return EXIT_OK

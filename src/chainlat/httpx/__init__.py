@@ -46,9 +46,9 @@ from chainlat.httpx._call import (
     detach,
     failed,
     module_of,
-    wrap_stream,
 )
 from chainlat.httpx._routes import DEFAULT_ROUTES, Format, Matcher, RequestInfo, Route
+from chainlat.httpx._streams import wrap_stream
 
 if TYPE_CHECKING:
     import httpx

@@ -8,27 +8,32 @@ chunk on the moment it arrives and only looks at it afterwards, while the next o
 its way. The span ends at the end of the body, when the stream is closed, or on error.
 
 Works the same for ``httpx`` and ``httpx2`` objects: nothing here imports either; the
-stream wrappers subclass the byte-stream classes of the module the response came from.
+stream wrappers (:mod:`chainlat.httpx._streams`) subclass the byte-stream classes of the
+module the response came from.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
 from chainlat._core.redact import is_secret_header, scrub
+from chainlat._runtime.interface import (
+    InferenceHandle,
+    finish_step,
+    record_output_chunks,
+    start_detached_step,
+    step_clock,
+)
 from chainlat._runtime.processor import set_attributes
-from chainlat._runtime.spans import Inference, InferenceHandle
 from chainlat.httpx._audio import (
     AUDIO_FORMATS,
     SpeechReader,
@@ -291,8 +296,7 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
             capture.truncated = True  # the prompt was there, and none of it is kept
     attributes.update(allowed_headers(request.headers, options.request_headers, request=True))
     name = route.operation if model is None else attr.inference_span_name(route.operation, model)
-    step = Inference(InferenceHandle, name, SpanKind.CLIENT, attributes, options.tracer_provider)
-    handle = step._start_detached()
+    handle = start_detached_step(name, attributes, options.tracer_provider)
     span_context = handle.span.get_span_context()
     context = trace.set_span_in_context(handle.span)
     if span_context.is_valid:
@@ -324,8 +328,7 @@ class ModelCall:
         self._options = options
         self._capture = capture
         # The handle's clock without its method call: read once per chunk of a stream.
-        processor = handle._processor
-        self.clock: Callable[[], int] = processor.clock if processor is not None else time.time_ns
+        self.clock: Callable[[], int] = step_clock(handle)
         self.timeline = Timeline(handle.start_ns)
         capture_chars = options.max_content_length if capture else None
         self.reader: Reader = audio_reader_for(route.format, capture_chars) or reader_for(
@@ -489,16 +492,13 @@ class ModelCall:
             self._set_response_attributes(end_ns)
         except Exception:
             failed("finishing a model call")
-        self.handle._finish(exc if isinstance(exc, Exception) else None, end_ns=end_ns)
+        finish_step(self.handle, exc if isinstance(exc, Exception) else None, end_ns=end_ns)
         if self._events is None and self._audio is None:
             return  # chunk metrics are for streams
         try:
-            processor = self.handle._processor
-            span = self.handle.span
-            if processor is not None and isinstance(span, ReadableSpan):
-                gaps = self.timeline.chunk_gaps_s()
-                if gaps:
-                    processor.record_output_chunks(span, gaps)
+            gaps = self.timeline.chunk_gaps_s()
+            if gaps:
+                record_output_chunks(self.handle, gaps)
         except Exception:
             failed("recording chunk metrics")
 
@@ -541,85 +541,6 @@ class ModelCall:
             span.set_status(
                 Status(StatusCode.ERROR, f"HTTP {error}" if self._error_status else error)
             )
-
-
-# --- the response stream wrappers ---------------------------------------------------------------
-class _TracedSyncStream:
-    """Passes a sync byte stream through, chunk by chunk, telling the call what it saw."""
-
-    def __init__(self, stream: Any, call: ModelCall) -> None:
-        self._stream = stream
-        self._call = call
-
-    def __iter__(self) -> Iterator[bytes]:
-        call = self._call
-        try:
-            for chunk in self._stream:
-                call.arrived(chunk)
-                yield chunk
-                call.digest()
-        except Exception as exc:
-            call.finish(exc)
-            raise
-        except BaseException:  # GeneratorExit (the reader stopped early), KeyboardInterrupt
-            call.finish(None)
-            raise
-        call.finish(None)
-
-    def close(self) -> None:
-        try:
-            self._call.finish(None)
-        finally:
-            self._stream.close()
-
-
-class _TracedAsyncStream:
-    """Passes an async byte stream through, chunk by chunk, telling the call what it saw."""
-
-    def __init__(self, stream: Any, call: ModelCall) -> None:
-        self._stream = stream
-        self._call = call
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        call = self._call
-        try:
-            async for chunk in self._stream:
-                call.arrived(chunk)
-                yield chunk
-                call.digest()
-        except Exception as exc:
-            call.finish(exc)
-            raise
-        except BaseException:  # GeneratorExit, task cancellation
-            call.finish(None)
-            raise
-        call.finish(None)
-
-    async def aclose(self) -> None:
-        try:
-            self._call.finish(None)
-        finally:
-            await self._stream.aclose()
-
-
-_stream_types: dict[tuple[str, bool], type[Any]] = {}
-
-
-def wrap_stream(module: Any, stream: Any, call: ModelCall, *, is_async: bool) -> Any:
-    """``stream`` wrapped for ``call``, an instance of ``module``'s byte-stream class.
-
-    httpx checks ``isinstance(response.stream, SyncByteStream)`` with its own class, so
-    the wrapper subclasses the one of the module the response came from.
-    """
-    key = (module.__name__, is_async)
-    cls = _stream_types.get(key)
-    if cls is None:
-        if is_async:
-            cls = type("TracedAsyncStream", (_TracedAsyncStream, module.AsyncByteStream), {})
-        else:
-            cls = type("TracedSyncStream", (_TracedSyncStream, module.SyncByteStream), {})
-        _stream_types[key] = cls
-    return cls(stream, call)
 
 
 def detach(token: object) -> None:

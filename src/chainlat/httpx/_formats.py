@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
+from chainlat._core.errors import warn_once
 from chainlat.httpx._routes import Format, loads
 
 AttributeDict = dict[str, Any]
@@ -28,6 +29,10 @@ def _get(value: object, *path: str) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+_MAX_TOKENS: Final = 2**63 - 1
+"""The largest token count OTLP carries (a signed 64-bit integer)."""
 
 
 def _int(value: object) -> int | None:
@@ -230,7 +235,12 @@ class Facts:
             (attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, self.reasoning_tokens),
         ):
             if value is not None:
-                out[key] = value
+                if 0 <= value <= _MAX_TOKENS:
+                    out[key] = value
+                else:  # a negative count would make the cost come out low
+                    warn_once(
+                        f"response.{key}", "chainlat: %s=%d in a response; not recorded", key, value
+                    )
         if capture is not None and (self.text or self.finish_reasons):
             message: dict[str, Any] = {
                 "role": "assistant",

@@ -18,12 +18,19 @@ from __future__ import annotations
 
 from chainlat.report._explorer import RunExplorer, jaeger_ui_url
 from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
-from chainlat.report.jsondoc import check_json, diff_json, stats_json
+from chainlat.report.jsondoc import check_json, check_schema, diff_json, stats_json
 from chainlat.report.junit import junit_xml
 from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdown
+from chainlat.report.prometheus import (
+    prometheus_check_json,
+    prometheus_check_markdown,
+    prometheus_check_text,
+    prometheus_source,
+)
 from chainlat.report.text import (
     check_renderables,
     check_text,
+    diff_renderables,
     diff_text,
     render_text,
     stats_renderables,
@@ -36,13 +43,19 @@ __all__ = [
     "check_json",
     "check_markdown",
     "check_renderables",
+    "check_schema",
     "check_text",
     "diff_json",
     "diff_markdown",
+    "diff_renderables",
     "diff_text",
     "html_page",
     "jaeger_ui_url",
     "junit_xml",
+    "prometheus_check_json",
+    "prometheus_check_markdown",
+    "prometheus_check_text",
+    "prometheus_source",
     "render_text",
     "stats_json",
     "stats_markdown",

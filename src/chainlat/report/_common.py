@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,21 +29,49 @@ if TYPE_CHECKING:
 
 DASH: Final = "-"
 
-# C0 controls, DEL and C1 controls; newline is kept or not by the caller.
-_CONTROLS: Final = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-_CONTROLS_AND_NEWLINE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 controls, DEL and C1 controls, and the bidirectional controls and line separators that
+# reorder or break what a terminal shows (U+202E turns "exe.txt" into "txt.exe"); newline
+# is kept or not by the caller.
+_BIDI: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS: Final = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_CONTROLS_AND_NEWLINE: Final = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
 _SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
 
 
 def _escape_control(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str, *, newline: bool = False) -> str:
-    """A name as a terminal or a file may show it: control characters as ``\\x1b``-style
-    escapes (newline kept when ``newline``), lone surrogates as U+FFFD."""
-    text = _SURROGATES.sub("\ufffd", text)
+    """A name or value as chainlat shows it anywhere (terminal, page, document): credentials
+    scrubbed (:func:`chainlat._core.redact.scrub`), control and bidirectional characters as
+    ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
+    U+FFFD."""
+    from chainlat._core.redact import scrub
+
+    text = scrub(_SURROGATES.sub("\ufffd", text))
     return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)
+
+
+MAX_NAME_CHARS: Final = 200
+"""The longest name a page or chart shows whole; longer ones are cut, saying so."""
+
+
+def shown_name(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """A name (workflow, variant, step, span) as a page shows it: :func:`visible`, cut to
+    ``limit`` characters with a visible marker (a 1 MB name would make a page no browser
+    loads)."""
+    if len(text) > 4 * limit:
+        cut = len(text) - limit
+        text = text[:limit]  # no scrubbing of 1 MB to show 200 characters of it
+    else:
+        cut = 0
+    shown = visible(text)
+    if len(shown) > limit:
+        cut += len(shown) - limit
+        shown = shown[:limit]
+    return f"{shown}…[{cut} more chars]" if cut else shown
 
 
 def source_name(text: str) -> str:
@@ -83,6 +112,18 @@ def ms(value: float | None) -> str:
     if not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return f"{value:,.1f}"
+
+
+def whole_ms(value: float | None) -> str:
+    """Milliseconds to the unit, ``1,234``, for tables of totals; a dash for none."""
+    if value is None or not math.isfinite(value):
+        return ms(value)
+    return f"{value:,.0f}"
+
+
+def share(value: float | None) -> str:
+    """A share of 0..1 as a whole percentage, ``42%``; a dash for none."""
+    return DASH if value is None or not math.isfinite(value) else f"{value:.0%}"
 
 
 def count(n: int, noun: str) -> str:
@@ -147,21 +188,79 @@ def summary_json(summary: Summary) -> dict[str, Any]:
     }
 
 
+_REASON_LABELS: Final = {
+    "unknown_workflow": "unknown workflow",
+    "unknown_step": "unknown step",
+    "no_runs": "no runs",
+    "no_data": "no data",
+    "no_price": "no price",
+    "no_tokens": "no token counts",
+    "impossible_value": "impossible recorded value",
+    "not_expressible": "not expressible in metrics",
+    "no_series": "no series",
+    "not_finite": "not a finite number",
+    "incomplete_run": "incomplete run",
+}
+
+
+def reason_label(verdict: LimitVerdict) -> str:
+    """Why a limit was not judged, in a few words (from the verdict's reason)."""
+    if verdict.reason == "not_enough_runs":
+        return f"{verdict.runs} < min_runs {verdict.min_runs}"
+    return _REASON_LABELS.get(verdict.reason or "", "not judged")
+
+
 def verdict_label(verdict: LimitVerdict) -> str:
+    """The verdict column: ``ok``, ``BROKEN``, ``NOT JUDGED: <reason>`` (fails the gate) or
+    ``not judged: <reason> (allowed)``."""
     if verdict.status == "broken":
         return "BROKEN"
     if verdict.status == "ok":
         return "ok"
-    if verdict.status == "not_enough_runs":
-        return f"not judged: {verdict.runs} < min_runs {verdict.min_runs}"
-    return "no data"
+    if verdict.allowed:
+        return f"not judged: {reason_label(verdict)} (allowed)"
+    return f"NOT JUDGED: {reason_label(verdict)}"
+
+
+def verdict_style(verdict: LimitVerdict) -> str:
+    """A rich style for the verdict column."""
+    if verdict.status == "broken" or (verdict.status == "not_judged" and not verdict.allowed):
+        return "bold red"
+    return "green" if verdict.status == "ok" else "yellow"
+
+
+_LIMIT_KEY: Final = re.compile(r"\.(?:max|ttft|(?:ttft_)?p[0-9.]+)$")
+
+
+def unjudged_key(verdict: LimitVerdict) -> str:
+    """The key path a not-judged verdict is about: the workflow or the step for a name no
+    run has (one message for all its limits), else the limit."""
+    if verdict.reason == "unknown_workflow":
+        return verdict.key_path[: -len(verdict.target) - 1]
+    if verdict.reason == "unknown_step":
+        return _LIMIT_KEY.sub("", verdict.key_path)
+    return verdict.key_path
+
+
+def unjudged_lines(verdicts: Sequence[LimitVerdict]) -> list[str]:
+    """One line per limit not judged (per workflow or step, for a name no run has): its key
+    path and why, ``NOT JUDGED`` when it fails the gate."""
+    lines = (
+        f"{'not judged (allowed)' if v.allowed else 'NOT JUDGED'}: {unjudged_key(v)}: {v.why}"
+        for v in verdicts
+        if v.status == "not_judged"
+    )
+    return list(dict.fromkeys(lines))
 
 
 def verdict_runs(verdict: LimitVerdict) -> str:
-    if verdict.kind != "percentile" and verdict.runs:
+    if verdict.runs < 0 or verdict.broken_runs < 0:
+        return DASH  # no count of runs is negative: shown as unknown, never "-1/-1 over"
+    unjudged = f", {verdict.unjudged_runs} not judged" if verdict.unjudged_runs else ""
+    if verdict.kind != "percentile" and (verdict.runs or verdict.unjudged_runs):
         what = "failed" if verdict.kind == "share" else "over"
-        return f"{verdict.broken_runs}/{verdict.runs} {what}"
-    return str(verdict.runs)
+        return f"{verdict.broken_runs}/{verdict.runs} {what}{unjudged}"
+    return f"{verdict.runs}{unjudged}"
 
 
 def limit_label(verdict: LimitVerdict) -> str:
@@ -219,4 +318,6 @@ def diff_conclusion(result: DiffResult) -> str:
     if found:
         names = ", ".join(f"{c.workflow}: {c.item}" for c in found)
         return f"REGRESSION: {len(found)} ({names})\n{rule}"
+    if not result.judged:  # exit 2: nothing was compared, so nothing is OK
+        return f"NOT COMPARED: no workflow or step has enough runs on both sides\n{rule}"
     return f"OK: no regression in {result.judged} comparisons\n{rule}"

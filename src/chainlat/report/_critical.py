@@ -28,6 +28,9 @@ class Piece:
     end_ns: int
     kind: str
     """What the stretch counts as: ``inference``, ``data``, ``tool`` or ``overhead``."""
+    shown_on: int = 0
+    """The span that draws it: a call seen twice shows its whole time on the path on the span
+    that counts, not on its twin inside."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath
             names[span_id] = name
     twins = find_twins(root.span_id, records)
     twin_ids = {twin: primary.span_id for twin, primary in twins.items()}
-    pieces = tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind) for p in found)
+    pieces = tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind, p.shown_on) for p in found)
     return CriticalPath(pieces, tuple(steps), names, twin_ids)
 
 

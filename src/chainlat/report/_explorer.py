@@ -22,14 +22,14 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import InputError
-from chainlat._core.redact import is_secret_header, scrub_value
+from chainlat._core.redact import is_secret_header, scrub_url, scrub_value
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
-from chainlat.report._common import visible
+from chainlat.report._common import shown_name, visible
 from chainlat.report._critical import critical_path, step_spans
 from chainlat.report.waterfall import first_output_ms, row_of
 
@@ -107,9 +107,11 @@ def call_parts(
 
 def _shown_value(value: object) -> object:
     if isinstance(value, str):
-        text = visible(value, newline=True)
-        if len(text) > _MAX_VALUE_CHARS:
-            text = text[:_MAX_VALUE_CHARS] + f"... ({len(text) - _MAX_VALUE_CHARS} more chars)"
+        extra = max(len(value) - 4 * _MAX_VALUE_CHARS, 0)  # scrub no megabytes to show 1,000
+        text = visible(value[: len(value) - extra], newline=True)
+        if len(text) > _MAX_VALUE_CHARS or extra:
+            more = max(len(text) - _MAX_VALUE_CHARS, 0) + extra
+            text = text[:_MAX_VALUE_CHARS] + f"... ({more} more chars)"
         return text
     if isinstance(value, bool) or value is None:
         return value
@@ -130,6 +132,14 @@ def jaeger_ui_url(text: str) -> str:
     return text.strip().rstrip("/")
 
 
+def _public_url(url: str) -> str:
+    """A URL to put in a page: no userinfo (a browser asks for it), secret query values and
+    key shapes scrubbed."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return scrub_url(urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)))
+
+
 class RunExplorer:
     """Collects runs for the explorer of an HTML page, and the per-variant statistics.
 
@@ -142,6 +152,7 @@ class RunExplorer:
 
     def __init__(self, *, budgets: Budgets | None = None, jaeger_ui: str | None = None) -> None:
         self.budgets = budgets
+        self._prices = budgets.model_prices() if budgets is not None else None
         self.jaeger_ui = jaeger_ui
         self.by_variant: dict[str, Stats] = {}
         """Statistics per variant label, for charts that keep variants apart."""
@@ -176,22 +187,26 @@ class RunExplorer:
             stats = self.by_variant[run.variant_label] = Stats()
         stats.add(run)
         violations = None
+        unjudged = False
         if self.budgets is not None:
             budget = self.budgets.workflows.get(run.workflow)
             if budget is not None:
-                from chainlat.budgets import check_run
+                from chainlat.budgets import check_run, unjudged_in_run
 
                 violations = check_run(run, budget)
+                if not violations and unjudged_in_run(run, budget, self._prices) is not None:
+                    unjudged = True
         tree = self._tree(run, violations or [])
         first_output = tree.get("fo")
         c = self._columns
-        c["wf"].append(self._sid(visible(run.workflow)))
-        c["var"].append(self._sid(visible(run.variant_label)))
+        c["wf"].append(self._sid(shown_name(run.workflow)))
+        c["var"].append(self._sid(shown_name(run.variant_label)))
         c["total"].append(round(run.total_ms, 3) if math.isfinite(run.total_ms) else None)
         c["fo"].append(first_output)
         c["err"].append(1 if run.error else 0)
         c["ok"].append(None if run.success is None else int(run.success))
-        c["verdict"].append(None if violations is None else len(violations))
+        # The budget column: None (no budget), -1 (not judged), 0 (kept), n (limits broken).
+        c["verdict"].append(None if violations is None else -1 if unjudged else len(violations))
         c["trace"].append(run.trace_id)
         self._trees.append(tree)
 
@@ -227,7 +242,7 @@ class RunExplorer:
             value = _shown_value(scrub_value(value))
         elif not math.isfinite(value):
             value = str(value)
-        self._pair_list.append([self._sid(visible(key)), value])
+        self._pair_list.append([self._sid(shown_name(key)), value])
         return len(self._pair_list) - 1
 
     def _tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
@@ -239,7 +254,8 @@ class RunExplorer:
         path = critical_path(root.record, run.records)
         pieces: dict[int, list[list[float]]] = {}
         for piece in path.pieces:
-            pieces.setdefault(piece.span_id, []).append(
+            # A call seen twice is one step: its twin's stretch of the path is drawn on it.
+            pieces.setdefault(piece.shown_on, []).append(
                 [_ms(piece.start_ns - run.start_ns), _ms(piece.end_ns - run.start_ns)]
             )
         on_path = set(path.steps)
@@ -262,7 +278,7 @@ class RunExplorer:
             )
             rows.append(
                 [
-                    self._sid(visible(_label(span))),
+                    self._sid(shown_name(_label(span))),
                     _KINDS.get(rec.kind or "", _OTHER),
                     parent,
                     _ms(rec.start_ns - run.start_ns),
@@ -280,10 +296,14 @@ class RunExplorer:
         for violation in violations:
             row = row_of(run, violation)
             span_id = steps[row - 1] if row else root.record.span_id
-            marks.append([index.get(span_id, 0) if span_id is not None else 0, str(violation)])
+            marks.append(
+                [index.get(span_id, 0) if span_id is not None else 0, shown_name(str(violation))]
+            )
         tree: dict[str, Any] = {
             "s": rows,
-            "p": [[index[s], self._sid(visible(path.names[s]))] for s in path.steps if s in index],
+            "p": [
+                [index[s], self._sid(shown_name(path.names[s]))] for s in path.steps if s in index
+            ],
             "v": marks,
         }
         first_output = _first_output(run)
@@ -296,7 +316,7 @@ class RunExplorer:
 
         on_path = critical_steps(run)
         rows: list[list[Any]] = [
-            [self._sid(visible(run.workflow)), 0, -1, 0.0, _ms(run.end_ns - run.start_ns),
+            [self._sid(shown_name(run.workflow)), 0, -1, 0.0, _ms(run.end_ns - run.start_ns),
              0, 0, 0, None, _ERROR if run.error else 0, run.span_id]
         ]  # fmt: skip
         parents = [0]
@@ -306,7 +326,7 @@ class RunExplorer:
             parts = call_parts({}, duration_ms, step.ttft_ms) if step.kind == "inference" else []
             rows.append(
                 [
-                    self._sid(visible(step.name)),
+                    self._sid(shown_name(step.name)),
                     _KINDS.get(step.kind, _OTHER),
                     parents[-1],
                     _ms(step.start_ns - run.start_ns),
@@ -322,7 +342,7 @@ class RunExplorer:
             parents.append(len(rows) - 1)
         marks = [[row_of(run, v), str(v)] for v in violations]
         ordered = sorted(on_path, key=lambda i: (run.steps[i].start_ns, run.steps[i].depth))
-        path = [[i + 1, self._sid(visible(run.steps[i].name))] for i in ordered]
+        path = [[i + 1, self._sid(shown_name(run.steps[i].name))] for i in ordered]
         tree: dict[str, Any] = {"s": rows, "p": path, "v": marks}
         first_output = _first_output(run)
         if first_output is not None:
@@ -337,7 +357,7 @@ class RunExplorer:
             "pairs": self._pair_list,
             "runs": self._columns,
             "trees": self._trees,
-            "jaeger": self.jaeger_ui,
+            "jaeger": None if self.jaeger_ui is None else _public_url(self.jaeger_ui),
             "kinds": ["workflow", "inference", "data", "tool", "other"],
         }
 
@@ -403,7 +423,8 @@ waterfall; Enter opens a row.</p>
 <label>variant <select id="cl-f-variant"></select></label>
 <label>budget <select id="cl-f-verdict">
 <option value="">any</option><option value="broken">broken</option>
-<option value="ok">kept</option><option value="none">no budget</option></select></label>
+<option value="ok">kept</option><option value="unjudged">not judged</option>
+<option value="none">no budget</option></select></label>
 <label>status <select id="cl-f-status"><option value="">any</option>
 <option value="ok">ok</option><option value="error">error</option></select></label>
 <label>trace <input id="cl-f-trace" type="search" placeholder="trace id" size="18"></label>

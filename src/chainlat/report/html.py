@@ -16,6 +16,7 @@ from chainlat.analysis.whatif import KINDS
 from chainlat.report._common import (
     count,
     ms,
+    shown_name,
     source_name,
     stat_rows,
     visible,
@@ -27,6 +28,25 @@ if TYPE_CHECKING:
     from chainlat.report._explorer import RunExplorer
 
 # --- HTML ---------------------------------------------------------------------------------
+
+
+def _plain_text(figure: Any) -> Any:
+    """``figure`` with every name, label and text escaped for plotly, which reads its strings
+    as markup (``<a href>`` a link, ``<br>`` a break; plotly shows ``&lt;`` as ``<``)."""
+    for trace in figure.data:
+        for key in ("name", "legendgroup", "text", "hovertext", "x", "y"):
+            value = getattr(trace, key, None)
+            if isinstance(value, str):
+                trace[key] = html.escape(value, quote=False)
+            elif isinstance(value, tuple | list) and any(isinstance(v, str) for v in value):
+                trace[key] = [
+                    html.escape(v, quote=False) if isinstance(v, str) else v for v in value
+                ]
+    return figure
+
+
+_PLOTLY_CONFIG: Final = {"displaylogo": False, "responsive": True, "typesetMath": False}
+"""``typesetMath`` off: a name between dollar signs is a name, not LaTeX for MathJax."""
 
 
 def _h(text: str) -> str:
@@ -121,7 +141,7 @@ def html_page(
         labels, values = [], []
         for label, _, workflow in series:
             for step in workflow.steps.values():
-                labels.append(f"{label}: {visible(step.name)}")
+                labels.append(f"{label}: {shown_name(step.name)}")
                 values.append(getattr(step.duration.summary(), q))
         steps.add_trace(go.Bar(x=labels, y=values, name=q))
     steps.update_layout(barmode="group", yaxis_title="step ms")
@@ -136,7 +156,9 @@ def html_page(
                 for value in step.ttft.sorted():
                     merged.add(value)
     for (name, variant), samples in by_call.items():
-        label = visible(name) if variant is None else f"{visible(name)} · {visible(variant)}"
+        label = (
+            shown_name(name) if variant is None else f"{shown_name(name)} · {shown_name(variant)}"
+        )
         ttft.add_trace(go.Box(y=_spread(samples), name=label, boxpoints=False))
     ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
     figures.append(("ttft", "Time to first token per model call", ttft))
@@ -154,11 +176,11 @@ def html_page(
         if not figure.data:
             parts.append(f"<p>{_NO_DATA.get(key, 'No data.')}</p>")
         parts.append(
-            figure.to_html(
+            _plain_text(figure).to_html(
                 full_html=False,
                 include_plotlyjs=index == 0,  # inline once: the page needs no network
                 div_id=f"chart-{key}",
-                config={"displaylogo": False, "responsive": True},
+                config=_PLOTLY_CONFIG,
             )
         )
         parts.append("</section>")
@@ -167,7 +189,7 @@ def html_page(
     for workflow in stats.workflows.values():
         rows = "".join(
             "<tr><td>{}</td><td>{}</td>{}</tr>".format(
-                _h(r.label),
+                _h(shown_name(r.label)),
                 _h(r.kind),
                 "".join(
                     f'<td class="n">{html.escape(v)}</td>'
@@ -189,13 +211,13 @@ def html_page(
             else ""
         )
         tables.append(
-            f"<h3>{_h(workflow.name)}: {count(workflow.runs, 'run')}{pooled}</h3>"
+            f"<h3>{_h(shown_name(workflow.name))}: {count(workflow.runs, 'run')}{pooled}</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
         for label, run in (waterfalls or {}).get(workflow.name, ()):
-            tables.append(f"<h4>{_h(label)}</h4><pre>{_h(waterfall(run))}</pre>")
+            tables.append(f"<h4>{_h(shown_name(label))}</h4><pre>{_h(waterfall(run))}</pre>")
     subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
     return (
         _head(title)
@@ -232,13 +254,13 @@ def _series(
     """The charts' series: one per workflow, or per workflow and variant when the runs
     have more than one variant (so that a chart never pools them silently)."""
     if explorer is None or len(explorer.by_variant) < 2:
-        return [(visible(name), None, w) for name, w in stats.workflows.items()]
+        return [(shown_name(name), None, w) for name, w in stats.workflows.items()]
     found: list[tuple[str, str | None, WorkflowStats]] = []
     for name in stats.workflows:
         for variant, by_variant in explorer.by_variant.items():
             workflow = by_variant.workflows.get(name)
             if workflow is not None:
-                found.append((f"{visible(name)} · {visible(variant)}", variant, workflow))
+                found.append((f"{shown_name(name)} · {shown_name(variant)}", variant, workflow))
     return found
 
 
@@ -266,9 +288,9 @@ def tradeoff_figure(comparison: Comparison) -> Any:
                 x=[v.total.p95 for v, _ in judged],
                 y=rates,
                 mode="markers+text",
-                name=visible(workflow),
-                legendgroup=visible(workflow),
-                text=[visible(v.variant) for v, _ in judged],
+                name=shown_name(workflow),
+                legendgroup=shown_name(workflow),
+                text=[shown_name(v.variant) for v, _ in judged],
                 textposition="top center",
                 marker={
                     "size": 12,
@@ -295,8 +317,8 @@ def tradeoff_figure(comparison: Comparison) -> Any:
                     y=[p.rate * 100 for _, p in front],
                     mode="lines",
                     line={"dash": "dash"},
-                    name=visible(f"{workflow}: Pareto front"),
-                    legendgroup=visible(workflow),
+                    name=shown_name(f"{workflow}: Pareto front"),
+                    legendgroup=shown_name(workflow),
                     hoverinfo="skip",
                 )
             )
@@ -323,11 +345,11 @@ def tradeoff_page(
     figure = tradeoff_figure(comparison)
     figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=480)
     chart = (
-        figure.to_html(
+        _plain_text(figure).to_html(
             full_html=False,
             include_plotlyjs=True,
             div_id="chart-tradeoff",
-            config={"displaylogo": False, "responsive": True},
+            config=_PLOTLY_CONFIG,
         )
         if figure.data
         else "<p>No variant recorded outcomes: nothing to plot.</p>"

@@ -35,17 +35,19 @@ def junit_xml(report: BudgetReport) -> str:
     """The verdicts as a JUnit XML report: one test case per limit, for CI test tabs.
 
     A broken limit is a failure (its message names the limit and the values,
-    its text holds the worst run's waterfall); a limit without enough runs or
-    without data is skipped.
+    its text holds the worst run's waterfall); a limit that could not be judged is an
+    error, or skipped when the user opted out of it. The suite's properties carry the
+    exit code and the summary line.
     """
     failures = len(report.broken)
-    skipped = sum(1 for v in report.verdicts if v.status in ("not_enough_runs", "no_data"))
+    errors = len(report.unjudged)
+    skipped = len(report.allowed)
     suites = ET.Element(
         "testsuites",
         name="chainlat",
         tests=str(len(report.verdicts)),
         failures=str(failures),
-        errors="0",
+        errors=str(errors),
         skipped=str(skipped),
     )
     suite = ET.SubElement(
@@ -54,13 +56,15 @@ def junit_xml(report: BudgetReport) -> str:
         name="chainlat latency budgets",
         tests=str(len(report.verdicts)),
         failures=str(failures),
-        errors="0",
+        errors=str(errors),
         skipped=str(skipped),
     )
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(
         properties, "property", name="budgets", value=_xml(source_name(report.budgets_source))
     )
+    ET.SubElement(properties, "property", name="exit_code", value=str(report.exit_code))
+    ET.SubElement(properties, "property", name="summary", value=_xml(report.summary))
     for v in report.verdicts:
         case = ET.SubElement(
             suite,
@@ -86,8 +90,12 @@ def junit_xml(report: BudgetReport) -> str:
             if v.worst_run is not None and v.actual_ms is not None:
                 violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms, v.unit)
                 failure.text = _xml(waterfall(v.worst_run, [violation]))
-        elif v.status in ("not_enough_runs", "no_data"):
-            ET.SubElement(case, "skipped", message=_xml(f"{v.key_path}: {verdict_label(v)}"))
+        elif v.status == "not_judged":
+            message = _xml(f"{v.key_path}: {verdict_label(v)}: {v.why}")
+            if v.allowed:
+                ET.SubElement(case, "skipped", message=message)
+            else:
+                ET.SubElement(case, "error", message=message, type="LatencyBudgetNotJudged")
         else:
             ET.SubElement(case, "system-out").text = _xml(
                 f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} <= "

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Stats,
     WorkflowStats,
@@ -23,6 +23,7 @@ from chainlat.report._common import (
     runs_heading,
     source_name,
     stat_rows,
+    unjudged_lines,
     verdict_label,
     verdict_runs,
     visible,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from chainlat.analysis.diff import DiffResult
     from chainlat.budgets import BudgetReport
 
-from chainlat.report.text import conclusion
 from chainlat.report.waterfall import waterfall
 
 # --- markdown -----------------------------------------------------------------------------
@@ -83,7 +83,13 @@ def _stats_markdown(workflow: WorkflowStats) -> list[str]:
 
 def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
     """The check report as GitHub-flavoured Markdown (for a pull-request comment)."""
-    verdict = "budgets broken" if report.broken else "within budget"
+    verdict = (
+        "budgets broken"
+        if report.broken
+        else "limits not judged"
+        if report.unjudged
+        else "within budget"
+    )
     lines = [
         f"## chainlat latency budgets: {verdict}",
         "",
@@ -100,7 +106,8 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
             lines.extend([f"### {_md(name)}: no runs", ""])
         lines.extend(["| limit | budget | actual | runs | verdict |", "|---|--:|--:|--:|---|"])
         for v in report.verdicts_of(name):
-            label = f"**{verdict_label(v)}**" if v.status == "broken" else verdict_label(v)
+            failed = v.status == "broken" or (v.status == "not_judged" and not v.allowed)
+            label = f"**{verdict_label(v)}**" if failed else verdict_label(v)
             actual = actual_text(v.actual_ms, v.unit)
             lines.append(
                 f"| {_code(limit_label(v))} | {limit_text(v.limit_ms, v.unit)} | {actual} | "
@@ -108,11 +115,14 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
             )
         lines.append("")
     for v in report.broken:
-        if v.worst_run is not None and v.actual_ms is not None:
-            violation = BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms, v.unit)
+        violation = v.violation()
+        if v.worst_run is not None and violation is not None:
             drawn = waterfall(v.worst_run, [violation])
             lines.extend([f"Worst run for {_code(v.key_path)}:", "", *_fenced(drawn), ""])
-    lines.append(_md(conclusion(report)))
+    unjudged = unjudged_lines(report.verdicts)
+    if unjudged:
+        lines.extend([*(f"- {_md(line)}" for line in unjudged), ""])
+    lines.append(_md(report.summary))
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun
+from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Stats,
     WorkflowStats,
@@ -22,8 +22,10 @@ from chainlat.report._common import (
     runs_heading,
     source_name,
     stat_rows,
+    unjudged_lines,
     verdict_label,
     verdict_runs,
+    verdict_style,
     visible,
 )
 
@@ -78,7 +80,7 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("runs", justify="right")
     table.add_column("verdict")
     for v in verdicts:
-        style = {"broken": "bold red", "ok": "green"}.get(v.status, "yellow")
+        style = verdict_style(v)
         actual = actual_text(v.actual_ms, v.unit)
         table.add_row(
             _cell(limit_label(v)),
@@ -93,10 +95,14 @@ def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
 def render_text(
     renderables: Iterable[RenderableType | str], *, width: int | None = None, color: bool = False
 ) -> str:
-    """Render rich objects (and strings) to text, for logs and captured output."""
+    """Render rich objects (and strings) to text, for logs and captured output; tables
+    fitted to the width without cutting a value (:func:`~chainlat.report.tables.fit_table`)."""
     import io
 
     from rich.console import Console
+    from rich.table import Table
+
+    from chainlat.report.tables import fit_table
 
     buffer = io.StringIO()
     console = Console(
@@ -110,6 +116,9 @@ def render_text(
     for item in renderables:
         if isinstance(item, str):
             console.print(visible(item, newline=True), markup=False, soft_wrap=True)
+        elif isinstance(item, Table):
+            for part in fit_table(item, console.width):
+                console.print(part)
         else:
             console.print(item)
     return buffer.getvalue()
@@ -142,24 +151,25 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
         )
         out.append("")
     for verdict in report.broken:
-        if verdict.worst_run is not None and verdict.actual_ms is not None:
-            violation = BudgetViolation(
-                verdict.workflow, verdict.target, verdict.limit_ms, verdict.actual_ms
-            )
+        violation = verdict.violation()
+        if verdict.worst_run is not None and violation is not None:
             out.append(f"worst run for {verdict.key_path}:")
             out.append(waterfall(verdict.worst_run, [violation]))
             out.append("")
-    out.append(conclusion(report))
+    out.extend(conclusion_lines(report))
     return out
 
 
+def conclusion_lines(report: BudgetReport) -> list[str]:
+    """The end of every check report: the limits broken and not judged, then the summary."""
+    lines = [f"BROKEN: {v.key_path}" for v in report.broken]
+    lines.extend(unjudged_lines(report.verdicts))
+    return [*lines, report.summary]
+
+
 def conclusion(report: BudgetReport) -> str:
-    broken = report.broken
-    judged = sum(1 for v in report.verdicts if v.status in ("ok", "broken"))
-    if broken:
-        names = ", ".join(v.key_path for v in broken)
-        return f"BROKEN: {len(broken)} of {judged} judged limits ({names})"
-    return f"OK: all {judged} judged limits kept"
+    """The summary line, with the limits broken and not judged above it."""
+    return "\n".join(conclusion_lines(report))
 
 
 def check_text(report: BudgetReport, *, sources: str = "", width: int | None = None) -> str:
@@ -202,6 +212,11 @@ def stats_text(
 
 def diff_text(result: DiffResult, *, width: int | None = None) -> str:
     """A diff as a text table."""
+    return render_text(diff_renderables(result), width=width or 140)
+
+
+def diff_renderables(result: DiffResult) -> list[RenderableType | str]:
+    """A diff as rich renderables: a heading, the table of comparisons, the conclusion."""
     from rich.table import Table
 
     table = Table(show_edge=False)
@@ -214,4 +229,4 @@ def diff_text(result: DiffResult, *, width: int | None = None) -> str:
         f"chainlat diff: {count(result.baseline_runs, 'baseline run')}, "
         f"{count(result.current_runs, 'current run')}"
     )
-    return render_text([head, "", table, "", diff_conclusion(result)], width=width or 140)
+    return [head, "", table, "", diff_conclusion(result)]

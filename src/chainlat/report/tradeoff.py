@@ -1,65 +1,107 @@
 """The trade-off commands' output: latency profiles, what-if estimates, variant comparisons.
 
-Text tables with rich for a terminal, and JSON documents (finite numbers only).
+Text as rich renderables for a terminal (the CLI prints them), and JSON documents
+(finite numbers only). Renderers never print.
+
+Example::
+
+    Console().print(whatif_text(result, "traces.jsonl"))
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report._common import count, json_ready, source_name, visible
+from chainlat.report._common import (
+    DASH,
+    count,
+    json_ready,
+    pct,
+    share,
+    source_name,
+    visible,
+    whole_ms,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from collections.abc import Mapping
+
+    from rich.console import RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
     from chainlat._core.latency import LatencyProfile
     from chainlat.analysis.tradeoff import Comparison
-    from chainlat.analysis.whatif import Percentiles, WhatIfResult
+    from chainlat.analysis.whatif import Percentiles, WhatIfResult, WorkflowEffect
+
+_KINDS = ("inference", "data", "tool", "overhead")
 
 
-def _x(text: str) -> str:
-    """Text from a trace as rich markup that shows it literally, controls made visible."""
-    from rich.markup import escape
+def _cell(text: str, style: str = "") -> Text:
+    """Text from a trace as a rich cell: never read as markup, controls made visible."""
+    from rich.text import Text
 
-    return escape(visible(text, newline=True))
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f}"
+    return Text(visible(text, newline=True), style=style)
 
 
-def print_profiles(
-    console: Console, profiles: dict[str, LatencyProfile], runs: int, where: str
-) -> None:
+def _table(title: str, heads: tuple[str, ...], left: tuple[str, ...] = ("",)) -> Table:
     from rich.table import Table
 
-    table = Table(
-        title=_x(f"latency profiles from {count(runs, 'run')} in {source_name(where)}"),
-        title_justify="left",
-    )
+    table = Table(title=_cell(title), title_justify="left")
+    for head in heads:
+        table.add_column(head, justify="left" if head in left else "right")
+    return table
+
+
+def _group(*parts: RenderableType) -> RenderableType:
+    from rich.console import Group
+
+    return Group(*parts)
+
+
+def usage_gap_lines(gaps: Mapping[str, int]) -> list[str]:
+    """One line per model left without a profile because its calls streamed without
+    token counts, naming the option that brings them."""
+    from chainlat.analysis.profiles import STREAM_USAGE
+
+    return [
+        f"{model}: no profile: its {count(n, 'call')} streamed without token counts "
+        f"(stream with {STREAM_USAGE})"
+        for model, n in gaps.items()
+        if n
+    ]
+
+
+def profiles_text(
+    profiles: dict[str, LatencyProfile],
+    runs: int,
+    where: str,
+    gaps: Mapping[str, int] | None = None,
+) -> RenderableType:
+    """The fitted profiles as a table, each profile's note below it, and the models left
+    without one because their streamed calls carried no token counts (``gaps``)."""
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
-    for head in heads:
-        table.add_column(head, justify="left" if head == "model" else "right")
-    notes = []
+    title = f"latency profiles from {count(runs, 'run')} in {source_name(where)}"
+    table = _table(title, heads, left=("model",))
+    notes: list[RenderableType] = []
     for model, p in profiles.items():
         low, high = p.input_tokens_range or (0, 0)
         table.add_row(
-            _x(model),
+            _cell(model),
             f"{p.calls} ({p.ttft_calls} ttft)",
             f"{p.ttft_base_ms:.1f}",
             f"{p.ttft_per_input_token_ms:.4f}",
-            "-" if p.decode_ms_per_token is None else f"{p.decode_ms_per_token:.3f}",
-            "-" if p.residual_sigma is None else f"±{p.residual_sigma:.0%}",
-            "-" if p.queue_share is None else f"{p.queue_share:.0%}",
-            "-" if p.network_share is None else f"{p.network_share:.0%}",
+            DASH if p.decode_ms_per_token is None else f"{p.decode_ms_per_token:.3f}",
+            DASH if p.residual_sigma is None else f"±{p.residual_sigma:.0%}",
+            share(p.queue_share),
+            share(p.network_share),
             f"{low}-{high}",
         )
         if p.note:
-            notes.append(f"{model}: {p.note}")
-    console.print(table)
-    for note in notes:
-        console.print(f"note: {_x(note)}", soft_wrap=True)
+            notes.append(_cell(f"note: {model}: {p.note}"))
+    notes.extend(_cell(f"note: {line}") for line in usage_gap_lines(gaps or {}))
+    return _group(table, *notes)
 
 
 def whatif_json(result: WhatIfResult) -> dict[str, Any]:
@@ -108,77 +150,14 @@ def _percentiles_json(p: Percentiles | None) -> dict[str, float] | None:
     return None if p is None else {"p50": p.p50, "p95": p.p95, "p99": p.p99}
 
 
-def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
-    from rich.table import Table
-
-    console.print(
-        _x(f"what-if over {count(len(result.runs), 'run')} from {source_name(where)}: ")
-        + _x(" ".join(c.spec for c in result.changes)),
-        soft_wrap=True,
-    )
+def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
+    """Per workflow: totals before and after, then each step; budgets, notes and the method."""
+    changes = " ".join(c.spec for c in result.changes)
+    parts: list[RenderableType] = [
+        _cell(f"what-if over {count(len(result.runs), 'run')} from {source_name(where)}: {changes}")
+    ]
     for w in result.workflows:
-        label = _x(w.workflow + (f" [{w.variant}]" if w.variant else ""))
-        table = Table(title=f"{label}: {count(w.runs, 'run')} (ms)", title_justify="left")
-        heads = ("", "p50", "p95", "p99", "1st out p50", "1st out p95", "inference", "data",
-                 "tool", "overhead", "cost/run")  # fmt: skip
-        for head in heads:
-            table.add_column(head, justify="left" if not head else "right")
-        for name, p, first, share, cost in (
-            ("recorded", w.before, w.first_output_before, w.share_before, w.cost_before),
-            ("estimated", w.after, w.first_output_after, w.share_after, w.cost_after),
-        ):
-            table.add_row(
-                name,
-                _ms(p.p50),
-                _ms(p.p95),
-                _ms(p.p99),
-                "-" if first is None else _ms(first.p50),
-                "-" if first is None else _ms(first.p95),
-                *(f"{share[k]:.0%}" for k in ("inference", "data", "tool", "overhead")),
-                "-" if cost is None else f"${cost:.4f}",
-            )
-        table.add_row(
-            "change",
-            *(
-                f"{(a / b - 1) * 100:+.1f}%" if b else "-"
-                for a, b in (
-                    (w.after.p50, w.before.p50),
-                    (w.after.p95, w.before.p95),
-                    (w.after.p99, w.before.p99),
-                    (
-                        w.first_output_after.p50 if w.first_output_after else 0.0,
-                        w.first_output_before.p50 if w.first_output_before else 0.0,
-                    ),
-                    (
-                        w.first_output_after.p95 if w.first_output_after else 0.0,
-                        w.first_output_before.p95 if w.first_output_before else 0.0,
-                    ),
-                )
-            ),
-            "",
-            "",
-            "",
-            "",
-            f"{(w.cost_after / w.cost_before - 1) * 100:+.1f}%"
-            if w.cost_after is not None and w.cost_before
-            else "-",
-        )
-        console.print(table)
-        steps = Table(
-            title="per step: p50 ms, share of runs on the critical path", title_justify="left"
-        )
-        for head in ("step", "after", "p50 before", "p50 after", "critical before", "after"):
-            steps.add_column(head, justify="left" if head in ("step", "after") else "right")
-        for s in w.steps:
-            steps.add_row(
-                _x(s.step),
-                "" if s.after_name == s.step else _x(s.after_name),
-                f"{s.before_p50_ms:,.1f}",
-                f"{s.after_p50_ms:,.1f}",
-                f"{s.critical_before:.0%}",
-                f"{s.critical_after:.0%}",
-            )
-        console.print(steps)
+        parts.extend((_totals_table(w), _steps_table(w)))
     for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
         if report is not None:
             broken = getattr(report, "broken", [])
@@ -188,15 +167,75 @@ def print_whatif(console: Console, result: WhatIfResult, where: str) -> None:
                 else f"{count(len(broken), 'limit')} broken: "
                 + ("; ".join(str(v.violation()) for v in broken[:3]))
             )
-            console.print(f"budget, {when} runs: {_x(verdict)}", soft_wrap=True)
-    for note in result.notes:
-        console.print(f"note: {_x(note)}", soft_wrap=True)
-    console.print(
-        "method: changed calls re-estimated from latency profiles with each run's own tokens "
-        "and residual; timelines rebuilt; queueing not re-simulated (docs/tradeoffs.md)",
-        soft_wrap=True,
-        style="dim",
+            parts.append(_cell(f"budget, {when} runs: {verdict}"))
+    parts.extend(_cell(f"note: {note}") for note in result.notes)
+    parts.append(
+        _cell(
+            "method: changed calls re-estimated from latency profiles with each run's own "
+            "tokens and residual; timelines rebuilt; queueing not re-simulated "
+            "(docs/tradeoffs.md)",
+            style="dim",
+        )
     )
+    return _group(*parts)
+
+
+def _totals_table(w: WorkflowEffect) -> Table:
+    label = w.workflow + (f" [{w.variant}]" if w.variant else "")
+    heads = ("", "p50", "p95", "p99", "1st out p50", "1st out p95", *_KINDS, "cost/run")
+    table = _table(f"{label}: {count(w.runs, 'run')} (ms)", heads)
+    for name, p, first, shares, cost in (
+        ("recorded", w.before, w.first_output_before, w.share_before, w.cost_before),
+        ("estimated", w.after, w.first_output_after, w.share_after, w.cost_after),
+    ):
+        table.add_row(
+            name,
+            whole_ms(p.p50),
+            whole_ms(p.p95),
+            whole_ms(p.p99),
+            whole_ms(None if first is None else first.p50),
+            whole_ms(None if first is None else first.p95),
+            *(share(shares[k]) for k in _KINDS),
+            DASH if cost is None else f"${cost:.4f}",
+        )
+    first_before, first_after = w.first_output_before, w.first_output_after
+    table.add_row(
+        "change",
+        _change(w.after.p50, w.before.p50),
+        _change(w.after.p95, w.before.p95),
+        _change(w.after.p99, w.before.p99),
+        _change(_p(first_after, 50), _p(first_before, 50)),
+        _change(_p(first_after, 95), _p(first_before, 95)),
+        *("" for _ in _KINDS),
+        _change(w.cost_after, w.cost_before),
+    )
+    return table
+
+
+def _p(p: Percentiles | None, q: int) -> float | None:
+    return None if p is None else (p.p50 if q == 50 else p.p95)
+
+
+def _change(after: float | None, before: float | None) -> str:
+    """The relative change, ``+12.5%``; a dash without both values."""
+    return pct(after / before - 1 if after is not None and before else None)
+
+
+def _steps_table(w: WorkflowEffect) -> Table:
+    heads = ("step", "after", "p50 before", "p50 after", "critical before", "critical after")
+    table = _table(
+        "per step: p50 ms, share of runs on the critical path", heads, left=("step", "after")
+    )
+    for s in w.steps:
+        table.add_row(
+            _cell(s.step),
+            "" if s.after_name == s.step else _cell(s.after_name),
+            f"{s.before_p50_ms:,.1f}",
+            f"{s.after_p50_ms:,.1f}",
+            share(s.critical_before),
+            share(s.critical_after),
+        )
+    return table
 
 
 def compare_json(comparison: Comparison) -> dict[str, Any]:
@@ -236,37 +275,37 @@ def compare_json(comparison: Comparison) -> dict[str, Any]:
     return document
 
 
-def print_compare(console: Console, comparison: Comparison) -> None:
-    from rich.table import Table
-
-    kinds = ("inference", "data", "tool", "overhead")
+def compare_text(comparison: Comparison) -> RenderableType:
+    """Per workflow, a table of its variants; the columns explained below."""
+    parts: list[RenderableType] = []
     for workflow in comparison.workflows():
-        table = Table(title=f"{_x(workflow)}: variants (ms)", title_justify="left")
-        heads = ("variant", "runs", "p50", "p95", "p99", "1st out p95", *kinds, "success",
+        heads = ("variant", "runs", "p50", "p95", "p99", "1st out p95", *_KINDS, "success",
                  "95% CI", "score", "cost/run", "Pareto")  # fmt: skip
-        for head in heads:
-            table.add_column(head, justify="left" if head == "variant" else "right")
+        table = _table(f"{workflow}: variants (ms)", heads, left=("variant",))
         for v in comparison.of(workflow):
             p = v.success
             table.add_row(
-                _x(v.variant),
+                _cell(v.variant),
                 str(v.runs),
-                _ms(v.total.p50),
-                _ms(v.total.p95),
-                _ms(v.total.p99),
-                "-" if v.first_output is None else _ms(v.first_output.p95),
-                *(f"{v.share[k]:.0%}" for k in kinds),
-                "-" if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
-                "-" if p is None else f"{p.low:.0%}-{p.high:.0%}",
-                "-" if v.score_mean is None else f"{v.score_mean:.2f}",
-                "-" if v.cost_mean is None else f"${v.cost_mean:.4f}",
-                "yes" if v.pareto else ("" if p is not None else "-"),
+                whole_ms(v.total.p50),
+                whole_ms(v.total.p95),
+                whole_ms(v.total.p99),
+                whole_ms(None if v.first_output is None else v.first_output.p95),
+                *(share(v.share[k]) for k in _KINDS),
+                DASH if p is None else f"{p.successes}/{p.trials} {p.rate:.0%}",
+                DASH if p is None else f"{p.low:.0%}-{p.high:.0%}",
+                DASH if v.score_mean is None else f"{v.score_mean:.2f}",
+                DASH if v.cost_mean is None else f"${v.cost_mean:.4f}",
+                "yes" if v.pareto else ("" if p is not None else DASH),
             )
-        console.print(table)
-    console.print(
-        "kind columns: share of critical-path time; success: runs with a recorded outcome; "
-        "1st out: time to first output; cost/run: mean, from model prices; "
-        "Pareto: no other variant is as fast at p95, as successful and (with prices) as cheap",
-        soft_wrap=True,
-        style="dim",
+        parts.append(table)
+    parts.append(
+        _cell(
+            "kind columns: share of critical-path time; success: runs with a recorded outcome; "
+            "1st out: time to first output; cost/run: mean, from model prices; "
+            "Pareto: no other variant is as fast at p95, as successful and (with prices) as "
+            "cheap",
+            style="dim",
+        )
     )
+    return _group(*parts)

@@ -8,9 +8,20 @@ from collections.abc import Sequence
 from typing import Final
 
 from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
-from chainlat.report._common import limit_text, source_name, visible
+from chainlat.report._common import limit_text, shown_name, source_name, visible
 
 _BAR_WIDTH: Final = 40
+MAX_ROWS: Final = 2000
+"""The most steps a waterfall draws (20,000 nested spans made 800 MB of text)."""
+_MAX_LABEL_CHARS: Final = 60
+_MAX_INDENT: Final = 16
+
+
+def _indent(depth: int) -> str:
+    if depth < _MAX_INDENT:
+        return "  " * (depth + 1)
+    return "  " * _MAX_INDENT + f"[{depth}] "
+
 
 # --- waterfalls ---------------------------------------------------------------------------
 
@@ -21,11 +32,14 @@ def waterfall(
     *,
     width: int = _BAR_WIDTH,
     title: str | None = None,
+    max_rows: int = MAX_ROWS,
 ) -> str:
     """A plain-text waterfall of one run, with the limits it broke marked on their rows.
 
     Steps on the critical path are marked ``*``; model calls show their time to first
-    token, and the workflow its first output when the run recorded one.
+    token, and the workflow its first output when the run recorded one. The text stays
+    linear in the steps: at most ``max_rows`` steps (a line says how many more there are),
+    names cut to 60 characters, nesting drawn to depth 16 (deeper steps say their depth).
 
     Example::
 
@@ -47,7 +61,7 @@ def waterfall(
     rows: list[tuple[str, str, str, float, float, str, str]] = [
         (
             " ",
-            visible(f"invoke_workflow {run.workflow}"),
+            shown_name(f"invoke_workflow {run.workflow}", _MAX_LABEL_CHARS),
             "workflow",
             0.0,
             run.total_ms,
@@ -56,14 +70,19 @@ def waterfall(
         )
     ]
     for index, step in enumerate(run.steps):
+        if index >= max_rows:
+            break
         start = step.start_ns - run.start_ns
         extra = f"ttft {step.ttft_ms:.1f} ms" if step.ttft_ms is not None else ""
         if step.cache_hit:
             extra = (extra + " cached").strip()
+        if step.extended:
+            # Its span ended before its own events or children: timed to the last of them.
+            extra = (extra + " extended to its last event").strip()
         rows.append(
             (
                 "*" if index in on_path else " ",
-                "  " * (step.depth + 1) + visible(step.name),
+                _indent(step.depth) + shown_name(step.name, _MAX_LABEL_CHARS),
                 visible(step.kind),
                 start / 1e6,
                 step.duration_ms,
@@ -76,7 +95,7 @@ def waterfall(
         visible(title)
         if title is not None
         else (
-            f"{visible(run.workflow)} run"
+            f"{shown_name(run.workflow, _MAX_LABEL_CHARS)} run"
             + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
             + (f" ({source_name(run.origin)})" if run.origin else "")
             + f": total {run.total_ms:.1f} ms"
@@ -94,6 +113,11 @@ def waterfall(
         lines.append(
             f" {mark} {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
             + ("  " + "  ".join(found) if found else "")
+        )
+    if len(run.steps) > max_rows:
+        lines.append(
+            f"   ... {len(run.steps) - max_rows} more steps not shown (the first {max_rows}; "
+            "--format json lists them all)"
         )
     c = run.rollup
     lines.append(

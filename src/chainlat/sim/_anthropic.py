@@ -12,19 +12,19 @@ from chainlat.sim._formats import (
     Tool,
     ToolCall,
     ToolMode,
-    _content_text,
-    _dumps,
-    _flag,
-    _message_text,
-    _messages,
-    _model,
-    _positive_int,
-    _require_dict,
-    _tools_text,
+    content_text,
     count_tokens,
+    dump_json,
+    flag,
+    message_list,
+    message_text,
+    model_name,
+    positive_int,
+    require_dict,
     sse_event,
+    tools_text,
 )
-from chainlat.sim._tools import _known_tool, _tool_results
+from chainlat.sim._tools import known_tool, tool_results_of
 
 
 def anthropic_error(status: int, message: str) -> bytes:
@@ -38,7 +38,7 @@ def anthropic_error(status: int, message: str) -> bytes:
         500: "api_error",
         503: "overloaded_error",
     }.get(status, "invalid_request_error")
-    return _dumps({"type": "error", "error": {"type": kind, "message": message}})
+    return dump_json({"type": "error", "error": {"type": kind, "message": message}})
 
 
 def _anthropic_tools(body: dict[str, Any]) -> list[Tool]:
@@ -75,7 +75,7 @@ def _anthropic_tool_choice(
         name = choice.get("name")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "tool_choice.name: Field required")
-        return "required", _known_tool(name, tools), parallel
+        return "required", known_tool(name, tools), parallel
     mode: ToolMode = "required" if kind == "any" else "auto" if kind == "auto" else "none"
     return mode, None, parallel
 
@@ -89,13 +89,13 @@ class Messages(Api):
     id_prefix = "msg_"
 
     def parse(self, raw: object, job_id: str) -> Job:
-        body = _require_dict(raw)
-        model = _model(body)
-        messages = _messages(body)
+        body = require_dict(raw)
+        model = model_name(body)
+        messages = message_list(body)
         prompt = (
-            _content_text(body.get("system"))
-            + "".join(_message_text(m) for m in messages)
-            + _tools_text(body)
+            content_text(body.get("system"))
+            + "".join(message_text(m) for m in messages)
+            + tools_text(body)
         )
         tools = _anthropic_tools(body)
         mode, forced, parallel = _anthropic_tool_choice(body, tools)
@@ -105,12 +105,12 @@ class Messages(Api):
             model=model,
             prompt=prompt,
             input_tokens=count_tokens(prompt),
-            max_tokens=_positive_int(body, "max_tokens"),
-            stream=_flag(body, "stream"),
+            max_tokens=positive_int(body, "max_tokens"),
+            stream=flag(body, "stream"),
             tools=tools,
             tool_mode=mode,
             forced_tool=forced,
-            tool_results=_tool_results(messages, "anthropic"),
+            tool_results=tool_results_of(messages, "anthropic"),
             parallel_tool_calls=parallel,
         )
 

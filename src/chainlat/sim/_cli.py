@@ -12,6 +12,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
+from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 from chainlat.sim._profiles import load_profiles
 
 
@@ -45,6 +46,7 @@ def _build_parser() -> _Parser:
     parser = _Parser(
         prog="chainlat sim",
         description="Serve OpenAI/Anthropic-compatible endpoints with simulated latency.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8000, help="port, 0 for any (default 8000)")
@@ -87,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         sim.start()
     except (_UsageError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
     except OSError as exc:
         print(
             f"{prog}: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_INPUT
     models = ", ".join([p.name for p in sim.profiles] + [v.name for v in sim.voices])
     print(f"{prog}: serving {sim.base_url} ({models}); Ctrl-C to stop", flush=True)
     restore = _sigterm_as_interrupt()
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         restore()
         sim.stop()
-    return 0
+    return EXIT_OK
 
 
 def _sigterm_as_interrupt() -> Callable[[], None]:

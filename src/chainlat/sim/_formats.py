@@ -27,7 +27,7 @@ DEFAULT_EMBEDDING_DIMENSIONS = 16
 # Three-letter words, so that every generated token after the first is exactly four
 # characters (" the") and the output text counts back to the same number of tokens
 # under `count_tokens`, which keeps chained steps predictable.
-_WORDS = (
+WORDS = (
     "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her",
     "was", "one", "our", "out", "day", "get", "has", "him", "his", "how", "man", "new",
     "now", "old", "see", "two", "way", "who", "boy", "did", "its", "let", "put", "say",
@@ -56,23 +56,23 @@ def generate_tokens(seed: int, model: str, prompt: str, count: int) -> list[str]
     # A str seed goes through SHA-512 in `random.Random`, so this is stable across runs
     # and processes, unlike `hash()`.
     rng = random.Random(f"{seed}:{model}:{digest}")
-    words = [rng.choice(_WORDS) for _ in range(count)]
+    words = [rng.choice(WORDS) for _ in range(count)]
     return [w.capitalize() if i == 0 else f" {w}" for i, w in enumerate(words)]
 
 
-def _dumps(value: object) -> bytes:
+def dump_json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
 def sse_data(value: object) -> bytes:
     """One OpenAI-style SSE event (data line only)."""
-    payload = value if isinstance(value, bytes) else _dumps(value)
+    payload = value if isinstance(value, bytes) else dump_json(value)
     return b"data: " + payload + b"\n\n"
 
 
 def sse_event(name: str, value: object) -> bytes:
     """One named SSE event, as Anthropic sends them."""
-    return b"event: " + name.encode() + b"\ndata: " + _dumps(value) + b"\n\n"
+    return b"event: " + name.encode() + b"\ndata: " + dump_json(value) + b"\n\n"
 
 
 def openai_error(status: int, message: str, code: str | None = None) -> bytes:
@@ -80,7 +80,7 @@ def openai_error(status: int, message: str, code: str | None = None) -> bytes:
     kind = {429: "requests", 500: "server_error", 503: "server_error"}.get(
         status, "invalid_request_error"
     )
-    return _dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    return dump_json({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
 @dataclass(frozen=True)
@@ -148,20 +148,20 @@ class Job:
         return [ToolCall(calls[i].id, calls[i].name, text) for i, text in sorted(texts.items())]
 
 
-def _require_dict(body: object) -> dict[str, Any]:
+def require_dict(body: object) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
     return body
 
 
-def _model(body: dict[str, Any]) -> str:
+def model_name(body: dict[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required and must be a string")
     return model
 
 
-def _positive_int(body: dict[str, Any], *names: str) -> int | None:
+def positive_int(body: dict[str, Any], *names: str) -> int | None:
     for name in names:
         value = body.get(name)
         if value is None:
@@ -172,14 +172,14 @@ def _positive_int(body: dict[str, Any], *names: str) -> int | None:
     return None
 
 
-def _flag(body: dict[str, Any], name: str) -> bool:
+def flag(body: dict[str, Any], name: str) -> bool:
     value = body.get(name, False)
     if not isinstance(value, bool) and value is not None:
         raise ApiError(400, f"'{name}' must be a boolean")
     return bool(value)
 
 
-def _content_text(content: object) -> str:
+def content_text(content: object) -> str:
     """Text of a message content: a string, or the text parts of a list of parts.
 
     Anthropic ``tool_use`` blocks count as their name and input JSON, ``tool_result``
@@ -195,16 +195,16 @@ def _content_text(content: object) -> str:
             continue
         kind = part.get("type")
         if kind == "tool_use":
-            texts.append(str(part.get("name", "")) + _compact(part.get("input", {})))
+            texts.append(str(part.get("name", "")) + compact_json(part.get("input", {})))
         elif kind == "tool_result":
-            texts.append(_content_text(part.get("content")))
+            texts.append(content_text(part.get("content")))
         elif isinstance(text := part.get("text"), str):
             texts.append(text)
     return "".join(texts)
 
 
-def _message_text(message: dict[str, Any]) -> str:
-    text = _content_text(message.get("content"))
+def message_text(message: dict[str, Any]) -> str:
+    text = content_text(message.get("content"))
     calls = message.get("tool_calls")
     if isinstance(calls, list):  # an OpenAI assistant message that called tools
         for call in calls:
@@ -214,7 +214,7 @@ def _message_text(message: dict[str, Any]) -> str:
     return text
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+def message_list(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' must be a non-empty array")
@@ -222,17 +222,17 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _messages_text(body: dict[str, Any]) -> str:
-    return "".join(_message_text(m) for m in _messages(body))
+    return "".join(message_text(m) for m in message_list(body))
 
 
-def _compact(value: object) -> str:
+def compact_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _tools_text(body: dict[str, Any]) -> str:
+def tools_text(body: dict[str, Any]) -> str:
     """The tool definitions as the model reads them: their compact JSON, counted as input."""
     tools = body.get("tools")
-    return _compact(tools) if tools else ""
+    return compact_json(tools) if tools else ""
 
 
 class Api:

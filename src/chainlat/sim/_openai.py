@@ -17,18 +17,18 @@ from chainlat.sim._formats import (
     Job,
     Tool,
     ToolMode,
-    _flag,
-    _message_text,
-    _messages,
-    _model,
-    _positive_int,
-    _require_dict,
-    _tools_text,
     count_tokens,
+    flag,
+    message_list,
+    message_text,
+    model_name,
+    positive_int,
+    require_dict,
     sse_data,
+    tools_text,
 )
-from chainlat.sim._schema import _is_int
-from chainlat.sim._tools import _known_tool, _tool_results
+from chainlat.sim._schema import is_int
+from chainlat.sim._tools import known_tool, tool_results_of
 
 
 def _openai_tools(body: dict[str, Any]) -> list[Tool]:
@@ -67,7 +67,7 @@ def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMo
             "'tool_choice' must be 'none', 'auto', 'required' or "
             '{"type": "function", "function": {"name": ...}}',
         )
-    return "required", _known_tool(name, tools)
+    return "required", known_tool(name, tools)
 
 
 class ChatCompletions(Api):
@@ -78,11 +78,11 @@ class ChatCompletions(Api):
     id_prefix = "chatcmpl-"
 
     def parse(self, raw: object, job_id: str) -> Job:
-        body = _require_dict(raw)
-        model = _model(body)
-        messages = _messages(body)
-        prompt = "".join(_message_text(m) for m in messages) + _tools_text(body)
-        stream = _flag(body, "stream")
+        body = require_dict(raw)
+        model = model_name(body)
+        messages = message_list(body)
+        prompt = "".join(message_text(m) for m in messages) + tools_text(body)
+        stream = flag(body, "stream")
         options = body.get("stream_options") or {}
         include_usage = (
             stream and isinstance(options, dict) and options.get("include_usage") is True
@@ -98,13 +98,13 @@ class ChatCompletions(Api):
             model=model,
             prompt=prompt,
             input_tokens=count_tokens(prompt),
-            max_tokens=_positive_int(body, "max_completion_tokens", "max_tokens"),
+            max_tokens=positive_int(body, "max_completion_tokens", "max_tokens"),
             stream=stream,
             include_usage=include_usage,
             tools=tools,
             tool_mode=mode,
             forced_tool=forced,
-            tool_results=_tool_results(messages, "openai"),
+            tool_results=tool_results_of(messages, "openai"),
             parallel_tool_calls=parallel is not False,
         )
 
@@ -209,14 +209,14 @@ class Completions(Api):
     id_prefix = "cmpl-"
 
     def parse(self, raw: object, job_id: str) -> Job:
-        body = _require_dict(raw)
-        model = _model(body)
+        body = require_dict(raw)
+        model = model_name(body)
         prompt = body.get("prompt", "")
         if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
             prompt = "".join(prompt)
         if not isinstance(prompt, str):
             raise ApiError(400, "'prompt' must be a string or an array of strings")
-        stream = _flag(body, "stream")
+        stream = flag(body, "stream")
         options = body.get("stream_options") or {}
         include_usage = (
             stream and isinstance(options, dict) and options.get("include_usage") is True
@@ -227,7 +227,7 @@ class Completions(Api):
             model=model,
             prompt=prompt,
             input_tokens=count_tokens(prompt),
-            max_tokens=_positive_int(body, "max_tokens"),
+            max_tokens=positive_int(body, "max_tokens"),
             stream=stream,
             include_usage=include_usage,
         )
@@ -272,25 +272,25 @@ class Embeddings(Api):
         self._seed = seed
 
     def parse(self, raw: object, job_id: str) -> Job:
-        body = _require_dict(raw)
-        model = _model(body)
+        body = require_dict(raw)
+        model = model_name(body)
         value = body.get("input")
         inputs: list[str | list[int]]
         if isinstance(value, str):
             inputs = [value]
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             inputs = list(value)
-        elif isinstance(value, list) and value and all(_is_int(v) for v in value):
+        elif isinstance(value, list) and value and all(is_int(v) for v in value):
             inputs = [list(value)]
         elif (
             isinstance(value, list)
             and value
-            and all(isinstance(v, list) and all(_is_int(i) for i in v) for v in value)
+            and all(isinstance(v, list) and all(is_int(i) for i in v) for v in value)
         ):
             inputs = [list(v) for v in value]
         else:
             raise ApiError(400, "'input' must be a string, strings, or token arrays")
-        dimensions = _positive_int(body, "dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
+        dimensions = positive_int(body, "dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
         encoding_format = body.get("encoding_format") or "float"
         if encoding_format not in ("float", "base64"):
             raise ApiError(400, "'encoding_format' must be 'float' or 'base64'")

@@ -6,7 +6,7 @@ import random
 import uuid
 from typing import Any, TypeGuard
 
-from chainlat.sim._formats import _WORDS
+from chainlat.sim._formats import WORDS
 
 MAX_SCHEMA_DEPTH = 6
 """Deeper (or recursive) schemas get an empty object, array or a word."""
@@ -29,7 +29,7 @@ def schema_example(schema: object, rng: random.Random) -> object:
 
 def _example(schema: object, root: object, rng: random.Random, depth: int) -> object:
     if not isinstance(schema, dict):
-        return rng.choice(_WORDS)  # `true` or a malformed schema: anything goes
+        return rng.choice(WORDS)  # `true` or a malformed schema: anything goes
     ref = schema.get("$ref")
     if isinstance(ref, str) and depth < MAX_SCHEMA_DEPTH:
         return _example(_resolve(ref, root), root, rng, depth + 1)
@@ -60,7 +60,7 @@ def _example(schema: object, root: object, rng: random.Random, depth: int) -> ob
         if depth >= MAX_SCHEMA_DEPTH:
             return []
         least = schema.get("minItems")
-        size = min(max(least, 1), 8) if _is_int(least) else 1
+        size = min(max(least, 1), 8) if is_int(least) else 1
         return [_example(schema.get("items", {}), root, rng, depth + 1) for _ in range(size)]
     if kind == "integer":
         return int(_clamp(schema, rng.randint(1, 9)))
@@ -99,7 +99,7 @@ def _clamp(schema: dict[str, Any], value: float) -> float:
 
 
 def _string(schema: dict[str, Any], rng: random.Random) -> str:
-    word = rng.choice(_WORDS)
+    word = rng.choice(WORDS)
     fmt = schema.get("format")
     if fmt in _FORMATS:
         return _FORMATS[str(fmt)]
@@ -110,12 +110,12 @@ def _string(schema: dict[str, Any], rng: random.Random) -> str:
     if fmt == "uuid":
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
     least, most = schema.get("minLength"), schema.get("maxLength")
-    if _is_int(least) and len(word) < least:
+    if is_int(least) and len(word) < least:
         word = (word * (least // len(word) + 1))[:least]
-    if _is_int(most) and len(word) > most:
+    if is_int(most) and len(word) > most:
         word = word[:most]
     return word
 
 
-def _is_int(value: object) -> TypeGuard[int]:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -13,7 +13,7 @@ from chainlat.sim._formats import (
     Provider,
     Tool,
     ToolCall,
-    _compact,
+    compact_json,
 )
 from chainlat.sim._schema import schema_example
 
@@ -26,7 +26,7 @@ def _is_tool_result_turn(message: dict[str, Any]) -> bool:
     )
 
 
-def _tool_results(messages: list[dict[str, Any]], provider: Provider) -> int:
+def tool_results_of(messages: list[dict[str, Any]], provider: Provider) -> int:
     """Tool results after the last user message: the current turn's finished calls."""
     count = 0
     for message in reversed(messages):
@@ -68,14 +68,14 @@ def plan_tool_calls(job: Job, seed: int, count: int | None) -> None:
         rng = random.Random(key)
         value = schema_example(tool.schema, rng)
         # Arguments are always an object, even for an empty or non-object schema.
-        arguments = _compact(value if isinstance(value, dict) else {})
+        arguments = compact_json(value if isinstance(value, dict) else {})
         call_id = prefix + hashlib.sha256(key.encode()).hexdigest()[:24]
         job.tool_calls.append(ToolCall(call_id, tool.name, arguments))
         # Four characters a token, the simulator's token rule.
         job.pieces.extend(Piece(index, arguments[i : i + 4]) for i in range(0, len(arguments), 4))
 
 
-def _known_tool(name: str, tools: list[Tool]) -> str:
+def known_tool(name: str, tools: list[Tool]) -> str:
     if all(t.name != name for t in tools):
         raise ApiError(400, f"tool_choice names {name!r}, which is not in 'tools'")
     return name

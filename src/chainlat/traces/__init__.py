@@ -18,8 +18,8 @@ not all of them, since a trace's attributes can hold whole prompts.
 :func:`read_runs` is built on it: each workflow span becomes a
 :class:`~chainlat.WorkflowRun`, whose rollup is read from the ``chainlat.chain.*``
 attributes when present and rebuilt from the spans otherwise (traces written by
-another instrumentation). The trade-off analysis reads the same traces as span
-trees (``chainlat.traces.runs.read_run_trees``).
+another instrumentation). The trade-off analysis reads the same runs, through
+:func:`read_runs`.
 
 **When is a trace complete?** Spans of one trace arrive spread over many lines
 (each exporter batch is a line), children before their parent since they end
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 from chainlat._core.runs import WorkflowRun
 from chainlat.traces._assemble import (
@@ -98,6 +99,19 @@ __all__ = [
 # --- entry points ---------------------------------------------------------------------------------
 
 
+Source = str | os.PathLike[str] | TraceSource
+"""One place to read from: a trace file's path, or a source such as :class:`JaegerSource`."""
+Sources = Source | Iterable[Source]
+"""One place to read from, or several (a list of paths, say)."""
+
+
+def _each(sources: Sources) -> Iterable[Source]:
+    """``sources`` as places one after the other: a lone path is one place, not its letters."""
+    if isinstance(sources, (str, os.PathLike)) or hasattr(sources, "traces"):
+        return [cast("Source", sources)]
+    return sources
+
+
 def open_source(
     spec: str | os.PathLike[str] | TraceSource,
     *,
@@ -112,7 +126,7 @@ def open_source(
 
 
 def read_traces(
-    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    sources: Sources,
     *,
     settle_lines: int = DEFAULT_SETTLE_LINES,
     idle_lines: int | None = DEFAULT_IDLE_LINES,
@@ -131,7 +145,8 @@ def read_traces(
             print(trace.trace_id, len(trace.spans))
 
     Args:
-        sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
+        sources: A trace file path, a :class:`JaegerSource` or any TraceSource, or a list
+            of them.
         settle_lines: Lines to wait after a trace's root before judging it complete.
         idle_lines: Lines after which a trace without a root is judged anyway (default:
             never; the open-trace bounds of :class:`FileSource` keep memory bounded).
@@ -148,18 +163,18 @@ def read_traces(
 
 
 def _opened(
-    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    sources: Sources,
     settle_lines: int,
     idle_lines: int | None,
     progress: bool,
 ) -> Iterator[TraceSource]:
     """Each source opened in turn, as it is reached (a later one is not opened early)."""
-    for spec in sources:
+    for spec in _each(sources):
         yield open_source(spec, settle_lines=settle_lines, idle_lines=idle_lines, progress=progress)
 
 
 def read_runs(
-    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    sources: Sources,
     *,
     settle_lines: int = DEFAULT_SETTLE_LINES,
     idle_lines: int | None = DEFAULT_IDLE_LINES,
@@ -172,7 +187,8 @@ def read_runs(
     :func:`read_traces` hands out, nested workflows included (``run.nested``).
 
     Args:
-        sources: Trace file paths, :class:`JaegerSource` objects, or any TraceSource.
+        sources: A trace file path, a :class:`JaegerSource` or any TraceSource, or a list
+            of them.
         settle_lines: Lines to wait after a trace's root before judging it complete.
         idle_lines: Lines after which a trace without a root is judged anyway (default:
             never; the open-trace bounds of :class:`FileSource` keep memory bounded).
@@ -198,14 +214,14 @@ def read_runs(
 
 
 def load_runs(
-    sources: Iterable[str | os.PathLike[str] | TraceSource],
+    sources: Sources,
     *,
     outcomes: bool = True,
     roots: bool = False,
 ) -> list[WorkflowRun]:
     """Every run of the sources, one source after the other, each source's in start order."""
     runs: list[WorkflowRun] = []
-    for source in sources:
+    for source in _each(sources):
         found = read_runs([source], outcomes=outcomes, roots=roots)
         runs.extend(sorted(found, key=lambda r: (r.start_ns, r.span_id)))
     return runs

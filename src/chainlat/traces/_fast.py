@@ -29,6 +29,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from chainlat._core import attributes as attr
+from chainlat._core.records import apply_events, mark_call
 from chainlat._core.rollup import (
     SpanRecord,
     cache_read_tokens_of,
@@ -37,7 +38,6 @@ from chainlat._core.rollup import (
     step_name_of,
 )
 from chainlat._core.runs import TracedSpan
-from chainlat._core.voice import operation_of
 from chainlat.traces._parse import (
     _MAX_NS,
     _MISSING,
@@ -132,7 +132,6 @@ _TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
 _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
-_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
 _USER_FACING: Final = attr.USER_FACING
 
 
@@ -161,13 +160,12 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
-_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, Any]
+_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any]
 """What a span's attributes give: the kept attributes, kind, first token, input and
-output tokens, cache hit, model, source, step name, user-facing, cache-read tokens,
-operation."""
+output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
 
 _NOTHING: Final[_Derived] = (
-    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, None
+    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
 )  # fmt: skip
 _derived_cache: dict[bytes, _Derived] = {}
 _CACHE_ENTRIES: Final = 4096
@@ -217,14 +215,9 @@ def _span(
                 _cache[blob] = derived
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read, operation,
+        step_name, user_facing, cache_read,
     ) = derived  # type: ignore[misc]  # fmt: skip
     events = raw.events
-    if ttft is None and events:
-        for event in events:
-            if event.name == _FIRST_TOKEN:
-                ttft = (int(event.timeUnixNano) - start_ns) / 1e6  # type: ignore[arg-type]
-                break
     status = raw.status
     code = status.code if status is not None else None
     name = raw.name
@@ -244,8 +237,11 @@ def _span(
         step_name,
         user_facing,
         cache_read,
-        operation,
     )
+    if kind == "inference" and attributes:
+        mark_call(record, attributes)
+    if events:  # the first token by any convention's event; events after the span's end
+        apply_events(record, [(e.name, int(e.timeUnixNano)) for e in events])  # type: ignore[arg-type]
     local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
@@ -325,7 +321,7 @@ def _derive(
     tokens_in = found.get(_TOKENS_IN)
     tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True
-    model = source = cache_read = operation = None
+    model = source = cache_read = None
     user_facing = False
     step_name = step_name_of(found)
     if kind == "inference":
@@ -335,8 +331,7 @@ def _derive(
             ttft = call_ttft
         user_facing = found.get(_USER_FACING) is True
         cache_read = cache_read_tokens_of(found)
-        operation = operation_of(found)
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read, operation,
+        step_name, user_facing, cache_read,
     )  # fmt: skip

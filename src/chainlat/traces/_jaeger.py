@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from chainlat._core.errors import InputError, TraceSourceError
 from chainlat._core.runs import WorkflowRun
+from chainlat._net import fetch
 
 if TYPE_CHECKING:
     import httpx
@@ -32,11 +33,6 @@ DEFAULT_MAX_RESPONSE_BYTES: Final = 256 * 1024 * 1024
 """The largest answer read, decompressed (``--max-response-bytes``)."""
 
 # --- Jaeger's HTTP API -----------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    _Decode = Callable[[bytes, int], tuple[bytes, bytes]]
 
 _LOOKBACK_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _LOOKBACK_UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -205,44 +201,17 @@ class JaegerSource:
     ) -> httpx.Response:
         """GET ``url`` within ``deadline`` (all of it: connecting, waiting, every byte), with
         at most ``max_response_bytes`` of answer once decompressed."""
-        import httpx
-
-        def left() -> float:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._timed_out()
-            return remaining
-
-        # Each socket operation waits at most what is left; a server that drips a byte at a
-        # time is stopped by the checks between chunks.
-        headers = {"Accept-Encoding": "gzip, deflate"}
-        with client.stream(
-            "GET", url, params=params, headers=headers, timeout=httpx.Timeout(left())
-        ) as response:
-            body = bytearray()
-            path = response.request.url.path
-            cap = self.max_response_bytes
-            decode, finish = _decoder(
-                response.headers.get("content-encoding", ""), f"{self.name}: {path}"
-            )
-            for chunk in response.iter_raw():
-                left()
-                while chunk:
-                    data, chunk = decode(chunk, cap + 1 - len(body))
-                    body += data
-                    if len(body) > cap:
-                        raise self._too_big(path)
-            body += finish()
-            if len(body) > cap:
-                raise self._too_big(path)
-            left()
-            # The body as read, without its encoding: a response's text and JSON are ours.
-            return httpx.Response(
-                response.status_code,
-                headers={"content-type": response.headers.get("content-type", "")},
-                content=bytes(body),
-                request=response.request,
-            )
+        return fetch(
+            client,
+            "GET",
+            url,
+            params=params,
+            deadline=deadline,
+            max_bytes=self.max_response_bytes,
+            timed_out=self._timed_out,
+            too_big=lambda: self._too_big(_path(url)),
+            where=f"{self.name}: {_path(url)}",
+        )
 
     def _otlp(self, doc: object) -> list[Parsed]:
         if not isinstance(doc, dict):
@@ -261,25 +230,12 @@ def _lookback_text(delta: dt.timedelta) -> str:
     return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{max(seconds // 60, 1)}m"
 
 
-def _decoder(encoding: str, where: str) -> tuple[_Decode, Callable[[], bytes]]:
-    """Functions decoding one raw chunk into at most ``room`` bytes (returning those and the
-    chunk's unused rest), and the last bytes at the end. Bounded, so that a gzip bomb never
-    holds more than the cap in memory."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return (lambda chunk, room: (chunk, b"")), bytes
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        state = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header, detected
-
-        def decode(chunk: bytes, room: int) -> tuple[bytes, bytes]:
-            try:
-                data = state.decompress(chunk, max(room, 1))
-            except zlib.error as exc:
-                raise TraceSourceError(f"{where}: a corrupt {encoding} answer ({exc})") from None
-            return data, state.unconsumed_tail
-
-        return decode, state.flush
-    raise TraceSourceError(f"{where}: an answer in an encoding chainlat cannot read: {encoding}")
+def _path(url: str) -> str:
+    """The path of ``url`` (``/api/traces``), for messages."""
+    try:
+        return urlsplit(url).path
+    except ValueError:
+        return url
 
 
 def _json_body(content: bytes) -> object:

@@ -18,6 +18,7 @@ from typing import Any, Final
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import shown
+from chainlat._core.records import apply_events, mark_call
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
     SpanRecord,
@@ -28,7 +29,6 @@ from chainlat._core.rollup import (
     step_name_of,
 )
 from chainlat._core.runs import TracedSpan
-from chainlat._core.voice import operation_of
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
     import orjson
@@ -304,22 +304,14 @@ def _make_span(
     attributes: Mapping[str, object],
     error: bool,
     local_root: bool,
-    first_token_ns: int | None,
+    events: list[tuple[str, int]],
     origin: str,
 ) -> Parsed:
-    ttft = conventions.ttft_ms_of(attributes)
-    if ttft is None and first_token_ns is not None:
-        ttft = (first_token_ns - start_ns) / 1e6
     record = call_record(
-        span_id,
-        parent_id,
-        _intern(name),
-        start_ns,
-        end_ns,
-        classify(attributes),
-        attributes,
-        ttft,
+        span_id, parent_id, _intern(name), start_ns, end_ns, classify(attributes), attributes
     )
+    if events:  # the first token by any convention's event; events after the span's end
+        apply_events(record, events)
     return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
 
@@ -331,7 +323,6 @@ _TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
 _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
-_FIRST_TOKEN: Final = attr.FIRST_TOKEN_EVENT
 
 
 _USER_FACING: Final = attr.USER_FACING
@@ -420,11 +411,6 @@ def _common_otlp_span(
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
-    if ttft is None and events:
-        for event in events:
-            if event["name"] == _FIRST_TOKEN:
-                ttft = (int(event["timeUnixNano"]) - start_ns) / 1e6
-                break
     status = raw.get("status")
     code = status.get("code") if status else None
     flags = raw.get("flags", 0)
@@ -447,12 +433,30 @@ def _common_otlp_span(
         if kind == "inference":
             record.user_facing = attributes.get(_USER_FACING) is True
             record.cache_read_tokens = cache_read_tokens_of(attributes)
-            record.operation = operation_of(attributes)
+            mark_call(record, attributes)
+    if events:
+        apply_events(record, [(e["name"], int(e["timeUnixNano"])) for e in events])
     local_root = parent_id is None or (
         type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     )
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
+
+
+def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
+    """A span's events as (name, time): a first-token event with a bad time is a bad span,
+    as it always was; any other event with a bad time is skipped (it only extends a span)."""
+    found: list[tuple[str, int]] = []
+    for event in _list_of_objects(raw, where, "events"):
+        name = str(event.get("name", ""))
+        if name in conventions.FIRST_TOKEN_EVENTS:
+            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+            continue
+        try:
+            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+        except BadSpan:
+            continue
+    return found
 
 
 def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
@@ -467,11 +471,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
     status = raw.get("status")
     code = status.get("code") if isinstance(status, dict) else None
-    first_token_ns = None
-    for event in _list_of_objects(raw.get("events"), f"{where}.events", "events"):
-        if event.get("name") == attr.FIRST_TOKEN_EVENT:
-            first_token_ns = _time_ns(event.get("timeUnixNano", 0), f"{where}.events")
-            break
+    events = _otlp_events(raw.get("events"), f"{where}.events")
     flags = raw.get("flags", 0)
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
@@ -487,7 +487,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
         attributes=attributes,
         error=code in (2, "STATUS_CODE_ERROR"),
         local_root=parent_id is None or remote,
-        first_token_ns=first_token_ns,
+        events=events,
         origin=origin,
     )
 
@@ -585,17 +585,16 @@ def jaeger_trace(
             )
         attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
         error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
-        first_token_ns = None
+        events: list[tuple[str, int]] = []
         for log in _list_of_objects(raw.get("logs"), f"{at}.logs", "logs"):
             fields = log.get("fields")
-            if isinstance(fields, list) and any(
-                isinstance(f, dict)
-                and f.get("key") == "event"
-                and f.get("value") == attr.FIRST_TOKEN_EVENT
-                for f in fields
-            ):
-                first_token_ns = _time_ns(log.get("timestamp", 0), f"{at}.logs") * 1000
-                break
+            event = ""
+            if isinstance(fields, list):
+                for f in fields:
+                    if isinstance(f, dict) and f.get("key") == "event":
+                        event = str(f.get("value", ""))
+                        break
+            events.append((event, _time_ns(log.get("timestamp", 0), f"{at}.logs") * 1000))
         found.append(
             _make_span(
                 trace_id=trace_id,
@@ -607,7 +606,7 @@ def jaeger_trace(
                 attributes=attributes,
                 error=error,
                 local_root=parent_id is None,
-                first_token_ns=first_token_ns,
+                events=events,
                 origin=origin,
             )
         )

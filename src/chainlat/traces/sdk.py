@@ -27,6 +27,7 @@ def traced_span(span: ReadableSpan) -> TracedSpan | None:
             span.start_time,
             span.end_time,
             attributes,
+            [(event.name, event.timestamp) for event in span.events],
         ),
         attributes,
         error=span.status.status_code is StatusCode.ERROR,

@@ -1,7 +1,8 @@
-"""Budgets as Prometheus rules: a budget file in, recording and alerting rules (YAML) out.
+"""Budgets as PromQL: every limit metrics can express as one query over a window.
 
 Every limit that metrics can express becomes one PromQL query over a window
-(:func:`limit_queries`); :func:`prometheus_rules` turns them into a rules file
+(:func:`limit_queries`); :func:`chainlat.prometheus.rules.prometheus_rules` turns them
+into a rules file
 and ``chainlat check --prometheus`` runs the same queries through Prometheus's
 HTTP API, so the alert and the CI verdict cannot disagree.
 
@@ -36,7 +37,7 @@ in the error rate.
 Example::
 
     budgets = chainlat.budgets.load_budgets("chainlat.toml")
-    text = chainlat.budgets.rules.prometheus_rules(budgets, window="1h")
+    text = chainlat.prometheus.prometheus_rules(budgets, window="1h")
     pathlib.Path("chainlat.rules.yml").write_text(text)
 """
 
@@ -49,20 +50,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import yaml
-
 from chainlat._core.errors import InputError
 from chainlat._core.runs import step_key
-from chainlat.budgets import Budgets, WorkflowBudget, _percentile_value
+from chainlat.budgets import Budgets
+from chainlat.budgets.targets import PER_RUN_KEYS, per_run_targets
 
 __all__ = [
     "DEFAULT_SPANMETRICS_BUCKETS_MS",
+    "NOT_EXPRESSIBLE",
     "LimitQuery",
     "Unexpressed",
     "bucket_boundaries",
+    "buckets_setting",
     "limit_queries",
+    "parse_duration",
     "parse_window",
-    "prometheus_rules",
     "unexpressed_limits",
 ]
 
@@ -84,7 +86,6 @@ BUDGET_EXCEEDED: Final = "chainlat_budget_exceeded_total"
 STATUS_ERROR: Final = "STATUS_CODE_ERROR"
 WORKFLOW_LABEL: Final = "workflow"
 TARGET_LABEL: Final = "target"
-ALERT_NAME: Final = "ChainlatBudgetBroken"
 
 DEFAULT_SPANMETRICS_BUCKETS_MS: Final = (
     10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0, 1280.0, 2560.0, 5120.0, 10240.0, 20480.0,
@@ -127,6 +128,10 @@ class Unexpressed:
     workflow: str
     target: str
     reason: str
+    limit: float | None = None
+    """The limit as written (None for a setting such as ``exclude_cache_hits``)."""
+    percentile: float | None = None
+    unit: str = "ms"
 
 
 # --- how each budget key is read ---------------------------------------------------------------
@@ -170,10 +175,6 @@ failed runs out)."""
 CHAIN_KINDS: Final = ("total", "inference", "data", "tool", "overhead", "first_output")
 """The kinds of ``chainlat.chain.duration`` the application records, when it has them."""
 
-PER_RUN_KEYS: Final[dict[str, str]] = {"first_output": "ms", "cost": "USD"}
-"""Per-run keys of a workflow's budget beyond ``run_limits()`` (total and its split), with
-their unit; the application counts runs over each in ``chainlat.budget.exceeded``."""
-
 NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "ttft_percentiles": "no histogram of time to first token per step and workflow "
     "(gen_ai.client.operation.time_to_first_chunk is per model only)",
@@ -215,16 +216,65 @@ def _increase(series: str, window: str) -> str:
     )
 
 
-_WINDOW_RE: Final = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+# Prometheus's own duration grammar (model.ParseDuration): units in this order, each at
+# most once, ASCII digits only (Python's \d also takes "١"), and the whole within an int64
+# of nanoseconds, or Prometheus refuses the file.
+_DURATION_RE: Final = re.compile(
+    r"(?:(?P<y>[0-9]+)y)?(?:(?P<w>[0-9]+)w)?(?:(?P<d>[0-9]+)d)?(?:(?P<h>[0-9]+)h)?"
+    r"(?:(?P<m>[0-9]+)m)?(?:(?P<s>[0-9]+)s)?(?:(?P<ms>[0-9]+)ms)?",
+    re.ASCII,
+)
+_UNIT_MS: Final = {
+    "y": 365 * 86_400_000,
+    "w": 7 * 86_400_000,
+    "d": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1_000,
+    "ms": 1,
+}
+_MAX_DURATION_MS: Final = (2**63 - 1) // 1_000_000
+_MAX_DURATION_DIGITS: Final = 20
 
 
-def parse_window(text: str) -> str:
-    """A Prometheus range (``1h``, ``30m``, ``90s``); InputError otherwise."""
-    cleaned = text.strip()
-    match = _WINDOW_RE.match(cleaned)
-    if match is None or int(match.group(1)) == 0:
-        raise InputError(f"window {text!r}: expected a Prometheus duration like 1h, 30m or 90s")
+def parse_duration(text: str, *, what: str = "duration") -> int:
+    """A Prometheus duration (``1h``, ``1h30m``, ``90s``) in milliseconds, as Prometheus
+    reads it; InputError for anything Prometheus would refuse, and for 0.
+
+    Example::
+
+        assert parse_duration("1h30m") == 5_400_000
+    """
+    match = _DURATION_RE.fullmatch(text) if text.isascii() else None
+    if match is None or not any(match.groupdict().values()):
+        raise InputError(
+            f"{what} {text!r}: expected a Prometheus duration like 1h, 30m, 90s or 1h30m"
+        )
+    total = 0
+    for unit, digits in match.groupdict().items():
+        if digits is not None:
+            if len(digits) > _MAX_DURATION_DIGITS:
+                total = _MAX_DURATION_MS + 1
+                break
+            total += int(digits) * _UNIT_MS[unit]
+    if total > _MAX_DURATION_MS:
+        raise InputError(f"{what} {text!r}: too long for Prometheus (at most about 292 years)")
+    if total == 0:
+        raise InputError(f"{what} {text!r}: expected a duration above 0")
+    return total
+
+
+def parse_window(text: str, *, what: str = "window") -> str:
+    """A Prometheus range (``1h``, ``30m``, ``90s``), checked as Prometheus reads it
+    (:func:`parse_duration`); InputError otherwise."""
+    cleaned = text.strip(" \t")
+    parse_duration(cleaned, what=what)
     return cleaned
+
+
+def _percentile(key: str) -> float:
+    """``p95`` -> 95.0 (the budget model has checked the key)."""
+    return float(key.removeprefix("p"))
 
 
 def _percentile_query(
@@ -317,22 +367,6 @@ RATIO_KEYS: Final[dict[str, Callable[[str, float, str, int], LimitQuery]]] = {
 and the query of each."""
 
 
-def per_run_targets(budget: WorkflowBudget) -> list[tuple[str, float]]:
-    """Every per-run limit as (target, limit), in the order check_run judges them."""
-    found: list[tuple[str, float]] = list(budget.run_limits().items())
-    for extra in PER_RUN_KEYS:
-        if extra not in dict(found):
-            value = getattr(budget, extra, None)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                found.append((extra, float(value)))
-    for step, limits in budget.steps.items():
-        if limits.max is not None:
-            found.append((f"steps.{step_key(step)}.max", limits.max))
-        if limits.ttft is not None:
-            found.append((f"steps.{step_key(step)}.ttft", limits.ttft))
-    return found
-
-
 def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
     """Every limit of ``budgets`` that metrics can express, as PromQL over ``window``.
 
@@ -347,8 +381,8 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
         min_runs = budgets.min_runs_for(workflow)
         for target, limit in per_run_targets(budget):
             found.append(_per_run(workflow, target, limit, window))
-        for key in sorted(budget.percentiles, key=lambda k: _percentile_value(k, "")):
-            q = _percentile_value(key, "")
+        for key in sorted(budget.percentiles, key=lambda k: _percentile(k)):
+            q = _percentile(key)
             for quantity, limit in budget.percentiles[key].items():
                 source = PERCENTILE_SOURCES.get(quantity)
                 if source is None:
@@ -370,8 +404,8 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
                     )
                 )
         for step, limits in budget.steps.items():
-            for key in sorted(limits.percentiles, key=lambda k: _percentile_value(k, "")):
-                q = _percentile_value(key, "")
+            for key in sorted(limits.percentiles, key=lambda k: _percentile(k)):
+                q = _percentile(key)
                 found.append(
                     _step_percentile(
                         workflow,
@@ -396,22 +430,39 @@ def unexpressed_limits(budgets: Budgets) -> list[Unexpressed]:
     found: list[Unexpressed] = []
     for workflow, budget in budgets.workflows.items():
         for key, limits in budget.percentiles.items():
-            for quantity, _ in limits.items():
+            for quantity, limits_of_key in limits.items():
                 if quantity not in PERCENTILE_SOURCES:
                     found.append(
-                        Unexpressed(workflow, f"{key}.{quantity}", f"no histogram of {quantity}")
+                        Unexpressed(
+                            workflow,
+                            f"{key}.{quantity}",
+                            f"no histogram of {quantity}",
+                            limits_of_key,
+                            _percentile(key),
+                        )
                     )
         for step, step_limits in budget.steps.items():
-            for key in step_limits.ttft_percentiles:
+            for key, ttft in step_limits.ttft_percentiles.items():
                 found.append(
                     Unexpressed(
                         workflow,
                         f"steps.{step_key(step)}.{key}",
                         NOT_EXPRESSIBLE["ttft_percentiles"],
+                        ttft,
+                        _percentile(key.removeprefix("ttft_")),
                     )
                 )
-        for key in getattr(budget, "cost_percentiles", {}):
-            found.append(Unexpressed(workflow, key, NOT_EXPRESSIBLE["cost_percentiles"]))
+        for key, cost in budget.cost_percentiles.items():
+            found.append(
+                Unexpressed(
+                    workflow,
+                    key,
+                    NOT_EXPRESSIBLE["cost_percentiles"],
+                    cost,
+                    _percentile(key.removeprefix("cost_")),
+                    "USD",
+                )
+            )
         if budgets.excludes_cache_hits(workflow) and (
             budget.percentiles or any(s.percentiles for s in budget.steps.values())
         ):
@@ -438,146 +489,6 @@ def bucket_boundaries(
     return sorted(b for b in found if math.isfinite(b) and b > 0)
 
 
-def chain_boundaries(budgets: Budgets | None, base: Iterable[float]) -> list[float]:
-    """Boundaries (ms) for ``chainlat.chain.duration``: ``base`` plus every millisecond limit,
-    per-run or percentile, of every workflow."""
-    found = {float(b) for b in base}
-    if budgets is not None:
-        for budget in budgets.workflows.values():
-            for target, limit in per_run_targets(budget):
-                if PER_RUN_KEYS.get(target, "ms") == "ms":
-                    found.add(limit)
-            for limits in budget.percentiles.values():
-                found.update(limit for _, limit in limits.items())
-    return sorted(b for b in found if math.isfinite(b) and b > 0)
-
-
 def buckets_setting(boundaries: Iterable[float]) -> str:
     """The boundaries as collector/otelcol.yaml reads them (``[10ms, 20ms, ...]``)."""
     return "[" + ", ".join(f"{_number(b)}ms" for b in boundaries) + "]"
-
-
-class _NoAliases(yaml.SafeDumper):
-    """Writes each mapping out in full: anchors and aliases puzzle readers of rule files."""
-
-    def ignore_aliases(self, data: object) -> bool:
-        return True
-
-
-# --- the rules file ------------------------------------------------------------------------
-
-
-def _labels(query: LimitQuery) -> dict[str, str]:
-    return {WORKFLOW_LABEL: query.workflow, TARGET_LABEL: query.target}
-
-
-def _rules_of(query: LimitQuery, for_: str) -> list[dict[str, object]]:
-    labels = _labels(query)
-    selector = _matchers(labels)
-    record_value = {
-        "percentile": "chainlat_budget:value_ms",
-        "per_run": "chainlat_budget:runs_over",
-        "ratio": "chainlat_budget:ratio",
-    }[query.measure]
-    at_least = max(query.min_runs, 1)
-    expression = (
-        f"{record_value}{selector} > {_number(query.threshold)} and on({WORKFLOW_LABEL}, "
-        f"{TARGET_LABEL}) chainlat_budget:runs{selector} >= {at_least}"
-    )
-    if query.measure == "per_run":
-        summary = (
-            f"runs of {query.workflow} broke {query.target} <= {_number(query.limit)} "
-            f"{query.unit} (chainlat_budget:runs_over)"
-        )
-    elif query.measure == "ratio":
-        summary = (
-            f"{query.workflow}: {query.target} over {_number(query.limit)}% (chainlat_budget:ratio)"
-        )
-    else:
-        summary = (
-            f"{query.workflow}: {query.target} over {_number(query.limit)} ms "
-            "(chainlat_budget:value_ms)"
-        )
-    alert: dict[str, object] = {
-        "alert": ALERT_NAME,
-        "expr": expression,
-        "labels": {**labels, "limit": _number(query.limit), "severity": "warning"},
-        "annotations": {"summary": summary},
-    }
-    if for_:
-        alert["for"] = for_
-    return [
-        {"record": record_value, "expr": query.value, "labels": dict(labels)},
-        {"record": "chainlat_budget:runs", "expr": query.runs, "labels": dict(labels)},
-        alert,
-    ]
-
-
-def prometheus_rules(
-    budgets: Budgets,
-    *,
-    window: str = "1h",
-    evaluation_interval: str = "30s",
-    for_: str = "",
-    spanmetrics_buckets: Iterable[float] = DEFAULT_SPANMETRICS_BUCKETS_MS,
-) -> str:
-    """The Prometheus rules file (YAML) that enforces ``budgets`` over ``window``.
-
-    One group per workflow; for each limit a recording rule of the measured value
-    (``chainlat_budget:value_ms``, ``chainlat_budget:runs_over`` or
-    ``chainlat_budget:ratio``), one of the runs it was measured on
-    (``chainlat_budget:runs``), and the alert ``ChainlatBudgetBroken`` labelled
-    ``workflow``, ``target`` and ``limit``. Limits metrics cannot express are
-    listed in the header comment.
-
-    Example::
-
-        print(prometheus_rules(load_budgets("chainlat.toml"), window="1h"))
-    """
-    window = parse_window(window)
-    if for_:
-        parse_window(for_)
-    queries = limit_queries(budgets, window=window)
-    groups: list[dict[str, object]] = []
-    for workflow in budgets.workflows:
-        rules: list[dict[str, object]] = []
-        for query in queries:
-            if query.workflow == workflow:
-                rules.extend(_rules_of(query, for_))
-        if rules:
-            groups.append(
-                {
-                    "name": f"chainlat-budgets:{workflow}",
-                    "interval": parse_window(evaluation_interval),
-                    "rules": rules,
-                }
-            )
-    needed = bucket_boundaries(budgets, spanmetrics_buckets)
-    missing = sorted(set(needed) - {float(b) for b in spanmetrics_buckets})
-    header = [
-        f"Prometheus rules for the latency budgets in {budgets.source}",
-        "generated by `chainlat budgets rules`; edit the budget file, not this one.",
-        f"Window: {window}. Alert: {ALERT_NAME} (labels workflow, target, limit).",
-        "",
-        "A percentile read from buckets is only as exact as its buckets: with the limit",
-        "a boundary the verdict is exact, the value shown between boundaries interpolated.",
-    ]
-    if missing:
-        header += [
-            "These limits are not span-metrics bucket boundaries yet; start the Collector",
-            "tier with (collector/otelcol.yaml reads it):",
-            f"  CHAINLAT_SPANMETRICS_BUCKETS='{buckets_setting(needed)}'",
-        ]
-    unexpressed = unexpressed_limits(budgets)
-    if unexpressed:
-        header += ["", "Limits metrics cannot express (judge them with `chainlat check`):"]
-        header += [f"  workflows.{u.workflow}.{u.target}: {u.reason}" for u in unexpressed]
-    text = "".join(f"# {line}".rstrip() + "\n" for line in header)
-    body = yaml.dump(
-        {"groups": groups},
-        Dumper=_NoAliases,
-        sort_keys=False,
-        allow_unicode=True,
-        width=1_000_000,
-    )
-    return text + body

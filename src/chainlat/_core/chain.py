@@ -1,0 +1,188 @@
+"""The rollup of one workflow run: where its wall time went, and its ``chainlat.chain.*``
+span attributes (written by the runtime, read back by every reader)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from chainlat._core import attributes as attr
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """Where the wall time of one workflow run went, in milliseconds.
+
+    ``inference_ms + data_ms + tool_ms + overhead_ms == total_ms``: the split
+    follows the critical path, so time spent in parallel branches that did not
+    decide the end is not in it. The ``*_sum_ms`` fields are plain sums of step
+    durations instead, and exceed the wall time when steps overlap.
+    """
+
+    total_ms: float
+    """Wall time of the workflow."""
+    inference_ms: float
+    """Critical-path time inside model calls."""
+    data_ms: float
+    """Critical-path time inside data stages (retrieval, feature fetch, ETL)."""
+    tool_ms: float
+    """Critical-path time inside tool calls."""
+    overhead_ms: float
+    """Critical-path time outside every step: glue code and waiting."""
+    inference_sum_ms: float = 0.0
+    data_sum_ms: float = 0.0
+    tool_sum_ms: float = 0.0
+    parallelism: float = 0.0
+    """Sum of the top-level step durations divided by the total (0 when empty)."""
+    step_count: int = 0
+    inference_count: int = 0
+    data_count: int = 0
+    tool_count: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    critical_path: tuple[str, ...] = field(default=())
+    """Names of the steps on the critical path, in time order."""
+    first_output_ms: float | None = None
+    """From the start to the first output the user saw (see :func:`compute_rollup`)."""
+    first_output_inference_ms: float | None = None
+    """The critical-path split of the wait for the first output; the four sum to it."""
+    first_output_data_ms: float | None = None
+    first_output_tool_ms: float | None = None
+    first_output_overhead_ms: float | None = None
+    cost_usd: float | None = None
+    """What the run's model calls cost, when prices were given; None otherwise."""
+    speech_to_text_ms: float | None = None
+    """Critical-path time in ``speech_to_text`` calls, a part of ``inference_ms``; None
+    when the run made no speech call (also the three below; see `chainlat._core.voice`)."""
+    text_to_speech_ms: float | None = None
+    first_output_speech_to_text_ms: float | None = None
+    first_output_text_to_speech_ms: float | None = None
+
+    def kind_ms(self, kind: str) -> float:
+        """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
+        return {
+            "total": self.total_ms,
+            "inference": self.inference_ms,
+            "data": self.data_ms,
+            "tool": self.tool_ms,
+            "overhead": self.overhead_ms,
+        }[kind]
+
+    def first_output_split(self) -> dict[str, float] | None:
+        """The wait for the first output by kind (inference, data, tool, overhead), if known."""
+        if self.first_output_ms is None:
+            return None
+        return {
+            "inference": self.first_output_inference_ms or 0.0,
+            "data": self.first_output_data_ms or 0.0,
+            "tool": self.first_output_tool_ms or 0.0,
+            "overhead": self.first_output_overhead_ms or 0.0,
+        }
+
+    def to_attributes(self) -> dict[str, float | int | tuple[str, ...]]:
+        """The ``chainlat.chain.*`` span attributes."""
+        found: dict[str, float | int | tuple[str, ...]] = {
+            attr.CHAIN_TOTAL_MS: self.total_ms,
+            attr.CHAIN_INFERENCE_MS: self.inference_ms,
+            attr.CHAIN_DATA_MS: self.data_ms,
+            attr.CHAIN_TOOL_MS: self.tool_ms,
+            attr.CHAIN_OVERHEAD_MS: self.overhead_ms,
+            attr.CHAIN_INFERENCE_SUM_MS: self.inference_sum_ms,
+            attr.CHAIN_DATA_SUM_MS: self.data_sum_ms,
+            attr.CHAIN_TOOL_SUM_MS: self.tool_sum_ms,
+            attr.CHAIN_PARALLELISM: self.parallelism,
+            attr.CHAIN_STEP_COUNT: self.step_count,
+            attr.CHAIN_INFERENCE_COUNT: self.inference_count,
+            attr.CHAIN_DATA_COUNT: self.data_count,
+            attr.CHAIN_TOOL_COUNT: self.tool_count,
+            attr.CHAIN_CACHE_HITS: self.cache_hits,
+            attr.CHAIN_INPUT_TOKENS: self.input_tokens,
+            attr.CHAIN_OUTPUT_TOKENS: self.output_tokens,
+            attr.CHAIN_CRITICAL_PATH: self.critical_path,
+        }
+        if self.first_output_ms is not None:
+            found[attr.CHAIN_FIRST_OUTPUT_MS] = self.first_output_ms
+            found[attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS] = self.first_output_inference_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_DATA_MS] = self.first_output_data_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_TOOL_MS] = self.first_output_tool_ms or 0.0
+            found[attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS] = self.first_output_overhead_ms or 0.0
+        if self.cost_usd is not None:
+            found[attr.CHAIN_COST_USD] = self.cost_usd
+        for key, value in (
+            (attr.CHAIN_SPEECH_TO_TEXT_MS, self.speech_to_text_ms),
+            (attr.CHAIN_TEXT_TO_SPEECH_MS, self.text_to_speech_ms),
+            (attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS, self.first_output_speech_to_text_ms),
+            (attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS, self.first_output_text_to_speech_ms),
+        ):
+            if value is not None:
+                found[key] = value
+        return found
+
+    @classmethod
+    def from_attributes(cls, attributes: Mapping[str, object]) -> Rollup | None:
+        """Read a rollup back from span attributes; None when they are absent or malformed."""
+        try:
+            get = attributes.get
+            path = get(attr.CHAIN_CRITICAL_PATH, ())
+            # Positional, in the order of the fields: this runs once per run read.
+            return cls(
+                _as_float(attributes[attr.CHAIN_TOTAL_MS]),
+                _as_float(attributes[attr.CHAIN_INFERENCE_MS]),
+                _as_float(attributes[attr.CHAIN_DATA_MS]),
+                _as_float(attributes[attr.CHAIN_TOOL_MS]),
+                _as_float(attributes[attr.CHAIN_OVERHEAD_MS]),
+                _as_float(get(attr.CHAIN_INFERENCE_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_DATA_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_TOOL_SUM_MS, 0.0)),
+                _as_float(get(attr.CHAIN_PARALLELISM, 0.0)),
+                _as_int(get(attr.CHAIN_STEP_COUNT, 0)),
+                _as_int(get(attr.CHAIN_INFERENCE_COUNT, 0)),
+                _as_int(get(attr.CHAIN_DATA_COUNT, 0)),
+                _as_int(get(attr.CHAIN_TOOL_COUNT, 0)),
+                _as_int(get(attr.CHAIN_CACHE_HITS, 0)),
+                _as_int(get(attr.CHAIN_INPUT_TOKENS, 0)),
+                _as_int(get(attr.CHAIN_OUTPUT_TOKENS, 0)),
+                tuple(map(str, path)) if isinstance(path, (list, tuple)) else (),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_DATA_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TOOL_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS)),
+                _optional_float(get(attr.CHAIN_COST_USD)),
+                _optional_float(get(attr.CHAIN_SPEECH_TO_TEXT_MS)),
+                _optional_float(get(attr.CHAIN_TEXT_TO_SPEECH_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS)),
+            )
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+
+
+def _as_float(value: object) -> float:
+    if type(value) is float:  # the common case, checked first: a finite double
+        if value - value == 0.0:  # False for NaN and the infinities
+            return value
+        raise ValueError(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    number = float(value)
+    if not math.isfinite(number):
+        # "NaN" is how protobuf's JSON mapping writes a NaN double: a rollup holding one
+        # is no rollup (the readers rebuild it from the spans), never a number that
+        # passes every limit.
+        raise ValueError(value)
+    return number
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else _as_float(value)
+
+
+def _as_int(value: object) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    return int(value)  # int("nan") and int(float("inf")) raise ValueError / OverflowError

@@ -1,0 +1,407 @@
+"""The table of every convention chainlat reads: per instrumentation, the packages whose
+source it was read in (name and version), the keys that classify a span with each value's
+kind, and the other keys read. :mod:`chainlat._core.conventions` builds its classifier
+from it, so the table is what runs; ``docs/integrations.md`` is the same table for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from chainlat._core.attributes import (
+    AGENT_NAME,
+    DB_SYSTEM,
+    DB_SYSTEM_NAME,
+    DECISION_MODEL_NAME,
+    DECISION_PROVIDER,
+    DECISION_REQUEST_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    DECISION_SYSTEM,
+    DECISION_TOKEN_COUNT_INPUT,
+    DECISION_TOKEN_COUNT_OUTPUT,
+    EMBEDDING_MODEL_NAME,
+    FIRST_TOKEN_EVENT,
+    GEN_AI_AGENT_INVOCATION_END_REASON,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_COMPLETION_FINISH_REASON,
+    GEN_AI_COMPLETION_ROLE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
+    GEN_AI_SYSTEM,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    GEN_AI_WORKFLOW_NAME,
+    HTTP_REQUEST_METHOD,
+    LANGSMITH_SPAN_KIND,
+    LATENCY_TTFT_MS,
+    LLM_MODEL_NAME,
+    LLM_OUTPUT_MESSAGE_ROLE,
+    LLM_PROVIDER,
+    LLM_REQUEST_MODEL_NAME,
+    LLM_REQUEST_TYPE,
+    LLM_RESPONSE_MODEL_NAME,
+    LLM_SYSTEM,
+    LLM_TOKEN_COUNT_COMPLETION,
+    LLM_TOKEN_COUNT_PROMPT,
+    LOGFIRE_SPAN_TYPE,
+    OPENINFERENCE_FIRST_TOKEN_EVENT,
+    OPENINFERENCE_SPAN_KIND,
+    OPENLLMETRY_CHUNK_EVENT,
+    PIPECAT_ENDED_BY_CONVERSATION_END,
+    PIPECAT_TTFB,
+    PIPECAT_TURN_NUMBER,
+    PIPECAT_USER_BOT_LATENCY,
+    PIPECAT_WAS_INTERRUPTED,
+    PYDANTIC_AI_AGENT_NAME,
+    RERANKER_MODEL_NAME,
+    STEP_KIND,
+    TRACELOOP_ENTITY_NAME,
+    TRACELOOP_SPAN_KIND,
+)
+from chainlat._core.attributes import SpanKind as StepKind
+
+ANY_VALUE: Final = "*"
+"""In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """One instrumentation's vocabulary, as read in the source of the packages named.
+
+    Attributes:
+        name: Short name of the convention.
+        checked: ``distribution==version`` of each package read, or a repository path.
+        kinds: Attribute key -> value -> step kind; None marks a value known to be
+            transparent, so it is not mistaken for one nobody has checked.
+        reads: The other keys read from its spans: model, provider, tokens, TTFT, names.
+    """
+
+    name: str
+    checked: tuple[str, ...]
+    kinds: Mapping[str, Mapping[str, StepKind | None]]
+    reads: tuple[str, ...] = ()
+
+
+def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
+    return dict.fromkeys(values, kind)
+
+
+def _frozen(
+    kinds: Mapping[str, Mapping[str, StepKind | None]],
+) -> Mapping[str, Mapping[str, StepKind | None]]:
+    return MappingProxyType({key: MappingProxyType(dict(v)) for key, v in kinds.items()})
+
+
+_GEN_AI_MODEL_CALL: Final = (
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+)
+
+OUTPUT_KEYS: Final = (
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    LLM_OUTPUT_MESSAGE_ROLE,
+    GEN_AI_COMPLETION_ROLE,
+    GEN_AI_COMPLETION_FINISH_REASON,
+)
+"""Any of these on a model call span says the call answered (see :func:`has_output`)."""
+
+FIRST_TOKEN_EVENTS: Final = frozenset(
+    {FIRST_TOKEN_EVENT, OPENINFERENCE_FIRST_TOKEN_EVENT, OPENLLMETRY_CHUNK_EVENT}
+)
+"""Span events at a streamed call's first token (or first chunk), by any convention."""
+
+CONVENTIONS: Final[tuple[Convention, ...]] = (
+    Convention(
+        name="chainlat",
+        checked=("chainlat (this package)",),
+        kinds=_frozen(
+            {
+                STEP_KIND: {
+                    "inference": "inference",
+                    "data": "data",
+                    "tool": "tool",
+                    "workflow": "workflow",
+                },
+            }
+        ),
+        reads=(LATENCY_TTFT_MS, HTTP_REQUEST_METHOD),
+    ),
+    Convention(
+        name="gen_ai",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2",
+            "open-telemetry/semantic-conventions-genai model/gen-ai/registry.yaml, spans.yaml",
+            "opentelemetry-util-genai==1.3b0",
+            "opentelemetry-instrumentation-openai-v2==2.4b0",
+        ),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "chat": "inference",
+                    "text_completion": "inference",
+                    "generate_content": "inference",
+                    "embeddings": "inference",
+                    "fetch_response": "inference",
+                    "speech_to_text": "inference",
+                    "text_to_speech": "inference",
+                    "retrieval": "data",
+                    "create_memory_store": "data",
+                    "search_memory": "data",
+                    "create_memory": "data",
+                    "update_memory": "data",
+                    "upsert_memory": "data",
+                    "delete_memory": "data",
+                    "delete_memory_store": "data",
+                    "execute_tool": "tool",
+                    "invoke_agent": "workflow",
+                    "invoke_workflow": "workflow",
+                    "create_agent": None,
+                    "plan": None,
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+            GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
+            GEN_AI_WORKFLOW_NAME,
+            GEN_AI_AGENT_NAME,
+            GEN_AI_AGENT_INVOCATION_END_REASON,
+            *OUTPUT_KEYS,
+        ),
+    ),
+    Convention(
+        name="openinference",
+        checked=(
+            "openinference-semantic-conventions==0.1.42",
+            "openinference-instrumentation-langchain==0.1.80",
+        ),
+        kinds=_frozen(
+            {
+                OPENINFERENCE_SPAN_KIND: {
+                    "LLM": "inference",
+                    "EMBEDDING": "inference",
+                    "DECISION": "inference",
+                    "RETRIEVER": "data",
+                    "RERANKER": "data",
+                    "TOOL": "tool",
+                    "AGENT": "workflow",
+                    "CHAIN": None,
+                    "PROMPT": None,
+                    "GUARDRAIL": None,
+                    "EVALUATOR": None,
+                    "UNKNOWN": None,
+                },
+            }
+        ),
+        reads=(
+            LLM_RESPONSE_MODEL_NAME,
+            LLM_REQUEST_MODEL_NAME,
+            LLM_MODEL_NAME,
+            EMBEDDING_MODEL_NAME,
+            RERANKER_MODEL_NAME,
+            DECISION_RESPONSE_MODEL_NAME,
+            DECISION_REQUEST_MODEL_NAME,
+            DECISION_MODEL_NAME,
+            LLM_PROVIDER,
+            LLM_SYSTEM,
+            DECISION_PROVIDER,
+            DECISION_SYSTEM,
+            LLM_TOKEN_COUNT_PROMPT,
+            LLM_TOKEN_COUNT_COMPLETION,
+            DECISION_TOKEN_COUNT_INPUT,
+            DECISION_TOKEN_COUNT_OUTPUT,
+            AGENT_NAME,
+        ),
+    ),
+    Convention(
+        name="openllmetry",
+        checked=(
+            "opentelemetry-semantic-conventions-ai==0.5.1",
+            "traceloop-sdk==0.62.4",
+            "opentelemetry-instrumentation-langchain==0.62.4",
+            "opentelemetry-instrumentation-openai==0.62.4",
+            "opentelemetry-instrumentation-chromadb==0.62.4",
+            "opentelemetry-instrumentation-pinecone==0.62.4",
+            "opentelemetry-instrumentation-qdrant==0.62.4",
+            "opentelemetry-instrumentation-lancedb==0.62.4",
+        ),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "llm_request": "inference",
+                    "vector_db_retrieve": "data",
+                    "execute_task": None,
+                    "guardrail.run": None,
+                    "guard": None,
+                },
+                TRACELOOP_SPAN_KIND: {
+                    "workflow": "workflow",
+                    "agent": "workflow",
+                    "tool": "tool",
+                    "task": None,
+                    "unknown": None,
+                },
+                LLM_REQUEST_TYPE: {
+                    "chat": "inference",
+                    "completion": "inference",
+                    "embedding": "inference",
+                    "rerank": "data",
+                    "unknown": None,
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_USAGE_PROMPT_TOKENS,
+            GEN_AI_USAGE_COMPLETION_TOKENS,
+            GEN_AI_AGENT_NAME,
+            TRACELOOP_ENTITY_NAME,
+        ),
+    ),
+    Convention(
+        name="pydantic-ai",
+        checked=("pydantic-ai-slim==2.68.0", "logfire==5.4.0 (logfire-sdk==5.4.0)"),
+        kinds=_frozen(
+            {
+                GEN_AI_OPERATION_NAME: {
+                    "decide": "inference",
+                    "image_generation": "inference",
+                },
+            }
+        ),
+        reads=(
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+            GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+            GEN_AI_AGENT_NAME,
+            PYDANTIC_AI_AGENT_NAME,
+            LOGFIRE_SPAN_TYPE,
+        ),
+    ),
+    Convention(
+        name="langsmith",
+        checked=("langsmith==0.15.1",),
+        kinds=_frozen(
+            {
+                LANGSMITH_SPAN_KIND: {
+                    "llm": "inference",
+                    "embedding": "inference",
+                    "retriever": "data",
+                    "tool": "tool",
+                    "chain": None,
+                    "prompt": None,
+                    "parser": None,
+                },
+            }
+        ),
+        reads=(GEN_AI_SYSTEM, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL),
+    ),
+    Convention(
+        name="litellm",
+        checked=("litellm==1.110.2",),
+        kinds=_frozen(
+            {
+                # Without OTEL_SEMCONV_STABILITY_OPT_IN the operation is LiteLLM's call
+                # type as called (``acompletion``), ``chat`` only for ``completion``; the
+                # opt-in and LITELLM_OTEL_V2 write the conventions' values, V2 also its own
+                # ``litellm.*`` ones.
+                GEN_AI_OPERATION_NAME: {
+                    **_all(
+                        "inference",
+                        "acompletion",
+                        "completion_with_retries",
+                        "atext_completion",
+                        "embedding",
+                        "aembedding",
+                        "responses",
+                        "aresponses",
+                        "anthropic_messages",
+                        "aanthropic_messages",
+                        "agenerate_content",
+                        "generate_content_stream",
+                        "agenerate_content_stream",
+                        "aimage_generation",
+                        "image_edit",
+                        "aimage_edit",
+                        "transcription",
+                        "atranscription",
+                        "speech",
+                        "aspeech",
+                        "ocr",
+                        "aocr",
+                        "moderation",
+                        "amoderation",
+                        "decisions",
+                        "adecisions",
+                        "litellm.moderation",
+                    ),
+                    **_all(
+                        "data",
+                        "rerank",
+                        "arerank",
+                        "search",
+                        "asearch",
+                        "vector_store_search",
+                        "avector_store_search",
+                        "query",
+                        "aquery",
+                        "litellm.vector_store_management",
+                        "litellm.vector_store_file_management",
+                    ),
+                    "call_mcp_tool": "tool",
+                    "litellm.responses_management": None,
+                    "litellm.passthrough": None,
+                },
+            }
+        ),
+        reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
+    ),
+    Convention(
+        name="pipecat",
+        checked=(
+            "pipecat-ai==1.14.0 pipecat/utils/tracing/service_attributes.py, "
+            "service_decorators.py, turn_trace_observer.py",
+        ),
+        kinds=_frozen(
+            {
+                # Pipecat's own operation names on its service spans (chat is the LLM's).
+                GEN_AI_OPERATION_NAME: {"stt": "inference", "tts": "inference"},
+                PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
+            }
+        ),
+        reads=(
+            PIPECAT_TTFB,
+            PIPECAT_USER_BOT_LATENCY,
+            PIPECAT_WAS_INTERRUPTED,
+            PIPECAT_ENDED_BY_CONVERSATION_END,
+        ),
+    ),
+    Convention(
+        name="db",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2",
+            "opentelemetry-instrumentation-chromadb==0.62.4 and the other vector stores above",
+        ),
+        kinds=_frozen({DB_SYSTEM: {ANY_VALUE: "data"}, DB_SYSTEM_NAME: {ANY_VALUE: "data"}}),
+    ),
+)
+"""Every convention understood, the versions checked, and how its spans classify."""

@@ -1,0 +1,251 @@
+"""Span records: each span of a workflow reduced to what the rollup needs.
+
+The span processor (live) and every trace reader (offline) turn spans into
+:class:`SpanRecord` through :func:`call_record`, so a workflow gets the same numbers
+either way. Which convention wrote a model call (:func:`source_of`) tells two
+instrumentations of one call apart (see :mod:`chainlat._core.twins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Final
+
+from chainlat._core import attributes as attr
+from chainlat._core import conventions, voice
+from chainlat._core.attributes import SpanKind
+
+_NS_PER_MS: Final = 1_000_000
+
+SpanKindLabel = SpanKind
+"""The kind of a span in a workflow: a step kind, or ``workflow`` (kept name)."""
+
+
+@dataclass(slots=True)
+class SpanRecord:
+    """One span of a workflow, reduced to what the rollup needs.
+
+    Treated as immutable, but not frozen: a frozen dataclass costs a microsecond
+    more per instance, and the trace readers make one per span read.
+    """
+
+    span_id: int
+    parent_id: int | None
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: SpanKindLabel | None = None
+    """The step kind, ``workflow`` for a (nested) workflow, None if transparent."""
+    cache_hit: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    """Time to first token of a model call; not used by the rollup, kept for budgets."""
+    model: str | None = None
+    """The model of a model call, when known: tells the same call seen twice from two."""
+    source: str | None = None
+    """The convention that classified the span (``chainlat``, ``gen_ai``, ``openinference``...):
+    two instrumentations seeing one call write two spans of different sources."""
+    step_name: str | None = None
+    """``chainlat.step.name``: the name the application gave the step, when it gave one."""
+    user_facing: bool = False
+    """``chainlat.step.user_facing``: this call's first token is the workflow's first output."""
+    cache_read_tokens: int | None = None
+    """Input tokens read from the provider's prompt cache (priced apart)."""
+    extended: bool = False
+    """The span ended before its own events or children, and is timed to the last of them
+    (``end_ns``): an instrumentation that ends its span when a stream is handed back."""
+    has_output: bool = False
+    """A model call that carries its output (messages, a response id, finish reasons)."""
+    ttft_marked: bool = False
+    """The first token was marked by the application (``call.first_token()``), not derived
+    from a stream by an instrumentation: it wins over the wire's first chunk."""
+    operation: str | None = None
+    """``gen_ai.operation.name`` of a model call (the speech split reads it)."""
+
+    @property
+    def label(self) -> str:
+        """The step's key in budgets and reports: its step name, else its span name."""
+        return self.step_name or self.name
+
+
+classify: Final = conventions.classify
+"""The step kind of a span from its attributes, chainlat's own or another instrumentation's
+(see :mod:`chainlat._core.conventions` and docs/integrations.md)."""
+
+
+WIRE: Final = "http"
+"""The source of a model call traced at the HTTP level (``chainlat.instrument_httpx()``):
+the span that times the call as the server answered it (see `compute_rollup`)."""
+
+
+def source_of(attributes: Mapping[str, object]) -> str:
+    """The convention a span's kind came from: two instrumentations of one call differ here.
+
+    Another convention's marker wins over ``chainlat.step.kind``, which chainlat's span
+    processor adds to the foreign steps of a workflow. A model call that carries an HTTP
+    request method was traced at the wire: its source is `WIRE`.
+    """
+    if attr.OPENINFERENCE_SPAN_KIND in attributes:
+        return "openinference"
+    if attr.LANGSMITH_SPAN_KIND in attributes:
+        return "langsmith"
+    if attr.TRACELOOP_SPAN_KIND in attributes or attr.LLM_REQUEST_TYPE in attributes:
+        return "traceloop"
+    if conventions.is_http_level(attributes):
+        return WIRE
+    if attr.STEP_KIND in attributes:
+        return "chainlat"
+    if attr.GEN_AI_OPERATION_NAME in attributes:
+        return "gen_ai"
+    return "other"
+
+
+def call_details(
+    attributes: Mapping[str, object],
+) -> tuple[int | None, int | None, float | None, str | None, str]:
+    """What any convention says of a model call: input and output tokens, time to first
+    token (ms), model and the source convention."""
+    return (
+        conventions.input_tokens_of(attributes),
+        conventions.output_tokens_of(attributes),
+        conventions.ttft_ms_of(attributes),
+        conventions.model_of(attributes),
+        source_of(attributes),
+    )
+
+
+def call_record(
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    kind: SpanKindLabel | None,
+    attributes: Mapping[str, object],
+    ttft_ms: float | None = None,
+) -> SpanRecord:
+    """A span's record, with :func:`call_details` for a model call."""
+    cache_hit = attributes.get(attr.CACHE_HIT) is True
+    step_name = step_name_of(attributes)
+    if kind != "inference":
+        record = SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
+        if step_name is not None:
+            record.step_name = step_name
+        return record
+    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
+    record = SpanRecord(
+        span_id,
+        parent_id,
+        name,
+        start_ns,
+        end_ns,
+        kind,
+        cache_hit,
+        tokens_in,
+        tokens_out,
+        ttft_ms if ttft_ms is not None else ttft,
+        model,
+        source,
+        step_name,
+        attributes.get(attr.USER_FACING) is True,
+        cache_read_tokens_of(attributes),
+    )
+    mark_call(record, attributes)
+    return record
+
+
+def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
+    """Set what a model call's attributes say beyond its numbers: whether it carries its
+    output, whether its first token is the application's own mark, and its operation
+    (the speech split of the rollup reads it)."""
+    record.has_output = conventions.has_output(attributes)
+    record.operation = voice.operation_of(attributes)
+    record.ttft_marked = (
+        record.ttft_ms is not None
+        and record.source == "chainlat"
+        and attributes.get(attr.LATENCY_TTFT_MS) is not None
+    )
+
+
+def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
+    """What a span's events say of it, as (name, time in ns) pairs: its first token, when no
+    attribute gave one (the earliest first-token event of any convention), and its end, when
+    an event comes after it (the span is then timed to its last event, ``extended``).
+
+    OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` when the stream
+    is handed back, 1 ms in, and records its "First Token Stream Event" 200 ms later.
+    """
+    first: int | None = None
+    last = record.end_ns
+    names = conventions.FIRST_TOKEN_EVENTS
+    for name, time_ns in events:
+        if name in names and (first is None or time_ns < first):
+            first = time_ns
+        if time_ns > last:
+            last = time_ns
+    if first is not None and record.ttft_ms is None and first >= record.start_ns:
+        record.ttft_ms = (first - record.start_ns) / _NS_PER_MS
+    if last > record.end_ns:
+        record.end_ns = last
+        record.extended = True
+
+
+def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
+    """``records``, with every span below the root that ends before one of its children
+    timed to the end of its last descendant (a copy, marked ``extended``); the same list
+    when none does. The workflow span itself keeps its end: its children are clipped to it.
+    """
+    if all(r.parent_id == root_id for r in records):
+        return records  # the common shape, every span a child of the workflow: nothing to do
+    by_id: dict[int, SpanRecord] = {}
+    twice: set[int] = set()  # ids seen twice in a malformed trace: never extended
+    for rec in records:
+        if rec.span_id in by_id:
+            twice.add(rec.span_id)
+        by_id[rec.span_id] = rec
+    ends: dict[int, int] = {}
+    for rec in records:
+        # Push each span's end up its ancestors: bounded by the depth, cycles cut by `seen`.
+        end = rec.end_ns
+        if end < rec.start_ns:
+            continue  # a malformed span extends nothing
+        parent_id = rec.parent_id
+        seen = {rec.span_id}
+        while parent_id is not None and parent_id != root_id and parent_id not in seen:
+            parent = by_id.get(parent_id)
+            if (
+                parent is None
+                or parent_id in twice
+                or parent.end_ns < parent.start_ns
+                or end <= max(parent.end_ns, ends.get(parent_id, 0))
+            ):
+                break
+            ends[parent_id] = end
+            seen.add(parent_id)
+            parent_id = parent.parent_id
+    if not ends:
+        return records
+    return [
+        replace(r, end_ns=ends[r.span_id], extended=True) if r.span_id in ends else r
+        for r in records
+    ]
+
+
+CACHE_READ_KEYS: Final = (
+    attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+
+
+def step_name_of(attributes: Mapping[str, object]) -> str | None:
+    """``chainlat.step.name``, when it is a non-blank string."""
+    name = attributes.get(attr.STEP_NAME)
+    return name if type(name) is str and name.strip() else None
+
+
+def cache_read_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Input tokens read from a prompt cache, as any convention writes them."""
+    return conventions._first_count(attributes, CACHE_READ_KEYS)

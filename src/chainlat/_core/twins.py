@@ -1,0 +1,262 @@
+"""Model calls seen twice: two instrumentations of one call, counted once.
+
+A framework's span and the wire-level span of one call (rules 2 and 3 of the rollup in
+docs/attributes.md): :func:`find_twins` pairs them, :func:`timed_by_wire` finds the
+calls whose time the wire decides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Final
+
+from chainlat._core.records import WIRE, SpanRecord, extend_to_children
+
+
+def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
+    """Model calls seen twice: each duplicate span's id, mapped to the span that counts.
+
+    Two instrumentations of one call (a framework's callback span and the wire-level
+    span, which callbacks do not make current, so it lands beside the framework
+    span rather than inside it) write two inference spans of different sources that
+    overlap in time, for the same model. Whatever their parent links, the longer one
+    counts and the other is the same call seen twice. Spans of one source are never
+    twins: two parallel calls of one model are two calls. Each span is the twin of
+    at most one other, matched by the same input tokens first, then by the largest
+    overlap (at least half the shorter).
+
+    Twins need not overlap: a framework's call span and a wire span of the same model,
+    with equal token counts, under the same parent and adjacent in time (no span of that
+    parent starts or ends between them), are one call. OpenInference's LlamaIndex
+    instrumentation ends ``OpenAI.stream_chat`` before the request goes out, so
+    ``chainlat.instrument_httpx()``'s span of that request starts after it ended.
+
+    A call nested in another call (through transparent spans) is that call seen twice
+    already (rule 1 of the rollup), so it is nobody's twin: matching it by time alone
+    could pair it with a parallel call's span, and give each call the other's tokens.
+    """
+    records = spans if isinstance(spans, list) else list(spans)
+    calls = [r for r in records if r.kind == "inference" and r.span_id != root_id]
+    if len(calls) < 2:
+        return {}
+    first = calls[0].source
+    if all(r.source == first for r in calls):
+        return {}  # the common case: one instrumentation
+    by_id = {r.span_id: r for r in records}
+    calls = [r for r in calls if not _inside_call(r, by_id, root_id)]
+    calls.sort(key=lambda r: (r.start_ns - r.end_ns, r.start_ns, r.span_id))  # longest first
+    primaries: list[SpanRecord] = []
+    matched: set[tuple[int, str | None]] = set()  # (primary, source) pairs already used
+    twins: dict[int, SpanRecord] = {}
+    for rec in calls:
+        best: SpanRecord | None = None
+        best_rank = (0, 0)
+        duration = rec.end_ns - rec.start_ns
+        for primary in primaries:
+            if primary.source == rec.source or (primary.span_id, rec.source) in matched:
+                continue
+            if not same_model(primary.model, rec.model):
+                continue
+            overlap = min(primary.end_ns, rec.end_ns) - max(primary.start_ns, rec.start_ns)
+            if overlap <= 0 or 2 * overlap < duration:
+                continue
+            rank = (_same_tokens(primary, rec), overlap)
+            if best is None or rank > best_rank:
+                best, best_rank = primary, rank
+        if best is None:
+            best = _adjacent_twin(rec, primaries, matched, records)
+        if best is None:
+            primaries.append(rec)
+        else:
+            matched.add((best.span_id, rec.source))
+            twins[rec.span_id] = best
+    return twins
+
+
+def _adjacent_twin(
+    rec: SpanRecord,
+    primaries: list[SpanRecord],
+    matched: set[tuple[int, str | None]],
+    records: list[SpanRecord],
+) -> SpanRecord | None:
+    """The call ``rec`` is beside in time, not overlapping, by the rule of :func:`find_twins`."""
+    if rec.input_tokens is None:
+        return None
+    for primary in primaries:
+        if (
+            primary.parent_id != rec.parent_id
+            or primary.source == rec.source
+            or WIRE not in (primary.source, rec.source)
+            or (primary.span_id, rec.source) in matched
+            or not same_model(primary.model, rec.model)
+            or _same_tokens(primary, rec) != 1
+            or (
+                primary.output_tokens is not None
+                and rec.output_tokens is not None
+                and primary.output_tokens != rec.output_tokens
+            )
+        ):
+            continue
+        early, late = (primary, rec) if primary.start_ns <= rec.start_ns else (rec, primary)
+        gap_start, gap_end = early.end_ns, late.start_ns
+        if gap_start > gap_end:
+            continue  # they overlap: the overlap rule decides
+        if not any(
+            other.parent_id == rec.parent_id
+            and other is not early
+            and other is not late
+            and (gap_start < other.start_ns < gap_end or gap_start < other.end_ns < gap_end)
+            for other in records
+        ):
+            return primary
+    return None
+
+
+_ALWAYS_CALLS: Final = frozenset(("chainlat", WIRE))
+"""Sources whose model-call spans are calls by definition: the application's own
+``chainlat.inference`` (it said so) and a request on the wire."""
+
+
+def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
+    """Model-call spans that are request building, not calls (span ids).
+
+    A model-call span with no token counts, no output and no first token, inside the
+    interval of a real call (one with any of them) of the same model and source, is the
+    client preparing that call: OpenInference's LlamaIndex instrumentation marks
+    ``OpenAI._prepare_chat_with_tools`` as an LLM span. Its time is the call's overhead.
+    chainlat's own calls and wire-level spans are never request building.
+    """
+    empty = [
+        r
+        for r in records
+        if r.kind == "inference"
+        and r.span_id != root_id
+        and r.source not in _ALWAYS_CALLS
+        and r.input_tokens is None
+        and r.output_tokens is None
+        and r.ttft_ms is None
+        and not r.has_output
+    ]
+    if not empty:
+        return set()
+    real = [
+        r
+        for r in records
+        if r.kind == "inference"
+        and r.span_id != root_id
+        and (
+            r.input_tokens is not None
+            or r.output_tokens is not None
+            or r.ttft_ms is not None
+            or r.has_output
+        )
+    ]
+    return {
+        e.span_id
+        for e in empty
+        if any(
+            c.source == e.source
+            and same_model(c.model, e.model)
+            and c.start_ns <= e.start_ns
+            and e.end_ns <= c.end_ns
+            for c in real
+        )
+    }
+
+
+def _inside_call(rec: SpanRecord, by_id: Mapping[int, SpanRecord], root_id: int) -> bool:
+    """Whether ``rec`` lies in a model call: its nearest data, tool or inference ancestor
+    (transparent spans and workflows looked through, as the rollup does) is inference."""
+    parent = by_id.get(rec.parent_id) if rec.parent_id is not None else None
+    for _ in range(len(by_id)):  # bounded: a malformed trace may have a cycle
+        if parent is None or parent.span_id == root_id:
+            return False
+        if parent.kind == "inference":
+            return True
+        if parent.kind in ("data", "tool"):
+            return False
+        parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+    return False
+
+
+def _same_tokens(a: SpanRecord, b: SpanRecord) -> int:
+    """1 when both spans count the same input tokens, -1 when they differ, 0 when unknown."""
+    if a.input_tokens is None or b.input_tokens is None:
+        return 0
+    return 1 if a.input_tokens == b.input_tokens else -1
+
+
+def same_model(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return True
+    return a == b or _model_key(a) == _model_key(b)
+
+
+_SNAPSHOT: Final = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+def _model_key(model: str) -> str:
+    # One model as different instrumentations name it: a response model with its snapshot
+    # date (gpt-4o-mini-2024-07-18), a router's provider prefix (openai/gpt-4o-mini).
+    return _SNAPSHOT.sub("", model.rsplit("/", 1)[-1].lower())
+
+
+def timed_by_wire(
+    root_id: int,
+    records: list[SpanRecord],
+    wires: list[SpanRecord],
+    twins: dict[int, SpanRecord],
+    by_parent: dict[int, list[SpanRecord]],
+) -> set[int]:
+    """The model calls that a wire-level span times, by span id (see rule 3 of the rollup).
+
+    For each HTTP-level model call: every inference span around it (through transparent
+    spans and workflows) is the same call, and so is the span whose twin it is, or whose
+    twin holds it. A wire span that is such a span's twin beside it, not inside it, is
+    moved under it (in ``by_parent``, and out of ``twins``), so the walk finds it there.
+    """
+    by_id = {r.span_id: r for r in records}
+    timed: set[int] = set()
+    for wire in wires:
+        if wire.kind != "inference" or wire.span_id == root_id:
+            continue
+        outer: SpanRecord | None = None
+        parent = by_id.get(wire.parent_id) if wire.parent_id is not None else None
+        for _ in range(len(by_id)):  # bounded: a malformed trace may have a cycle
+            if parent is None or parent.span_id == root_id or parent.kind in ("data", "tool"):
+                break
+            if parent.kind == "inference" and parent.source != WIRE:
+                timed.add(parent.span_id)
+                if outer is None:
+                    outer = parent
+            parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+        call = twins.get(wire.span_id) if outer is None else twins.get(outer.span_id, outer)
+        if call is None or call.source == WIRE:
+            continue  # a call of its own, or the wire span counts and times it
+        timed.add(call.span_id)
+        if outer is None or call is not outer:
+            # Beside the call's span: moved under it (the call's interval covers it).
+            parent_id = wire.parent_id if outer is None else outer.parent_id
+            moved = wire if outer is None else outer
+            siblings = by_parent.get(parent_id, []) if parent_id is not None else []
+            for i, sibling in enumerate(siblings):
+                if sibling is moved:
+                    del siblings[i]
+                    by_parent.setdefault(call.span_id, []).append(moved)
+                    break
+            twins.pop(moved.span_id, None)
+    return timed
+
+
+def normalised(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
+    """The spans of a workflow as the rollup and the steps read them: each span timed to
+    its last child (:func:`~chainlat._core.records.extend_to_children`), and request
+    building (:func:`request_builders`) made transparent. The same list when nothing
+    changes, so the common case costs two passes and no copy."""
+    records = extend_to_children(root_id, records)
+    builders = request_builders(root_id, records)
+    if not builders:
+        return records
+    return [replace(r, kind=None) if r.span_id in builders else r for r in records]

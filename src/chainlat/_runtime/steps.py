@@ -1,0 +1,371 @@
+"""workflow, inference, data_stage and tool: each one object, context manager and decorator.
+
+Every step is one OpenTelemetry span. The object returned by ``chainlat.inference(...)``
+works as ``with``, ``async with``, ``@decorator`` on a function and on an
+``async def``; a decorated coroutine function gets a fresh span per call that
+covers the whole awaited body (a plain ContextDecorator would end it when the
+coroutine object is created).
+
+A block exited in another context than it was entered in (a streaming generator
+consumed after its workflow block, a generator closed from another thread, steps exited
+out of order) still ends its step, there: the span gets ``chainlat.step.out_of_context``,
+the processor counts it (``chainlat.step.out_of_context`` metric) and a warning names
+it, every time. Which step that is, when a step object shared by several threads or
+tasks has more than one open, is the one entered longest ago.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import internal_errors, logger, shown, warn_once
+from chainlat._runtime.decorator import around
+from chainlat._runtime.handles import (
+    InferenceHandle,
+    StepHandle,
+    WorkflowHandle,
+    current,
+)
+from chainlat._runtime.processor import (
+    OUT_OF_CONTEXT,
+    default_provider,
+    processor_for,
+    tracer_for,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+H = TypeVar("H", bound=StepHandle)
+
+
+class _Step(Generic[H]):
+    """One step spec: a context manager (sync and async) and a decorator (sync and async)."""
+
+    def __init__(
+        self,
+        handle_type: type[H],
+        name: str,
+        span_kind: SpanKind,
+        attributes: Mapping[str, AttributeValue],
+        tracer_provider: trace.TracerProvider | None,
+    ) -> None:
+        self._handle_type = handle_type
+        self._name = name
+        self._span_kind = span_kind
+        self._attributes = dict(attributes)
+        self._provider = tracer_provider
+        self._entered: list[H] = []
+        """Handles entered through ``with`` and not exited yet, oldest first."""
+
+    _start_at: int | None = None
+    """An earlier start than now, from the same clock (``workflow(started_at_ns=...)``)."""
+
+    def start(self) -> H:
+        """Start the span without making it current (see ``interface.start_detached_step``)."""
+        provider = self._provider or default_provider()
+        processor = processor_for(provider)
+        start_ns = processor.clock() if processor is not None else time.time_ns()
+        if self._start_at is not None and self._start_at < start_ns:
+            start_ns = self._start_at
+        span: trace.Span
+        try:
+            span = tracer_for(provider).start_span(
+                self._name,
+                kind=self._span_kind,
+                attributes=self._attributes,
+                start_time=start_ns,
+            )
+        except Exception:
+            span = trace.INVALID_SPAN
+            with internal_errors("starting a span"):
+                raise
+        handle = self._handle_type(self._name, span, processor, start_ns)
+        handle._provider = provider
+        handle._identity = self._attributes
+        return handle
+
+    def _open(self) -> H:
+        handle = self.start()
+        try:
+            handle._token = otel_context.attach(trace.set_span_in_context(handle.span))
+        except Exception:
+            with internal_errors("activating a span"):
+                raise
+        handle._parent_step = current.get()
+        handle._step_token = current.set(handle)
+        return handle
+
+    @staticmethod
+    def _close(handle: H, exc: BaseException | None) -> None:
+        if handle._step_token is not None:
+            try:
+                current.reset(handle._step_token)
+            except Exception:
+                with internal_errors("restoring the current step"):
+                    raise
+        if handle._token is not None:
+            try:
+                otel_context.detach(handle._token)  # type: ignore[arg-type]
+            except Exception:
+                with internal_errors("restoring the context"):
+                    raise
+        handle._finish(exc)
+
+    # -- context manager ------------------------------------------------------------
+    # Nothing about an activation is kept on this object but the list of handles open:
+    # a module-level step shared by concurrent tasks or threads would hand one's handle to
+    # the other's exit. Each handle is found again through the context it was entered
+    # in (the current step, a per-context stack), so that each exit closes its own.
+    def __enter__(self) -> H:
+        handle = self._open()
+        handle._opened_by = self
+        self._entered.append(handle)
+        return handle
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        handle = current.get()
+        while handle is not None and (handle._opened_by is not self or handle.end_ns is not None):
+            handle = handle._parent_step  # an inner step left open, or one ended elsewhere
+        if handle is None:
+            self._exit_elsewhere(exc)
+            return
+        try:
+            self._entered.remove(handle)  # type: ignore[arg-type]  # opened by self: an H
+        except ValueError:
+            return  # ended meanwhile from another context
+        self._close(handle, exc)  # type: ignore[arg-type]
+
+    def _exit_elsewhere(self, exc: BaseException | None) -> None:
+        """End the step entered longest ago, from a context where it is not current.
+
+        The context it was entered in cannot be restored from here (a context variable is
+        reset only in its own context), so only the span is ended, and marked.
+        """
+        while True:
+            try:
+                handle = self._entered.pop(0)
+            except IndexError:
+                warn_once(
+                    "exit-without-enter",
+                    "chainlat: %s exited but was never entered (or already exited); nothing to end",
+                    self._name,
+                )
+                return
+            if handle.end_ns is None:
+                break
+        logger.warning(
+            "chainlat: step %r exited in another context than it was entered in (another "
+            "thread or task, a generator finished after its workflow, or steps exited out "
+            "of order); ended there and marked %s",
+            self._name,
+            OUT_OF_CONTEXT,
+        )
+        try:
+            handle.span.set_attribute(OUT_OF_CONTEXT, True)
+            if handle._processor is not None:
+                kind = (getattr(handle.span, "attributes", None) or {}).get(attr.STEP_KIND)
+                handle._processor.count_out_of_context(kind if isinstance(kind, str) else "step")
+        except Exception:
+            with internal_errors("marking a step ended out of context"):
+                raise
+        handle._finish(exc)
+
+    async def __aenter__(self) -> H:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator ------------------------------------------------------------------
+    @overload
+    def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]: ...
+    @overload
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]: ...
+    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
+        return around(func, self._open, self._close)
+
+
+class Workflow(_Step[WorkflowHandle]):
+    """Returned by :func:`chainlat.workflow`."""
+
+
+class Inference(_Step[InferenceHandle]):
+    """Returned by :func:`chainlat.inference`."""
+
+
+class DataStage(_Step[StepHandle]):
+    """Returned by :func:`chainlat.data_stage`."""
+
+
+class Tool(_Step[StepHandle]):
+    """Returned by :func:`chainlat.tool`."""
+
+
+def workflow(
+    name: str,
+    *,
+    variant: str | None = None,
+    started_at_ns: int | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Workflow:
+    """Trace one run of a workflow; its handle's ``rollup`` says where the time went.
+
+    Args:
+        name: The workflow's name (``gen_ai.workflow.name``).
+        variant: A configuration label, for comparing runs (``chainlat.variant``).
+        started_at_ns: The run began earlier, at this instant of the processor's clock
+            (``time.time_ns()`` by default): a voice turn starts when the caller stopped
+            speaking, which the end-of-turn detector knows only after the fact
+            (docs/voice.md). A later instant than now, or not an int, is ignored.
+        tracer_provider: Default: the one ``configure()`` set up.
+        **attributes: More span attributes.
+
+    Example::
+
+        with chainlat.workflow("support-chat") as run:
+            answer = respond(question)
+        print(run.rollup.total_ms, run.rollup.inference_ms)
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = attr.OP_INVOKE_WORKFLOW
+    attributes[attr.GEN_AI_WORKFLOW_NAME] = name
+    attributes[attr.GEN_AI_AGENT_NAME] = name  # where semantic-conventions-genai reads it
+    attributes[attr.STEP_KIND] = attr.WORKFLOW_KIND_VALUE
+    if variant is not None:
+        attributes[attr.VARIANT] = variant
+    spec = Workflow(
+        WorkflowHandle,
+        attr.workflow_span_name(name),
+        SpanKind.INTERNAL,
+        attributes,
+        tracer_provider,
+    )
+    if started_at_ns is not None:
+        if type(started_at_ns) is int:
+            spec._start_at = started_at_ns
+        else:
+            warn_once(
+                "workflow.started_at_ns",
+                "chainlat: workflow(started_at_ns=%s): expected integer nanoseconds; "
+                "starting now (this warning is logged once)",
+                shown(started_at_ns),
+            )
+    return spec
+
+
+def inference(
+    model: str,
+    *,
+    provider: str | None = None,
+    operation: str = "chat",
+    step: str | None = None,
+    user_facing: bool = False,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Inference:
+    """Trace one model call: everything from sending the request to the complete response.
+
+    Args:
+        model: The model asked (``gen_ai.request.model``).
+        provider: ``gen_ai.provider.name``.
+        operation: ``gen_ai.operation.name``: ``chat``, ``text_completion``, ``embeddings``,
+            ``speech_to_text``, ``text_to_speech`` (``call.first_token()`` then marks the
+            first transcript word or the first audio byte; docs/voice.md).
+        step: The step's name (``plan``, ``answer``): budgets and reports key the call by
+            it, so two calls of one model are two rows. Default: the enclosing
+            ``chainlat.step(...)`` block's, else none (keyed by span name).
+        user_facing: This call's first token is the workflow's first output.
+        tracer_provider: Default: the one ``configure()`` set up.
+        **attributes: More span attributes.
+
+    Example::
+
+        with chainlat.inference("gpt-4o", provider="openai", step="answer") as call:
+            reply = client.chat.completions.create(model="gpt-4o", messages=messages)
+            call.record_usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = operation
+    attributes[attr.GEN_AI_REQUEST_MODEL] = model
+    attributes[attr.STEP_KIND] = "inference"
+    if operation == attr.OP_TEXT_TO_SPEECH:
+        attributes.setdefault(attr.GEN_AI_OUTPUT_TYPE, "speech")
+    if provider is not None:
+        attributes[attr.GEN_AI_PROVIDER_NAME] = provider
+    if step is not None:
+        attributes[attr.STEP_NAME] = step
+    if user_facing:
+        attributes[attr.USER_FACING] = True
+    return Inference(
+        InferenceHandle,
+        attr.inference_span_name(operation, model),
+        SpanKind.CLIENT,
+        attributes,
+        tracer_provider,
+    )
+
+
+def data_stage(
+    name: str,
+    *,
+    source: str | None = None,
+    kind: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> DataStage:
+    """Trace a data-latency stage (retrieval, feature fetch, ETL, loading), apart from inference.
+
+    A retrieval (``kind="retrieval"``, or any stage with a ``source``) is a GenAI
+    ``retrieval`` operation; another kind (``"feature-fetch"``) is recorded as
+    ``chainlat.data.kind`` (see docs/attributes.md).
+
+    Example::
+
+        with chainlat.data_stage("retrieve-docs", source="faq-index"):
+            docs = index.search(question, k=5)
+    """
+    attributes.update(attr.data_stage_attributes(kind, source))
+    return DataStage(
+        StepHandle, attr.data_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
+    )
+
+
+def tool(
+    name: str,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    **attributes: AttributeValue,
+) -> Tool:
+    """Trace one tool call.
+
+    Example::
+
+        @chainlat.tool("get-weather")
+        def get_weather(city: str) -> str: ...
+    """
+    attributes[attr.GEN_AI_OPERATION_NAME] = attr.OP_EXECUTE_TOOL
+    attributes[attr.GEN_AI_TOOL_NAME] = name
+    attributes[attr.STEP_KIND] = "tool"
+    return Tool(
+        StepHandle, attr.tool_span_name(name), SpanKind.INTERNAL, attributes, tracer_provider
+    )

@@ -1,0 +1,375 @@
+"""The general rules behind the misses of issue 23, on spans made with the OpenTelemetry SDK
+alone: each holds live (the span processor's rollup) and read back from a trace file.
+
+The attribute sets are those the instrumentations write (names checked in their sources:
+OpenInference's "First Token Stream Event", OpenLLMetry's "llm.content.completion.chunk",
+strands-agents' ``gen_ai.server.time_to_first_token`` in ms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.util.types import Attributes
+
+import chainlat
+from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
+from chainlat._runtime.interface import finish_step
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat.report.waterfall import waterfall
+from chainlat.testing import Capture
+from chainlat.traces import ReadCounters, read_runs
+from chainlat.traces.sdk import runs_from_spans
+
+MS = 1_000_000
+
+
+def _read_back(cap: Capture, tmp_path: Path) -> WorkflowRun:
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(str(path))
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    [run] = read_runs([path])
+    return run
+
+
+def _runs(cap: Capture, tmp_path: Path) -> list[WorkflowRun]:
+    """The run read back from a file and built from the SDK spans in memory."""
+    [in_memory] = runs_from_spans(cap.spans())
+    return [_read_back(cap, tmp_path), in_memory]
+
+
+def _openinference_llm(model: str, **extra: object) -> Attributes:
+    return {"openinference.span.kind": "LLM", "llm.model_name": model, **extra}  # type: ignore[dict-item]
+
+
+# --- a span is timed to its last event or child ------------------------------------------
+
+
+def test_a_span_whose_first_token_event_comes_after_its_end_is_timed_to_it(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """LlamaIndex through OpenInference ends ``OpenAI.stream_chat`` when the stream is handed
+    back (2 ms) and records its first token at +207 ms: the call lasted 207 ms."""
+    p, clock = cap.provider, cap.clock
+    oi = p.get_tracer("openinference.instrumentation.llama_index")
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        start = clock.advance(1)
+        span = oi.start_span("OpenAI.stream_chat", attributes=_openinference_llm("gpt-4o-mini"),
+                             start_time=start)  # fmt: skip
+        span.add_event("First Token Stream Event", timestamp=start + 207 * MS)
+        span.end(end_time=start + 2 * MS)
+        clock.advance(210)
+    assert run.rollup is not None
+    assert (run.rollup.inference_ms, run.rollup.inference_count) == (207, 1)
+    for read in _runs(cap, tmp_path):
+        assert read.recomputed_rollup().inference_ms == 207
+        [step] = read.steps
+        assert (step.duration_ms, step.ttft_ms, step.extended) == (207, 207, True)
+        assert "extended to its last event" in waterfall(read)
+
+
+def test_a_step_whose_child_ends_after_it_is_timed_to_the_child() -> None:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100 * MS, "workflow")
+    spans = [
+        SpanRecord(2, 1, "retrieve", 10 * MS, 12 * MS, "data"),
+        SpanRecord(3, 2, "db query", 11 * MS, 60 * MS),  # the stage handed back a lazy cursor
+    ]
+    r = compute_rollup(root, spans)
+    assert (r.data_ms, r.data_sum_ms) == (50, 50)
+    [step] = steps_of(root, spans)
+    assert (step.end_ns, step.extended) == (60 * MS, True)
+
+
+# --- request building is no call ---------------------------------------------------------
+
+
+def test_an_empty_model_call_span_inside_a_real_call_is_request_building(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """OpenInference marks LlamaIndex's ``OpenAI._prepare_chat_with_tools`` as an LLM span:
+    1 ms with no tokens, no output and no first token, within ``OpenAI.achat``."""
+    p, clock = cap.provider, cap.clock
+    oi = p.get_tracer("openinference.instrumentation.llama_index")
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        start = clock.advance(1)
+        call = oi.start_span(
+            "OpenAI.achat",
+            attributes=_openinference_llm(
+                "gpt-4o-mini", **{"llm.token_count.prompt": 50, "llm.token_count.completion": 20}
+            ),
+            start_time=start,
+        )
+        prepare = oi.start_span("OpenAI._prepare_chat_with_tools",
+                                attributes=_openinference_llm("gpt-4o-mini"),
+                                start_time=start + MS)  # fmt: skip
+        prepare.end(end_time=start + 2 * MS)
+        call.end(end_time=start + 300 * MS)
+        clock.advance(301)
+    assert run.rollup is not None
+    assert (run.rollup.inference_count, run.rollup.inference_ms) == (1, 300)
+    for read in _runs(cap, tmp_path):
+        assert read.recomputed_rollup().inference_count == 1
+        assert [s.span_name for s in read.steps] == ["OpenAI.achat"]
+
+
+def test_an_applications_own_call_without_usage_is_still_a_call(cap: Capture) -> None:
+    """``chainlat.inference`` says it is a call: a short parallel one that recorded nothing,
+    within a longer one of the same model, is not request building."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("w", tracer_provider=p) as run:
+        long = chainlat.inference("m", tracer_provider=p).start()
+        clock.advance(1)
+        short = chainlat.inference("m", tracer_provider=p).start()
+        clock.advance(5)
+        finish_step(short, None)
+        clock.advance(5)
+        long.record_usage(input_tokens=3)
+        finish_step(long, None)
+    assert run.rollup is not None
+    assert run.rollup.inference_count == 2
+
+
+# --- twins that do not overlap -----------------------------------------------------------
+
+
+def _stream_chat_then_wire(cap: Capture) -> None:
+    """LlamaIndex's ``OpenAI.stream_chat`` (OpenInference) ends before the request goes out;
+    chainlat.httpx's span of that request starts after it, under the same parent."""
+    p, clock = cap.provider, cap.clock
+    oi = p.get_tracer("openinference.instrumentation.llama_index")
+    wire = p.get_tracer("chainlat")
+    start = clock.advance(1)
+    framework = oi.start_span(
+        "OpenAI.stream_chat",
+        attributes=_openinference_llm(
+            "gpt-4o-mini", **{"llm.token_count.prompt": 22, "llm.token_count.completion": 20}
+        ),
+        start_time=start,
+    )
+    framework.end(end_time=start + 2 * MS)
+    call = wire.start_span(
+        "chat gpt-4o-mini",
+        attributes={
+            "chainlat.step.kind": "inference",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.usage.input_tokens": 22,
+            "gen_ai.usage.output_tokens": 20,
+            "http.request.method": "POST",
+        },
+        start_time=start + 2 * MS + 300_000,
+    )
+    call.end(end_time=start + 392 * MS)
+    clock.advance(393)
+
+
+def test_a_framework_span_and_the_wire_span_beside_it_in_time_are_one_call(
+    cap: Capture, tmp_path: Path
+) -> None:
+    with chainlat.workflow("agent", tracer_provider=cap.provider) as run:
+        _stream_chat_then_wire(cap)
+    assert run.rollup is not None
+    for r in (run.rollup, *(read.recomputed_rollup() for read in _runs(cap, tmp_path))):
+        assert (r.inference_count, r.input_tokens, r.output_tokens) == (1, 22, 20)
+        assert r.inference_ms == 389.7
+
+
+def test_spans_beside_each_other_with_other_token_counts_stay_two_calls(cap: Capture) -> None:
+    """Two calls one after the other: the rule asks for equal token counts."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        oi = p.get_tracer("openinference.instrumentation.llama_index")
+        start = clock.advance(1)
+        oi.start_span("OpenAI.chat", start_time=start, attributes=_openinference_llm(
+            "m", **{"llm.token_count.prompt": 5})).end(end_time=start + 10 * MS)  # fmt: skip
+        p.get_tracer("chainlat").start_span(
+            "chat m",
+            attributes={"chainlat.step.kind": "inference", "gen_ai.request.model": "m",
+                        "gen_ai.usage.input_tokens": 7, "http.request.method": "POST"},
+            start_time=start + 11 * MS,
+        ).end(end_time=start + 20 * MS)  # fmt: skip
+        clock.advance(21)
+    assert run.rollup is not None
+    assert (run.rollup.inference_count, run.rollup.input_tokens) == (2, 12)
+
+
+# --- the wire's token counts win ---------------------------------------------------------
+
+
+def test_when_twins_disagree_on_tokens_the_provider_sdk_span_wins(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """OpenLLMetry's anthropic instrumentation adds message_start's output token to the
+    cumulative count (21); the Anthropic SDK's own span (HTTP method, gen_ai.*) says 20."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        start = clock.advance(1)
+        sdk = p.get_tracer("com.anthropic.sdk.python").start_span(
+            "anthropic.messages.create",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": "claude-haiku-4-5",
+                "gen_ai.usage.input_tokens": 30,
+                "gen_ai.usage.output_tokens": 20,
+                "http.request.method": "POST",
+            },
+            start_time=start + MS,
+        )
+        framework = p.get_tracer("opentelemetry.instrumentation.anthropic").start_span(
+            "anthropic.chat",
+            attributes={
+                "llm.request.type": "chat",
+                "gen_ai.system": "Anthropic",
+                "gen_ai.request.model": "claude-haiku-4-5",
+                "gen_ai.usage.input_tokens": 30,
+                "gen_ai.usage.output_tokens": 21,
+            },
+            start_time=start,
+        )
+        sdk.end(end_time=start + 100 * MS)
+        framework.end(end_time=start + 102 * MS)
+        clock.advance(103)
+    assert run.rollup is not None
+    for r in (run.rollup, *(read.recomputed_rollup() for read in _runs(cap, tmp_path))):
+        assert (r.inference_count, r.input_tokens, r.output_tokens) == (1, 30, 20)
+
+
+# --- every TTFT key ----------------------------------------------------------------------
+
+
+def test_strands_time_to_first_token_in_ms_is_read(cap: Capture, tmp_path: Path) -> None:
+    p, clock = cap.provider, cap.clock
+    tracer = p.get_tracer("strands.telemetry.tracer")
+    agent = tracer.start_span("invoke_agent helper", start_time=clock(), attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})  # fmt: skip
+    chat = tracer.start_span(
+        "chat",
+        context=trace.set_span_in_context(agent),
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "m",
+            "gen_ai.server.time_to_first_token": 150,
+        },
+        start_time=clock.advance(1),
+    )
+    chat.end(end_time=clock.advance(400))
+    agent.end(end_time=clock.advance(1))
+    for read in _runs(cap, tmp_path):
+        [step] = read.steps
+        assert step.ttft_ms == 150
+        assert read.rollup.first_output_ms == 151
+
+
+def test_openllmetry_first_chunk_event_gives_the_first_token(cap: Capture, tmp_path: Path) -> None:
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        start = clock.advance(1)
+        span = p.get_tracer("opentelemetry.instrumentation.openai").start_span(
+            "openai.chat",
+            attributes={"llm.request.type": "chat", "gen_ai.request.model": "m"},
+            start_time=start,
+        )
+        span.add_event("llm.content.completion.chunk", timestamp=start + 80 * MS)
+        span.add_event("llm.content.completion.chunk", timestamp=start + 90 * MS)
+        span.end(end_time=start + 100 * MS)
+        clock.advance(101)
+    assert run.rollup is not None
+    assert run.rollup.first_output_ms == 81
+    for read in _runs(cap, tmp_path):
+        assert [s.ttft_ms for s in read.steps] == [80]
+
+
+# --- explicit marks win over derived ones ------------------------------------------------
+
+
+def test_an_explicit_first_token_on_the_user_facing_call_wins_over_the_wire_chunk(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """The HTTP-level span inside saw its first chunk at +25 ms; the application marked its
+    first token at +30 ms (after parsing it): the mark is the first output."""
+    p, clock = cap.provider, cap.clock
+    with chainlat.workflow("chat", tracer_provider=p) as run:
+        with chainlat.inference("m", user_facing=True, tracer_provider=p) as call:
+            start = clock.advance(5)
+            wire = p.get_tracer("chainlat").start_span(
+                "chat m",
+                attributes={
+                    "chainlat.step.kind": "inference",
+                    "gen_ai.request.model": "m",
+                    "gen_ai.response.time_to_first_chunk": 0.02,
+                    "http.request.method": "POST",
+                },
+                start_time=start,
+            )
+            clock.advance(25)
+            call.first_token()
+            wire.end(end_time=clock.advance(50))
+            clock.advance(2)
+        clock.advance(3)
+    assert run.rollup is not None
+    assert run.rollup.first_output_ms == 30
+    for read in _runs(cap, tmp_path):
+        assert read.recomputed_rollup().first_output_ms == 30
+
+
+# --- a recorded rollup is checked against its span ---------------------------------------
+
+
+def test_an_impossible_recorded_rollup_is_rebuilt_from_the_spans_with_a_warning(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """A 5,000 ms workflow span recording ``total_ms = -100`` and ``cost_usd = -5`` (as a
+    runtime given a negative price writes it) passed every limit; the spans say 5,000 ms."""
+    p, clock = cap.provider, cap.clock
+    tracer = p.get_tracer("hand-written")
+    start = clock()
+    recorded = {
+        "chainlat.chain.total_ms": -100.0,
+        "chainlat.chain.inference_ms": 0.0,
+        "chainlat.chain.data_ms": 0.0,
+        "chainlat.chain.tool_ms": 0.0,
+        "chainlat.chain.overhead_ms": -100.0,
+        "chainlat.chain.inference_count": 1,
+        "chainlat.chain.cost_usd": -5.0,
+    }
+    root = tracer.start_span("invoke_workflow w", start_time=start, attributes={
+        "chainlat.step.kind": "workflow", "gen_ai.workflow.name": "w", **recorded})  # fmt: skip
+    call = tracer.start_span(
+        "chat m",
+        context=trace.set_span_in_context(root),
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        start_time=start + 1000 * MS,
+    )
+    call.end(end_time=start + 4000 * MS)
+    root.end(end_time=start + 5000 * MS)
+    path = tmp_path / "traces.jsonl"
+    exporter = JsonLinesSpanExporter(str(path))
+    exporter.export(cap.spans())
+    exporter.shutdown()
+    counters = ReadCounters()
+    [run] = read_runs([path], counters=counters)
+    assert (run.rollup.total_ms, run.rollup.inference_ms, run.rollup.cost_usd) == (5000, 3000, None)
+    assert run.rebuilt == "chainlat.chain.total_ms -100 is negative"
+    [warning] = counters.warnings()
+    assert warning.startswith("1 rollups recorded on workflow spans are impossible")
+    assert "chainlat.chain.total_ms -100 is negative" in warning
+
+
+def test_a_recorded_rollup_whose_parts_do_not_sum_or_outlast_the_span_is_rebuilt() -> None:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100 * MS, "workflow")
+    whole = Rollup(100.0, 60.0, 10.0, 0.0, 30.0)
+    assert inconsistency(whole, root) == ""
+    assert inconsistency(replace(whole, overhead_ms=0.0), root) == (
+        "inference + data + tool + overhead is 70 ms, not chainlat.chain.total_ms 100"
+    )
+    assert inconsistency(replace(whole, total_ms=200.0, overhead_ms=130.0), root) == (
+        "chainlat.chain.total_ms 200 is longer than the span (100 ms)"
+    )
+    assert inconsistency(replace(whole, cost_usd=-5.0), root) == (
+        "chainlat.chain.cost_usd -5 is negative"
+    )
