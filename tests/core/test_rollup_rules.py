@@ -15,9 +15,9 @@ from opentelemetry import trace
 from opentelemetry.util.types import Attributes
 
 import chainlat
-from chainlat._runtime.interface import finish_step
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
+from chainlat._runtime.interface import finish_step
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.report.waterfall import waterfall
 from chainlat.testing import Capture
