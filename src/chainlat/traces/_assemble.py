@@ -56,6 +56,10 @@ class ReadCounters:
     nonfinite_values: int = 0
     """NaN or infinite numbers in span attributes, ignored; a recorded rollup holding one is
     recomputed from the spans."""
+    negative_spans: int = 0
+    """Spans that end before they start, dropped alone (their line's other spans are read)."""
+    negative_span_example: str = ""
+    """Where one of them is, and what it says."""
 
     def add(self, other: ReadCounters) -> None:
         """Add ``other``'s counts (peaks: the larger) to these."""
@@ -97,6 +101,11 @@ class ReadCounters:
             found.append(
                 f"{self.orphan_spans} spans have a parent missing from their trace "
                 "(sampling or a partial trace); read without it"
+            )
+        if self.negative_spans:
+            found.append(
+                f"{self.negative_spans} spans end before they start and were dropped, the "
+                f"rest of their lines read (one: {self.negative_span_example})"
             )
         if self.nonfinite_values:
             found.append(

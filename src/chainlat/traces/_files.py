@@ -133,7 +133,7 @@ class FileSource:
 
     def _traces(self, counters: ReadCounters, *, outcomes: bool) -> Iterator[Trace]:
         found = self._outcome_spans() if outcomes else None
-        nonfinite = tally.nonfinite_values
+        nonfinite, negative = tally.nonfinite_values, tally.negative_spans
         with self._open() as raw:
             size = os.fstat(raw.fileno()).st_size
             compressed = _is_gzip(raw)
@@ -152,6 +152,7 @@ class FileSource:
             finally:
                 progress.close()
                 counters.nonfinite_values += tally.nonfinite_values - nonfinite
+                tally.dropped_since(counters, negative)
 
     def _open(self) -> IO[bytes]:
         try:

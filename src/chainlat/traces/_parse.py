@@ -47,6 +47,18 @@ class Tally:
 
     nonfinite_values: int = 0
     """NaN or infinite numbers (protobuf's JSON spells them "NaN", "Infinity"), dropped."""
+    negative_spans: int = 0
+    """Spans that end before they start, dropped (the rest of their line is kept)."""
+    last_negative_span: str = ""
+    """Where the latest of them is, and what it says."""
+
+    def dropped_since(self, counters: Any, negative_spans: int) -> None:
+        """Add the spans dropped since the count was ``negative_spans`` to ``counters``."""
+        if self.negative_spans > negative_spans:
+            counters.negative_spans += self.negative_spans - negative_spans
+            counters.negative_span_example = (
+                counters.negative_span_example or self.last_negative_span
+            )
 
 
 tally: Final = Tally()
@@ -169,6 +181,10 @@ def _kept_value(value: object) -> object:
 class BadSpan(Exception):
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where}: {message}")
+
+
+class NegativeDuration(BadSpan):
+    """A span that ends before it starts: dropped alone, counted."""
 
 
 def _hex_id(value: object, n_bytes: int, where: str) -> str:
@@ -474,7 +490,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
     if end_ns < start_ns:
-        raise BadSpan(where, _ends_before_start(name, span_id, start_ns, end_ns))
+        raise NegativeDuration(where, _ends_before_start(name, span_id, start_ns, end_ns))
     return _make_span(
         trace_id=trace_id,
         span_id=span_id,
@@ -519,7 +535,14 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                 try:
                     parsed = _common_otlp_span(raw, origin)
                 except _NOT_COMMON:
-                    parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                    try:
+                        parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                    except NegativeDuration as exc:
+                        # One impossible span costs itself, not the line's other spans (a
+                        # whole run, and the gate would pass without it).
+                        tally.negative_spans += 1
+                        tally.last_negative_span = f"{origin}: {exc}"
+                        continue
                 yield parsed
 
 
