@@ -152,6 +152,17 @@ def _strings(document: Any, values: list[int]) -> list[str]:
     return [document["strings"][v] for v in values]
 
 
+def test_a_run_whose_cost_cannot_be_judged_is_marked_not_judged_not_kept(tmp_path: Path) -> None:
+    """The page's budget column takes the verdict's status: a run that broke nothing but
+    whose cost has no price is "not judged" (-1), never "kept" (0)."""
+    path = write_runs(tmp_path / "t.jsonl", [ChatRun(chat_ms=300), ChatRun(chat_ms=300)])
+    runs = list(read_runs([path]))
+    kept = parse_budgets({"workflows": {"support-chat": {"total": "10s"}}})
+    assert _document(RunExplorer(budgets=kept), runs)["runs"]["verdict"] == [0, 0]
+    costly = parse_budgets({"workflows": {"support-chat": {"total": "10s", "cost": "0.01"}}})
+    assert _document(RunExplorer(budgets=costly), runs)["runs"]["verdict"] == [-1, -1]
+
+
 def test_a_traced_run_becomes_rows_with_exact_times_parts_and_marks(tmp_path: Path) -> None:
     path = write_runs(tmp_path / "t.jsonl", [ChatRun(retrieve_ms=100, ttft_ms=80, chat_ms=300)])
     (run,) = read_runs([path])

@@ -151,3 +151,19 @@ def test_deep_nesting_is_a_budget_file_error(tmp_path: Path, name: str, text: st
     with pytest.raises(BudgetFileError) as caught:
         load_budgets(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_a_negative_recorded_total_is_impossible_not_kept() -> None:
+    """A workflow span recording chainlat.chain.total_ms = -100 passed total and p95."""
+    budgets = budgets_of({"total": "1s", "p95": "1s"})
+    report = evaluate([run_of(-100.0), run_of(20.0)], budgets)
+    assert {v.target: (v.status, v.reason) for v in report.verdicts} == {
+        "total": ("not_judged", "impossible_value"),
+        "p95.total": ("not_judged", "impossible_value"),
+    }
+    assert report.exit_code == 2
+    broken = evaluate([run_of(-100.0), run_of(5000.0)], budgets)
+    assert {v.target: v.status for v in broken.verdicts} == {
+        "total": "broken",
+        "p95.total": "broken",
+    }

@@ -68,3 +68,28 @@ def test_check_warns_when_the_sampler_recorded_no_probability(
     err = capsys.readouterr().err
     assert "chat: 1 of 4 runs were kept by a tail sampler that recorded no sampling" in err
     assert "biased" in err
+
+
+def test_a_probability_below_what_opentelemetry_expresses_is_clamped_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """p = 1e-300 would make one run stand for 1e300: it counts as 2^56 runs (OpenTelemetry's
+    smallest probability), and the warning names the run that decides the percentiles."""
+    from chainlat._core.stats import MAX_SAMPLING_WEIGHT, aggregate
+    from chainlat.traces import read_runs
+
+    traces = tmp_path / "t.jsonl"
+    _traces(traces, [{"chainlat.sampling.probability": 1e-300}, {}, {}, {}])
+    chat = aggregate(read_runs([str(traces)])).workflows["chat"]
+    assert (chat.heaviest_weight, MAX_SAMPLING_WEIGHT) == (2.0**56, 2.0**56)
+    assert chat.weight_total == 2.0**56 + 3
+    (first, *_) = read_runs([str(traces)])
+    assert chat.dominant == (first.trace_id, 2.0**56 / (2.0**56 + 3))
+    budgets = tmp_path / "b.toml"
+    budgets.write_text('[workflows.chat]\np95 = "500ms"\n')
+    main(["check", str(traces), "--budgets", str(budgets)])
+    err = capsys.readouterr().err
+    assert (
+        f"chainlat: warning: chat: run {first.trace_id} stands for 100.0% of the runs by its "
+        "chainlat.sampling.probability: it alone decides the percentiles"
+    ) in err

@@ -122,6 +122,9 @@ class WorkflowRun:
     """``chainlat.outcome.score``, merged from outcome spans; None when not recorded."""
     nested: bool = False
     """The workflow ran inside another workflow (it is a step of that run too)."""
+    incomplete: str | None = None
+    """Why a reader could not read the run whole (its root span is its own parent); None
+    when it could. Budgets do not pass the limits of such a run's workflow."""
 
     @property
     def total_ms(self) -> float:
@@ -570,6 +573,8 @@ def runs_of_trace(
             (roots and not is_outcome(span)) or is_run_root(span)
         ):
             workflows.append(span)
+    cycles = _parent_cycles(every, by_id) if roots else {}
+    workflows.extend(by_id[span_id] for span_id in cycles)
     if not workflows:
         return []
     if len(workflows) > 1:
@@ -648,9 +653,37 @@ def runs_of_trace(
                 success=success,
                 score=score,
                 nested=nested[id(top)],
+                incomplete=cycles.get(root.span_id),
             )
         )
     return runs
+
+
+def _parent_cycles(spans: list[TracedSpan], by_id: Mapping[int, TracedSpan]) -> dict[int, str]:
+    """One span of each cycle of parents (a span that is its own parent, or a ring of them):
+    no root leads to them, so ``roots`` makes it a run, marked incomplete, rather than let a
+    request vanish."""
+    found: dict[int, str] = {}
+    done: set[int] = set()
+    for span in spans:
+        path: list[int] = []
+        on_path: dict[int, int] = {}
+        span_id: int | None = span.record.span_id
+        while span_id is not None and span_id in by_id and span_id not in done:
+            if span_id in on_path:
+                ring = path[on_path[span_id] :]
+                first = min(ring, key=lambda i: (by_id[i].record.start_ns, i))
+                found[first] = (
+                    "its root span is its own parent"
+                    if len(ring) == 1
+                    else f"its root span is part of a cycle of {len(ring)} parents"
+                )
+                break
+            on_path[span_id] = len(path)
+            path.append(span_id)
+            span_id = by_id[span_id].record.parent_id
+        done.update(path)
+    return found
 
 
 def is_run_root(span: TracedSpan) -> bool:

@@ -258,6 +258,11 @@ class StepStats:
     """Time to first token, for the occurrences that streamed."""
 
 
+MAX_SAMPLING_WEIGHT: Final = float(2**56)
+"""The most runs one sampled run can stand for: 1/p for the smallest probability
+OpenTelemetry's consistent sampling can express (2^-56)."""
+
+
 @dataclass(slots=True)
 class WorkflowStats:
     """The runs of one workflow, as samples per quantity and per step.
@@ -286,6 +291,19 @@ class WorkflowStats:
     """Every step name seen, failed runs included."""
     biased: int = 0
     """Runs a sampler kept without recording its probability: they cannot be weighted."""
+    weight_total: float = 0.0
+    """The runs the samples stand for (the sum of their weights)."""
+    heaviest_weight: float = 0.0
+    heaviest_trace_id: str = ""
+    """The run in the samples that stands for the most runs, and its trace."""
+
+    @property
+    def dominant(self) -> tuple[str, float] | None:
+        """The trace id of a run whose weight is more than half of all the samples' weight
+        (so it alone decides the percentiles on its side), with its share; else None."""
+        if self.sampled < 2 or not self.heaviest_weight * 2 > self.weight_total:
+            return None
+        return self.heaviest_trace_id, self.heaviest_weight / self.weight_total
 
     @property
     def sampled(self) -> int:
@@ -299,9 +317,15 @@ class WorkflowStats:
         for step in run.steps:
             self.seen_steps.add(step.name)
         weight, biased = run.sampling
+        # OpenTelemetry's sampling cannot express a probability below 2^-56 (its 56-bit
+        # threshold): a smaller one recorded is a bug or a forgery, not 1e300 runs.
+        weight = min(weight, MAX_SAMPLING_WEIGHT)
         self.biased += biased
         if run.error and not self.include_errors:
             return
+        self.weight_total += weight
+        if weight > self.heaviest_weight:
+            self.heaviest_weight, self.heaviest_trace_id = weight, run.trace_id
         rollup = run.rollup
         cached = rollup.cache_hits > 0
         quantities = self.quantities

@@ -183,7 +183,10 @@ def _check(args: argparse.Namespace) -> int:
             }
         )
     result = evaluate(
-        chosen.select(_runs(sources, counters, args.roots)), budgets, allow=allowed_reasons(args)
+        chosen.select(_runs(sources, counters, args.roots)),
+        budgets,
+        allow=allowed_reasons(args),
+        late_spans=counters.late_workflows,
     )
     if counters.workflows == 0:
         raise _nothing_read(sources, counters)

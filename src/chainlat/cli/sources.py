@@ -187,6 +187,14 @@ def warn_sampling(stats: Stats) -> None:
                 "(each sampled run stands for the runs the sampler dropped)",
                 file=sys.stderr,
             )
+        dominant = workflow.dominant
+        if dominant is not None:
+            print(
+                f"chainlat: warning: {name}: run {dominant[0] or '(no trace id)'} stands for "
+                f"{dominant[1]:.1%} of the runs by its {attr.SAMPLING_PROBABILITY}: it alone "
+                "decides the percentiles",
+                file=sys.stderr,
+            )
 
 
 def warn_limits(sources: list[TraceSource], counters: ReadCounters) -> None:

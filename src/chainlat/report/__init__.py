@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from chainlat.report._explorer import RunExplorer, jaeger_ui_url
 from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
-from chainlat.report.jsondoc import check_json, diff_json, stats_json
+from chainlat.report.jsondoc import check_json, check_schema, diff_json, stats_json
 from chainlat.report.junit import junit_xml
 from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdown
 from chainlat.report.prometheus import (
@@ -42,6 +42,7 @@ __all__ = [
     "check_json",
     "check_markdown",
     "check_renderables",
+    "check_schema",
     "check_text",
     "diff_json",
     "diff_markdown",

@@ -244,10 +244,11 @@ def unjudged_lines(verdicts: Sequence[LimitVerdict]) -> list[str]:
 def verdict_runs(verdict: LimitVerdict) -> str:
     if verdict.runs < 0 or verdict.broken_runs < 0:
         return DASH  # no count of runs is negative: shown as unknown, never "-1/-1 over"
-    if verdict.kind != "percentile" and verdict.runs:
+    unjudged = f", {verdict.unjudged_runs} not judged" if verdict.unjudged_runs else ""
+    if verdict.kind != "percentile" and (verdict.runs or verdict.unjudged_runs):
         what = "failed" if verdict.kind == "share" else "over"
-        return f"{verdict.broken_runs}/{verdict.runs} {what}"
-    return str(verdict.runs)
+        return f"{verdict.broken_runs}/{verdict.runs} {what}{unjudged}"
+    return f"{verdict.runs}{unjudged}"
 
 
 def limit_label(verdict: LimitVerdict) -> str:

@@ -22,7 +22,9 @@
   }
   function fmt(ms) { return ms === null || ms === undefined ? "-" : ms.toLocaleString("en", { minimumFractionDigits: 1, maximumFractionDigits: 1 }); }
   function fmt3(ms) { return ms.toFixed(3); }
-  function verdictText(v) { return v === null ? "" : v === 0 ? "kept" : "broke " + v; }
+  function verdictText(v) {
+    return v === null ? "" : v === 0 ? "kept" : v < 0 ? "not judged" : "broke " + v;
+  }
   function outcomeText(ok) { return ok === null ? "" : ok ? "success" : "failure"; }
 
   // --- filters and sorting ----------------------------------------------------------------
@@ -49,6 +51,7 @@
       var v = R.verdict[i];
       if (state.verdict === "broken" && !(v > 0)) continue;
       if (state.verdict === "ok" && v !== 0) continue;
+      if (state.verdict === "unjudged" && v !== -1) continue;
       if (state.verdict === "none" && v !== null) continue;
       if (state.status === "ok" && R.err[i]) continue;
       if (state.status === "error" && !R.err[i]) continue;
@@ -91,7 +94,7 @@
       row.appendChild(el("td", null, S[R["var"][i]]));
       row.appendChild(el("td", { "class": "n" }, fmt(R.total[i])));
       row.appendChild(el("td", { "class": "n" }, fmt(R.fo[i])));
-      row.appendChild(el("td", { "class": R.verdict[i] > 0 ? "bad" : "" }, verdictText(R.verdict[i])));
+      row.appendChild(el("td", { "class": R.verdict[i] > 0 || R.verdict[i] === -1 ? "bad" : "" }, verdictText(R.verdict[i])));
       row.appendChild(el("td", null, (R.err[i] ? "error " : "") + outcomeText(R.ok[i])));
       row.appendChild(el("td", { "class": "mono" }, R.trace[i].slice(0, 16)));
       body.appendChild(row);

@@ -152,6 +152,7 @@ class RunExplorer:
 
     def __init__(self, *, budgets: Budgets | None = None, jaeger_ui: str | None = None) -> None:
         self.budgets = budgets
+        self._prices = budgets.model_prices() if budgets is not None else None
         self.jaeger_ui = jaeger_ui
         self.by_variant: dict[str, Stats] = {}
         """Statistics per variant label, for charts that keep variants apart."""
@@ -186,12 +187,15 @@ class RunExplorer:
             stats = self.by_variant[run.variant_label] = Stats()
         stats.add(run)
         violations = None
+        unjudged = False
         if self.budgets is not None:
             budget = self.budgets.workflows.get(run.workflow)
             if budget is not None:
-                from chainlat.budgets import check_run
+                from chainlat.budgets import check_run, unjudged_in_run
 
                 violations = check_run(run, budget)
+                if not violations and unjudged_in_run(run, budget, self._prices) is not None:
+                    unjudged = True
         tree = self._tree(run, violations or [])
         first_output = tree.get("fo")
         c = self._columns
@@ -201,7 +205,8 @@ class RunExplorer:
         c["fo"].append(first_output)
         c["err"].append(1 if run.error else 0)
         c["ok"].append(None if run.success is None else int(run.success))
-        c["verdict"].append(None if violations is None else len(violations))
+        # The budget column: None (no budget), -1 (not judged), 0 (kept), n (limits broken).
+        c["verdict"].append(None if violations is None else -1 if unjudged else len(violations))
         c["trace"].append(run.trace_id)
         self._trees.append(tree)
 
@@ -417,7 +422,8 @@ waterfall; Enter opens a row.</p>
 <label>variant <select id="cl-f-variant"></select></label>
 <label>budget <select id="cl-f-verdict">
 <option value="">any</option><option value="broken">broken</option>
-<option value="ok">kept</option><option value="none">no budget</option></select></label>
+<option value="ok">kept</option><option value="unjudged">not judged</option>
+<option value="none">no budget</option></select></label>
 <label>status <select id="cl-f-status"><option value="">any</option>
 <option value="ok">ok</option><option value="error">error</option></select></label>
 <label>trace <input id="cl-f-trace" type="search" placeholder="trace id" size="18"></label>

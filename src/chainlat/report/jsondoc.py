@@ -113,6 +113,85 @@ def check_json(report: BudgetReport) -> dict[str, Any]:
     return document
 
 
+_NUMBER_OR_NULL: dict[str, Any] = {"type": ["number", "null"]}
+
+
+def _verdict_schema() -> dict[str, Any]:
+    from typing import get_args
+
+    from chainlat.budgets import NotJudgedReason, VerdictStatus
+
+    return {
+        "type": "object",
+        "description": "The verdict on one limit, as the judge gave it (never re-derived).",
+        "required": ["workflow", "target", "key_path", "status", "reason", "why", "allowed"],
+        "properties": {
+            "workflow": {"type": "string"},
+            "target": {"type": "string", "description": "The limit's key inside the workflow."},
+            "key_path": {"type": "string", "description": "The limit's key in the file."},
+            "kind": {"enum": ["run", "percentile", "share"]},
+            "percentile": _NUMBER_OR_NULL,
+            "limit_ms": {"type": "number", "description": "In ms, % or USD (see the limit)."},
+            "actual_ms": _NUMBER_OR_NULL,
+            "status": {
+                "enum": list(get_args(VerdictStatus)),
+                "description": "ok (kept), broken, or not_judged (see reason and why).",
+            },
+            "reason": {
+                "enum": [*get_args(NotJudgedReason), None],
+                "description": "Why the limit was not judged; null when it was.",
+            },
+            "why": {
+                "type": ["string", "null"],
+                "description": "One line: why it was not judged, and how to opt out.",
+            },
+            "allowed": {
+                "type": "boolean",
+                "description": "Not judged, but opted out of (optional = true, "
+                "--allow-missing, --allow-unjudged): it does not fail the check.",
+            },
+            "runs": {"type": "integer", "minimum": 0},
+            "broken_runs": {"type": "integer", "minimum": 0},
+            "min_runs": {"type": "integer", "minimum": 1},
+            "worst_trace_id": {"type": ["string", "null"]},
+            "note": {"type": ["string", "null"]},
+        },
+    }
+
+
+def check_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :func:`check_json`'s document: its exit code, its
+    summary line, and per limit the status, reason, why and whether it was allowed.
+
+    Example::
+
+        import jsonschema
+        jsonschema.validate(check_json(report), check_schema())
+    """
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "chainlat check",
+        "type": "object",
+        "required": ["ok", "exit_code", "summary", "judged", "budgets", "verdicts"],
+        "properties": {
+            "ok": {"type": "boolean", "description": "exit_code is 0."},
+            "exit_code": {
+                "enum": [0, 1, 2],
+                "description": "1: a limit broken; 2: a limit not judged (and not allowed), "
+                "or none judged; 0: every limit judged and kept, or allowed.",
+            },
+            "summary": {"type": "string", "description": "The line every format ends with."},
+            "judged": {"type": "boolean", "description": "At least one limit was judged."},
+            "budgets": {"type": "string"},
+            "source": {"type": "string"},
+            "runs": {"type": "integer", "minimum": 0},
+            "percentile_method": {"const": "nearest-rank"},
+            "workflows": {"type": "object"},
+            "verdicts": {"type": "array", "items": _verdict_schema()},
+        },
+    }
+
+
 def diff_json(result: DiffResult) -> dict[str, Any]:
     """A diff as a JSON-ready dict."""
     document: dict[str, Any] = json_ready(

@@ -7,7 +7,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome, runs_of_trace
+from chainlat._core.runs import (
+    TracedSpan,
+    WorkflowRun,
+    is_outcome,
+    runs_of_trace,
+    workflow_name,
+)
 from chainlat.traces._parse import Parsed
 
 DEFAULT_SETTLE_LINES: Final = 8
@@ -30,6 +36,9 @@ class ReadCounters:
     """Workflow runs handed out."""
     late_spans: int = 0
     """Spans that arrived after their trace was judged (see ``settle_lines``)."""
+    late_workflows: dict[str, int] = field(default_factory=dict)
+    """Late spans by the workflow of their trace: runs of these were judged without a span
+    of theirs, so the judge does not pass their limits (``incomplete_run``)."""
     peak_open_traces: int = 0
     peak_open_spans: int = 0
     """The most spans held at once: what memory grows with."""
@@ -67,6 +76,9 @@ class ReadCounters:
             mine = getattr(self, name)
             if name.startswith("peak_"):
                 setattr(self, name, max(mine, value))
+            elif isinstance(value, dict):
+                for key, count in value.items():
+                    mine[key] = mine.get(key, 0) + count
             elif isinstance(value, str):
                 setattr(self, name, mine or value)
             else:
@@ -157,6 +169,10 @@ def runs_of(
 # --- assembling spans into traces ---------------------------------------------------------
 
 
+_Judged = tuple[bool, tuple[str, ...]]
+"""Whether a trace was judged early (by a bound), and the workflows of its runs."""
+
+
 class _JudgedIds:
     """The ids of the traces judged lately, each with whether it was judged early.
 
@@ -167,23 +183,36 @@ class _JudgedIds:
     small beside the statistics.
     """
 
-    __slots__ = ("_generation", "_older", "_recent")
+    __slots__ = ("_generation", "_older", "_recent", "_shared")
 
     def __init__(self, generation: int) -> None:
         self._generation = max(generation, 1)
-        self._recent: dict[int | str, bool] = {}
-        self._older: dict[int | str, bool] = {}
+        self._recent: dict[int | str, _Judged] = {}
+        self._older: dict[int | str, _Judged] = {}
+        self._shared: dict[_Judged, _Judged] = {}
 
     def get(self, trace_id: str) -> bool | None:
+        """Whether the trace was judged early; None if it was not judged lately."""
+        found = self._find(trace_id)
+        return found[0] if found is not None else None
+
+    def workflows(self, trace_id: str) -> tuple[str, ...]:
+        """The workflows of the runs of a trace judged lately."""
+        found = self._find(trace_id)
+        return found[1] if found is not None else ()
+
+    def _find(self, trace_id: str) -> _Judged | None:
         key = _id_key(trace_id)
         found = self._recent.get(key)
         return self._older.get(key) if found is None else found
 
-    def add(self, trace_id: str, early: bool) -> None:
+    def add(self, trace_id: str, early: bool, workflows: tuple[str, ...] = ()) -> None:
         if len(self._recent) >= self._generation:
             self._older = self._recent
             self._recent = {}
-        self._recent[_id_key(trace_id)] = early
+        # One shared value per (early, workflows): a trace costs its key and a reference.
+        value = (early, workflows)
+        self._recent[_id_key(trace_id)] = self._shared.setdefault(value, value)
 
     def discard(self, trace_id: str) -> None:
         key = _id_key(trace_id)
@@ -279,6 +308,9 @@ class Assembler:
                 elif early is not None:
                     if not (trace_id in self._outcomes and is_outcome(span)):
                         counters.late_spans += 1
+                        late = counters.late_workflows
+                        for name in self._judged.workflows(trace_id):
+                            late[name] = late.get(name, 0) + 1
                     continue
                 trace = open_traces[trace_id] = _Trace()
             elif trace.last_line != line:
@@ -347,7 +379,10 @@ class Assembler:
             return
         self._held -= len(trace.spans)
         self._held_bytes -= trace.size
-        self._judged.add(trace_id, early)
+        workflows = tuple(
+            sorted({workflow_name(s) for s in trace.spans if s.record.kind == "workflow"})
+        )
+        self._judged.add(trace_id, early, workflows)
         yield self._trace(trace_id, trace.spans, trace.remote_parents)
 
     def _trace(self, trace_id: str, spans: list[TracedSpan], remote_parents: int = 0) -> Trace:

@@ -1,0 +1,481 @@
+"""Judging runs against budgets: each run's per-run limits (:func:`check_run`) and every
+limit over many runs (:func:`evaluate`), one :class:`~chainlat.budgets.verdict.LimitVerdict`
+per limit.
+
+Pure: runs in, verdicts out; nothing is read from OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from chainlat._core.errors import shown
+from chainlat._core.runs import (
+    BudgetViolation,
+    StepTiming,
+    Unit,
+    WorkflowRun,
+)
+from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
+from chainlat.budgets._cost import run_cost
+from chainlat.budgets._values import percentile_of_key
+from chainlat.budgets.messages import step_target, target_of
+from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
+from chainlat.budgets.verdict import (
+    BudgetReport,
+    LimitVerdict,
+    NotJudgedReason,
+    VerdictStatus,
+)
+
+if TYPE_CHECKING:
+    from chainlat._core.prices import Prices
+    from chainlat.budgets.model import Budgets, WorkflowBudget
+
+
+def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
+    return [s for s in run.steps if s.name == step]
+
+
+def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
+    checks: list[tuple[str, float, _Measure]] = []
+    for quantity, limit in budget.run_limits().items():
+        checks.append((quantity, limit, _QuantityMeasure(quantity)))
+    for step, limits in budget.steps.items():
+        if limits.max is not None:
+            checks.append((step_target(step, "max"), limits.max, _StepMeasure(step, False)))
+        if limits.ttft is not None:
+            checks.append((step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
+    return checks
+
+
+class _Measure:
+    def of(self, run: WorkflowRun) -> float | None:
+        """The run's worst value of this measure, None when the run does not have it."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _QuantityMeasure(_Measure):
+    quantity: str
+
+    def of(self, run: WorkflowRun) -> float | None:
+        if self.quantity == FIRST_OUTPUT:
+            return run.rollup.first_output_ms
+        return run.rollup.kind_ms(self.quantity)
+
+
+@dataclass(frozen=True)
+class _StepMeasure(_Measure):
+    step: str
+    ttft: bool
+
+    def of(self, run: WorkflowRun) -> float | None:
+        values = [s.ttft_ms if self.ttft else s.duration_ms for s in _occurrences(run, self.step)]
+        found = [v for v in values if v is not None]
+        return max(found) if found else None
+
+
+def _over(actual: float, limit: float) -> bool:
+    """Whether a measured value breaks a limit. A value that is not a finite number (a
+    recorded rollup of ``"NaN"``) breaks every limit: it cannot be shown to keep one, and a
+    gate that passed it would pass a run it never measured."""
+    return not (math.isfinite(actual) and actual <= limit)
+
+
+def _worse(actual: float, than: float | None) -> bool:
+    if than is None:
+        return True
+    if not math.isfinite(actual):
+        return math.isfinite(than)
+    return math.isfinite(than) and actual > than
+
+
+def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]:
+    """The per-run limits of ``budget`` that ``run`` broke (percentiles are not judged here).
+
+    A step's ``max`` and ``ttft`` apply to each of its occurrences; the
+    violation reports the worst one. A value that is not a finite number breaks the limit.
+
+    Example::
+
+        broken = check_run(run, budgets.workflows["support-chat"])
+        assert not broken, "; ".join(map(str, broken))
+    """
+    violations: list[BudgetViolation] = []
+    for target, limit, measure in _run_checks(budget):
+        actual = measure.of(run)
+        if actual is not None and _over(actual, limit):
+            violations.append(BudgetViolation(run.workflow, target, limit, actual))
+    if budget.cost is not None and run.cost_usd is not None and _over(run.cost_usd, budget.cost):
+        violations.append(BudgetViolation(run.workflow, "cost", budget.cost, run.cost_usd, "USD"))
+    return violations
+
+
+def unjudged_in_run(
+    run: WorkflowRun, budget: WorkflowBudget, prices: Prices | None = None
+) -> str | None:
+    """Why a per-run limit of ``budget`` cannot be judged on ``run`` (a run not read whole, a
+    cost limit on a run without a cost), or None: a run that broke nothing is kept only
+    when this is None.
+
+    Example::
+
+        if not check_run(run, budget) and unjudged_in_run(run, budget) is None:
+            print("kept")
+    """
+    if run.incomplete is not None:
+        return run.incomplete
+    if budget.cost is not None:
+        cost = run_cost(run, prices)
+        if cost.usd is None:
+            return cost.why
+    return None
+
+
+@dataclass(slots=True)
+class _RunTally:
+    judged: int = 0
+    broken: int = 0
+    worst: float | None = None
+    worst_run: WorkflowRun | None = None
+    unjudged: int = 0
+    """Runs that have the measure but whose value could not be judged."""
+    reason: NotJudgedReason | None = None
+    why: str | None = None
+    """The first unjudged run's reason and why."""
+
+    def not_judged(self, reason: NotJudgedReason | None, why: str | None) -> None:
+        self.unjudged += 1
+        if self.reason is None:
+            self.reason, self.why = reason, why
+
+
+class _Tallies:
+    """What ``evaluate`` keeps while the runs stream by: statistics, per-run tallies, and the
+    runs whose cost or whose spans are not all known, by workflow."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self.checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
+        self.runs: dict[tuple[str, str], _RunTally] = {}
+        self.unpriced: dict[str, _RunTally] = {}
+        """Runs whose cost is unknown, for the cost percentiles."""
+        self.incomplete: dict[str, _RunTally] = {}
+        self.stats = Stats(include_errors=budgets.includes_errors)
+        self.prices = budgets.model_prices()
+
+    def add(self, run: WorkflowRun) -> None:
+        budgets, stats = self.budgets, self.stats
+        budget = budgets.workflows.get(run.workflow)
+        if budget is None:
+            stats.add(run)
+            return
+        if run.incomplete is not None:
+            self.incomplete.setdefault(run.workflow, _RunTally()).not_judged(
+                "incomplete_run", run.incomplete
+            )
+        cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
+        stats.add(run, cost.usd if cost is not None else None)
+        # A failed run is in no percentile (unless include_errors): its cost is not missed.
+        counted = not run.error or budgets.includes_errors(run.workflow)
+        if cost is not None and cost.usd is None and counted:
+            self.unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
+        for target, limit, measure in self.checks[run.workflow]:
+            actual = measure.of(run)
+            if actual is None:
+                continue
+            tally = self.runs.setdefault((run.workflow, target), _RunTally())
+            if actual < 0 and math.isfinite(actual):
+                # A recorded rollup no duration can be (chainlat.chain.total_ms = -100).
+                why = f"a run records {actual:g} ms for {target}, which no duration can be"
+                tally.not_judged("impossible_value", why)
+            else:
+                _count(tally, actual, limit, run)
+        if budget.cost is not None and cost is not None:
+            tally = self.runs.setdefault((run.workflow, "cost"), _RunTally())
+            if cost.usd is None:
+                tally.not_judged(cost.reason, cost.why)
+            else:
+                _count(tally, cost.usd, budget.cost, run)
+
+
+def evaluate(
+    runs: Iterable[WorkflowRun],
+    budgets: Budgets,
+    *,
+    allow: Iterable[NotJudgedReason] = (),
+    late_spans: Mapping[str, int] | None = None,
+) -> BudgetReport:
+    """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
+
+    Streams ``runs`` once, keeping one float per sample (see :mod:`chainlat._core.stats`).
+    A limit that cannot be judged is ``not_judged`` with its ``reason`` (a workflow or step
+    no run has, fewer than ``min_runs`` samples, no sample at all, ...) and fails the gate
+    unless ``allow`` names its reason or the budget marks the workflow or step
+    ``optional``. A measured value that is not a finite number (NaN, infinity) is never
+    within a limit: the run breaks each per-run limit it is measured against, and a
+    percentile over samples holding one is broken, with that value as its actual.
+
+    ``late_spans``: spans a reader dropped from runs it had handed out (they came after the
+    settle window), by workflow, as :class:`~chainlat.traces.ReadCounters` fills it while
+    ``runs`` is read: the limits of those workflows that were not broken are not judged
+    (``incomplete_run``).
+
+    Example::
+
+        report = evaluate(read_runs(["traces.jsonl"]), load_budgets("chainlat.toml"))
+        print(report.summary)
+    """
+    tally = _Tallies(budgets)
+    for run in runs:
+        tally.add(run)
+    stats, checks, tallies = tally.stats, tally.checks, tally.runs
+    unpriced, incomplete = tally.unpriced, tally.incomplete
+
+    verdicts: list[LimitVerdict] = []
+    for name, budget in budgets.workflows.items():
+        found = _run_verdicts(name, budget, checks[name], tallies)
+        workflow_stats = stats.workflows.get(name)
+        found.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        if name in unpriced:
+            found = [_cost_unknown(v, unpriced[name]) for v in found]
+        if budget.error_rate is not None:
+            found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
+        found = absent_verdicts(found, name, budget, stats, budgets.source)
+        why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
+        if why:
+            found = [_incomplete(v, why) for v in found]
+        verdicts.extend(found)
+    return BudgetReport(apply_opt_outs(verdicts, budgets, allow), stats, budgets.source)
+
+
+def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> None:
+    tally.judged += 1
+    if _over(actual, limit):
+        tally.broken += 1
+    if _worse(actual, tally.worst):
+        tally.worst, tally.worst_run = actual, run
+
+
+def _incomplete(verdict: LimitVerdict, why: str) -> LimitVerdict:
+    """A limit judged over runs a reader could not read whole: kept is not known (a dropped
+    span may be the slow one); broken stays broken."""
+    if verdict.status == "broken":
+        return verdict
+    return replace(verdict, status="not_judged", reason="incomplete_run", why=why)
+
+
+def _incomplete_why(name: str, late_spans: Mapping[str, int] | None, runs: _RunTally) -> str:
+    late = late_spans.get(name, 0) if late_spans else 0
+    if late:
+        return (
+            f"{late} spans of its runs arrived after their trace was judged and were left out "
+            "(raise --settle-lines)"
+        )
+    if runs.unjudged:
+        return f"{runs.unjudged} of its runs could not be read whole: {runs.why}"
+    return ""
+
+
+def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
+    """A cost percentile over runs some of whose cost is unknown is not judged: the runs
+    left out would be the very ones that cost the most, or the least."""
+    if verdict.unit != "USD" or verdict.kind != "percentile" or verdict.status == "broken":
+        return verdict
+    total = verdict.runs + unpriced.unjudged
+    return replace(
+        verdict,
+        status="not_judged",
+        reason=unpriced.reason,
+        why=f"{unpriced.unjudged} of {total} runs have no cost: {unpriced.why}",
+        unjudged_runs=unpriced.unjudged,
+    )
+
+
+def _run_verdicts(
+    name: str,
+    budget: WorkflowBudget,
+    checks: list[tuple[str, float, _Measure]],
+    tallies: dict[tuple[str, str], _RunTally],
+) -> list[LimitVerdict]:
+    run_limits: list[tuple[str, float, Unit]] = [
+        (target, limit, "ms") for target, limit, _ in checks
+    ]
+    if budget.cost is not None:
+        run_limits.append(("cost", budget.cost, "USD"))
+    found: list[LimitVerdict] = []
+    for target, limit, unit in run_limits:
+        tally = tallies.get((name, target), _RunTally())
+        if tally.judged == 0 and not tally.unjudged:
+            found.append(_no_data(name, target, limit, unit))
+            continue
+        status: VerdictStatus = "broken" if tally.broken else "ok"
+        why = None
+        if tally.unjudged and not tally.broken:
+            status = "not_judged"
+            why = f"{tally.unjudged} of {tally.judged + tally.unjudged} runs: {tally.why}"
+        found.append(
+            LimitVerdict(
+                name,
+                target,
+                limit,
+                tally.worst,
+                status,
+                tally.judged,
+                tally.broken,
+                worst_run=tally.worst_run if tally.broken else None,
+                unit=unit,
+                reason=tally.reason if status == "not_judged" else None,
+                why=why,
+                unjudged_runs=tally.unjudged,
+            )
+        )
+    return found
+
+
+def _no_data(
+    name: str, target: str, limit: float, unit: Unit, percentile: float | None = None
+) -> LimitVerdict:
+    return LimitVerdict(
+        name,
+        target,
+        limit,
+        None,
+        "not_judged",
+        0,
+        percentile=percentile,
+        unit=unit,
+        reason="no_data",
+        why=f"no run of {shown(name)} has a value for {target}",
+    )
+
+
+def _no_samples(
+    name: str,
+    target: str,
+    limit: float,
+    unit: Unit,
+    q: float,
+    samples: Samples | None,
+    stats: WorkflowStats | None,
+) -> LimitVerdict:
+    """A percentile without a sample: every run left out (failed, or a cache hit), or no
+    run with a value for it."""
+    verdict = _no_data(name, target, limit, unit, q)
+    if samples is not None and len(samples):
+        why = f"every sample of {target} is a cache hit, left out by exclude_cache_hits"
+        return replace(verdict, reason="no_runs", why=why)
+    if stats is not None and stats.runs and stats.errors == stats.runs:
+        why = (
+            f"all {stats.runs} runs of {shown(name)} failed, and failed runs are not in the "
+            "percentiles (include_errors = true counts them)"
+        )
+        return replace(verdict, reason="no_runs", why=why)
+    return verdict
+
+
+def _too_few(count: int, min_runs: int) -> str:
+    return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
+
+
+def _error_rate_verdict(
+    name: str, limit: float, budgets: Budgets, stats: WorkflowStats | None
+) -> LimitVerdict:
+    min_runs = budgets.min_runs_for(name)
+    if stats is None or stats.runs == 0:
+        return _no_data(name, "error_rate", limit, "%")
+    rate = 100.0 * stats.errors / stats.runs
+    status: VerdictStatus
+    reason: NotJudgedReason | None = None
+    why = None
+    if stats.runs < min_runs:
+        status, reason, why = "not_judged", "not_enough_runs", _too_few(stats.runs, min_runs)
+    else:
+        status = "broken" if rate > limit else "ok"
+    return LimitVerdict(
+        name,
+        "error_rate",
+        limit,
+        rate,
+        status,
+        stats.runs,
+        broken_runs=stats.errors,
+        min_runs=min_runs,
+        unit="%",
+        reason=reason,
+        why=why,
+    )
+
+
+def _percentile_verdicts(
+    name: str, budget: WorkflowBudget, budgets: Budgets, stats: WorkflowStats | None
+) -> list[LimitVerdict]:
+    min_runs = budgets.min_runs_for(name)
+    exclude = budgets.excludes_cache_hits(name)
+    found: list[LimitVerdict] = []
+
+    def judge(
+        target: str, q: float, limit: float, samples: Samples | None, unit: Unit = "ms"
+    ) -> None:
+        count = samples.count(exclude_cached=exclude) if samples is not None else 0
+        if samples is None or not count:
+            found.append(_no_samples(name, target, limit, unit, q, samples, stats))
+            return
+        actual = samples.percentile(q, exclude_cached=exclude)
+        assert actual is not None
+        odd = samples.nonfinite(exclude_cached=exclude)
+        status: VerdictStatus
+        reason: NotJudgedReason | None = None
+        why = None
+        if odd is not None:
+            # No percentile of a set holding NaN means anything: broken, whatever min_runs.
+            actual, status = odd, "broken"
+        elif count < min_runs:
+            status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
+        elif _over(actual, limit):
+            status = "broken"
+        elif (lowest := samples.sorted(exclude_cached=exclude)[0]) < 0:
+            status, reason = "not_judged", "impossible_value"
+            why = f"a sample of {target} is {lowest:g}, which no {unit} value can be"
+        else:
+            status = "ok"
+        found.append(
+            LimitVerdict(
+                name,
+                target,
+                limit,
+                actual,
+                status,
+                count,
+                percentile=q,
+                min_runs=min_runs,
+                unit=unit,
+                reason=reason,
+                why=why,
+            )
+        )
+
+    for key in sorted(budget.percentiles, key=lambda k: percentile_of_key(k, "")):
+        q = percentile_of_key(key, "")
+        for quantity, limit in budget.percentiles[key].items():
+            samples = stats.quantities[quantity] if stats is not None else None
+            judge(target_of(key, quantity), q, limit, samples)
+    for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):
+        q = percentile_of_key(key, "cost_")
+        cost = stats.cost if stats is not None else None
+        judge(key, q, budget.cost_percentiles[key], cost, "USD")
+    for step, limits in budget.steps.items():
+        step_stats = stats.steps.get(step) if stats is not None else None
+        for key in sorted(limits.percentiles, key=lambda k: percentile_of_key(k, "")):
+            q = percentile_of_key(key, "")
+            samples = step_stats.duration if step_stats is not None else None
+            judge(step_target(step, key), q, limits.percentiles[key], samples)
+        for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
+            q = percentile_of_key(key, "ttft_")
+            samples = step_stats.ttft if step_stats is not None else None
+            judge(step_target(step, key), q, limits.ttft_percentiles[key], samples)
+    return found

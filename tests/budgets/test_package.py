@@ -1,0 +1,44 @@
+"""The budgets package: its rooms, its public names, and what importing it costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import chainlat.budgets
+
+ROOMS = Path(chainlat.budgets.__file__).parent
+
+
+def test_importing_budgets_loads_neither_pydantic_nor_yaml() -> None:
+    """Only loading (or building) a budget imports them: judging runs needs neither."""
+    code = (
+        "import sys, chainlat.budgets\n"
+        "from chainlat.budgets import BudgetReport, LimitVerdict, evaluate, check_run\n"
+        "print(sorted(m for m in ('pydantic', 'pydantic_core', 'yaml') if m in sys.modules))\n"
+        "chainlat.budgets.parse_budgets({'workflows': {'w': {'total': '1s'}}})\n"
+        "print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "['pydantic', 'yaml']"]
+
+
+def test_every_public_name_resolves() -> None:
+    for name in chainlat.budgets.__all__:
+        assert getattr(chainlat.budgets, name) is not None, name
+
+
+def test_no_room_over_600_lines_and_no_function_over_80() -> None:
+    import ast
+
+    for path in sorted(ROOMS.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert text.count("\n") <= 600, path.name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno is not None
+                assert node.end_lineno - node.lineno < 80, f"{path.name}: {node.name}"
