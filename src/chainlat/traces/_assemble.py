@@ -63,8 +63,8 @@ class ReadCounters:
     first_bad_line: str = ""
     """Where the first skipped line is and what is wrong with it."""
     nonfinite_values: int = 0
-    """NaN or infinite numbers in span attributes, ignored; a recorded rollup holding one is
-    recomputed from the spans."""
+    """NaN, infinite or out-of-range numbers in span attributes, ignored; a recorded rollup
+    holding one is recomputed from the spans."""
     negative_spans: int = 0
     """Spans that end before they start, dropped alone (their line's other spans are read)."""
     negative_span_example: str = ""
@@ -121,8 +121,9 @@ class ReadCounters:
             )
         if self.nonfinite_values:
             found.append(
-                f"{self.nonfinite_values} NaN or infinite numbers in span attributes were "
-                "ignored; a recorded rollup holding one is recomputed from the spans"
+                f"{self.nonfinite_values} NaN, infinite or out-of-range numbers in span "
+                "attributes were ignored; a recorded rollup holding one is recomputed from the "
+                "spans"
             )
         return found
 

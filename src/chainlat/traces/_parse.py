@@ -9,7 +9,6 @@ import base64
 import binascii
 import contextlib
 import json
-import math
 import re
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -46,7 +45,8 @@ class Tally:
     """What parsing dropped, counted where no :class:`ReadCounters` is at hand."""
 
     nonfinite_values: int = 0
-    """NaN or infinite numbers (protobuf's JSON spells them "NaN", "Infinity"), dropped."""
+    """NaN, infinite (protobuf's JSON spells them "NaN", "Infinity") or out-of-range numbers
+    (beyond :data:`MAX_NUMBER`), dropped."""
     negative_spans: int = 0
     """Spans that end before they start, dropped (the rest of their line is kept)."""
     last_negative_span: str = ""
@@ -230,8 +230,13 @@ def _time_ns(value: object, where: str) -> int:
     return found
 
 
+MAX_NUMBER: Final = 1e300
+"""The largest magnitude of a number read from a span: beyond it, sums and unit changes
+(ms to ns) overflow a float and would cost the whole file, so the attribute is dropped."""
+
+
 def _finite(value: float) -> float | None:
-    if math.isfinite(value):
+    if -MAX_NUMBER <= value <= MAX_NUMBER:
         return value
     tally.nonfinite_values += 1
     return None
@@ -413,7 +418,11 @@ def _common_otlp_span(
                     found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
                 elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
                     found[key] = int(inner)  # type: ignore[index]
-                elif type_ == "doubleValue" and type(inner) is float:
+                elif (
+                    type_ == "doubleValue"
+                    and type(inner) is float
+                    and -MAX_NUMBER <= inner <= MAX_NUMBER
+                ):
                     found[key] = inner  # type: ignore[index]
                 else:
                     found[key] = _any_value(item["value"])  # type: ignore[index]
