@@ -115,3 +115,16 @@ def test_megabyte_names_are_cut_in_the_page_saying_so(tmp_path: Path) -> None:
     page = _page(tmp_path, trace)
     assert len(page) < 8_000_000, len(page)  # plotly.js itself is about 4.7 MB
     assert "more chars]" in page
+
+
+def test_a_credential_in_a_name_is_scrubbed_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace_file(tmp_path / "t.jsonl", workflow=f"chat api_key={SECRET}")
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text(f'[workflows."chat api_key={SECRET}"]\ntotal = "1s"\n', encoding="utf-8")
+    main(["report", str(trace), "--format", "json"])
+    main(["check", str(trace), "--budgets", str(budgets), "--format", "json"])
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert "chat api_key=[REDACTED]" in out
