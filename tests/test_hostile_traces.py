@@ -276,7 +276,7 @@ def test_a_nan_recorded_rollup_is_recomputed_and_counted(tmp_path: Path) -> None
     (run,) = read_runs([path], counters=counters)
     assert run.rollup.total_ms == pytest.approx(2002.0)
     assert counters.nonfinite_values == 1
-    assert "NaN or infinite" in counters.warnings()[-1]
+    assert "NaN, infinite or out-of-range" in counters.warnings()[-1]
 
 
 def test_timestamps_beyond_64_bits_do_not_propagate(tmp_path: Path) -> None:

@@ -191,7 +191,11 @@ def test_the_pytest_session_fails_with_the_same_summary(
             answer()
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider", "--chainlat-budgets=session.toml")
+    # In a process of its own: the plugin sets the global tracer provider, which the
+    # OpenTelemetry API lets a process set only once.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--chainlat-budgets=session.toml"
+    )
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(

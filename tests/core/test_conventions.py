@@ -838,3 +838,12 @@ def test_every_convention_names_the_packages_it_was_checked_against() -> None:
 
 def test_the_docstring_examples_hold() -> None:
     assert doctest.testmod(conventions, raise_on_error=True).failed == 0
+
+
+def test_a_time_to_first_token_no_clock_could_hold_is_not_read() -> None:
+    """1.8e299 s in nanoseconds is infinite: the rollup could not place the instant."""
+    from chainlat._core.conventions import ttft_ms_of
+
+    assert ttft_ms_of({"gen_ai.response.time_to_first_chunk": 1.7976931348623156e299}) is None
+    assert ttft_ms_of({"chainlat.latency.ttft_ms": 2e12}) is None
+    assert ttft_ms_of({"chainlat.latency.ttft_ms": 250.0}) == 250.0

@@ -4,11 +4,15 @@ controls are escaped in a terminal, and long names are cut, saying so."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chainlat
 from chainlat._runtime.otlp_json import encode_request
@@ -115,3 +119,57 @@ def test_megabyte_names_are_cut_in_the_page_saying_so(tmp_path: Path) -> None:
     page = _page(tmp_path, trace)
     assert len(page) < 8_000_000, len(page)  # plotly.js itself is about 4.7 MB
     assert "more chars]" in page
+
+
+def test_a_credential_in_a_name_is_scrubbed_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace_file(tmp_path / "t.jsonl", workflow=f"chat api_key={SECRET}")
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text(f'[workflows."chat api_key={SECRET}"]\ntotal = "1s"\n', encoding="utf-8")
+    main(["report", str(trace), "--format", "json"])
+    main(["check", str(trace), "--budgets", str(budgets), "--format", "json"])
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert "chat api_key=[REDACTED]" in out
+
+
+# --- fuzzed names: a credential in any form, wherever it sits in a name --------------------
+
+SHAPES = [
+    "api_key={s}",
+    "Bearer {s}",
+    "https://user:{s}@host.example/x",
+    "https://host.example/?token={s}",
+    '{{"password": "{s}"}}',
+]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    before=st.text(st.characters(exclude_categories=["Cs"]), max_size=8),
+    after=st.text(st.characters(exclude_categories=["Cs"]), max_size=8),
+    shape=st.sampled_from(SHAPES),
+    where=st.sampled_from(["workflow", "step"]),
+)
+def test_a_credential_in_any_name_never_leaves_chainlat(
+    before: str, after: str, shape: str, where: str
+) -> None:
+    import tempfile
+
+    name = before + " " + shape.format(s=SECRET) + " " + after
+    with tempfile.TemporaryDirectory() as directory:
+        tmp_path = Path(directory)
+        if where == "workflow":
+            trace = _trace_file(tmp_path / "t.jsonl", workflow=name)
+        else:
+            trace = _trace_file(tmp_path / "t.jsonl", step=name)
+        page = tmp_path / "page.html"
+        outputs = []
+        for args in (["--html", str(page)], ["--format", "json"], ["--format", "markdown"], []):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                main(["report", str(trace), *args])
+            outputs.append(out.getvalue())
+        outputs.append(page.read_text(encoding="utf-8"))
+    for text in outputs:
+        assert SECRET not in text

@@ -3,7 +3,8 @@
 A room is a top-level part of ``chainlat`` (``_core``, ``_runtime``, ``traces``, ``cli``,
 ...; a top-level module such as ``testing.py`` is a room of its own). A name that starts
 with ``_`` belongs to its module: no other module imports it or reaches it as an attribute
-(``spans._start_detached``, ``_parse._any_value``). A module whose name starts with ``_``
+of that module (``spans._start_detached``, ``_parse._any_value``); a private member of an
+object (``handle._finish``) stays inside the room that defines it. A module whose name starts with ``_``
 belongs to its room: other rooms do not import it (``chainlat.traces._parse``).
 ``_core`` and ``_runtime`` are rooms whose modules are their doors: the underscore says they
 are not the public API, not that other rooms may not use them.
@@ -98,6 +99,19 @@ def _defined(tree: ast.Module) -> set[str]:
     return names
 
 
+def _room_defined(package: Path, room: str) -> set[str]:
+    """The names the modules of a room define: a private member of an object of one module
+    of the room may be used by another module of it (a handle's ``_finish`` by the room's
+    door); other rooms get at it only through that door."""
+    base = package / room
+    paths = sorted(base.rglob("*.py")) if base.is_dir() else [package / f"{room}.py"]
+    names: set[str] = set()
+    for path in paths:
+        if path.exists():
+            names |= _defined(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return names
+
+
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     if not node.level:
         return node.module or ""
@@ -136,7 +150,7 @@ def reaches(package: Path = PACKAGE) -> list[Reach]:
                         found.append(Reach(path, node.lineno, f"imports {source}.{alias.name}"))
                     elif source != module:
                         foreign[alias.asname or alias.name] = f"{source}.{alias.name}"
-        own = _defined(tree)
+        own = _defined(tree) | _room_defined(package, room)
         for node in ast.walk(tree):
             if (
                 not isinstance(node, ast.Attribute)

@@ -360,13 +360,18 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
         value = get(key)
         ms = None if value is None else _duration(value)
         if ms is not None:
-            return ms
+            return ms if ms <= _MAX_TTFT_MS else None
     for key in _TTFT_SECONDS_KEYS:
         value = get(key)
         seconds = None if value is None else _duration(value)
         if seconds is not None:
-            return seconds * 1000.0
+            return seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
     return None
+
+
+_MAX_TTFT_MS = 1e12
+"""About 31 years: a larger time to first token is no measurement, and in nanoseconds it
+would not fit a span's clock."""
 
 
 def has_output(attributes: Mapping[str, object]) -> bool:

@@ -43,6 +43,14 @@ if TYPE_CHECKING:
 
 def add_commands(sub: Any) -> None:
     """Add the budget commands to the ``chainlat`` parser's subparsers."""
+    _add_check(sub)
+    _add_report(sub)
+    _add_diff(sub)
+    _add_budgets(sub)
+
+
+def _add_check(sub: Any) -> None:
+    """``chainlat check``."""
     check = add_command(
         sub,
         "check",
@@ -70,6 +78,9 @@ def add_commands(sub: Any) -> None:
     _cli_prometheus.add_check_options(check)
     add_reading(check)
 
+
+def _add_report(sub: Any) -> None:
+    """``chainlat report``."""
     report = add_command(
         sub,
         "report",
@@ -89,6 +100,9 @@ def add_commands(sub: Any) -> None:
     add_run_filter(report)
     add_reading(report)
 
+
+def _add_diff(sub: Any) -> None:
+    """``chainlat diff``."""
     diff = add_command(
         sub,
         "diff",
@@ -117,6 +131,9 @@ def add_commands(sub: Any) -> None:
     add_run_filter(diff)
     add_reading(diff, jaeger=False)
 
+
+def _add_budgets(sub: Any) -> None:
+    """``chainlat budgets schema``, ``validate`` and ``rules``."""
     budgets = sub.add_parser(
         "budgets", help="budget files: JSON schema, validation, Prometheus rules"
     )

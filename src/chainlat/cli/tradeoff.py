@@ -52,6 +52,13 @@ if TYPE_CHECKING:
 
 def add_commands(sub: Any) -> None:
     """Add ``profile``, ``whatif`` and ``compare`` to the ``chainlat`` subparsers."""
+    _add_profile(sub)
+    _add_whatif(sub)
+    _add_compare(sub)
+
+
+def _add_profile(sub: Any) -> None:
+    """``chainlat profile``."""
     profile = add_command(
         sub,
         "profile",
@@ -68,6 +75,9 @@ def add_commands(sub: Any) -> None:
     add_run_filter(profile)
     add_reading(profile)
 
+
+def _add_whatif(sub: Any) -> None:
+    """``chainlat whatif``."""
     whatif = add_command(
         sub,
         "whatif",
@@ -113,6 +123,9 @@ def add_commands(sub: Any) -> None:
     add_run_filter(whatif)
     add_reading(whatif)
 
+
+def _add_compare(sub: Any) -> None:
+    """``chainlat compare``."""
     compare = add_command(
         sub,
         "compare",

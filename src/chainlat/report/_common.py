@@ -9,6 +9,7 @@ surrogates, or a credential in a source URL. Every renderer passes them through
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -89,14 +90,31 @@ def finite(value: float | None) -> bool:
 
 def json_ready(value: Any) -> Any:
     """A JSON document with every non-finite float (NaN, infinities) as None: JSON has no
-    such numbers, and ``json.dumps`` would write bare ``NaN`` that parsers reject."""
+    such numbers, and ``json.dumps`` would write bare ``NaN`` that parsers reject; every
+    string, keys included (workflow and step names), scrubbed of credentials."""
+    if isinstance(value, str):
+        return _scrubbed(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
+        return {_scrubbed(k) if isinstance(k, str) else k: json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(v) for v in value]
     return value
+
+
+def _scrubbed(text: str) -> str:
+    # Names repeat in a document (every verdict names its workflow): short ones once each.
+    return _scrub_short(text) if len(text) <= 256 else _scrub(text)
+
+
+def _scrub(text: str) -> str:
+    from chainlat._core.redact import scrub
+
+    return scrub(text)
+
+
+_scrub_short: Final = functools.lru_cache(maxsize=4096)(_scrub)
 
 
 def dumps(document: Any) -> str:

@@ -63,8 +63,12 @@ class ReadCounters:
     first_bad_line: str = ""
     """Where the first skipped line is and what is wrong with it."""
     nonfinite_values: int = 0
-    """NaN or infinite numbers in span attributes, ignored; a recorded rollup holding one is
-    recomputed from the spans."""
+    """NaN, infinite or out-of-range numbers in span attributes, ignored; a recorded rollup
+    holding one is recomputed from the spans."""
+    negative_spans: int = 0
+    """Spans that end before they start, dropped alone (their line's other spans are read)."""
+    negative_span_example: str = ""
+    """Where one of them is, and what it says."""
 
     rebuilt_rollups: int = 0
     """Rollups recorded on workflow spans that are impossible for their span (a negative
@@ -121,10 +125,16 @@ class ReadCounters:
                 f"{self.rebuilt_rollups} rollups recorded on workflow spans are impossible for "
                 f"their span and were rebuilt from the spans (the first: {self.first_rebuilt})"
             )
+        if self.negative_spans:
+            found.append(
+                f"{self.negative_spans} spans end before they start and were dropped, the "
+                f"rest of their lines read (one: {self.negative_span_example})"
+            )
         if self.nonfinite_values:
             found.append(
-                f"{self.nonfinite_values} NaN or infinite numbers in span attributes were "
-                "ignored; a recorded rollup holding one is recomputed from the spans"
+                f"{self.nonfinite_values} NaN, infinite or out-of-range numbers in span "
+                "attributes were ignored; a recorded rollup holding one is recomputed from the "
+                "spans"
             )
         return found
 

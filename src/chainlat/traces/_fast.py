@@ -43,6 +43,7 @@ from chainlat.traces._parse import (
     _MISSING,
     _NO_ATTRIBUTES,
     _REMOTE_PARENT_FLAGS,
+    MAX_NUMBER,
     Parsed,
     _any_value,
     _cached_key,
@@ -304,8 +305,8 @@ def _derive(
             continue
         inner = value.doubleValue
         if inner is not _unset:
-            if value.boolValue is not _unset:
-                raise _NotCommon
+            if value.boolValue is not _unset or not -MAX_NUMBER <= inner <= MAX_NUMBER:
+                raise _NotCommon  # out of range: the validating path drops it, counted
             found[key] = inner  # type: ignore[index]
             continue
         inner = value.boolValue

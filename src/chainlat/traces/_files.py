@@ -133,7 +133,7 @@ class FileSource:
 
     def _traces(self, counters: ReadCounters, *, outcomes: bool) -> Iterator[Trace]:
         found = self._outcome_spans() if outcomes else None
-        nonfinite = tally.nonfinite_values
+        nonfinite, negative = tally.nonfinite_values, tally.negative_spans
         with self._open() as raw:
             size = os.fstat(raw.fileno()).st_size
             compressed = _is_gzip(raw)
@@ -152,6 +152,7 @@ class FileSource:
             finally:
                 progress.close()
                 counters.nonfinite_values += tally.nonfinite_values - nonfinite
+                tally.dropped_since(counters, negative)
 
     def _open(self) -> IO[bytes]:
         try:
@@ -173,7 +174,12 @@ class FileSource:
             compressed = _is_gzip(raw)
             stream: _Stream = gzip.GzipFile(fileobj=raw) if compressed else raw
             try:
-                for line_no, line in enumerate(_lines(stream, self.max_line_bytes), 1):
+                line_no = 0
+                for line in _lines(stream, self.max_line_bytes):
+                    if isinstance(line, int):
+                        line_no += line
+                        continue
+                    line_no += 1
                     if line is None:
                         break  # the read proper reports it
                     if _OUTCOME_MARK not in line:
@@ -224,6 +230,11 @@ class FileSource:
                     f"{self.name}:{line_no + 1}: truncated or corrupt gzip data "
                     f"({' '.join(str(exc).split()) or type(exc).__name__})"
                 ) from None
+            if isinstance(line, int):  # a run of blank lines
+                line_no += line
+                counters.lines += line
+                yield from assembler.complete(line_no)
+                continue
             line_no += 1
             counters.lines += 1
             if line is None:
@@ -365,24 +376,61 @@ def _is_gzip(raw: IO[bytes]) -> bool:
     return compressed
 
 
-def _lines(stream: _Stream, limit: int) -> Iterator[bytes | None]:
-    """The lines of ``stream``, each read with at most ``limit + 1`` bytes in memory; None
-    for a longer line, after skipping the rest of it (so that /dev/zero or one 4 GiB line
-    never fills memory)."""
-    readline = stream.readline
-    while True:
-        line = readline(limit + 1)
-        if not line:
-            return
-        if len(line) > limit and not line.endswith(b"\n"):
-            del line
-            yield None
-            while True:  # the rest of the line, a chunk at a time
-                rest = readline(_SKIP_CHUNK)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            continue
-        yield line
+_BLANK_RUN: Final = re.compile(rb"[ \t\r\f\v\n]*\n")
+
+
+def _lines(stream: _Stream, limit: int) -> Iterator[bytes | int | None]:
+    """The lines of ``stream``, read a chunk at a time: each line (with its newline) as
+    bytes, a run of blank lines as how many there are (a gzip of 50 MiB of newlines is
+    counted in C, not looped over line by line: 44 s before), and None for a line longer
+    than ``limit``, skipped without holding it (so that /dev/zero or one 4 GiB line never
+    fills memory)."""
+    parts: list[bytes] = []  # the start of a line begun in an earlier chunk
+    held = 0
+    skipping = False  # inside a line over the limit, until its newline
+    while chunk := stream.read(_SKIP_CHUNK):
+        pos = 0
+        if skipping or parts:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                if not skipping:
+                    held += len(chunk)
+                    if held > limit:
+                        parts, held, skipping = [], 0, True
+                        yield None
+                    else:
+                        parts.append(chunk)
+                continue
+            if not skipping:
+                if held + nl > limit:
+                    yield None
+                else:
+                    yield b"".join(parts) + chunk[: nl + 1]
+            parts, held, skipping = [], 0, False
+            pos = nl + 1
+        end = len(chunk)
+        while pos < end:
+            blank = _BLANK_RUN.match(chunk, pos)
+            if blank is not None:
+                yield chunk.count(b"\n", pos, blank.end())
+                pos = blank.end()
+                continue
+            nl = chunk.find(b"\n", pos)
+            if nl < 0:
+                held = end - pos
+                if held > limit:
+                    held, skipping = 0, True
+                    yield None
+                else:
+                    parts = [chunk[pos:]]
+                break
+            if nl - pos > limit:
+                yield None
+            else:
+                yield chunk[pos : nl + 1]
+            pos = nl + 1
+    if parts:
+        yield b"".join(parts)  # a last line without its newline
 
 
 def _size(n_bytes: int) -> str:

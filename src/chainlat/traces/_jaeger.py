@@ -101,12 +101,13 @@ class JaegerSource:
         """The traces Jaeger returned, each whole."""
         counters = counters if counters is not None else ReadCounters()
         if self._spans is None:
-            nonfinite = tally.nonfinite_values
+            nonfinite, negative = tally.nonfinite_values, tally.negative_spans
             try:
                 self._spans = self._fetch()
                 self.returned = len({trace_id for trace_id, _, _ in self._spans})
             finally:
                 counters.nonfinite_values += tally.nonfinite_values - nonfinite
+                tally.dropped_since(counters, negative)
         assembler = Assembler(counters, 0, 1)
         yield from assembler.add_whole(self._spans)
 

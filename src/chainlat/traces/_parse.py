@@ -9,7 +9,6 @@ import base64
 import binascii
 import contextlib
 import json
-import math
 import re
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -47,7 +46,20 @@ class Tally:
     """What parsing dropped, counted where no :class:`ReadCounters` is at hand."""
 
     nonfinite_values: int = 0
-    """NaN or infinite numbers (protobuf's JSON spells them "NaN", "Infinity"), dropped."""
+    """NaN, infinite (protobuf's JSON spells them "NaN", "Infinity") or out-of-range numbers
+    (beyond :data:`MAX_NUMBER`), dropped."""
+    negative_spans: int = 0
+    """Spans that end before they start, dropped (the rest of their line is kept)."""
+    last_negative_span: str = ""
+    """Where the latest of them is, and what it says."""
+
+    def dropped_since(self, counters: Any, negative_spans: int) -> None:
+        """Add the spans dropped since the count was ``negative_spans`` to ``counters``."""
+        if self.negative_spans > negative_spans:
+            counters.negative_spans += self.negative_spans - negative_spans
+            counters.negative_span_example = (
+                counters.negative_span_example or self.last_negative_span
+            )
 
 
 tally: Final = Tally()
@@ -172,6 +184,10 @@ class BadSpan(Exception):
         super().__init__(f"{where}: {message}")
 
 
+class NegativeDuration(BadSpan):
+    """A span that ends before it starts: dropped alone, counted."""
+
+
 def _hex_id(value: object, n_bytes: int, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise BadSpan(where, f"expected a hex id, got {shown(value)}")
@@ -215,8 +231,13 @@ def _time_ns(value: object, where: str) -> int:
     return found
 
 
+MAX_NUMBER: Final = 1e300
+"""The largest magnitude of a number read from a span: beyond it, sums and unit changes
+(ms to ns) overflow a float and would cost the whole file, so the attribute is dropped."""
+
+
 def _finite(value: float) -> float | None:
-    if math.isfinite(value):
+    if -MAX_NUMBER <= value <= MAX_NUMBER:
         return value
     tally.nonfinite_values += 1
     return None
@@ -389,7 +410,11 @@ def _common_otlp_span(
                     found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
                 elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
                     found[key] = int(inner)  # type: ignore[index]
-                elif type_ == "doubleValue" and type(inner) is float:
+                elif (
+                    type_ == "doubleValue"
+                    and type(inner) is float
+                    and -MAX_NUMBER <= inner <= MAX_NUMBER
+                ):
                     found[key] = inner  # type: ignore[index]
                 else:
                     found[key] = _any_value(item["value"])  # type: ignore[index]
@@ -476,7 +501,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
     if end_ns < start_ns:
-        raise BadSpan(where, _ends_before_start(name, span_id, start_ns, end_ns))
+        raise NegativeDuration(where, _ends_before_start(name, span_id, start_ns, end_ns))
     return _make_span(
         trace_id=trace_id,
         span_id=span_id,
@@ -521,7 +546,14 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                 try:
                     parsed = _common_otlp_span(raw, origin)
                 except _NOT_COMMON:
-                    parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                    try:
+                        parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                    except NegativeDuration as exc:
+                        # One impossible span costs itself, not the line's other spans (a
+                        # whole run, and the gate would pass without it).
+                        tally.negative_spans += 1
+                        tally.last_negative_span = f"{origin}: {exc}"
+                        continue
                 yield parsed
 
 

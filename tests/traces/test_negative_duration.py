@@ -1,0 +1,56 @@
+"""A span that ends before it starts costs that span, not its line: the other spans of the
+line (here, a 60 s run) are read and judged, and the dropped span is counted in a warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import chainlat
+from chainlat._runtime.otlp_json import encode_request
+from chainlat.cli import main
+from chainlat.testing import capture
+from chainlat.traces import read_runs
+
+
+def _line(seconds: float, *, negative: bool) -> str:
+    with capture(fake_clock=True) as cap:
+        with chainlat.workflow("chat", tracer_provider=cap.provider):
+            with chainlat.data_stage("retrieve", tracer_provider=cap.provider):
+                cap.clock.advance(ms=5)
+            with chainlat.inference("gpt-4o", tracer_provider=cap.provider):
+                cap.clock.advance(ms=seconds * 1000)
+        document = encode_request(cap.spans())
+    if negative:
+        for resource in document["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    if span["name"] == "data retrieve":
+                        span["endTimeUnixNano"] = str(int(span["startTimeUnixNano"]) - 1)
+    return json.dumps(document) + "\n"
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_text(_line(0.1, negative=False) + _line(60, negative=True), encoding="utf-8")
+    return path
+
+
+def test_the_run_of_a_negative_span_is_read_without_it(traces: Path) -> None:
+    runs = sorted(read_runs([traces]), key=lambda r: r.total_ms)
+    assert [round(r.total_ms) for r in runs] == [105, 60_005]
+    assert [s.name for s in runs[1].steps] == ["chat gpt-4o"]
+
+
+def test_the_gate_judges_the_run_and_says_what_was_dropped(
+    traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.chat]\ntotal = "1s"\n', encoding="utf-8")
+    assert main(["check", str(traces), "--budgets", str(budgets)]) == 1
+    err = capsys.readouterr().err
+    assert "1 spans end before they start and were dropped" in err
+    assert "t.jsonl:2:" in err
