@@ -160,7 +160,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
     not judged and why, a waterfall, and the summary line."""
     from chainlat._core.runs import BudgetViolation, amount
     from chainlat.report import waterfall
-    from chainlat.report._common import unjudged_lines, visible
+    from chainlat.report.common import unjudged_lines, visible
 
     broken = report.broken
     if not broken and not report.unjudged:
@@ -465,7 +465,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
     block per budgeted workflow, its statistics then its limits, then the worst run of each
     broken per-run limit and the conclusion."""
     from chainlat.report import waterfall
-    from chainlat.report._common import (
+    from chainlat.report.common import (
         actual_text,
         limit_label,
         limit_text,

@@ -320,7 +320,7 @@ def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
         >>> input_tokens_of({"llm.token_count.prompt": "120"})
         120
     """
-    return _first_count(attributes, _INPUT_TOKEN_KEYS)
+    return first_count(attributes, _INPUT_TOKEN_KEYS)
 
 
 def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
@@ -330,7 +330,7 @@ def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
         >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
         30
     """
-    return _first_count(attributes, _OUTPUT_TOKEN_KEYS)
+    return first_count(attributes, _OUTPUT_TOKEN_KEYS)
 
 
 def is_http_level(attributes: Mapping[str, object]) -> bool:
@@ -433,7 +433,7 @@ def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str 
     return None
 
 
-def _first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
+def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
     """The first token count among ``keys``."""
     get = attributes.get
     for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C

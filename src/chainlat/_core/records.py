@@ -248,4 +248,4 @@ def step_name_of(attributes: Mapping[str, object]) -> str | None:
 
 def cache_read_tokens_of(attributes: Mapping[str, object]) -> int | None:
     """Input tokens read from a prompt cache, as any convention writes them."""
-    return conventions._first_count(attributes, CACHE_READ_KEYS)
+    return conventions.first_count(attributes, CACHE_READ_KEYS)

@@ -57,7 +57,7 @@ _INPUT_ARGUMENTS = ("sources", "budgets", "outcomes", "profiles", "baseline", "c
 
 def _line(text: str) -> str:
     """An error as the CLI prints it: one line, no credential, no control character."""
-    from chainlat.report._common import visible
+    from chainlat.report.common import visible
 
     return visible(" ".join(line.strip() for line in scrub(text).splitlines()))
 

@@ -219,7 +219,7 @@ def allowed_reasons(args: argparse.Namespace) -> frozenset[NotJudgedReason]:
 def warn_unjudged(result: BudgetReport) -> None:
     """One line on stderr per limit that could not be judged and fails the gate (one per
     workflow or step for a name no run has), or one saying nothing was judged."""
-    from chainlat.report._common import source_name, unjudged_key, visible
+    from chainlat.report.common import source_name, unjudged_key, visible
 
     source = source_name(result.budgets_source)
     lines = dict.fromkeys(
@@ -427,7 +427,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from chainlat.budgets import load_budgets
-    from chainlat.report._common import source_name, visible
+    from chainlat.report.common import source_name, visible
 
     budgets = load_budgets(args.file)
     names = ", ".join(budgets.workflows) or "no workflows"

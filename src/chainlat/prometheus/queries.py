@@ -191,13 +191,13 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _matchers(labels: dict[str, str], *extra: str) -> str:
+def matchers(labels: dict[str, str], *extra: str) -> str:
     parts = [f"{k}={_quote(v)}" for k, v in labels.items()]
     parts.extend(e for e in extra if e)
     return "{" + ", ".join(parts) + "}"
 
 
-def _number(value: float) -> str:
+def prom_number(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
@@ -288,9 +288,9 @@ def _percentile_query(
     window: str,
     min_runs: int,
 ) -> LimitQuery:
-    selector = _matchers(labels, keep)
+    selector = matchers(labels, keep)
     value = (
-        f"histogram_quantile({_number(q / 100)}, "
+        f"histogram_quantile({prom_number(q / 100)}, "
         f"sum by (le) ({_increase(f'{histogram}_bucket{selector}', window)}))"
     )
     runs = f"sum({_increase(f'{histogram}_count{selector}', window)})"
@@ -319,14 +319,14 @@ def _step_percentile(
 ) -> LimitQuery:
     keep = "" if include_errors else f'status_code!="{STATUS_ERROR}"'
     buckets = " or ".join(
-        _increase(f"{SPAN_DURATION}_bucket{_matchers(s, keep)}", window)
+        _increase(f"{SPAN_DURATION}_bucket{matchers(s, keep)}", window)
         for s in _step_selector(workflow, step)
     )
     counts = " or ".join(
-        _increase(f"{SPAN_DURATION}_count{_matchers(s, keep)}", window)
+        _increase(f"{SPAN_DURATION}_count{matchers(s, keep)}", window)
         for s in _step_selector(workflow, step)
     )
-    value = f"histogram_quantile({_number(q / 100)}, sum by (le) ({buckets}))"
+    value = f"histogram_quantile({prom_number(q / 100)}, sum by (le) ({buckets}))"
     return LimitQuery(
         workflow,
         f"steps.{step_key(step)}.{key}",
@@ -342,18 +342,18 @@ def _step_percentile(
 
 def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuery:
     labels = {"gen_ai_workflow_name": workflow, "chainlat_budget_target": target}
-    value = f"sum({_increase(f'{BUDGET_EXCEEDED}{_matchers(labels)}', window)})"
+    value = f"sum({_increase(f'{BUDGET_EXCEEDED}{matchers(labels)}', window)})"
     runs_labels = {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": "total"}
-    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{_matchers(runs_labels)}', window)})"
+    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{matchers(runs_labels)}', window)})"
     unit = PER_RUN_KEYS.get(target, "ms")
     return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
 
 
 def _error_rate(workflow: str, percent: float, window: str, min_runs: int) -> LimitQuery:
     labels = _workflow_span(workflow)
-    errors = _matchers(labels, f"status_code={_quote(STATUS_ERROR)}")
+    errors = matchers(labels, f"status_code={_quote(STATUS_ERROR)}")
     failed = f"sum({_increase(f'{SPAN_CALLS}{errors}', window)})"
-    runs = f"sum({_increase(f'{SPAN_CALLS}{_matchers(labels)}', window)})"
+    runs = f"sum({_increase(f'{SPAN_CALLS}{matchers(labels)}', window)})"
     value = f"(({failed}) or vector(0)) / {runs}"
     return LimitQuery(
         workflow, "error_rate", "ratio", percent, percent / 100, value, runs, min_runs, unit="%"
@@ -491,4 +491,4 @@ def bucket_boundaries(
 
 def buckets_setting(boundaries: Iterable[float]) -> str:
     """The boundaries as collector/otelcol.yaml reads them (``[10ms, 20ms, ...]``)."""
-    return "[" + ", ".join(f"{_number(b)}ms" for b in boundaries) + "]"
+    return "[" + ", ".join(f"{prom_number(b)}ms" for b in boundaries) + "]"

@@ -28,12 +28,12 @@ from chainlat.prometheus.queries import (
     TARGET_LABEL,
     WORKFLOW_LABEL,
     LimitQuery,
-    _matchers,
-    _number,
     bucket_boundaries,
     buckets_setting,
     limit_queries,
+    matchers,
     parse_window,
+    prom_number,
     unexpressed_limits,
 )
 
@@ -110,7 +110,7 @@ def _check_encodable(budgets: Budgets) -> None:
 
 def _rules_of(query: LimitQuery, for_: str) -> list[dict[str, object]]:
     labels = _labels(query)
-    selector = _matchers(labels)
+    selector = matchers(labels)
     record_value = {
         "percentile": "chainlat_budget:value_ms",
         "per_run": "chainlat_budget:runs_over",
@@ -118,28 +118,27 @@ def _rules_of(query: LimitQuery, for_: str) -> list[dict[str, object]]:
     }[query.measure]
     at_least = max(query.min_runs, 1)
     expression = (
-        f"{record_value}{selector} > {_number(query.threshold)} and on({WORKFLOW_LABEL}, "
+        f"{record_value}{selector} > {prom_number(query.threshold)} and on({WORKFLOW_LABEL}, "
         f"{TARGET_LABEL}) chainlat_budget:runs{selector} >= {at_least}"
     )
     if query.measure == "per_run":
         summary = (
-            f"runs of {query.workflow} broke {query.target} <= {_number(query.limit)} "
+            f"runs of {query.workflow} broke {query.target} <= {prom_number(query.limit)} "
             f"{query.unit} (chainlat_budget:runs_over)"
         )
     elif query.measure == "ratio":
-        summary = (
-            f"{query.workflow}: {query.target} over {_number(query.limit)}% (chainlat_budget:ratio)"
-        )
+        limit = prom_number(query.limit)
+        summary = f"{query.workflow}: {query.target} over {limit}% (chainlat_budget:ratio)"
     else:
         summary = (
-            f"{query.workflow}: {query.target} over {_number(query.limit)} ms "
+            f"{query.workflow}: {query.target} over {prom_number(query.limit)} ms "
             "(chainlat_budget:value_ms)"
         )
     templated = {k: template_text(v) for k, v in labels.items()}
     alert: dict[str, object] = {
         "alert": ALERT_NAME,
         "expr": expression,
-        "labels": {**templated, "limit": _number(query.limit), "severity": "warning"},
+        "labels": {**templated, "limit": prom_number(query.limit), "severity": "warning"},
         "annotations": {"summary": template_text(summary)},
     }
     if for_:

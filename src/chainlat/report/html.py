@@ -13,7 +13,7 @@ from chainlat._core.stats import (
     WorkflowStats,
 )
 from chainlat.analysis.whatif import KINDS
-from chainlat.report._common import (
+from chainlat.report.common import (
     count,
     ms,
     shown_name,

@@ -14,7 +14,7 @@ from chainlat._core.stats import (
     Stats,
     WorkflowStats,
 )
-from chainlat.report._common import (
+from chainlat.report.common import (
     dumps,
     finite,
     json_ready,

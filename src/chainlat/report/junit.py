@@ -9,7 +9,7 @@ from chainlat._core.runs import BudgetViolation
 from chainlat._core.stats import (
     format_percentile,
 )
-from chainlat.report._common import (
+from chainlat.report.common import (
     actual_text,
     count,
     limit_text,

@@ -11,7 +11,7 @@ from chainlat._core.stats import (
     Stats,
     WorkflowStats,
 )
-from chainlat.report._common import (
+from chainlat.report.common import (
     actual_text,
     count,
     diff_conclusion,
@@ -41,7 +41,7 @@ from chainlat.report.waterfall import waterfall
 _MD_SPECIAL: Final = re.compile(r"([\\`*\[\]<>|])")
 
 
-def _md(text: str) -> str:
+def md_escape(text: str) -> str:
     """Text from a trace as Markdown shows it literally, one line, safe in a table cell."""
     return _MD_SPECIAL.sub(r"\\\1", visible(text))
 
@@ -65,7 +65,7 @@ def _fenced(block: str) -> list[str]:
 
 def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     lines = [
-        f"### {_md(workflow.name)}: {runs_heading(workflow)}"
+        f"### {md_escape(workflow.name)}: {runs_heading(workflow)}"
         + (f", {workflow.errors} with errors" if workflow.errors else ""),
         "",
         "| quantity / step (ms) | kind | count | p50 | p90 | p95 | p99 | max |",
@@ -74,8 +74,8 @@ def _stats_markdown(workflow: WorkflowStats) -> list[str]:
     for row in stat_rows(workflow):
         s = row.summary
         lines.append(
-            f"| {_md(row.label)} | {_md(row.kind)} | {s.count} | {ms(s.p50)} | {ms(s.p90)} | "
-            f"{ms(s.p95)} | {ms(s.p99)} | {ms(s.max)} |"
+            f"| {md_escape(row.label)} | {md_escape(row.kind)} | {s.count} | {ms(s.p50)} | "
+            f"{ms(s.p90)} | {ms(s.p95)} | {ms(s.p99)} | {ms(s.max)} |"
         )
     lines.append("")
     return lines
@@ -103,7 +103,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         if workflow is not None:
             lines.extend(_stats_markdown(workflow))
         else:
-            lines.extend([f"### {_md(name)}: no runs", ""])
+            lines.extend([f"### {md_escape(name)}: no runs", ""])
         lines.extend(["| limit | budget | actual | runs | verdict |", "|---|--:|--:|--:|---|"])
         for v in report.verdicts_of(name):
             failed = v.status == "broken" or (v.status == "not_judged" and not v.allowed)
@@ -121,8 +121,8 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
             lines.extend([f"Worst run for {_code(v.key_path)}:", "", *_fenced(drawn), ""])
     unjudged = unjudged_lines(report.verdicts)
     if unjudged:
-        lines.extend([*(f"- {_md(line)}" for line in unjudged), ""])
-    lines.append(_md(report.summary))
+        lines.extend([*(f"- {md_escape(line)}" for line in unjudged), ""])
+    lines.append(md_escape(report.summary))
     return "\n".join(lines) + "\n"
 
 
@@ -141,7 +141,7 @@ def stats_markdown(
     for name, workflow in stats.workflows.items():
         lines.extend(_stats_markdown(workflow))
         for label, run in (waterfalls or {}).get(name, ()):
-            lines.extend([f"{_md(label)}:", "", *_fenced(waterfall(run)), ""])
+            lines.extend([f"{md_escape(label)}:", "", *_fenced(waterfall(run)), ""])
     return "\n".join(lines) + "\n"
 
 
@@ -157,9 +157,9 @@ def diff_markdown(result: DiffResult) -> str:
         "|---|---|--:|--:|--:|--:|--:|--:|---|",
     ]
     for row, c in zip(diff_rows(result), result.comparisons, strict=True):
-        cells = [_md(cell) for cell in row]
+        cells = [md_escape(cell) for cell in row]
         if c.regression:
             cells[-1] = f"**{cells[-1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines.extend(["", *(_md(line) for line in diff_conclusion(result).splitlines())])
+    lines.extend(["", *(md_escape(line) for line in diff_conclusion(result).splitlines())])
     return "\n".join(lines) + "\n"

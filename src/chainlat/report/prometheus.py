@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report._common import source_name
+from chainlat.report.common import source_name
 from chainlat.report.jsondoc import check_json
 from chainlat.report.markdown import check_markdown
-from chainlat.report.text import _verdict_table, conclusion_lines, render_text
+from chainlat.report.text import conclusion_lines, render_text, verdict_table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -39,7 +39,7 @@ def prometheus_check_text(report: BudgetReport, *, source: str, width: int | Non
         "",
     ]
     for name in dict.fromkeys(v.workflow for v in report.verdicts):
-        out += [f"{name}:", _verdict_table(report.verdicts_of(name)), ""]
+        out += [f"{name}:", verdict_table(report.verdicts_of(name)), ""]
     out.extend(conclusion_lines(report))
     return render_text(out, width=width)
 

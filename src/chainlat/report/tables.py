@@ -182,18 +182,18 @@ def _plain(cell: object) -> str:
 def table_markdown(table: Table) -> list[str]:
     """A rich table as Markdown lines: its title in bold, then a table, columns aligned as
     in the terminal."""
-    from chainlat.report.markdown import _md
+    from chainlat.report.markdown import md_escape
 
     lines: list[str] = []
     if table.title is not None:
-        lines += [f"**{_md(_plain(table.title))}**", ""]
+        lines += [f"**{md_escape(_plain(table.title))}**", ""]
     columns = table.columns
-    lines.append("| " + " | ".join(_md(_plain(c.header)) for c in columns) + " |")
+    lines.append("| " + " | ".join(md_escape(_plain(c.header)) for c in columns) + " |")
     lines.append("|" + "|".join("---:" if c.justify == "right" else ":---" for c in columns) + "|")
     cells = [list(column.cells) for column in columns]
     for row in range(table.row_count):
         lines.append(
-            "| " + " | ".join(_md(_plain(cells[i][row])) for i in range(len(columns))) + " |"
+            "| " + " | ".join(md_escape(_plain(cells[i][row])) for i in range(len(columns))) + " |"
         )
     return lines
 
@@ -217,7 +217,7 @@ def renderables_markdown(items: Iterable[RenderableType | str]) -> str:
     not shown), each table a Markdown table."""
     from rich.table import Table
 
-    from chainlat.report.markdown import _md
+    from chainlat.report.markdown import md_escape
 
     out: list[str] = []
     for item in flattened(items):
@@ -226,5 +226,5 @@ def renderables_markdown(items: Iterable[RenderableType | str]) -> str:
         elif item == "":
             continue
         else:
-            out += [*(_md(line) for line in _plain(item).splitlines()), ""]
+            out += [*(md_escape(line) for line in _plain(item).splitlines()), ""]
     return "\n".join(out).rstrip("\n") + "\n"

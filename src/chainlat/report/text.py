@@ -10,7 +10,7 @@ from chainlat._core.stats import (
     Stats,
     WorkflowStats,
 )
-from chainlat.report._common import (
+from chainlat.report.common import (
     actual_text,
     count,
     diff_conclusion,
@@ -69,7 +69,7 @@ def _stats_table(workflow: WorkflowStats) -> RenderableType:
     return table
 
 
-def _verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
+def verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
@@ -141,7 +141,7 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
             out.append(f"{name}: no runs in the traces")
         else:
             out.append(_stats_table(workflow))
-        out.append(_verdict_table(report.verdicts_of(name)))
+        out.append(verdict_table(report.verdicts_of(name)))
         out.append("")
     others = [w for w in stats.workflows if w not in budgeted]
     if others:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report._common import (
+from chainlat.report.common import (
     DASH,
     count,
     json_ready,

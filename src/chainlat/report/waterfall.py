@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
-from chainlat.report._common import limit_text, shown_name, source_name, visible
+from chainlat.report.common import limit_text, shown_name, source_name, visible
 
 _BAR_WIDTH: Final = 40
 MAX_ROWS: Final = 2000
