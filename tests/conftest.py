@@ -107,3 +107,14 @@ def fake_jaeger() -> Iterator[StartFakeJaeger]:
             return servers.enter_context(FakeJaeger(v3=v3, otlp=otlp, service=service))
 
         yield start
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Hostile-input and fuzzing tests live beside the code they attack; their file names
+    mark them, so ``-m hostile`` or ``-m fuzz`` runs them across the packages."""
+    for item in items:
+        name = item.path.name
+        if name.startswith("test_hostile_"):
+            item.add_marker(pytest.mark.hostile)
+        elif name.startswith("test_fuzz_"):
+            item.add_marker(pytest.mark.fuzz)

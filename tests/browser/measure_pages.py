@@ -4,7 +4,7 @@ Not a test: it measures. Run from the repository root:
 
     .venv/bin/python tests/browser/measure_pages.py 1000 10000
 
-For each count, writes that many runs of the ``support-chat`` profile (tests/tracegen.py,
+For each count, writes that many runs of the ``support-chat`` profile (tests/support/tracegen.py,
 four spans a run), renders the page, and reports its size, the part of it that is the
 explorer's data, the CPU time the command took, and in Chromium the time from navigation to
 the first waterfall drawn and to draw another run.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from tracegen import Profile, write_profile
+from support.tracegen import Profile, write_profile
 
 
 def measure(runs: int, workdir: Path) -> dict[str, float]:

@@ -14,7 +14,7 @@ import pytest
 
 from chainlat.cli import main
 from chainlat.report import check_schema
-from tracegen import ChatRun, write_runs
+from support.tracegen import ChatRun, write_runs
 
 pytest_plugins = ["pytester"]
 

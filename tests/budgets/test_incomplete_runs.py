@@ -9,7 +9,7 @@ import pytest
 
 from chainlat.cli import main
 from chainlat.traces import ReadCounters, read_runs
-from tracegen import DATA_DIR
+from support.tracegen import DATA_DIR
 
 BUDGETS = """\
 [workflows.support-chat]

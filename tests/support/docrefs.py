@@ -3,7 +3,7 @@
 A reference is a backticked span in a Markdown file that names code:
 
 - a path under the repository (``src/chainlat/_core/rollup.py``, ``tests/interop/``) or under
-  the package (``_runtime/spans.py``, ``report/``), globs included (``tests/test_fuzz_*.py``);
+  the package (``_runtime/spans.py``, ``report/``), globs included (``tests/*/test_fuzz_*.py``);
 - a dotted name rooted at ``chainlat`` (``chainlat.traces.read_runs``) or at one of its
   modules (``rollup.classify``, ``spans.Tool``), a call's arguments ignored.
 

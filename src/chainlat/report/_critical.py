@@ -3,7 +3,7 @@
 The rollup (:func:`chainlat._core.rollup.compute_rollup`) keeps only the split and
 the step names of its critical path. A waterfall needs the pieces: for each instant
 on the path, the span it was spent in. The rollup hands them out of its own walk, so
-the steps drawn are the steps it names; ``tests/test_explorer_data.py`` checks that
+the steps drawn are the steps it names; ``tests/report/test_explorer_data.py`` checks that
 on random trees.
 """
 

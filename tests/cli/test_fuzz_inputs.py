@@ -233,7 +233,7 @@ def _set(index: int, key: str, value: object) -> Callable[[list[dict[str, Any]]]
 
 BAD_FILES: dict[str, tuple[Callable[[], bytes], str]] = {
     # name: (content, what the message must mention besides the file name)
-    # A corrupt line among good ones is skipped and counted (tests/test_hostile_traces.py);
+    # A corrupt line among good ones is skipped and counted (tests/traces/test_hostile_traces.py);
     # a file where no line is spans is bad input.
     "corrupt line": (lambda: b"{not json\n{nor this\n", ":1: not valid JSON"),
     "truncated": (lambda: json.dumps(workflow_request()).encode()[:500], ":1: truncated"),

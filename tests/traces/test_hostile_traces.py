@@ -25,7 +25,7 @@ from chainlat.cli import main
 from chainlat.traces import FileSource, JaegerSource, ReadCounters, _parse, read_runs
 from chainlat.traces._assemble import Assembler
 from chainlat.traces._parse import Parsed
-from tracegen import DATA_DIR, ChatRun, write_runs
+from support.tracegen import DATA_DIR, ChatRun, write_runs
 
 BUDGETS = """\
 [workflows.support-chat]

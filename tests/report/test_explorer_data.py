@@ -24,7 +24,7 @@ from chainlat.report._explorer import call_parts
 from chainlat.testing import capture
 from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
-from tracegen import ChatRun, write_runs
+from support.tracegen import ChatRun, write_runs
 
 KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
 

@@ -12,13 +12,13 @@ from types import ModuleType
 from typing import Any
 
 import anthropic
-import httpx
 import httpx2
 import openai
 import pytest
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
 
 import chainlat
+import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import (
     AsyncTracingTransport,
@@ -28,8 +28,8 @@ from chainlat.httpx import (
 )
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture
-from httpx_checks import check_identity, model_spans, server_spans
 from support import SimOptions
+from support.httpx_checks import check_identity, model_spans, server_spans
 
 PROFILE = ModelProfile("sim-fast", ttft_base_ms=20, decode_ms_per_token=2, output_tokens=5)
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]

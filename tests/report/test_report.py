@@ -19,7 +19,7 @@ from chainlat.cli import main
 from chainlat.report import html_page, stats_json, stats_markdown, waterfall
 from chainlat.testing import capture
 from chainlat.traces import read_runs
-from tracegen import DATA_DIR, ChatRun, Profile, write_profile, write_runs
+from support.tracegen import DATA_DIR, ChatRun, Profile, write_profile, write_runs
 
 
 def test_waterfall_marks_the_broken_limits_on_their_rows(tmp_path: Path) -> None:

@@ -6,18 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
-import httpx
 import httpx2
 import openai
 import pytest
 
 import chainlat
+import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import AsyncTracingTransport, TracingTransport, uninstrument_httpx
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture
-from httpx_checks import model_spans
 from support import SimOptions
+from support.httpx_checks import model_spans
 
 PROFILE = ModelProfile("sim-fast", ttft_base_ms=5, decode_ms_per_token=1, output_tokens=4)
 MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]

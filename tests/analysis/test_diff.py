@@ -11,7 +11,7 @@ import pytest
 from chainlat.analysis.diff import diff_runs, holm, mann_whitney_u, tail_test
 from chainlat.cli import main
 from chainlat.traces import read_runs
-from tracegen import Profile, write_profile
+from support.tracegen import Profile, write_profile
 
 RUNS = 60
 

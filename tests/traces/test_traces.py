@@ -20,7 +20,7 @@ from chainlat.traces import (
     read_traces,
 )
 from support import FakeJaeger, StartFakeJaeger
-from tracegen import DATA_DIR, ChatRun, graded_file, write_runs
+from support.tracegen import DATA_DIR, ChatRun, graded_file, write_runs
 
 RUNS = [
     ChatRun(retrieve_ms=100, ttft_ms=80, chat_ms=300, glue_ms=10),

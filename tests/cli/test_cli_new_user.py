@@ -20,7 +20,7 @@ from chainlat.cli import main
 from chainlat.testing import capture
 from support import StartFakeJaeger
 from support.cli import run
-from tracegen import DATA_DIR
+from support.tracegen import DATA_DIR
 
 # (workflow, variant, total ms): totals chosen so that every filter changes the p50.
 RUNS = [

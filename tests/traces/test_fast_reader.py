@@ -31,8 +31,8 @@ from chainlat.testing import capture
 from chainlat.traces import FileSource, ReadCounters, _files, read_traces
 from chainlat.traces._fast import quick_spans
 from chainlat.traces._parse import BadSpan, Parsed, loads_lenient, otlp_spans
-from test_fuzz_readers import ANY_VALUE, FUZZ, KEYS, OTLP_LINE, TIME, VALID_TIME
-from tracegen import DATA_DIR, ChatRun, graded_file, write_runs
+from support.fuzz_traces import ANY_VALUE, FUZZ, KEYS, OTLP_LINE, TIME, VALID_TIME
+from support.tracegen import DATA_DIR, ChatRun, graded_file, write_runs
 
 ORIGIN = "t.jsonl:1"
 

@@ -1,5 +1,8 @@
 """The pytest plugin through pytester: fixture, marker, session option, and inert when unused."""
 
+# Each inner session runs in a process of its own: the plugin sets the global tracer
+# provider, which OpenTelemetry lets a process set only once.
+
 from __future__ import annotations
 
 import pytest
@@ -61,7 +64,7 @@ def test_fixture_passes_and_fails_on_inline_limits(project: pytest.Pytester) -> 
             )
         """
     )
-    result = project.runpytest("-p", "no:cacheprovider")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -92,7 +95,7 @@ def test_fixture_reads_the_budget_file(project: pytest.Pytester) -> None:
             chainlat_traces.assert_within_budget("checkout")
         """
     )
-    result = project.runpytest("-p", "no:cacheprovider")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -132,7 +135,7 @@ def test_marker(project: pytest.Pytester) -> None:
             answer()
         """
     )
-    result = project.runpytest("-p", "no:cacheprovider", "--strict-markers")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
     result.assert_outcomes(passed=1, failed=4)
     result.stdout.fnmatch_lines_random(
         [
@@ -172,7 +175,7 @@ def test_session_option_judges_percentiles_over_the_session(project: pytest.Pyte
             answer(retrieve_s=0.25)
         """
     )
-    result = project.runpytest("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
     result.assert_outcomes(passed=3)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
@@ -185,7 +188,7 @@ def test_session_option_judges_percentiles_over_the_session(project: pytest.Pyte
     )
 
     project.makefile(".toml", session_budgets='[workflows.support-chat]\np90 = "100ms"\n')
-    result = project.runpytest("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
     result.assert_outcomes(passed=3)  # every test passed, yet the session failed
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -206,7 +209,7 @@ def test_session_budgets_from_the_ini_file(project: pytest.Pytester) -> None:
             answer(retrieve_s=0.2)
         """
     )
-    result = project.runpytest("-p", "no:cacheprovider")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
@@ -218,7 +221,7 @@ def test_session_budgets_from_the_ini_file(project: pytest.Pytester) -> None:
 
 def test_bad_session_budget_file_is_a_usage_error(project: pytest.Pytester) -> None:
     project.makefile(".toml", bad="[workflows.x]\ntotal = -1\n")
-    result = project.runpytest("-p", "no:cacheprovider", "--chainlat-budgets=bad.toml")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=bad.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*chainlat budgets: bad.toml: workflows.x.total: a limit cannot be negative, got -1"]
@@ -262,7 +265,7 @@ def test_a_misspelled_step_fails_the_test_with_a_suggestion(project: pytest.Pyte
             )
         """
     )
-    result = project.runpytest("-p", "no:randomly")
+    result = project.runpytest_subprocess("-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-import httpx
 import httpx2
 import pytest
 from opentelemetry import trace
@@ -23,10 +22,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 import chainlat
 import chainlat._core.errors
+import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import AsyncTracingTransport, Route, TracingTransport
 from chainlat.testing import Capture, FakeClock
-from httpx_checks import check_identity, latency, model_spans
+from support.httpx_checks import check_identity, latency, model_spans
 
 MODULES = [pytest.param(httpx, id="httpx"), pytest.param(httpx2, id="httpx2")]
 CHAT_URL = "https://api.openai.com/v1/chat/completions"

@@ -11,7 +11,7 @@ import chainlat
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.testing import Capture
 from chainlat.traces import ReadCounters, load_runs, read_runs
-from tracegen import DATA_DIR, ChatRun, graded_file, write_runs
+from support.tracegen import DATA_DIR, ChatRun, graded_file, write_runs
 
 
 def test_run_trees_hold_open_traces_not_the_file(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import chainlat
+import httpx
 from chainlat._core import attributes as attr
 from chainlat._core.redact import REDACTED
 from chainlat.httpx import TracingTransport, instrument_httpx
@@ -26,7 +26,7 @@ from chainlat.httpx._formats import (
 )
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture
-from httpx_checks import model_spans
+from support.httpx_checks import model_spans
 
 KEY = "sk-proj-Z1y2X3w4V5u6T7s8R9q0PoNmLk"
 PROFILE = ModelProfile("sim-fast", ttft_base_ms=5, decode_ms_per_token=1, output_tokens=3)

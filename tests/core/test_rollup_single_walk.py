@@ -15,7 +15,7 @@ import pytest
 
 from chainlat._core import critical_path
 from chainlat._core.rollup import SpanKindLabel, SpanRecord, compute_rollup
-from test_fuzz_rollup import random_tree
+from support.trees import random_tree
 
 KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
 CASES = 400

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import httpx2
 import openai
 import pytest
@@ -38,13 +37,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
+import httpx
 from chainlat._core import attributes as attr
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import AsyncTracingTransport, TracingTransport
 from chainlat.sim import ModelProfile, SimServer
 from chainlat.testing import Capture
-from httpx_checks import check_identity, duration_ms, latency, model_spans, server_spans
 from support import SimOptions, StartSim, free_port
+from support.httpx_checks import check_identity, duration_ms, latency, model_spans, server_spans
 
 EARLY_MS = 2.0
 """A floor may look early by this much: clock reads on both sides of a socket, whole ms."""

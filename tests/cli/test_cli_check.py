@@ -14,7 +14,7 @@ import pytest
 from chainlat.cli import main
 from support import MISTAKES, StartFakeJaeger
 from support.cli import run
-from tracegen import DATA_DIR, ChatRun, write_runs
+from support.tracegen import DATA_DIR, ChatRun, write_runs
 
 BUDGETS = """\
 [workflows.support-chat]

@@ -24,7 +24,7 @@ from chainlat.prometheus import (
     unexpressed_limits,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO_ROOT / "collector" / "build.sh"
 
 BUDGET_TOML = """

@@ -21,7 +21,7 @@ import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter, encode_request
 from chainlat.testing import Capture, capture
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parent.parent / "data"
 
 
 @dataclass(frozen=True)
