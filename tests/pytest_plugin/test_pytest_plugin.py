@@ -175,7 +175,9 @@ def test_session_option_judges_percentiles_over_the_session(project: pytest.Pyte
             answer(retrieve_s=0.25)
         """
     )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml"
+    )
     result.assert_outcomes(passed=3)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
@@ -188,7 +190,9 @@ def test_session_option_judges_percentiles_over_the_session(project: pytest.Pyte
     )
 
     project.makefile(".toml", session_budgets='[workflows.support-chat]\np90 = "100ms"\n')
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml")
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--chainlat-budgets=session_budgets.toml"
+    )
     result.assert_outcomes(passed=3)  # every test passed, yet the session failed
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(

@@ -60,7 +60,9 @@ def test_the_session_summary_fits_80_columns_with_every_row_whole(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=chainlat.toml")
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--chainlat-budgets=chainlat.toml"
+    )
     result.assert_outcomes(passed=1)
     lines = summary(result)
     assert all(len(line) <= 80 for line in lines), "\n".join(lines)
@@ -86,7 +88,9 @@ def test_a_narrow_log_gives_long_names_a_line_of_their_own(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "64")
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--chainlat-budgets=chainlat.toml")
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--chainlat-budgets=chainlat.toml"
+    )
     lines = summary(result)
     assert all(len(line) <= 64 for line in lines), "\n".join(lines)
     at = lines.index('  steps."chat gpt-4o-mini-2024-07-18".ttft_p95')
