@@ -18,7 +18,7 @@ import httpx
 from chainlat._core import attributes as attr
 from chainlat._core.redact import REDACTED
 from chainlat.httpx import TracingTransport, instrument_httpx
-from chainlat.httpx._formats import (
+from chainlat.httpx._decoders import (
     MAX_EVENT_BYTES,
     STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,

@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 
 from chainlat._core import attributes as attr
-from chainlat.httpx._formats import (
-    NdjsonDecoder,
-    SseDecoder,
-    Truncator,
-    decompressor,
-    reader_for,
-    request_attributes,
-)
+from chainlat.httpx._decoders import NdjsonDecoder, SseDecoder, decompressor
+from chainlat.httpx._formats import Truncator, reader_for, request_attributes
 from chainlat.httpx._routes import Format
 
 

@@ -41,14 +41,16 @@ from chainlat.httpx._audio import (
     audio_request_attributes,
     form_fields,
 )
-from chainlat.httpx._formats import (
+from chainlat.httpx._decoders import (
     STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,
-    Reader,
     SseDecoder,
-    Truncator,
     decompressor,
     identity,
+)
+from chainlat.httpx._formats import (
+    Reader,
+    Truncator,
     reader_for,
     request_attributes,
     request_model,
