@@ -251,6 +251,44 @@ def test_a_framework_span_and_the_wire_span_beside_it_in_time_are_one_call(
         assert r.inference_ms == 389.7
 
 
+def test_a_stream_span_timed_to_its_first_token_and_a_late_wire_span_are_one_call(
+    cap: Capture, tmp_path: Path
+) -> None:
+    """Under load the request of LlamaIndex's stream went out 58.7 ms after
+    ``OpenAI.astream_chat`` started; timed to its first token (+104.1 ms), the span overlaps
+    the wire's by 45.4 ms, less than half of its own length: still one call."""
+    p, clock = cap.provider, cap.clock
+    oi = p.get_tracer("openinference.instrumentation.llama_index")
+    with chainlat.workflow("agent", tracer_provider=p) as run:
+        start = clock.advance(1)
+        framework = oi.start_span(
+            "OpenAI.astream_chat",
+            attributes=_openinference_llm(
+                "sim-answer", **{"llm.token_count.prompt": 53, "llm.token_count.completion": 20}
+            ),
+            start_time=start,
+        )
+        framework.add_event("First Token Stream Event", timestamp=start + 104_100_000)
+        framework.end(end_time=start + 1 * MS)
+        p.get_tracer("chainlat").start_span(
+            "chat sim-answer",
+            attributes={
+                "chainlat.step.kind": "inference",
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "sim-answer",
+                "gen_ai.usage.input_tokens": 53,
+                "gen_ai.usage.output_tokens": 20,
+                "http.request.method": "POST",
+            },
+            start_time=start + 58_700_000,
+        ).end(end_time=start + 186 * MS)
+        clock.advance(187)
+    assert run.rollup is not None
+    for r in (run.rollup, *(read.recomputed_rollup() for read in _runs(cap, tmp_path))):
+        assert (r.inference_count, r.input_tokens, r.output_tokens) == (1, 53, 20)
+        assert r.inference_ms == 127.3
+
+
 def test_spans_beside_each_other_with_other_token_counts_stay_two_calls(cap: Capture) -> None:
     """Two calls one after the other: the rule asks for equal token counts."""
     p, clock = cap.provider, cap.clock

@@ -27,11 +27,13 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
     at most one other, matched by the same input tokens first, then by the largest
     overlap (at least half the shorter).
 
-    Twins need not overlap: a framework's call span and a wire span of the same model,
-    with equal token counts, under the same parent and adjacent in time (no span of that
-    parent starts or ends between them), are one call. OpenInference's LlamaIndex
-    instrumentation ends ``OpenAI.stream_chat`` before the request goes out, so
-    ``chainlat.instrument_httpx()``'s span of that request starts after it ended.
+    Twins need not overlap by half: a framework's call span and a wire span of the same
+    model, with equal token counts, under the same parent and adjacent in time (no span of
+    that parent starts or ends between them, or in their overlap), are one call.
+    OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` before the
+    request goes out, so ``chainlat.instrument_httpx()``'s span of that request starts
+    after it ended; timed to its first-token event, it overlaps the wire's span by as
+    little as the request went out late.
 
     A call nested in another call (through transparent spans) is that call seen twice
     already (rule 1 of the rollup), so it is nobody's twin: matching it by time alone
@@ -100,8 +102,6 @@ def _adjacent_twin(
         ):
             continue
         early, late = (primary, rec) if primary.start_ns <= rec.start_ns else (rec, primary)
-        if early.end_ns > late.start_ns:
-            continue  # they overlap: the overlap rule decides
         if not _between(early, late, records):
             return primary
     return None
@@ -171,8 +171,8 @@ def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
 
 def _between(early: SpanRecord, late: SpanRecord, records: list[SpanRecord]) -> bool:
     """Whether a span of their parent, other than the two, starts or ends between the end of
-    ``early`` and the start of ``late``."""
-    gap_start, gap_end = early.end_ns, late.start_ns
+    ``early`` and the start of ``late`` (in their overlap, when they overlap)."""
+    gap_start, gap_end = sorted((early.end_ns, late.start_ns))
     return any(
         other.parent_id == early.parent_id
         and other is not early
