@@ -63,6 +63,9 @@ class SpanRecord:
     from a stream by an instrumentation: it wins over the wire's first chunk."""
     operation: str | None = None
     """``gen_ai.operation.name`` of a model call (the speech split reads it)."""
+    failed: bool = False
+    """The span recorded an exception (an ``exception`` event): a failed call is a call,
+    never request building."""
 
     @property
     def label(self) -> str:
@@ -73,6 +76,10 @@ class SpanRecord:
 classify: Final = conventions.classify
 """The step kind of a span from its attributes, chainlat's own or another instrumentation's
 (see :mod:`chainlat._core.conventions` and docs/integrations.md)."""
+
+
+EXCEPTION_EVENT: Final = "exception"
+"""The event OpenTelemetry's ``Span.record_exception`` writes."""
 
 
 WIRE: Final = "http"
@@ -172,7 +179,8 @@ def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
 def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
     """What a span's events say of it, as (name, time in ns) pairs: its first token, when no
     attribute gave one (the earliest first-token event of any convention), and its end, when
-    an event comes after it (the span is then timed to its last event, ``extended``).
+    an event comes after it (the span is then timed to its last event, ``extended``); and
+    whether it recorded an exception (``failed``).
 
     OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` when the stream
     is handed back, 1 ms in, and records its "First Token Stream Event" 200 ms later.
@@ -183,6 +191,8 @@ def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
     for name, time_ns in events:
         if name in names and (first is None or time_ns < first):
             first = time_ns
+        elif name == EXCEPTION_EVENT:
+            record.failed = True
         if time_ns > last:
             last = time_ns
     if first is not None and record.ttft_ms is None and first >= record.start_ns:

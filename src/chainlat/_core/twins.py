@@ -27,11 +27,13 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
     at most one other, matched by the same input tokens first, then by the largest
     overlap (at least half the shorter).
 
-    Twins need not overlap: a framework's call span and a wire span of the same model,
-    with equal token counts, under the same parent and adjacent in time (no span of that
-    parent starts or ends between them), are one call. OpenInference's LlamaIndex
-    instrumentation ends ``OpenAI.stream_chat`` before the request goes out, so
-    ``chainlat.instrument_httpx()``'s span of that request starts after it ended.
+    Twins need not overlap by half: a framework's call span and a wire span of the same
+    model, with equal token counts, under the same parent and adjacent in time (no span of
+    that parent starts or ends between them, or in their overlap), are one call.
+    OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` before the
+    request goes out, so ``chainlat.instrument_httpx()``'s span of that request starts
+    after it ended; timed to its first-token event, it overlaps the wire's span by as
+    little as the request went out late.
 
     A call nested in another call (through transparent spans) is that call seen twice
     already (rule 1 of the rollup), so it is nobody's twin: matching it by time alone
@@ -100,16 +102,7 @@ def _adjacent_twin(
         ):
             continue
         early, late = (primary, rec) if primary.start_ns <= rec.start_ns else (rec, primary)
-        gap_start, gap_end = early.end_ns, late.start_ns
-        if gap_start > gap_end:
-            continue  # they overlap: the overlap rule decides
-        if not any(
-            other.parent_id == rec.parent_id
-            and other is not early
-            and other is not late
-            and (gap_start < other.start_ns < gap_end or gap_start < other.end_ns < gap_end)
-            for other in records
-        ):
+        if not _between(early, late, records):
             return primary
     return None
 
@@ -122,11 +115,13 @@ _ALWAYS_CALLS: Final = frozenset(("chainlat", WIRE))
 def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
     """Model-call spans that are request building, not calls (span ids).
 
-    A model-call span with no token counts, no output and no first token, inside the
-    interval of a real call (one with any of them) of the same model and source, is the
-    client preparing that call: OpenInference's LlamaIndex instrumentation marks
-    ``OpenAI._prepare_chat_with_tools`` as an LLM span. Its time is the call's overhead.
-    chainlat's own calls and wire-level spans are never request building.
+    A model-call span with no token counts, no output, no first token and no exception,
+    inside the interval of a real call (one with any of them) of the same model and source,
+    or just before such a call of the same named model and source under the same parent (no
+    span of that parent starts or ends between them), is the client preparing that call.
+    OpenInference's LlamaIndex instrumentation marks ``OpenAI._prepare_chat_with_tools``
+    as an LLM span, a sibling that ends before ``OpenAI.achat`` starts. Its time is the
+    call's overhead. chainlat's own calls and wire-level spans are never request building.
     """
     empty = [
         r
@@ -138,6 +133,7 @@ def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
         and r.output_tokens is None
         and r.ttft_ms is None
         and not r.has_output
+        and not r.failed
     ]
     if not empty:
         return set()
@@ -153,17 +149,37 @@ def request_builders(root_id: int, records: list[SpanRecord]) -> set[int]:
             or r.has_output
         )
     ]
-    return {
-        e.span_id
-        for e in empty
-        if any(
-            c.source == e.source
-            and same_model(c.model, e.model)
-            and c.start_ns <= e.start_ns
-            and e.end_ns <= c.end_ns
-            for c in real
-        )
-    }
+    builders: set[int] = set()
+    for e in empty:
+        for c in real:
+            if c.source != e.source or not same_model(c.model, e.model):
+                continue
+            if c.start_ns <= e.start_ns and e.end_ns <= c.end_ns:
+                builders.add(e.span_id)
+                break
+            if (
+                e.model is not None
+                and c.model is not None
+                and c.parent_id == e.parent_id
+                and e.end_ns <= c.start_ns
+                and not _between(e, c, records)
+            ):
+                builders.add(e.span_id)
+                break
+    return builders
+
+
+def _between(early: SpanRecord, late: SpanRecord, records: list[SpanRecord]) -> bool:
+    """Whether a span of their parent, other than the two, starts or ends between the end of
+    ``early`` and the start of ``late`` (in their overlap, when they overlap)."""
+    gap_start, gap_end = sorted((early.end_ns, late.start_ns))
+    return any(
+        other.parent_id == early.parent_id
+        and other is not early
+        and other is not late
+        and (gap_start < other.start_ns < gap_end or gap_start < other.end_ns < gap_end)
+        for other in records
+    )
 
 
 def _inside_call(rec: SpanRecord, by_id: Mapping[int, SpanRecord], root_id: int) -> bool:
