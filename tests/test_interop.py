@@ -406,6 +406,38 @@ def test_budget_files_keep_and_break_the_reference(tmp_path: Path) -> None:
     )
 
 
+UNREADABLE = {
+    ("openinference-llama-index", "wrapped"),
+    ("openinference-llama-index", "unwrapped"),
+}
+"""Cases whose spans do not record what the truth needs, so they must come out WRONG on
+inference time, and the test fails the day they come out right. OpenInference 4.6.1 ends
+LlamaIndex's ``OpenAI.astream_chat`` span with the instant the generator was returned
+(``_handler.py``) and records one event, the first token: no span records the rest of the
+stream, which only the wire span (the ``+httpx`` cases, right) times (README.md)."""
+
+
+def _expected_wrong(stack: str, line: str) -> bool:
+    """WRONG on inference time alone (short), judged: what the unrecorded stream costs."""
+    case = line.removeprefix(f"{stack} ").split(":", 1)[0]
+    if (stack, case) not in UNREADABLE or "WRONG (" not in line or "NOT JUDGED" in line:
+        return False
+    differs = line.split("WRONG (", 1)[1]
+    return differs.startswith("inference -") and not any(
+        word in differs for word in ("count", "tokens", "first token", "path")
+    )
+
+
+def test_only_a_short_inference_of_an_unreadable_case_is_expected_wrong() -> None:
+    stack = "openinference-llama-index"
+    short = "WRONG (inference -59.8 ms (tolerance 2 + noise 2.2))  judged"
+    assert _expected_wrong(stack, f"{stack} wrapped: {short}")
+    assert not _expected_wrong(stack, f"{stack} wrapped+httpx: {short}")
+    assert not _expected_wrong(stack, f"{stack} wrapped: WRONG (inference count 7, reference 5)")
+    assert not _expected_wrong(stack, f"{stack} unwrapped: {short.replace('judged', 'NOT JUDGED')}")
+    assert not _expected_wrong("strands-agents", f"strands-agents wrapped: {short}")
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.filterwarnings("default:.*on the second attempt")
@@ -425,9 +457,17 @@ def test_stack_is_read_like_the_reference(stack: str, tmp_path: Path) -> None:
     entry = json.loads(summary_file.read_text())["stacks"][stack]
     if "setup_error" in entry:
         pytest.fail(entry["setup_error"], pytrace=False)
-    bad = [line for line in done.stdout.splitlines() if "WRONG" in line or "NOT JUDGED" in line]
-    assert not bad, "\n".join(bad)
-    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    bad = [line for line in lines if "WRONG" in line or "NOT JUDGED" in line]
+    expected = [line for line in bad if _expected_wrong(stack, line)]
+    assert not [line for line in bad if line not in expected], "\n".join(bad)
+    unreadable = {case for name, case in UNREADABLE if name == stack}
+    assert len(expected) == len(unreadable), (
+        f"{stack}: cases {sorted(unreadable)} were expected WRONG on inference time (their "
+        "spans do not record the stream's end); if they are right now, drop them from "
+        "UNREADABLE\n" + done.stdout
+    )
+    assert done.returncode == (1 if expected else 0), done.stdout + done.stderr
     for line in done.stdout.splitlines():
         if "on the second attempt" in line:
             # Right, and said: in pytest's warnings summary.
