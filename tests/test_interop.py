@@ -317,14 +317,15 @@ def test_a_provider_sdks_own_span_and_chainlats_inside_it_are_one_call_on_the_wi
 
 
 def test_a_span_read_as_a_call_that_sent_no_request_is_all_inside(tmp_path: Path) -> None:
-    """With the OTel SDK alone: an LLM span that no server span overlaps (LlamaIndex's
-    request building) is a step of calls of its own, none of whose time is the model's;
-    the judge says so in figures instead of failing to read the case."""
+    """With the OTel SDK alone: an LLM span that no server span overlaps (a call of another
+    model that never reached the server) is a step of calls of its own, none of whose time
+    is the model's; the judge says so in figures instead of failing to read the case. (An
+    empty span of the same model just before the call is request building, not a call.)"""
     llm = {"openinference.span.kind": "LLM", "llm.model_name": "sim-plan"}
     traces = _write_case(
         tmp_path,
         [
-            ("OpenAI._prepare_chat_with_tools", 100, 101, None, llm),
+            ("OpenAI.achat", 100, 101, None, {**llm, "llm.model_name": "sim-other"}),
             ("OpenAI.achat", 102, 202, None, {**llm, "llm.token_count.prompt": 104}),
         ],
         [(105, 185)],
