@@ -298,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         help="where to write traces (default chainlat-traces.jsonl; a file left by an earlier "
         "run is kept under a name with its time)",
     )
+    parser.add_argument(
+        "--budgets",
+        metavar="FILE",
+        help="a budget file to judge every run against as it ends (configure(budgets=...)): "
+        "a run over a per-run limit is marked chainlat.budget.ok=false",
+    )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.concurrency < 1:
         raise InputError("--requests and --concurrency must be at least 1")
@@ -319,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     if kept is not None:
         console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
     provider: TracerProvider = chainlat.configure(
-        "chainlat-demo", traces_file=args.traces_file, prices=PRICES
+        "chainlat-demo", traces_file=args.traces_file, prices=PRICES, budgets=args.budgets
     )
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
