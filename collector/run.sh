@@ -209,11 +209,13 @@ write_prometheus_config() {
     echo "global:"
     echo "  scrape_interval: $SCRAPE_INTERVAL"
     echo "  evaluation_interval: $SCRAPE_INTERVAL"
+    # The tier's own loss accounting, always; the budget rules when given.
+    rules="'$HERE/rules/tier-losses.yml'"
     if [[ -n $PROMETHEUS_RULES ]]; then
       [[ -f $PROMETHEUS_RULES ]] || die "CHAINLAT_PROMETHEUS_RULES: no such file: $PROMETHEUS_RULES"
-      rules=$(cd "$(dirname "$PROMETHEUS_RULES")" && pwd)/$(basename "$PROMETHEUS_RULES")
-      echo "rule_files: ['$rules']"
+      rules+=", '$(cd "$(dirname "$PROMETHEUS_RULES")" && pwd)/$(basename "$PROMETHEUS_RULES")'"
     fi
+    echo "rule_files: [$rules]"
     echo "scrape_configs:"
     echo "  - job_name: chainlat-spanmetrics"
     # The Collector's exporter sets job and instance from the applications' resources.
@@ -221,6 +223,8 @@ write_prometheus_config() {
     echo "    static_configs:"
     echo "      - targets: [$targets]"
     echo "  - job_name: chainlat-collectors"
+    # Plain label names: the Collectors' service.instance.id arrives as service_instance_id.
+    echo "    metric_name_validation_scheme: legacy"
     echo "    static_configs:"
     echo "      - targets: [$own]"
   } >"$RUN_DIR/prometheus.yml"

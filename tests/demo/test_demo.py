@@ -80,6 +80,59 @@ def _first_output_is_the_answers_first_token(traces: Path) -> None:
         assert min(parts) >= 0
 
 
+def test_demo_with_budgets_marks_each_run_over_a_per_run_limit(tmp_path: Path) -> None:
+    """``--budgets FILE`` judges every run as it ends: ``chainlat.budget.ok`` on each
+    workflow span, false exactly on the runs over the file's per-run total (1 s)."""
+    budgets = Path(__file__).resolve().parents[1] / "collector" / "demo.chainlat.toml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["CHAINLAT_TRACES_FILE"] = str(tmp_path / "traces.jsonl")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chainlat.cli",
+            "demo",
+            "--requests",
+            "4",
+            "--budgets",
+            str(budgets),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    roots = [
+        {kv["key"]: next(iter(kv["value"].values())) for kv in span["attributes"]}
+        for line in (tmp_path / "traces.jsonl").read_text().splitlines()
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+        if span["name"] == "invoke_workflow support-agent"
+    ]
+    assert len(roots) == 8
+    for attrs in roots:
+        over = float(str(attrs["chainlat.chain.total_ms"])) > 1000
+        assert attrs["chainlat.budget.ok"] is (not over), attrs
+
+
+def test_demo_with_a_bad_budget_file_exits_2_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[workflows.support-agent]\ntotal = "fast"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "chainlat.cli", "demo", "--requests", "1", "--budgets", str(bad)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "bad.toml" in done.stderr
+
+
 def test_demo_bad_arguments_exit_2_without_traceback(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "chainlat.cli", "demo", "--requests", "0"],

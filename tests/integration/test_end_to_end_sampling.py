@@ -10,6 +10,7 @@ kind of workflow came out as designed, so every policy is exercised.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+
+import chainlat
 
 from .apps import App, jaeger_span_counts, otlp_app, run_workflow, trace_id_of
 from .conftest import CollectorFactory
@@ -212,3 +215,55 @@ def test_intermediate_share_keeps_about_that_share_of_plain_workflows(
     assert set(held) <= set(plain)
     assert 65 <= len(held) <= 135, len(held)
     assert all(count == len(local[t].spans) for t, count in held.items())
+
+
+OUTCOME_DELAY_S = 3.0
+"""How long after a fast workflow its outcome is recorded: past the 2 s latency threshold,
+within the decision wait of the tier below, as a grader that runs later would."""
+
+
+def test_an_outcome_recorded_seconds_later_does_not_make_a_fast_workflow_slow(
+    collector_factory: CollectorFactory,
+    jaeger: Jaeger,
+    client: httpx.Client,
+    service: str,
+    budgets: Path,
+) -> None:
+    """The slow policy measures the workflow span, not the trace: a fast workflow whose
+    ``record_outcome`` span lands 3 s later is not kept (0 %), a slow one still is, whole
+    with its outcome."""
+    tier = collector_factory(Sampling(decision_wait_s=OUTCOME_DELAY_S + 5.0))
+    latency_ms = tier.sampling.latency_ms
+    with otlp_app(tier.otlp_http_endpoint, service, budgets=budgets) as app:
+
+        async def workload() -> tuple[str, str]:
+            fast = await run_workflow(app.provider, "chitchat")
+            slow = await run_workflow(app.provider, "chitchat", inference_ms=latency_ms + 300)
+            return fast, slow
+
+        fast, slow = asyncio.run(workload())
+        chainlat.record_outcome(slow, success=True, tracer_provider=app.provider)
+        app.flush()
+        # A wall-clock wait on purpose: the outcome must arrive this much later.
+        time.sleep(OUTCOME_DELAY_S)
+        chainlat.record_outcome(fast, success=True, tracer_provider=app.provider)
+        app.flush()
+        local = _local_traces(app, [fast, slow])
+        marker = _settle(app, client, jaeger, service)
+
+    # The premise: measured over all its spans the fast trace is slow; its workflow is not.
+    assert local[fast].duration_ms > latency_ms
+    workflow = local[fast].workflow
+    assert workflow.end_time is not None and workflow.start_time is not None
+    assert (workflow.end_time - workflow.start_time) / 1e6 < latency_ms
+    assert all(not t.error and t.budget_ok is None for t in local.values())
+    assert len(local[fast].spans) == len(local[slow].spans) == 5  # workflow, 3 steps, outcome
+
+    wait_for(
+        lambda: slow in jaeger_span_counts(client, jaeger.query_url, service),
+        timeout_s=ARRIVAL_TIMEOUT_S,
+        what="the slow trace in Jaeger",
+    )
+    held = jaeger_span_counts(client, jaeger.query_url, service)
+    held.pop(marker)
+    assert held == {slow: len(local[slow].spans)}

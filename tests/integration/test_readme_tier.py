@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -134,6 +135,7 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
         _run(_replace(start, "/tmp/demo.rules.yml", str(rules)), env, REPO_ROOT, 300)
         assert rules.is_file()
         demo = _replace(demo, "http://127.0.0.1:4318", f"http://127.0.0.1:{ports[6]}")
+        demo = _replace(demo, "collector/demo.chainlat.toml", str(DEMO_BUDGETS))
         _run(demo, env, tmp_path, timeout_s=600)
 
         # "curl -s http://127.0.0.1:9090/api/v1/alerts shows ChainlatBudgetBroken firing
@@ -147,7 +149,8 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
 
         found = _poll(firing)
         assert {(a["labels"]["workflow"], a["labels"]["target"]) for a in found} == {
-            ("support-agent", "p95.total")
+            ("support-agent", "p95.total"),
+            ("support-agent", "total"),
         }, found
 
         # "chainlat check --prometheus ... prints the same verdict as a table and exits 1",
@@ -177,6 +180,27 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
         assert verdicts["p95.total"]["status"] == "broken"
         assert verdicts["p95.data"]["status"] == "ok"
         assert 0 < verdicts["p95.data"]["actual_ms"] <= 5000
+
+        # The runs over the per-run total are what the over-budget policy keeps: as many
+        # as the demo counted over it, each with its outcome and probability 1; a run
+        # within budget only as the baseline's 10 % share, never as "slow" for an
+        # outcome recorded seconds after it.
+        over_count = _query(prometheus, f"sum({EXCEEDED})")
+        assert over_count is not None and over_count > 0
+        jaeger = f"http://127.0.0.1:{ports[2]}"
+
+        def kept() -> dict[str, DemoRun] | None:
+            held = _jaeger_runs(jaeger)
+            over = [run for run in held.values() if run.budget_ok is False]
+            return held if len(over) >= over_count else None
+
+        held = _poll(kept)
+        over = {t for t, run in held.items() if run.budget_ok is False}
+        assert len(over) == over_count, (len(over), over_count)
+        for trace_id, run in held.items():
+            assert run.outcome, (trace_id, run)
+            assert run.probability == (1.0 if trace_id in over else 0.1), (trace_id, run)
+        assert len(held) - len(over) <= 12, (len(held), len(over))
     finally:
         subprocess.run(
             [str(REPO_ROOT / "collector" / "run.sh"), "stop", "tier"],
@@ -185,6 +209,56 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
             timeout=120,
             check=False,
         )
+
+
+DEMO_BUDGETS = REPO_ROOT / "collector" / "demo.chainlat.toml"
+EXCEEDED = (
+    'chainlat_budget_exceeded_total{gen_ai_workflow_name="support-agent", '
+    'chainlat_budget_target="total"}'
+)
+"""The demo's own count of its runs over the per-run total."""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One demo run as Jaeger holds it: what its workflow span says, whether it has its
+    outcome span."""
+
+    budget_ok: object
+    probability: object
+    outcome: bool
+
+
+def _query(prometheus: str, query: str) -> float | None:
+    response = httpx.get(f"{prometheus}/api/v1/query", params={"query": query}, timeout=10)
+    result = response.json()["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def _jaeger_runs(query_url: str) -> dict[str, DemoRun]:
+    """The demo's ``support-agent`` runs Jaeger holds (v1 search), by trace id."""
+    try:
+        response = httpx.get(
+            f"{query_url}/api/traces",
+            params={"service": "chainlat-demo", "limit": 10_000, "lookback": "1h"},
+            timeout=10,
+        )
+    except httpx.HTTPError:
+        return {}
+    if response.status_code != 200:
+        return {}
+    found = {}
+    for trace in response.json()["data"]:
+        names = {span["operationName"] for span in trace["spans"]}
+        for span in trace["spans"]:
+            if span["operationName"] == "invoke_workflow support-agent":
+                tags = {tag["key"]: tag["value"] for tag in span["tags"]}
+                found[trace["traceID"]] = DemoRun(
+                    tags.get("chainlat.budget.ok"),
+                    tags.get("chainlat.sampling.probability"),
+                    "record_outcome" in names,
+                )
+    return found
 
 
 def _poll(probe: Callable[[], T | None]) -> T:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+import yaml
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
@@ -737,6 +738,7 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
         scraped,
         state=lambda: (_last_scraped(scaled, ACCEPTED, replica_2, restarted), held),
     )
+    killed_id = _instance_id(replica_2)
     kill_in_tier(tier, "replica-2")
     # After the kill, from Prometheus alone: spans replica 2 accepted and never decided on.
     accepted_2 = _last_scraped(scaled, ACCEPTED, replica_2, restarted)
@@ -779,9 +781,145 @@ def test_a_killed_replica_loses_what_prometheus_last_counted_it_holding(scaled: 
         assert found in (0, expected[trace_id]), (trace_id, found, expected[trace_id])
         missing += expected[trace_id] if found == 0 else 0
     assert 0 < missing <= lost_at_replica + lost_at_lb
+    # The operator's recipe, the tier's recording rule, still reads the killed process's
+    # loss once a new one runs on its address (its own service_instance_id), and reads
+    # nothing for the new one.
+    start_in_tier(tier, "replica-2", CHAINLAT_SAMPLING_DECISION_WAIT="600s")
+    restarted_id = poll("replica 2 answering again", lambda: _safe_instance_id(replica_2))
+    assert restarted_id != killed_id
+
+    def recorded() -> dict[str, float] | None:
+        lost = _lost_with_process(scaled, replica_2)
+        scraped_again = _prometheus(
+            scaled, "/api/v1/query", query=f'target_info{{service_instance_id="{restarted_id}"}}'
+        )["result"]
+        return lost if killed_id in lost and scraped_again else None
+
+    def seen() -> object:
+        instance = replica_2.split("//")[1].split("/")[0]
+        raw = _prometheus(
+            scaled,
+            "/api/v1/query",
+            query=f'{{__name__=~"{ACCEPTED}(_total)?", instance="{instance}"}}',
+        )["result"]
+        rule = _prometheus(scaled, "/api/v1/query", query="chainlat_tier:undecided_spans")
+        return (killed_id, restarted_id, [r["metric"] for r in raw], rule["result"])
+
+    lost = poll("the tier's rule reading replica 2's loss after its restart", recorded, state=seen)
+    # Earlier replica 2 processes of this module, stopped, have figures of their own.
+    assert lost[killed_id] == held.accepted[1] - held.decided[1], (lost, held)
+    assert restarted_id not in lost
     print(
         f"\nsent {sent} spans: {in_jaeger:g} in Jaeger, {decided_against:g} decided against, "
         f"{lost_at_replica:g} lost with replica 2 (killed; Prometheus's last scrape), "
         f"{lost_at_lb:g} counted failed by the load balancer ({missing} of them of "
-        "over-budget or failed traces)"
+        f"over-budget or failed traces); after its restart the tier's rule reads "
+        f"{lost[killed_id]:g} lost with the killed process"
+    )
+
+
+def _instance_id(url: str) -> str:
+    """The ``service_instance_id`` a Collector labels its own metrics with (one per process)."""
+    for line in httpx.get(url, timeout=10).text.splitlines():
+        found = re.search(r'service_instance_id="([^"]+)"', line)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"{url}: no service_instance_id label")
+
+
+def _safe_instance_id(url: str) -> str | None:
+    try:
+        return _instance_id(url)
+    except httpx.HTTPError:
+        return None
+
+
+def _lost_with_process(scaled: Scaled, url: str) -> dict[str, float]:
+    """``chainlat_tier:spans_lost_with_process`` (collector/rules/tier-losses.yml) for the
+    address of ``url``, by process."""
+    instance = url.split("//")[1].split("/")[0]
+    result = _prometheus(
+        scaled,
+        "/api/v1/query",
+        query=f'chainlat_tier:spans_lost_with_process{{instance="{instance}"}}',
+    )["result"]
+    return {r["metric"].get("service_instance_id", ""): float(r["value"][1]) for r in result}
+
+
+TIER_RULES = Path(__file__).resolve().parents[2] / "collector" / "rules" / "tier-losses.yml"
+
+
+def _tier_rule(name: str) -> str:
+    """The expression of one of the tier's recording rules, as shipped."""
+    document = yaml.safe_load(TIER_RULES.read_text())
+    (expr,) = [r["expr"] for g in document["groups"] for r in g["rules"] if r["record"] == name]
+    return str(expr)
+
+
+def _live_sum(scaled: Scaled, metric: str, url: str) -> float:
+    """``metric`` summed over the live series Prometheus scraped from ``url``'s address."""
+    instance = url.split("//")[1].split("/")[0]
+    query = f'sum({{__name__=~"{metric}(_total)?", instance="{instance}"}})'
+    result = _prometheus(scaled, "/api/v1/query", query=query)["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def _not_accepted(scaled: Scaled, replica_1: float, lb: float) -> float | None:
+    """The tier's ``chainlat_tier:spans_not_accepted_by_a_replica``, evaluated now, once
+    Prometheus has scraped the load balancer's and replica 1's accepted counts as given."""
+    tier = scaled.tier
+    if _live_sum(scaled, ACCEPTED, tier.lb_telemetry_url) != lb:
+        return None
+    if _live_sum(scaled, ACCEPTED, tier.replica_telemetry_urls[0]) != replica_1:
+        return None
+    expr = _tier_rule("chainlat_tier:spans_not_accepted_by_a_replica")
+    result = _prometheus(scaled, "/api/v1/query", query=expr)["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_the_tiers_rule_counts_per_span_what_no_replica_accepted(scaled: Scaled) -> None:
+    """With replica 2 down and the SDK's batches, the load balancer counts each request
+    with a share for replica 2 failed whole, also the spans replica 1 took; the tier's
+    rule counts, span for span, those no replica accepted."""
+    tier = scaled.tier
+    stop_in_tier(tier, "replica-2")
+    poll("replica 1 idle", lambda: _idle(tier.replica_telemetry_urls[0]))
+    before = Tally.read(tier, (0,))
+    rule_before = poll(
+        "Prometheus caught up before the workload",
+        lambda: _not_accepted(scaled, before.accepted[0], before.lb_accepted),
+    )
+    workload = _send_workload(tier, scaled.budgets_file, tier.run_dir / "batched.jsonl")
+    sent = len(workload.spans)
+
+    def delivered() -> Tally | None:
+        now = Tally.read(tier, (0,))
+        accepted = now.lb_accepted - before.lb_accepted
+        done = now.lb_sent - before.lb_sent + now.lb_failed - before.lb_failed
+        return now if accepted == sent and done == accepted else None
+
+    after = poll("the workload delivered (or counted failed)", delivered)
+    not_accepted = sent - (after.accepted[0] - before.accepted[0])
+    counted_failed = after.lb_failed - before.lb_failed
+    assert not_accepted > 0
+
+    def recorded() -> float | None:
+        now = _not_accepted(scaled, after.accepted[0], after.lb_accepted)
+        return now if now is not None and now - rule_before == not_accepted else None
+
+    poll(
+        "the rule counting the spans no replica accepted",
+        recorded,
+        state=lambda: (
+            _not_accepted(scaled, after.accepted[0], after.lb_accepted),
+            rule_before,
+            not_accepted,
+            counted_failed,
+        ),
+    )
+    assert counted_failed >= not_accepted
+    print(
+        f"\nbatched, replica 2 down: {sent} spans sent, {not_accepted:g} accepted by no "
+        f"replica (the rule: the same), {counted_failed:g} counted failed by the load "
+        "balancer (whole requests)"
     )

@@ -295,6 +295,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "run is kept under a name with its time)",
     )
     parser.add_argument(
+        "--budgets",
+        metavar="FILE",
+        help="a budget file to judge every run against as it ends (configure(budgets=...)): "
+        "a run over a per-run limit is marked chainlat.budget.ok=false",
+    )
+    parser.add_argument(
         "--voice", action="store_true", help="a cascade voice agent instead (docs/voice.md)"
     )
     args = parser.parse_args(argv)
@@ -336,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if kept is not None:
         console.print(f"the previous traces are kept in [bold]{kept}[/]", soft_wrap=True)
     provider: TracerProvider = chainlat.configure(
-        "chainlat-demo", traces_file=args.traces_file, prices=PRICES
+        "chainlat-demo", traces_file=args.traces_file, prices=PRICES, budgets=args.budgets
     )
     seen = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(seen))
