@@ -83,7 +83,7 @@ def _first_output_is_the_answers_first_token(traces: Path) -> None:
 def test_demo_with_budgets_marks_each_run_over_a_per_run_limit(tmp_path: Path) -> None:
     """``--budgets FILE`` judges every run as it ends: ``chainlat.budget.ok`` on each
     workflow span, false exactly on the runs over the file's per-run total (1 s)."""
-    budgets = Path(__file__).resolve().parents[1] / "collector" / "demo.chainlat.toml"
+    budgets = Path(__file__).resolve().parents[2] / "collector" / "demo.chainlat.toml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["CHAINLAT_TRACES_FILE"] = str(tmp_path / "traces.jsonl")
     done = subprocess.run(
