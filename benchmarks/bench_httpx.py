@@ -25,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyperf
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 import yaml
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -32,6 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chainlat
+import httpx
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat._runtime.processor import STEP_TWIN
 from chainlat.budgets import load_budgets
