@@ -26,11 +26,10 @@ from chainlat.traces._assemble import (
     runs_of,
 )
 from chainlat.traces._fast import quick_spans
+from chainlat.traces._jaeger_json import jaeger_trace, jaeger_traces
 from chainlat.traces._parse import (
     BadSpan,
     Parsed,
-    jaeger_trace,
-    jaeger_traces,
     loads_lenient,
     names,
     otlp_spans,
