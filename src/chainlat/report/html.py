@@ -101,8 +101,6 @@ def html_page(
         stats = aggregate(explorer.watch(read_runs(["traces.jsonl"])))
         Path("report.html").write_text(html_page(stats, explorer=explorer))
     """
-    import plotly.graph_objects as go
-
     series = _series(stats, explorer)
     split_by_variant = any(variant is not None for _, variant, _ in series)
     note = (
@@ -111,7 +109,34 @@ def html_page(
         if split_by_variant
         else ""
     )
-    figures: list[tuple[str, str, Any]] = []
+    figures: list[tuple[str, str, Any]] = [
+        ("distribution", "Latency distribution per workflow", _distribution_figure(series)),
+        ("split", "Where the time goes (critical path, mean per run)", _split_figure(series)),
+        ("steps", "Per-step percentiles", _steps_figure(series)),
+        ("ttft", "Time to first token per model call", _ttft_figure(series)),
+    ]
+    if tradeoff is not None:
+        heading = "Latency against success rate per variant (p95, Wilson 95 % interval)"
+        figures.append(("tradeoff", heading, tradeoff_figure(tradeoff)))
+
+    subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
+    return (
+        _head(title)
+        + f"<h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest rank.</p>"
+        + (explorer.html() if explorer is not None else "")
+        + _chart_sections(figures, note)
+        + '<section id="tables"><h2>Statistics</h2>'
+        + _statistics_tables(stats, waterfalls, explorer)
+        + "</section></body></html>\n"
+    )
+
+
+_Series = list[tuple[str, str | None, WorkflowStats]]
+"""The charts' series: label, variant (``None`` when runs are not split by variant), stats."""
+
+
+def _distribution_figure(series: _Series) -> Any:
+    import plotly.graph_objects as go
 
     distribution = go.Figure()
     for label, _, workflow in series:
@@ -119,7 +144,11 @@ def html_page(
             go.Box(y=_spread(workflow.quantities["total"]), name=label, boxpoints=False)
         )
     distribution.update_layout(yaxis_title="total ms", showlegend=False)
-    figures.append(("distribution", "Latency distribution per workflow", distribution))
+    return distribution
+
+
+def _split_figure(series: _Series) -> Any:
+    import plotly.graph_objects as go
 
     split = go.Figure()
     for quantity in ("inference", "data", "tool", "overhead"):
@@ -134,7 +163,11 @@ def html_page(
             )
         )
     split.update_layout(barmode="stack", xaxis_title="mean critical-path ms")
-    figures.append(("split", "Where the time goes (critical path, mean per run)", split))
+    return split
+
+
+def _steps_figure(series: _Series) -> Any:
+    import plotly.graph_objects as go
 
     steps = go.Figure()
     for q in ("p50", "p95", "p99"):
@@ -145,7 +178,11 @@ def html_page(
                 values.append(getattr(step.duration.summary(), q))
         steps.add_trace(go.Bar(x=labels, y=values, name=q))
     steps.update_layout(barmode="group", yaxis_title="step ms")
-    figures.append(("steps", "Per-step percentiles", steps))
+    return steps
+
+
+def _ttft_figure(series: _Series) -> Any:
+    import plotly.graph_objects as go
 
     ttft = go.Figure()
     by_call: dict[tuple[str, str | None], Samples] = {}
@@ -161,12 +198,11 @@ def html_page(
         )
         ttft.add_trace(go.Box(y=_spread(samples), name=label, boxpoints=False))
     ttft.update_layout(yaxis_title="time to first token ms", showlegend=False)
-    figures.append(("ttft", "Time to first token per model call", ttft))
+    return ttft
 
-    if tradeoff is not None:
-        heading = "Latency against success rate per variant (p95, Wilson 95 % interval)"
-        figures.append(("tradeoff", heading, tradeoff_figure(tradeoff)))
 
+def _chart_sections(figures: list[tuple[str, str, Any]], note: str) -> str:
+    """One section per chart; the first inlines plotly.js. ``note`` under the first four."""
     parts: list[str] = []
     for index, (key, heading, figure) in enumerate(figures):
         figure.update_layout(margin={"l": 60, "r": 20, "t": 30, "b": 60}, height=420)
@@ -184,27 +220,17 @@ def html_page(
             )
         )
         parts.append("</section>")
+    return "".join(parts)
 
+
+def _statistics_tables(
+    stats: Stats,
+    waterfalls: Mapping[str, Sequence[tuple[str, WorkflowRun]]] | None,
+    explorer: RunExplorer | None,
+) -> str:
+    """A table of statistics per workflow, each followed by its waterfalls."""
     tables = []
     for workflow in stats.workflows.values():
-        rows = "".join(
-            "<tr><td>{}</td><td>{}</td>{}</tr>".format(
-                _h(shown_name(r.label)),
-                _h(r.kind),
-                "".join(
-                    f'<td class="n">{html.escape(v)}</td>'
-                    for v in (
-                        str(r.summary.count),
-                        ms(r.summary.p50),
-                        ms(r.summary.p90),
-                        ms(r.summary.p95),
-                        ms(r.summary.p99),
-                        ms(r.summary.max),
-                    )
-                ),
-            )
-            for r in stat_rows(workflow)
-        )
         pooled = (
             f" (all {len(explorer.variants)} variants together)"
             if explorer is not None and len(explorer.variants) > 1
@@ -214,19 +240,31 @@ def html_page(
             f"<h3>{_h(shown_name(workflow.name))}: {count(workflow.runs, 'run')}{pooled}</h3>"
             "<table><thead><tr><th>quantity / step (ms)</th><th>kind</th><th>count</th>"
             "<th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
+            f"<tbody>{_statistics_rows(workflow)}</tbody></table>"
         )
         for label, run in (waterfalls or {}).get(workflow.name, ()):
             tables.append(f"<h4>{_h(shown_name(label))}</h4><pre>{_h(waterfall(run))}</pre>")
-    subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
-    return (
-        _head(title)
-        + f"<h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest rank.</p>"
-        + (explorer.html() if explorer is not None else "")
-        + "".join(parts)
-        + '<section id="tables"><h2>Statistics</h2>'
-        + "".join(tables)
-        + "</section></body></html>\n"
+    return "".join(tables)
+
+
+def _statistics_rows(workflow: WorkflowStats) -> str:
+    return "".join(
+        "<tr><td>{}</td><td>{}</td>{}</tr>".format(
+            _h(shown_name(r.label)),
+            _h(r.kind),
+            "".join(
+                f'<td class="n">{html.escape(v)}</td>'
+                for v in (
+                    str(r.summary.count),
+                    ms(r.summary.p50),
+                    ms(r.summary.p90),
+                    ms(r.summary.p95),
+                    ms(r.summary.p99),
+                    ms(r.summary.max),
+                )
+            ),
+        )
+        for r in stat_rows(workflow)
     )
 
 

@@ -45,10 +45,44 @@ def waterfall(
 
         print(waterfall(run, check_run(run, budget)))
     """
-    from chainlat.report._critical import critical_steps
-
     total_ns = max(run.end_ns - run.start_ns, 1)
-    notes: dict[int, list[str]] = {}  # row 0 is the workflow, row i the step i - 1
+    rows = _rows(run, width, total_ns, max_rows)
+    notes = _violation_notes(run, violations)
+    name_width = max(len(r[1]) for r in rows)
+    scale = limit_text(round(run.total_ms, 1))
+    lines = [
+        _heading(run) if title is None else visible(title),
+        f"   {'step':<{name_width}}  {'kind':<9} {'start ms':>9} {'took ms':>9}  "
+        f"|0{scale:>{width - 1}}|",
+    ]
+    for index, (mark, label, kind, start_ms, took_ms, bar, extra) in enumerate(rows):
+        found = ([extra] if extra else []) + notes.get(index, [])
+        lines.append(
+            f" {mark} {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
+            + ("  " + "  ".join(found) if found else "")
+        )
+    if len(run.steps) > max_rows:
+        lines.append(
+            f"   ... {len(run.steps) - max_rows} more steps not shown (the first {max_rows}; "
+            "--format json lists them all)"
+        )
+    c = run.rollup
+    lines.append(
+        f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
+        f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
+    )
+    return "\n".join(lines)
+
+
+_Row = tuple[str, str, str, float, float, str, str]
+"""A waterfall row: critical-path mark, label, kind, start ms, took ms, bar, extra text."""
+
+
+def _violation_notes(
+    run: WorkflowRun, violations: Sequence[BudgetViolation]
+) -> dict[int, list[str]]:
+    """The notes of the broken limits by row (row 0 is the workflow, row i the step i - 1)."""
+    notes: dict[int, list[str]] = {}
     for violation in violations:
         row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
@@ -56,9 +90,16 @@ def waterfall(
             f"<-- {limit} {amount(violation.actual_ms, violation.unit)} > "
             f"{limit_text(violation.limit_ms, violation.unit)}"
         )
+    return notes
+
+
+def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_Row]:
+    """The workflow's row, then one per step, at most ``max_rows`` of them."""
+    from chainlat.report._critical import critical_steps
+
     first_output = first_output_ms(run)
     on_path = critical_steps(run)
-    rows: list[tuple[str, str, str, float, float, str, str]] = [
+    rows: list[_Row] = [
         (
             " ",
             shown_name(f"invoke_workflow {run.workflow}", _MAX_LABEL_CHARS),
@@ -90,41 +131,17 @@ def waterfall(
                 extra,
             )
         )
-    name_width = max(len(r[1]) for r in rows)
-    head = (
-        visible(title)
-        if title is not None
-        else (
-            f"{shown_name(run.workflow, _MAX_LABEL_CHARS)} run"
-            + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
-            + (f" ({source_name(run.origin)})" if run.origin else "")
-            + f": total {run.total_ms:.1f} ms"
-            + (", status ERROR" if run.error else "")
-        )
+    return rows
+
+
+def _heading(run: WorkflowRun) -> str:
+    return (
+        f"{shown_name(run.workflow, _MAX_LABEL_CHARS)} run"
+        + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
+        + (f" ({source_name(run.origin)})" if run.origin else "")
+        + f": total {run.total_ms:.1f} ms"
+        + (", status ERROR" if run.error else "")
     )
-    scale = limit_text(round(run.total_ms, 1))
-    lines = [
-        head,
-        f"   {'step':<{name_width}}  {'kind':<9} {'start ms':>9} {'took ms':>9}  "
-        f"|0{scale:>{width - 1}}|",
-    ]
-    for index, (mark, label, kind, start_ms, took_ms, bar, extra) in enumerate(rows):
-        found = ([extra] if extra else []) + notes.get(index, [])
-        lines.append(
-            f" {mark} {label:<{name_width}}  {kind:<9} {start_ms:>9.1f} {took_ms:>9.1f}  |{bar}|"
-            + ("  " + "  ".join(found) if found else "")
-        )
-    if len(run.steps) > max_rows:
-        lines.append(
-            f"   ... {len(run.steps) - max_rows} more steps not shown (the first {max_rows}; "
-            "--format json lists them all)"
-        )
-    c = run.rollup
-    lines.append(
-        f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
-        f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
-    )
-    return "\n".join(lines)
 
 
 def first_output_ms(run: WorkflowRun) -> float | None:

@@ -248,18 +248,15 @@ def _span(
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
 
 
-def _derive(
-    items: list[_KeyValue] | None,
+def _attribute_values(
+    items: list[_KeyValue],
+    # Bound once: the globals each attribute needs.
     _keys: dict[str, str | None] = _key_cache,
     names: dict[str, str] = names,
     _missing: object = _MISSING,
     _unset: Any = UNSET,
-    _classify: Callable[[Mapping[str, object]], Any] = classify,
-) -> _Derived:
-    """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
-    reads them."""
-    if not items:
-        return _NOTHING
+) -> dict[str, object]:
+    """The kept attributes by key; raises _NotCommon on a value not in the common layout."""
     found: dict[str, object] = {}
     for item in items:
         key = _keys.get(item.key, _missing)
@@ -313,6 +310,19 @@ def _derive(
         if inner is _unset:
             raise _NotCommon  # an empty value: no attribute, as the validating path reads it
         found[key] = inner  # type: ignore[index]
+    return found
+
+
+def _derive(
+    items: list[_KeyValue] | None,
+    _values: Callable[[list[_KeyValue]], dict[str, object]] = _attribute_values,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+) -> _Derived:
+    """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
+    reads them."""
+    if not items:
+        return _NOTHING
+    found = _values(items)
     if not found:
         return _NOTHING
     kind = _classify(found)

@@ -26,11 +26,10 @@ from chainlat.traces._assemble import (
     runs_of,
 )
 from chainlat.traces._fast import quick_spans
+from chainlat.traces._jaeger_json import jaeger_trace, jaeger_traces
 from chainlat.traces._parse import (
     BadSpan,
     Parsed,
-    jaeger_trace,
-    jaeger_traces,
     loads_lenient,
     names,
     otlp_spans,
@@ -215,47 +214,17 @@ class FileSource:
         counters: ReadCounters,
         compressed: bool,
     ) -> Iterator[Trace]:
-        line_no = 0
         seen_content = False
         first_problem = self._document_problem = ""
         tried_document = False
-        lines = _lines(stream, self.max_line_bytes)
-        while True:
-            try:
-                line = next(lines)
-            except StopIteration:
-                break
-            except _GZIP_ERRORS as exc:
-                raise TraceSourceError(
-                    f"{self.name}:{line_no + 1}: truncated or corrupt gzip data "
-                    f"({' '.join(str(exc).split()) or type(exc).__name__})"
-                ) from None
-            if isinstance(line, int):  # a run of blank lines
-                line_no += line
-                counters.lines += line
-                yield from assembler.complete(line_no)
-                continue
-            line_no += 1
-            counters.lines += 1
-            if line is None:
-                raise TraceSourceError(
-                    f"{self.name}:{line_no}: a line longer than {_size(self.max_line_bytes)}: "
-                    "not a trace file, or raise --max-line-bytes"
-                )
+        for line_no, line in self._numbered_lines(stream, counters):
             if not line.strip():
                 yield from assembler.complete(line_no)
                 continue
             origin = f"{self.name}:{line_no}"
             problem = ""
             try:
-                try:
-                    quick = quick_spans(line, origin)
-                    if quick is not None:
-                        spans, whole = quick, False
-                    else:
-                        spans, whole = self._spans(loads_lenient(line), origin)
-                except RecursionError:
-                    raise ValueError("nested too deep") from None
+                spans, whole = self._line_spans(line, origin)
             except ValueError as exc:
                 if not line.endswith(b"\n"):
                     if first_problem and not seen_content:
@@ -296,6 +265,48 @@ class FileSource:
                 raise TraceSourceError(self._document_problem or first_problem)
             raise TraceSourceError(f"{self.name}: empty file: no spans to read")
         yield from assembler.drain()
+
+    def _numbered_lines(
+        self, stream: _Stream, counters: ReadCounters
+    ) -> Iterator[tuple[int, bytes]]:
+        """The file's lines, counted, each with its number; a run of blank lines comes as one
+        empty line numbered as its last. A line too long or a broken gzip stream ends the read."""
+        line_no = 0
+        lines = _lines(stream, self.max_line_bytes)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except _GZIP_ERRORS as exc:
+                raise TraceSourceError(
+                    f"{self.name}:{line_no + 1}: truncated or corrupt gzip data "
+                    f"({' '.join(str(exc).split()) or type(exc).__name__})"
+                ) from None
+            if isinstance(line, int):  # a run of blank lines
+                line_no += line
+                counters.lines += line
+                yield line_no, b""
+                continue
+            line_no += 1
+            counters.lines += 1
+            if line is None:
+                raise TraceSourceError(
+                    f"{self.name}:{line_no}: a line longer than {_size(self.max_line_bytes)}: "
+                    "not a trace file, or raise --max-line-bytes"
+                )
+            yield line_no, line
+
+    def _line_spans(self, line: bytes, origin: str) -> tuple[list[Parsed], bool]:
+        """The spans of one line, and whether they are whole traces (a document's, rather
+        than a line of a batch). Raises ValueError for a line that is not JSON."""
+        try:
+            quick = quick_spans(line, origin)
+            if quick is not None:
+                return quick, False
+            return self._spans(loads_lenient(line), origin)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
 
     _document_problem: str = ""
 

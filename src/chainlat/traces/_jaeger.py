@@ -17,11 +17,10 @@ if TYPE_CHECKING:
     import httpx
 
 from chainlat.traces._assemble import Assembler, ReadCounters, Trace, runs_of
+from chainlat.traces._jaeger_json import jaeger_trace, jaeger_traces
 from chainlat.traces._parse import (
     BadSpan,
     Parsed,
-    jaeger_trace,
-    jaeger_traces,
     loads_lenient,
     otlp_spans,
     tally,

@@ -1,6 +1,7 @@
 """Parsing spans into :class:`~chainlat._core.runs.TracedSpan`, with the attributes chainlat reads.
 
-OTLP/JSON (chainlat's exporter, a Collector's file exporter, Jaeger api/v3) and Jaeger JSON.
+OTLP/JSON (chainlat's exporter, a Collector's file exporter, Jaeger api/v3), and the field
+readers and span builder that :mod:`chainlat.traces._jaeger_json` uses for Jaeger JSON.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def _intern(name: str) -> str:
     return found
 
 
-def _kept_key(key: object) -> str | None:
+def kept_key(key: object) -> str | None:
     if not isinstance(key, str):
         return None
     known = _KEYS.get(key)
@@ -166,16 +167,16 @@ _key_cache: dict[str, str | None] = {}
 
 
 def _cached_key(key: str) -> str | None:
-    """:func:`_kept_key`, remembered: a file repeats the same few keys on every span."""
+    """:func:`kept_key`, remembered: a file repeats the same few keys on every span."""
     found = _key_cache.get(key, _MISSING)
     if found is _MISSING:
         if len(_key_cache) > 10_000:
             _key_cache.clear()  # keys made of ids: do not let them grow the cache
-        found = _key_cache[key] = _kept_key(key)
+        found = _key_cache[key] = kept_key(key)
     return found  # type: ignore[return-value]
 
 
-def _kept_value(value: object) -> object:
+def kept_value(value: object) -> object:
     return _intern(value) if isinstance(value, str) and len(value) <= 200 else value
 
 
@@ -188,7 +189,7 @@ class NegativeDuration(BadSpan):
     """A span that ends before it starts: dropped alone, counted."""
 
 
-def _hex_id(value: object, n_bytes: int, where: str) -> str:
+def hex_id(value: object, n_bytes: int, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise BadSpan(where, f"expected a hex id, got {shown(value)}")
     if len(value) == 2 * n_bytes or (n_bytes == 16 and len(value) == 16):
@@ -206,7 +207,7 @@ def _hex_id(value: object, n_bytes: int, where: str) -> str:
     return raw.hex()
 
 
-def _int(value: object, where: str) -> int:
+def integer(value: object, where: str) -> int:
     found: int | None = None
     if isinstance(value, bool):
         pass
@@ -224,8 +225,8 @@ def _int(value: object, where: str) -> int:
     return found
 
 
-def _time_ns(value: object, where: str) -> int:
-    found = _int(value, where)
+def time_ns(value: object, where: str) -> int:
+    found = integer(value, where)
     if not 0 <= found <= _MAX_NS:
         raise BadSpan(where, f"expected a time in ns since 1970, got {shown(value)}")
     return found
@@ -236,7 +237,7 @@ MAX_NUMBER: Final = 1e300
 (ms to ns) overflow a float and would cost the whole file, so the attribute is dropped."""
 
 
-def _finite(value: float) -> float | None:
+def finite(value: float) -> float | None:
     if -MAX_NUMBER <= value <= MAX_NUMBER:
         return value
     tally.nonfinite_values += 1
@@ -257,7 +258,7 @@ def _any_value(value: object, depth: int = 0) -> object:
         return number if -_MAX_NS <= number <= _MAX_NS else None
     if kind == "doubleValue":
         try:
-            return _finite(float(inner))
+            return finite(float(inner))
         except (TypeError, ValueError):
             return None
     if kind == "arrayValue" and isinstance(inner, dict):
@@ -282,7 +283,7 @@ def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _list_of_objects(value: object, where: str, what: str) -> list[dict[str, Any]]:
+def list_of_objects(value: object, where: str, what: str) -> list[dict[str, Any]]:
     """``value`` when it is a list of objects (None: empty); BadSpan naming ``where`` otherwise."""
     if value is None:
         return []
@@ -297,10 +298,10 @@ def _list_of_objects(value: object, where: str, what: str) -> list[dict[str, Any
 def _otlp_attributes(items: object, where: str) -> Mapping[str, object]:
     found: dict[str, object] = {}
     if items is not None:
-        for item in _list_of_objects(items, where, "key/value pairs"):
-            key = _kept_key(item.get("key"))
+        for item in list_of_objects(items, where, "key/value pairs"):
+            key = kept_key(item.get("key"))
             if key is not None:
-                found[key] = _kept_value(_any_value(item.get("value")))
+                found[key] = kept_value(_any_value(item.get("value")))
     return found or _NO_ATTRIBUTES
 
 
@@ -314,7 +315,7 @@ def _ttft_from(attributes: Mapping[str, object]) -> float | None:
     return None
 
 
-def _make_span(
+def make_span(
     *,
     trace_id: str,
     span_id: int,
@@ -349,14 +350,74 @@ _CACHE_HIT: Final = attr.CACHE_HIT
 _USER_FACING: Final = attr.USER_FACING
 
 
-def _common_otlp_span(
-    raw: dict[str, Any],
-    origin: str,
-    # Bound once: the globals a span needs, looked up millions of times.
+_CommonAttributes = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any]
+"""What a span's attributes give: the kept attributes, kind, first token, input and
+output tokens, cache hit, model, source."""
+
+_NO_COMMON_ATTRIBUTES: Final[_CommonAttributes] = (
+    _NO_ATTRIBUTES, None, None, None, None, False, None, None
+)  # fmt: skip
+
+
+def _common_attributes(
+    items: Any,
+    # Bound once, as in _common_otlp_span.
     _keys: dict[str, str | None] = _key_cache,
     names: dict[str, str] = names,
     _missing: object = _MISSING,
     _classify: Callable[[Mapping[str, object]], Any] = classify,
+) -> _CommonAttributes:
+    """The attributes of a span in the common layout, and what they give; raises one of
+    ``_NOT_COMMON`` on anything else, as :func:`_common_otlp_span` does."""
+    if not items:
+        return _NO_COMMON_ATTRIBUTES
+    found: dict[str, object] = {}
+    for item in items:
+        key = _keys.get(item["key"], _missing)
+        if key is None:
+            continue
+        if key is _missing:
+            key = _cached_key(item["key"])
+            if key is None:
+                continue
+        for type_, inner in item["value"].items():  # one entry: the type and the value
+            if type_ == "stringValue" and type(inner) is str:
+                found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
+            elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
+                found[key] = int(inner)  # type: ignore[index]
+            elif (
+                type_ == "doubleValue"
+                and type(inner) is float
+                and -MAX_NUMBER <= inner <= MAX_NUMBER
+            ):
+                found[key] = inner  # type: ignore[index]
+            else:
+                found[key] = _any_value(item["value"])  # type: ignore[index]
+            break
+    if not found:
+        return _NO_COMMON_ATTRIBUTES
+    kind = _classify(found)
+    ttft = found.get(_TTFT_MS)
+    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+        ttft = _ttft_from(found)
+    tokens_in = found.get(_TOKENS_IN)
+    tokens_out = found.get(_TOKENS_OUT)
+    cache_hit = found.get(_CACHE_HIT) is True
+    model = source = None
+    if kind == "inference":
+        # Tokens, first token, model and source by any convention.
+        tokens_in, tokens_out, call_ttft, model, source = call_details(found)
+        if ttft is None:
+            ttft = call_ttft
+    return found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source
+
+
+def _common_otlp_span(
+    raw: dict[str, Any],
+    origin: str,
+    # Bound once: the globals a span needs, looked up millions of times.
+    names: dict[str, str] = names,
+    _attributes: Callable[[Any], _CommonAttributes] = _common_attributes,
     _record: type[SpanRecord] = SpanRecord,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> Parsed:
@@ -390,49 +451,9 @@ def _common_otlp_span(
     end_ns = int(end)
     if not 0 <= start_ns <= end_ns <= _MAX_NS:
         raise ValueError
-    kind = tokens_in = tokens_out = model = source = None
-    ttft: Any = None
-    cache_hit = False
-    attributes: Mapping[str, object] = _NO_ATTRIBUTES
-    items = raw.get("attributes")
-    if items:
-        found: dict[str, object] = {}
-        for item in items:
-            key = _keys.get(item["key"], _missing)
-            if key is None:
-                continue
-            if key is _missing:
-                key = _cached_key(item["key"])
-                if key is None:
-                    continue
-            for type_, inner in item["value"].items():  # one entry: the type and the value
-                if type_ == "stringValue" and type(inner) is str:
-                    found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-                elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
-                    found[key] = int(inner)  # type: ignore[index]
-                elif (
-                    type_ == "doubleValue"
-                    and type(inner) is float
-                    and -MAX_NUMBER <= inner <= MAX_NUMBER
-                ):
-                    found[key] = inner  # type: ignore[index]
-                else:
-                    found[key] = _any_value(item["value"])  # type: ignore[index]
-                break
-        if found:
-            attributes = found
-            kind = _classify(found)
-            ttft = found.get(_TTFT_MS)
-            if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-                ttft = _ttft_from(found)
-            tokens_in = found.get(_TOKENS_IN)
-            tokens_out = found.get(_TOKENS_OUT)
-            cache_hit = found.get(_CACHE_HIT) is True
-            if kind == "inference":
-                # Tokens, first token, model and source by any convention.
-                tokens_in, tokens_out, call_ttft, model, source = call_details(found)
-                if ttft is None:
-                    ttft = call_ttft
+    attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source = _attributes(
+        raw.get("attributes")
+    )
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
@@ -472,13 +493,13 @@ def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
     """A span's events as (name, time): a first-token event with a bad time is a bad span,
     as it always was; any other event with a bad time is skipped (it only extends a span)."""
     found: list[tuple[str, int]] = []
-    for event in _list_of_objects(raw, where, "events"):
+    for event in list_of_objects(raw, where, "events"):
         name = str(event.get("name", ""))
         if name in conventions.FIRST_TOKEN_EVENTS:
-            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+            found.append((name, time_ns(event.get("timeUnixNano", 0), where)))
             continue
         try:
-            found.append((name, _time_ns(event.get("timeUnixNano", 0), where)))
+            found.append((name, time_ns(event.get("timeUnixNano", 0), where)))
         except BadSpan:
             continue
     return found
@@ -487,12 +508,12 @@ def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
 def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     if not isinstance(raw, dict):
         raise BadSpan(where, "expected a span object")
-    trace_id = _hex_id(raw.get("traceId"), 16, f"{where}.traceId")
-    span_id = int(_hex_id(raw.get("spanId"), 8, f"{where}.spanId"), 16)
+    trace_id = hex_id(raw.get("traceId"), 16, f"{where}.traceId")
+    span_id = int(hex_id(raw.get("spanId"), 8, f"{where}.spanId"), 16)
     parent = raw.get("parentSpanId")
-    parent_id = int(_hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
-    start_ns = _time_ns(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
-    end_ns = _time_ns(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+    parent_id = int(hex_id(parent, 8, f"{where}.parentSpanId"), 16) if parent else None
+    start_ns = time_ns(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+    end_ns = time_ns(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
     attributes = _otlp_attributes(raw.get("attributes"), f"{where}.attributes")
     status = raw.get("status")
     code = status.get("code") if isinstance(status, dict) else None
@@ -501,8 +522,8 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
     if end_ns < start_ns:
-        raise NegativeDuration(where, _ends_before_start(name, span_id, start_ns, end_ns))
-    return _make_span(
+        raise NegativeDuration(where, ends_before_start(name, span_id, start_ns, end_ns))
+    return make_span(
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent_id,
@@ -517,7 +538,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     )
 
 
-def _ends_before_start(name: object, span_id: int, start_ns: int, end_ns: int) -> str:
+def ends_before_start(name: object, span_id: int, start_ns: int, end_ns: int) -> str:
     return (
         f"span {shown(name)} ({span_id:016x}) ends before it starts "
         f"(end {end_ns} < start {start_ns} ns): a negative duration"
@@ -529,14 +550,14 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
     resource_spans = doc.get("resourceSpans")
     if not isinstance(resource_spans, list):
         raise BadSpan("resourceSpans", f"expected a list, got {_type_name(resource_spans)}")
-    for i, resource in enumerate(_list_of_objects(resource_spans, "resourceSpans", "resources")):
+    for i, resource in enumerate(list_of_objects(resource_spans, "resourceSpans", "resources")):
         key = "scopeSpans"
         scopes = resource.get(key)
         if scopes is None and "instrumentationLibrarySpans" in resource:
             key = "instrumentationLibrarySpans"  # before OTLP 0.15
             scopes = resource[key]
         at = f"resourceSpans[{i}].{key}"
-        for j, scope in enumerate(_list_of_objects(scopes, at, "scopes")):
+        for j, scope in enumerate(list_of_objects(scopes, at, "scopes")):
             spans = scope.get("spans")
             if spans is not None and not isinstance(spans, list):
                 raise BadSpan(f"{at}[{j}].spans", f"expected a list, got {_type_name(spans)}")
@@ -555,104 +576,3 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                         tally.last_negative_span = f"{origin}: {exc}"
                         continue
                 yield parsed
-
-
-def _jaeger_value(tag: Mapping[str, object]) -> object:
-    value, kind = tag.get("value"), tag.get("type")
-    try:
-        if kind == "int64" and isinstance(value, (str, int)):
-            return int(value)
-        if kind == "float64" and isinstance(value, (str, int, float)):
-            return _finite(float(value))
-    except (ValueError, OverflowError):
-        return None
-    if kind == "bool" and isinstance(value, str):
-        return value == "true"
-    return value if isinstance(value, (str, int, float, bool)) else None
-
-
-def _jaeger_tags(tags: object, where: str) -> Mapping[str, object]:
-    found: dict[str, object] = {}
-    if tags is not None:
-        for tag in _list_of_objects(tags, where, "tags"):
-            key = _kept_key(tag.get("key"))
-            if key is not None:
-                found[key] = _kept_value(_jaeger_value(tag))
-    return found or _NO_ATTRIBUTES
-
-
-def jaeger_trace(
-    trace: Mapping[str, Any], where: str, origin: str, only: str | None = None
-) -> list[Parsed]:
-    """The spans of a Jaeger trace; with ``only``, just the spans of that name."""
-    spans = trace.get("spans")
-    if not isinstance(spans, list):
-        raise BadSpan(f"{where}.spans", "expected a list of spans")
-    found = []
-    for k, raw in enumerate(spans):
-        at = f"{where}.spans[{k}]"
-        if not isinstance(raw, dict):
-            raise BadSpan(at, "expected a span object")
-        name = raw.get("operationName", "")
-        if only is not None and name != only:
-            continue
-        trace_id = _hex_id(raw.get("traceID", trace.get("traceID")), 16, f"{at}.traceID")
-        span_id = int(_hex_id(raw.get("spanID"), 8, f"{at}.spanID"), 16)
-        parent_id = None
-        references = _list_of_objects(raw.get("references"), f"{at}.references", "references")
-        refs = list(references)
-        refs.sort(key=lambda r: r.get("refType") != "CHILD_OF")
-        if refs:
-            parent_id = int(_hex_id(refs[0].get("spanID"), 8, f"{at}.references"), 16)
-        elif raw.get("parentSpanID"):
-            parent_id = int(_hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
-        start_us = _time_ns(raw.get("startTime", 0), f"{at}.startTime")
-        duration_us = _int(raw.get("duration", 0), f"{at}.duration")
-        if (start_us + duration_us) * 1000 > _MAX_NS:
-            raise BadSpan(f"{at}.startTime", f"expected a time in µs since 1970, got {start_us}")
-        if duration_us < 0:
-            raise BadSpan(
-                at,
-                _ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000),
-            )
-        attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
-        error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
-        events: list[tuple[str, int]] = []
-        for log in _list_of_objects(raw.get("logs"), f"{at}.logs", "logs"):
-            fields = log.get("fields")
-            event = ""
-            if isinstance(fields, list):
-                for f in fields:
-                    if isinstance(f, dict) and f.get("key") == "event":
-                        event = str(f.get("value", ""))
-                        break
-            events.append((event, _time_ns(log.get("timestamp", 0), f"{at}.logs") * 1000))
-        found.append(
-            _make_span(
-                trace_id=trace_id,
-                span_id=span_id,
-                parent_id=parent_id,
-                name=name if isinstance(name, str) else str(name),
-                start_ns=start_us * 1000,
-                end_ns=(start_us + duration_us) * 1000,
-                attributes=attributes,
-                error=error,
-                local_root=parent_id is None,
-                events=events,
-                origin=origin,
-            )
-        )
-    return found
-
-
-def jaeger_traces(doc: object) -> list[Mapping[str, Any]] | None:
-    if isinstance(doc, dict) and "data" in doc:
-        data = doc["data"]
-        if data is None:
-            return []
-        if isinstance(data, list) and all(isinstance(t, dict) for t in data):
-            return data
-        return None
-    if isinstance(doc, dict) and "spans" in doc and ("traceID" in doc or "processes" in doc):
-        return [doc]
-    return None
