@@ -3,7 +3,7 @@
 A room is a top-level part of ``chainlat`` (``_core``, ``_runtime``, ``traces``, ``cli``,
 ...; a top-level module such as ``testing.py`` is a room of its own). A name that starts
 with ``_`` belongs to its module: no other module imports it or reaches it as an attribute
-of that module (``spans._start_detached``, ``_parse._any_value``); a private member of an
+of that module (``spans._start_detached``, ``_parse.any_value``); a private member of an
 object (``handle._finish``) stays inside the room that defines it. A module whose name
 starts with ``_`` belongs to its room: other rooms do not import it (``chainlat.traces._parse``).
 ``_core`` and ``_runtime`` are rooms whose modules are their doors: the underscore says they

@@ -175,8 +175,8 @@ def test_a_key_the_validating_path_keeps_is_kept_whatever_its_name(
     from chainlat.traces import _parse
 
     monkeypatch.setitem(_parse._KEYS, "example.added", "example.added")
-    monkeypatch.setattr(_parse, "_key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast._key_cache", _parse._key_cache)
+    monkeypatch.setattr(_parse, "key_cache", {})
+    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
     line = _line([{"key": "example.added", "value": {"stringValue": "plan"}}])
     quick = quick_spans(line, ORIGIN)
     assert quick is not None
@@ -338,8 +338,8 @@ def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_pa
         "gen_ai.usage.cache_read.input_tokens",
     ):
         monkeypatch.setitem(_parse._KEYS, key, key)
-    monkeypatch.setattr(_parse, "_key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast._key_cache", _parse._key_cache)
+    monkeypatch.setattr(_parse, "key_cache", {})
+    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
     monkeypatch.setattr("chainlat.traces._fast._derived_cache", {})
     call = [
         {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},

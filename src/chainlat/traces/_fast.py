@@ -39,19 +39,19 @@ from chainlat._core.rollup import (
 )
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._parse import (
-    _MAX_NS,
-    _MISSING,
-    _NO_ATTRIBUTES,
-    _REMOTE_PARENT_FLAGS,
+    MAX_NS,
     MAX_NUMBER,
+    MISSING,
+    NO_ATTRIBUTES,
+    REMOTE_PARENT_FLAGS,
     Parsed,
-    _any_value,
-    _cached_key,
-    _key_cache,
-    _ttft_from,
+    any_value,
+    cached_key,
+    key_cache,
     loads,
     names,
     tally,
+    ttft_from,
 )
 
 # --- the common layout, as typed structs -------------------------------------------------
@@ -166,7 +166,7 @@ _Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, 
 output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
 
 _NOTHING: Final[_Derived] = (
-    _NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
+    NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
 )  # fmt: skip
 _derived_cache: dict[bytes, _Derived] = {}
 _CACHE_ENTRIES: Final = 4096
@@ -198,7 +198,7 @@ def _span(
         parent_id = None
     start_ns = int(raw.startTimeUnixNano)
     end_ns = int(raw.endTimeUnixNano)
-    if not 0 <= start_ns <= end_ns <= _MAX_NS:
+    if not 0 <= start_ns <= end_ns <= MAX_NS:
         raise _NotCommon
     derived: _Derived | None = _NOTHING
     items: Any = raw.attributes
@@ -243,7 +243,7 @@ def _span(
         mark_call(record, attributes)
     if events:  # the first token by any convention's event; events after the span's end
         apply_events(record, [(e.name, int(e.timeUnixNano)) for e in events])  # type: ignore[arg-type]
-    local_root = parent_id is None or raw.flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
 
@@ -251,9 +251,9 @@ def _span(
 def _attribute_values(
     items: list[_KeyValue],
     # Bound once: the globals each attribute needs.
-    _keys: dict[str, str | None] = _key_cache,
+    _keys: dict[str, str | None] = key_cache,
     names: dict[str, str] = names,
-    _missing: object = _MISSING,
+    _missing: object = MISSING,
     _unset: Any = UNSET,
 ) -> dict[str, object]:
     """The kept attributes by key; raises _NotCommon on a value not in the common layout."""
@@ -263,7 +263,7 @@ def _attribute_values(
         if key is None:
             continue
         if key is _missing:
-            key = _cached_key(item.key)
+            key = cached_key(item.key)
             if key is None:
                 continue
         value = item.value
@@ -288,7 +288,7 @@ def _attribute_values(
             ):
                 raise _NotCommon
             array = loads(bytes(value.arrayValue))  # type: ignore[arg-type]
-            found[key] = _any_value({"arrayValue": array})  # type: ignore[index]
+            found[key] = any_value({"arrayValue": array})  # type: ignore[index]
             continue
         inner = value.intValue
         if inner is not _unset:
@@ -328,7 +328,7 @@ def _derive(
     kind = _classify(found)
     ttft = found.get(_TTFT_MS)
     if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-        ttft = _ttft_from(found)
+        ttft = ttft_from(found)
     tokens_in = found.get(_TOKENS_IN)
     tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from chainlat.traces._parse import (
-    _MAX_NS,
-    _NO_ATTRIBUTES,
+    MAX_NS,
+    NO_ATTRIBUTES,
     BadSpan,
     Parsed,
     ends_before_start,
@@ -43,7 +43,7 @@ def _jaeger_tags(tags: object, where: str) -> Mapping[str, object]:
             key = kept_key(tag.get("key"))
             if key is not None:
                 found[key] = kept_value(_jaeger_value(tag))
-    return found or _NO_ATTRIBUTES
+    return found or NO_ATTRIBUTES
 
 
 def jaeger_trace(
@@ -73,7 +73,7 @@ def jaeger_trace(
             parent_id = int(hex_id(raw.get("parentSpanID"), 8, f"{at}.parentSpanID"), 16)
         start_us = time_ns(raw.get("startTime", 0), f"{at}.startTime")
         duration_us = integer(raw.get("duration", 0), f"{at}.duration")
-        if (start_us + duration_us) * 1000 > _MAX_NS:
+        if (start_us + duration_us) * 1000 > MAX_NS:
             raise BadSpan(f"{at}.startTime", f"expected a time in µs since 1970, got {start_us}")
         if duration_us < 0:
             raise BadSpan(

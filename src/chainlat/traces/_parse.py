@@ -37,7 +37,7 @@ try:  # orjson is several times faster on big files; the standard library is the
 except ImportError:  # pragma: no cover
     loads = json.loads
 
-_MAX_NS: Final = 2**64 - 1
+MAX_NS: Final = 2**64 - 1
 """OTLP's timestamps are fixed64: anything past that is not a time (and would overflow a float)."""
 _MAX_ARRAY_DEPTH: Final = 8
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -88,7 +88,7 @@ def loads_lenient(data: bytes) -> Any:
     return loads(_SURROGATE.sub("\ufffd", text).encode())
 
 
-_REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
+REMOTE_PARENT_FLAGS: Final = 0x300  # HAS_IS_REMOTE | IS_REMOTE
 _CHAIN_PREFIX: Final = "chainlat.chain."
 _LATENCY_PREFIX: Final = "chainlat.latency."
 
@@ -129,7 +129,7 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
 recorded rollup) and ``chainlat.latency.*`` (the latency breakdown of a call)."""
 
 _KEYS: Final = {key: key for key in KEPT_ATTRIBUTES}
-_NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
+NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 
 
 # --- span parsing ------------------------------------------------------------------------
@@ -162,17 +162,17 @@ def kept_key(key: object) -> str | None:
     return None
 
 
-_MISSING: Final = object()
-_key_cache: dict[str, str | None] = {}
+MISSING: Final = object()
+key_cache: dict[str, str | None] = {}
 
 
-def _cached_key(key: str) -> str | None:
+def cached_key(key: str) -> str | None:
     """:func:`kept_key`, remembered: a file repeats the same few keys on every span."""
-    found = _key_cache.get(key, _MISSING)
-    if found is _MISSING:
-        if len(_key_cache) > 10_000:
-            _key_cache.clear()  # keys made of ids: do not let them grow the cache
-        found = _key_cache[key] = kept_key(key)
+    found = key_cache.get(key, MISSING)
+    if found is MISSING:
+        if len(key_cache) > 10_000:
+            key_cache.clear()  # keys made of ids: do not let them grow the cache
+        found = key_cache[key] = kept_key(key)
     return found  # type: ignore[return-value]
 
 
@@ -220,14 +220,14 @@ def integer(value: object, where: str) -> int:
         found = int(value)
     if found is None:
         raise BadSpan(where, f"expected an integer, got {shown(value)}")
-    if not -_MAX_NS <= found <= _MAX_NS:
+    if not -MAX_NS <= found <= MAX_NS:
         raise BadSpan(where, f"expected a 64-bit integer, got {shown(value)}")
     return found
 
 
 def time_ns(value: object, where: str) -> int:
     found = integer(value, where)
-    if not 0 <= found <= _MAX_NS:
+    if not 0 <= found <= MAX_NS:
         raise BadSpan(where, f"expected a time in ns since 1970, got {shown(value)}")
     return found
 
@@ -244,7 +244,7 @@ def finite(value: float) -> float | None:
     return None
 
 
-def _any_value(value: object, depth: int = 0) -> object:
+def any_value(value: object, depth: int = 0) -> object:
     if not isinstance(value, dict) or not value:
         return None
     kind, inner = next(iter(value.items()))
@@ -255,7 +255,7 @@ def _any_value(value: object, depth: int = 0) -> object:
             number = int(inner)
         except (TypeError, ValueError):
             return None
-        return number if -_MAX_NS <= number <= _MAX_NS else None
+        return number if -MAX_NS <= number <= MAX_NS else None
     if kind == "doubleValue":
         try:
             return finite(float(inner))
@@ -265,7 +265,7 @@ def _any_value(value: object, depth: int = 0) -> object:
         if depth >= _MAX_ARRAY_DEPTH:
             return None
         values = inner.get("values")
-        return [_any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
+        return [any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
     return inner if isinstance(inner, (str, int, float, bool)) else None
 
 
@@ -301,11 +301,11 @@ def _otlp_attributes(items: object, where: str) -> Mapping[str, object]:
         for item in list_of_objects(items, where, "key/value pairs"):
             key = kept_key(item.get("key"))
             if key is not None:
-                found[key] = kept_value(_any_value(item.get("value")))
-    return found or _NO_ATTRIBUTES
+                found[key] = kept_value(any_value(item.get("value")))
+    return found or NO_ATTRIBUTES
 
 
-def _ttft_from(attributes: Mapping[str, object]) -> float | None:
+def ttft_from(attributes: Mapping[str, object]) -> float | None:
     ms = attributes.get(attr.LATENCY_TTFT_MS)
     if isinstance(ms, (int, float)) and not isinstance(ms, bool):
         return float(ms)
@@ -355,16 +355,16 @@ _CommonAttributes = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, A
 output tokens, cache hit, model, source."""
 
 _NO_COMMON_ATTRIBUTES: Final[_CommonAttributes] = (
-    _NO_ATTRIBUTES, None, None, None, None, False, None, None
+    NO_ATTRIBUTES, None, None, None, None, False, None, None
 )  # fmt: skip
 
 
 def _common_attributes(
     items: Any,
     # Bound once, as in _common_otlp_span.
-    _keys: dict[str, str | None] = _key_cache,
+    _keys: dict[str, str | None] = key_cache,
     names: dict[str, str] = names,
-    _missing: object = _MISSING,
+    _missing: object = MISSING,
     _classify: Callable[[Mapping[str, object]], Any] = classify,
 ) -> _CommonAttributes:
     """The attributes of a span in the common layout, and what they give; raises one of
@@ -377,7 +377,7 @@ def _common_attributes(
         if key is None:
             continue
         if key is _missing:
-            key = _cached_key(item["key"])
+            key = cached_key(item["key"])
             if key is None:
                 continue
         for type_, inner in item["value"].items():  # one entry: the type and the value
@@ -392,14 +392,14 @@ def _common_attributes(
             ):
                 found[key] = inner  # type: ignore[index]
             else:
-                found[key] = _any_value(item["value"])  # type: ignore[index]
+                found[key] = any_value(item["value"])  # type: ignore[index]
             break
     if not found:
         return _NO_COMMON_ATTRIBUTES
     kind = _classify(found)
     ttft = found.get(_TTFT_MS)
     if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-        ttft = _ttft_from(found)
+        ttft = ttft_from(found)
     tokens_in = found.get(_TOKENS_IN)
     tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True
@@ -449,7 +449,7 @@ def _common_otlp_span(
         raise TypeError
     start_ns = int(start)
     end_ns = int(end)
-    if not 0 <= start_ns <= end_ns <= _MAX_NS:
+    if not 0 <= start_ns <= end_ns <= MAX_NS:
         raise ValueError
     attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source = _attributes(
         raw.get("attributes")
@@ -483,7 +483,7 @@ def _common_otlp_span(
     if events:
         apply_events(record, [(e["name"], int(e["timeUnixNano"])) for e in events])
     local_root = parent_id is None or (
-        type(flags) is int and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+        type(flags) is int and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     )
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
@@ -519,7 +519,7 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     code = status.get("code") if isinstance(status, dict) else None
     events = _otlp_events(raw.get("events"), f"{where}.events")
     flags = raw.get("flags", 0)
-    remote = isinstance(flags, int) and flags & _REMOTE_PARENT_FLAGS == _REMOTE_PARENT_FLAGS
+    remote = isinstance(flags, int) and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
     if end_ns < start_ns:
         raise NegativeDuration(where, ends_before_start(name, span_id, start_ns, end_ns))
