@@ -25,6 +25,7 @@ from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
+from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.naming import current_step_name, step_naming
 
 if TYPE_CHECKING:
@@ -131,6 +132,9 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._tags: dict[int, dict[str, str | int]] = {}
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
+        # Workflow span id -> its rollup left to the export, until the span's on_end.
+        self._deferred: dict[int, DeferredRollup] = {}
+        self._exports_resolve: tuple[object, bool] = ((), False)
         self.out_of_context = 0
         """Steps ended from another context than the one they were entered in."""
         self.prices: Prices | None = None
@@ -252,6 +256,10 @@ class ChainlatSpanProcessor(SpanProcessor):
             return
         if context.span_id == state.root_id:
             self._states.pop(context.span_id, None)
+            if self._deferred:
+                deferred = self._deferred.pop(context.span_id, None)
+                if deferred is not None:
+                    span._chainlat_rollup = deferred  # type: ignore[attr-defined]
             if state.parent is not None:
                 state.parent.records.extend(state.records)
                 state.parent.records.append(record)
@@ -263,6 +271,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._seen_twice.clear()
         self._tags.clear()
         self._states.clear()
+        self._deferred.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
@@ -272,6 +281,56 @@ class ChainlatSpanProcessor(SpanProcessor):
         """The ended descendants of an open workflow (the list itself, not a copy)."""
         state = self._states.get(workflow_span_id)
         return state.records if state is not None else []
+
+    def defer_rollup(self, span: trace.Span, deferred: DeferredRollup, provider: object) -> bool:
+        """Leave a workflow's rollup to the export when nothing needs it before: True if so.
+
+        The export resolves it (:func:`resolve_rollups`) only behind chainlat's own export
+        processors; any other processor on the provider (an application's own
+        BatchSpanProcessor, an in-memory exporter) would see the span without its
+        ``chainlat.chain.*`` attributes, so then the rollup is computed here, as the span
+        ends. So it is too when chainlat's metrics read it at the span's end, for a
+        workflow nested in another (its record goes to the outer one), and for a span
+        without room for the attributes (its attribute limit, a value-length limit).
+        """
+        if self._metrics is not None:
+            return False
+        span_id = deferred.root.span_id
+        state = self._states.get(span_id)
+        if state is None or state.parent is not None:
+            return False
+        if not self._exports_resolve_on(provider):
+            return False
+        bounded = getattr(span, "_attributes", None)
+        inner = getattr(bounded, "_dict", None)
+        if (
+            type(inner) is not dict
+            or bounded.max_value_len is not None  # type: ignore[union-attr]
+            or (bounded.maxlen is not None and len(inner) + ROLLUP_KEYS > bounded.maxlen)  # type: ignore[union-attr]
+        ):
+            return False
+        self._deferred[span_id] = deferred
+        return True
+
+    def _exports_resolve_on(self, provider: object) -> bool:
+        # The SDK replaces its tuple of processors when one is added: one check per tuple.
+        multi = getattr(provider, "_active_span_processor", None)
+        processors = getattr(multi, "_span_processors", None)
+        if type(processors) is not tuple:
+            return False
+        seen, result = self._exports_resolve
+        if seen is processors:
+            return result
+        # Each exporting processor after this one, which marks the span in its on_end.
+        result = False
+        for processor in processors:
+            if processor is self:
+                result = True
+            elif not (result and resolves(processor)):
+                result = False
+                break
+        self._exports_resolve = (processors, result)
+        return result
 
     def tags_of(self, span_id: int) -> Mapping[str, str | int]:
         """The step attributes this processor set on an open span (index, workflow name)."""
