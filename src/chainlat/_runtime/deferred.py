@@ -10,7 +10,7 @@ calls :func:`resolve_rollups` before it encodes a batch: every exporter then see
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import internal_errors
@@ -49,6 +49,7 @@ class DeferredRollup:
         "_count",
         "_first_output_ns",
         "_lock",
+        "_make_records",
         "_prices",
         "_records",
         "_rollup",
@@ -59,15 +60,17 @@ class DeferredRollup:
     def __init__(
         self,
         root: SpanRecord,
-        records: list[SpanRecord],
+        spans: list[ReadableSpan],
+        make_records: Callable[[Sequence[ReadableSpan]], list[SpanRecord]],
         first_output_ns: int | None,
         prices: Prices | None,
     ) -> None:
         self.root = root
-        self._records = records
+        self._records = spans
+        self._make_records = make_records
         # The workflow's steps are those ended when it ended: a step ending later still
         # appends to the list, after this count.
-        self._count = len(records)
+        self._count = len(spans)
         self._first_output_ns = first_output_ns
         self._prices = prices
         self._lock = threading.Lock()
@@ -82,9 +85,10 @@ class DeferredRollup:
     def _compute(self) -> Rollup:
         rollup = self._rollup
         if rollup is None:
-            records = self._records
-            if len(records) != self._count:
-                records = records[: self._count]
+            spans = self._records
+            if len(spans) != self._count:
+                spans = spans[: self._count]
+            records = self._make_records(spans)
             rollup = self._rollup = compute_rollup(
                 self.root, records, first_output_ns=self._first_output_ns, prices=self._prices
             )

@@ -390,9 +390,7 @@ class WorkflowHandle(StepHandle):
             _no_rollup(self.name, self._provider, processor is None)
             return
         root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
-        deferred = DeferredRollup(
-            root, processor.records_of(context.span_id), self._first_output_ns, processor.prices
-        )
+        deferred = processor.deferred_rollup(root, self._first_output_ns)
         # Nothing reads the rollup now: the export computes it, off the application's thread.
         if not hooks.any_callbacks() and processor.defer_rollup(
             self.span, deferred, self._provider

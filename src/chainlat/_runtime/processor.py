@@ -54,7 +54,8 @@ class _WorkflowState:
         self.root_id = root_id
         self.name = name
         self.parent = parent
-        self.records: list[SpanRecord] = []
+        self.records: list[ReadableSpan] = []
+        """Its ended descendants (their rollup records are made when it is computed)."""
         self.counter = itertools.count()
         # Open model calls: span id -> (source convention, model), to spot a twin at its start.
         self.calls: dict[int, tuple[str, str | None]] = {}
@@ -234,26 +235,20 @@ class ChainlatSpanProcessor(SpanProcessor):
         entry = self._owner.pop(context.span_id, None)
         if entry is not None:
             self._tags.pop(context.span_id, None)
-        attributes = attributes_of(span)
-        scope = span.instrumentation_scope
         duplicate = bool(self._seen_twice) and context.span_id in self._seen_twice
         if duplicate:
             self._seen_twice.discard(context.span_id)
-        if (
-            self._metrics is not None
-            and not duplicate
-            and scope is not None
-            and scope.name == attr.TRACER_NAME
-        ):
-            self._record_metrics(span, attributes)
+        if self._metrics is not None and not duplicate:
+            scope = span.instrumentation_scope
+            if scope is not None and scope.name == attr.TRACER_NAME:
+                self._record_metrics(span, attributes_of(span))
         if entry is None:
             return
         state = entry[0]
         if state.calls:
             state.calls.pop(context.span_id, None)
-        record = to_record(span, attributes)
-        if record is None:
-            return
+        # The span itself is kept: its rollup record is made when the rollup is computed
+        # (by the export, mostly), not here on the application's thread.
         if context.span_id == state.root_id:
             self._states.pop(context.span_id, None)
             if self._deferred:
@@ -262,9 +257,9 @@ class ChainlatSpanProcessor(SpanProcessor):
                     span._chainlat_rollup = deferred  # type: ignore[attr-defined]
             if state.parent is not None:
                 state.parent.records.extend(state.records)
-                state.parent.records.append(record)
+                state.parent.records.append(span)
         else:
-            state.records.append(record)
+            state.records.append(span)
 
     def shutdown(self) -> None:
         self._owner.clear()
@@ -278,9 +273,15 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     # -- for workflow handles -----------------------------------------------------------
     def records_of(self, workflow_span_id: int) -> list[SpanRecord]:
-        """The ended descendants of an open workflow (the list itself, not a copy)."""
+        """The rollup records of the ended descendants of an open workflow (a new list)."""
         state = self._states.get(workflow_span_id)
-        return state.records if state is not None else []
+        return to_records(state.records) if state is not None else []
+
+    def deferred_rollup(self, root: SpanRecord, first_output_ns: int | None) -> DeferredRollup:
+        """The rollup of an ending workflow, computed when first asked for."""
+        state = self._states.get(root.span_id)
+        spans = state.records if state is not None else []
+        return DeferredRollup(root, spans, to_records, first_output_ns, self.prices)
 
     def defer_rollup(self, span: trace.Span, deferred: DeferredRollup, provider: object) -> bool:
         """Leave a workflow's rollup to the export when nothing needs it before: True if so.
@@ -460,6 +461,11 @@ def _plain(values: Mapping[str, Any]) -> bool:
         if type(value) is tuple and value and set(map(type, value)) != _STR_ONLY:
             return False
     return True
+
+
+def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
+    """The rollup's view of finished SDK spans."""
+    return [record for span in spans if (record := to_record(span)) is not None]
 
 
 def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
