@@ -218,7 +218,20 @@ class ChainlatSpanProcessor(SpanProcessor):
         }
         if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
             tags[attr.STEP_KIND] = kind
-        set_attributes(span, tags)
+        bounded = span._attributes
+        if (
+            type(attributes) is dict  # the span's own dict (attributes_of)
+            and bounded.max_value_len is None  # type: ignore[union-attr]
+            and (bounded.maxlen is None or len(attributes) + len(tags) <= bounded.maxlen)  # type: ignore[union-attr]
+        ):
+            # The span is starting, in this thread: no other holds it yet, so no lock, and
+            # the tags are a string and ints, already what the SDK would keep.
+            if not attributes.keys().isdisjoint(tags):
+                for key in tags:
+                    attributes.pop(key, None)  # replaced values move to the end, as the SDK does
+            attributes.update(tags)
+        else:
+            set_attributes(span, tags)
         self._tags[span.context.span_id] = tags
 
     def on_end(self, span: ReadableSpan) -> None:
