@@ -290,7 +290,7 @@ class InferenceHandle(StepHandle):
 
 
 class WorkflowHandle(StepHandle):
-    """A workflow in progress; ``rollup`` is filled when it ends."""
+    """A workflow in progress; ``rollup`` is there once it ended (computed on first read)."""
 
     kind = "workflow"
 
