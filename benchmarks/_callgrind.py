@@ -19,16 +19,35 @@ _TOTAL = re.compile(rb"^summary:\s*(\d+)", re.MULTILINE)
 def instructions(args: Sequence[str], *, check: bool = True) -> int:
     """Instructions ``args`` executed, all its threads (hash seed fixed). ``check``: a
     non-zero exit is an error (``chainlat check`` exits 1 on a broken budget: not one)."""
+    return sum(thread_instructions(args, check=check))
+
+
+def thread_instructions(args: Sequence[str], *, check: bool = True) -> list[int]:
+    """Instructions ``args`` executed, per thread, the main thread first (hash seed fixed)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args],
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--separate-threads=yes",
+                f"--callgrind-out-file={out}",
+                *args,
+            ],
             check=check,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
-        found = _TOTAL.search(out.read_bytes())
-        if found is None:
-            raise RuntimeError(f"no callgrind summary for {list(args[:4])}")
-        return int(found.group(1))
+        counts = []
+        # One file per thread, out-01 for the main thread (callgrind numbers them).
+        for path in sorted(
+            Path(tmp).glob("callgrind.out-*"), key=lambda p: int(p.name.split("-")[-1])
+        ):
+            found = _TOTAL.search(path.read_bytes())
+            if found is None:
+                raise RuntimeError(f"no callgrind summary for {list(args[:4])} in {path.name}")
+            counts.append(int(found.group(1)))
+        if not counts:
+            raise RuntimeError(f"no callgrind output for {list(args[:4])}")
+        return counts

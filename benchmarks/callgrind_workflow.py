@@ -6,7 +6,8 @@ chainlat's processor and a batch processor over a dropping exporter) in a proces
 under ``valgrind --tool=callgrind`` (every thread counted), at two sizes; the marginal
 instructions per workflow (or per step), (large - small) / (large - small count), take out
 starting Python. The ratios are the targets' (ten-step workflow against 11 bare spans, a
-step against a bare span), in instructions.
+step against a bare span), in instructions: all threads, and the application's thread
+alone (``app_thread_*``; the rest is the batch processor's thread, where exports run).
 
 The single-process form counts one tree's ten-step workflow on a provider with a simple
 processor, as the earlier notes did (compare trees with ``PYTHONPATH=<tree>/src``)::
@@ -30,7 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _pipeline
-from _callgrind import instructions
+from _callgrind import thread_instructions
 
 import chainlat
 
@@ -75,8 +76,13 @@ def run_variant(variant: str, count: int) -> None:
         body()
 
 
-def variant_instructions(variant: str, count: int) -> int:
-    return instructions([sys.executable, __file__, "--variant", variant, "--count", str(count)])
+def variant_instructions(variant: str, count: int) -> tuple[int, int]:
+    """All threads' instructions and the application thread's (the batch processor's
+    thread, where the export runs, is the rest)."""
+    threads = thread_instructions(
+        [sys.executable, __file__, "--variant", variant, "--count", str(count)]
+    )
+    return sum(threads), threads[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,17 +103,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None:
         parser.error("-o is required")
     per_unit: dict[str, float] = {}
+    app_per_unit: dict[str, float] = {}
     for variant in VARIANTS:
         # A step is about a tenth of a workflow: ten times the count, for the same precision.
         scale = 10 if variant.startswith("step") else 1
-        small = variant_instructions(variant, args.small * scale)
-        large = variant_instructions(variant, args.large * scale)
+        small, app_small = variant_instructions(variant, args.small * scale)
+        large, app_large = variant_instructions(variant, args.large * scale)
         per_unit[variant] = (large - small) / ((args.large - args.small) * scale)
+        app_per_unit[variant] = (app_large - app_small) / ((args.large - args.small) * scale)
     result = {
         "counts": [args.small, args.large],
         "per_unit": per_unit,
         "workflow_ratio": per_unit["workflow-chainlat"] / per_unit["workflow-bare"],
         "step_ratio": per_unit["step-chainlat"] / per_unit["step-bare"],
+        "app_thread_per_unit": app_per_unit,
+        "app_thread_workflow_ratio": app_per_unit["workflow-chainlat"]
+        / app_per_unit["workflow-bare"],
+        "app_thread_step_ratio": app_per_unit["step-chainlat"] / app_per_unit["step-bare"],
     }
     args.output.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

@@ -106,7 +106,8 @@ def stream(line: Timeline, *chunk_ms: int) -> Timeline:
 def test_stream_parts_use_the_servers_token_count_when_it_gave_one() -> None:
     line = stream(timeline(*NEW_CONNECTION), 60, 70, 80, 100)
     found = breakdown(line, 120 * MS, pooled=True, server_ms=None, output_tokens=9)
-    assert found[attr.LATENCY_TTFT_MS] == 60
+    assert line.stream_ns(9) == (60 * MS, 40 * MS, 5 * MS)
+    assert attr.LATENCY_TTFT_MS not in found  # the first chunk's first_token() set it
     assert found[attr.LATENCY_GENERATION_MS] == 40
     assert found[attr.LATENCY_TPOT_MS] == 5  # 40 ms over 8 tokens after the first
 

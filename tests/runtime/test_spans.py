@@ -442,14 +442,14 @@ def test_internal_errors_are_logged_once_and_never_reach_user_code(
     cap: Capture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import chainlat._core.errors
-    import chainlat._runtime.handles
+    import chainlat._runtime.deferred
 
     def broken(*args: object, **kwargs: object) -> chainlat.Rollup:
         raise RuntimeError("rollup bug")
 
     monkeypatch.setattr(chainlat._core.errors, "RAISE_INTERNAL_ERRORS", False)
     monkeypatch.setattr(chainlat._core.errors, "_reported", set())
-    monkeypatch.setattr(chainlat._runtime.handles, "compute_rollup", broken)
+    monkeypatch.setattr(chainlat._runtime.deferred, "compute_rollup", broken)
     results = []
     for _ in range(3):
         with chainlat.workflow("w", tracer_provider=cap.provider) as run:

@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from chainlat._core.errors import internal_errors, logger
+from chainlat._runtime import deferred
 from chainlat._runtime.scrubbing import describe
 
 if TYPE_CHECKING:
@@ -349,6 +350,7 @@ class GuardedExporter(SpanExporter):
             self.counts.fail(count, "shutdown deadline passed")
             return SpanExportResult.FAILURE
         try:
+            deferred.resolve_rollups(spans)  # chain attributes, off the app's thread
             result = self.inner.export(spans)
         except Exception as exc:
             self.counts.fail(count, describe(exc))
@@ -533,6 +535,7 @@ class CountingSimpleSpanProcessor(SimpleSpanProcessor):
 
 
 ExportProcessor = BoundedBatchSpanProcessor | CountingSimpleSpanProcessor
+deferred.register(BoundedBatchSpanProcessor, CountingSimpleSpanProcessor)
 
 
 def export_processor(

@@ -1,7 +1,9 @@
 """The live handles of steps and workflows: what ``with chainlat.tool(...) as step`` gives.
 
-A handle ends its span (:meth:`StepHandle._finish`); a workflow's handle computes the
-rollup first and runs the workflow-end callbacks of :mod:`chainlat._runtime.hooks`.
+A handle ends its span (:meth:`StepHandle._finish`); a workflow's handle leaves its
+rollup to the export (computed on the export worker, or when ``run.rollup`` is first
+read), unless a workflow-end callback of :mod:`chainlat._runtime.hooks` needs it as the
+span ends: then it computes it first and runs them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from opentelemetry import trace
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, shown, warn_once
-from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
+from chainlat._core.rollup import Rollup, SpanRecord
 from chainlat._runtime import hooks
+from chainlat._runtime.deferred import DeferredRollup
 from chainlat._runtime.outcomes import emit_outcome, outcome_attributes
 from chainlat._runtime.processor import ChainlatSpanProcessor, set_attributes
 from chainlat._runtime.scrubbing import exception_type, record_error
@@ -287,12 +290,27 @@ class InferenceHandle(StepHandle):
 
 
 class WorkflowHandle(StepHandle):
-    """A workflow in progress; ``rollup`` is filled when it ends."""
+    """A workflow in progress; ``rollup`` is there once it ended (computed on first read)."""
 
     kind = "workflow"
 
-    rollup: Rollup | None = None
-    """Chain latency of this run; None until the workflow ends (or without an SDK provider)."""
+    _rollup: Rollup | None = None
+    _deferred: DeferredRollup | None = None
+
+    @property
+    def rollup(self) -> Rollup | None:
+        """Chain latency of this run; None until the workflow ends (or without an SDK provider).
+
+        Computed when first read, or by the export of the workflow span, whichever comes
+        first: an application that never reads it does not wait for it.
+        """
+        if self._rollup is None and self._deferred is not None:
+            try:
+                self._rollup = self._deferred.rollup()
+            except Exception:
+                with internal_errors("computing the rollup"):
+                    raise
+        return self._rollup
 
     def record_outcome(self, *, success: bool | None = None, score: float | None = None) -> None:
         """Record how the run went (``chainlat.outcome.success`` / ``chainlat.outcome.score``).
@@ -395,13 +413,15 @@ class WorkflowHandle(StepHandle):
             _no_rollup(self.name, self._provider, processor is None)
             return
         root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
-        rollup = compute_rollup(
-            root,
-            list(processor.records_of(context.span_id)),
-            first_output_ns=self._first_output_ns,
-            prices=processor.prices,
-        )
-        self.rollup = rollup
+        deferred = processor.deferred_rollup(root, self._first_output_ns)
+        # Nothing reads the rollup now: the export computes it, off the application's thread.
+        if not hooks.any_callbacks() and processor.defer_rollup(
+            self.span, deferred, self._provider
+        ):
+            self._deferred = deferred
+            return
+        rollup = deferred.rollup()
+        self._rollup = rollup
         set_attributes(self.span, rollup.to_attributes())
         hooks.run_end(self)
 

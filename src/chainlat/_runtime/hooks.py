@@ -59,6 +59,11 @@ def after_callbacks() -> tuple[AfterWorkflowEnd, ...]:
     return tuple(_after)
 
 
+def any_callbacks() -> bool:
+    """Whether a callback of either moment is registered (they read the rollup)."""
+    return bool(_end or _after)
+
+
 def run_end(handle: WorkflowHandle) -> None:
     """Run the :func:`on_workflow_end` callbacks (a copy: one may remove itself)."""
     if _end:

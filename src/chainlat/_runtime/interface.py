@@ -25,7 +25,7 @@ from chainlat._runtime.exporters import choose_exporter, traces_file_path
 from chainlat._runtime.handles import InferenceHandle, StepHandle, WorkflowHandle
 from chainlat._runtime.hooks import after_workflow_end, on_workflow_end
 from chainlat._runtime.processor import Clock
-from chainlat._runtime.steps import Inference
+from chainlat._runtime.steps import start_step
 
 if TYPE_CHECKING:
     from opentelemetry import trace
@@ -59,9 +59,9 @@ def start_detached_step(
     starting it (an HTTP response read later, maybe in another thread or task).
 
     It goes through the same code as ``with chainlat.inference(...)``; end it with
-    :func:`finish_step`.
+    :func:`finish_step`. ``attributes`` become the step's identity: not changed after.
     """
-    return Inference(InferenceHandle, name, span_kind, attributes, tracer_provider).start()
+    return start_step(InferenceHandle, name, span_kind, attributes, tracer_provider)
 
 
 def finish_step(

@@ -25,6 +25,7 @@ from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
+from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.naming import current_step_name, step_naming
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ class _WorkflowState:
         self.root_id = root_id
         self.name = name
         self.parent = parent
-        self.records: list[SpanRecord] = []
+        self.records: list[ReadableSpan] = []
+        """Its ended descendants (their rollup records are made when it is computed)."""
         self.counter = itertools.count()
         # Open model calls: span id -> (source convention, model), to spot a twin at its start.
         self.calls: dict[int, tuple[str, str | None]] = {}
@@ -131,6 +133,9 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._tags: dict[int, dict[str, str | int]] = {}
         self._states: dict[int, _WorkflowState] = {}
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
+        # Workflow span id -> its rollup left to the export, until the span's on_end.
+        self._deferred: dict[int, DeferredRollup] = {}
+        self._exports_resolve: tuple[object, bool] = ((), False)
         self.out_of_context = 0
         """Steps ended from another context than the one they were entered in."""
         self.prices: Prices | None = None
@@ -213,7 +218,20 @@ class ChainlatSpanProcessor(SpanProcessor):
         }
         if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
             tags[attr.STEP_KIND] = kind
-        set_attributes(span, tags)
+        bounded = span._attributes
+        if (
+            type(attributes) is dict  # the span's own dict (attributes_of)
+            and bounded.max_value_len is None  # type: ignore[union-attr]
+            and (bounded.maxlen is None or len(attributes) + len(tags) <= bounded.maxlen)  # type: ignore[union-attr]
+        ):
+            # The span is starting, in this thread: no other holds it yet, so no lock, and
+            # the tags are a string and ints, already what the SDK would keep.
+            if not attributes.keys().isdisjoint(tags):
+                for key in tags:
+                    attributes.pop(key, None)  # replaced values move to the end, as the SDK does
+            attributes.update(tags)
+        else:
+            set_attributes(span, tags)
         self._tags[span.context.span_id] = tags
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -230,48 +248,103 @@ class ChainlatSpanProcessor(SpanProcessor):
         entry = self._owner.pop(context.span_id, None)
         if entry is not None:
             self._tags.pop(context.span_id, None)
-        attributes = attributes_of(span)
-        scope = span.instrumentation_scope
         duplicate = bool(self._seen_twice) and context.span_id in self._seen_twice
         if duplicate:
             self._seen_twice.discard(context.span_id)
-        if (
-            self._metrics is not None
-            and not duplicate
-            and scope is not None
-            and scope.name == attr.TRACER_NAME
-        ):
-            self._record_metrics(span, attributes)
+        if self._metrics is not None and not duplicate:
+            scope = span.instrumentation_scope
+            if scope is not None and scope.name == attr.TRACER_NAME:
+                self._record_metrics(span, attributes_of(span))
         if entry is None:
             return
         state = entry[0]
         if state.calls:
             state.calls.pop(context.span_id, None)
-        record = to_record(span, attributes)
-        if record is None:
-            return
+        # The span itself is kept: its rollup record is made when the rollup is computed
+        # (by the export, mostly), not here on the application's thread.
         if context.span_id == state.root_id:
             self._states.pop(context.span_id, None)
+            if self._deferred:
+                deferred = self._deferred.pop(context.span_id, None)
+                if deferred is not None:
+                    span._chainlat_rollup = deferred  # type: ignore[attr-defined]
             if state.parent is not None:
                 state.parent.records.extend(state.records)
-                state.parent.records.append(record)
+                state.parent.records.append(span)
         else:
-            state.records.append(record)
+            state.records.append(span)
 
     def shutdown(self) -> None:
         self._owner.clear()
         self._seen_twice.clear()
         self._tags.clear()
         self._states.clear()
+        self._deferred.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
 
     # -- for workflow handles -----------------------------------------------------------
     def records_of(self, workflow_span_id: int) -> list[SpanRecord]:
-        """The ended descendants of an open workflow (the list itself, not a copy)."""
+        """The rollup records of the ended descendants of an open workflow (a new list)."""
         state = self._states.get(workflow_span_id)
-        return state.records if state is not None else []
+        return to_records(state.records) if state is not None else []
+
+    def deferred_rollup(self, root: SpanRecord, first_output_ns: int | None) -> DeferredRollup:
+        """The rollup of an ending workflow, computed when first asked for."""
+        state = self._states.get(root.span_id)
+        spans = state.records if state is not None else []
+        return DeferredRollup(root, spans, to_records, first_output_ns, self.prices)
+
+    def defer_rollup(self, span: trace.Span, deferred: DeferredRollup, provider: object) -> bool:
+        """Leave a workflow's rollup to the export when nothing needs it before: True if so.
+
+        The export resolves it (:func:`resolve_rollups`) only behind chainlat's own export
+        processors; any other processor on the provider (an application's own
+        BatchSpanProcessor, an in-memory exporter) would see the span without its
+        ``chainlat.chain.*`` attributes, so then the rollup is computed here, as the span
+        ends. So it is too when chainlat's metrics read it at the span's end, for a
+        workflow nested in another (its record goes to the outer one), and for a span
+        without room for the attributes (its attribute limit, a value-length limit).
+        """
+        if self._metrics is not None:
+            return False
+        span_id = deferred.root.span_id
+        state = self._states.get(span_id)
+        if state is None or state.parent is not None:
+            return False
+        if not self._exports_resolve_on(provider):
+            return False
+        bounded = getattr(span, "_attributes", None)
+        inner = getattr(bounded, "_dict", None)
+        if (
+            type(inner) is not dict
+            or bounded.max_value_len is not None  # type: ignore[union-attr]
+            or (bounded.maxlen is not None and len(inner) + ROLLUP_KEYS > bounded.maxlen)  # type: ignore[union-attr]
+        ):
+            return False
+        self._deferred[span_id] = deferred
+        return True
+
+    def _exports_resolve_on(self, provider: object) -> bool:
+        # The SDK replaces its tuple of processors when one is added: one check per tuple.
+        multi = getattr(provider, "_active_span_processor", None)
+        processors = getattr(multi, "_span_processors", None)
+        if type(processors) is not tuple:
+            return False
+        seen, result = self._exports_resolve
+        if seen is processors:
+            return result
+        # Each exporting processor after this one, which marks the span in its on_end.
+        result = False
+        for processor in processors:
+            if processor is self:
+                result = True
+            elif not (result and resolves(processor)):
+                result = False
+                break
+        self._exports_resolve = (processors, result)
+        return result
 
     def tags_of(self, span_id: int) -> Mapping[str, str | int]:
         """The step attributes this processor set on an open span (index, workflow name)."""
@@ -401,6 +474,11 @@ def _plain(values: Mapping[str, Any]) -> bool:
         if type(value) is tuple and value and set(map(type, value)) != _STR_ONLY:
             return False
     return True
+
+
+def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
+    """The rollup's view of finished SDK spans."""
+    return [record for span in spans if (record := to_record(span)) is not None]
 
 
 def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:

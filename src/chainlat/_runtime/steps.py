@@ -49,6 +49,38 @@ R = TypeVar("R")
 H = TypeVar("H", bound=StepHandle)
 
 
+def start_step(
+    handle_type: type[H],
+    name: str,
+    span_kind: SpanKind,
+    attributes: Mapping[str, AttributeValue],
+    tracer_provider: trace.TracerProvider | None,
+    *,
+    start_at_ns: int | None = None,
+) -> H:
+    """Start a step's span without making it current; ``attributes`` are kept, not copied.
+    ``start_at_ns``: an earlier start than now, from the same clock (a voice turn that began
+    when the caller stopped speaking)."""
+    provider = tracer_provider or default_provider()
+    processor = processor_for(provider)
+    start_ns = processor.clock() if processor is not None else time.time_ns()
+    if start_at_ns is not None and start_at_ns < start_ns:
+        start_ns = start_at_ns
+    span: trace.Span
+    try:
+        span = tracer_for(provider).start_span(
+            name, kind=span_kind, attributes=attributes, start_time=start_ns
+        )
+    except Exception:
+        span = trace.INVALID_SPAN
+        with internal_errors("starting a span"):
+            raise
+    handle = handle_type(name, span, processor, start_ns)
+    handle._provider = provider
+    handle._identity = attributes
+    return handle
+
+
 class _Step(Generic[H]):
     """One step spec: a context manager (sync and async) and a decorator (sync and async)."""
 
@@ -73,27 +105,14 @@ class _Step(Generic[H]):
 
     def start(self) -> H:
         """Start the span without making it current (see ``interface.start_detached_step``)."""
-        provider = self._provider or default_provider()
-        processor = processor_for(provider)
-        start_ns = processor.clock() if processor is not None else time.time_ns()
-        if self._start_at is not None and self._start_at < start_ns:
-            start_ns = self._start_at
-        span: trace.Span
-        try:
-            span = tracer_for(provider).start_span(
-                self._name,
-                kind=self._span_kind,
-                attributes=self._attributes,
-                start_time=start_ns,
-            )
-        except Exception:
-            span = trace.INVALID_SPAN
-            with internal_errors("starting a span"):
-                raise
-        handle = self._handle_type(self._name, span, processor, start_ns)
-        handle._provider = provider
-        handle._identity = self._attributes
-        return handle
+        return start_step(
+            self._handle_type,
+            self._name,
+            self._span_kind,
+            self._attributes,
+            self._provider,
+            start_at_ns=self._start_at,
+        )
 
     def _open(self) -> H:
         handle = self.start()

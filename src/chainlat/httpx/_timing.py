@@ -150,7 +150,8 @@ def breakdown(
     server_ms: float | None,
     output_tokens: int | None,
 ) -> dict[str, float]:
-    """The ``chainlat.latency.*`` attributes of a finished call."""
+    """The ``chainlat.latency.*`` attributes of a finished call, but ``ttft_ms`` (set by the
+    call's ``first_token``, with ``gen_ai.response.time_to_first_chunk``)."""
     queue, connect, send, wait, receive = timeline.phases_ns(end_ns, pooled=pooled)
     out = {
         attr.LATENCY_QUEUE_MS: queue / _NS_PER_MS,
@@ -164,8 +165,8 @@ def breakdown(
         out[attr.LATENCY_NETWORK_MS] = max(wait / _NS_PER_MS - server_ms, 0.0)
     stream = timeline.stream_ns(output_tokens)
     if stream is not None:
-        ttft, generation, tpot = stream
-        out[attr.LATENCY_TTFT_MS] = ttft / _NS_PER_MS
+        # ttft_ms is not here: the first chunk's first_token() wrote it, once, as it came.
+        _, generation, tpot = stream
         out[attr.LATENCY_GENERATION_MS] = generation / _NS_PER_MS
         if tpot is not None:
             out[attr.LATENCY_TPOT_MS] = tpot / _NS_PER_MS
