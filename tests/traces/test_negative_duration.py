@@ -54,3 +54,35 @@ def test_the_gate_judges_the_run_and_says_what_was_dropped(
     err = capsys.readouterr().err
     assert "1 spans end before they start and were dropped" in err
     assert "t.jsonl:2:" in err
+
+
+def test_a_negative_span_in_a_jaeger_json_file_costs_that_span_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Jaeger's JSON gives a duration; a negative one drops its span, not the trace."""
+    start_us = 1_700_000_000_000_000
+    spans = [
+        {
+            "traceID": "ab" * 16, "spanID": "00000000000000a1", "operationName": name,
+            "startTime": start_us, "duration": duration, "references": references,
+            "tags": [{"key": "gen_ai.operation.name", "type": "string", "value": operation}],
+        }
+        for name, duration, references, operation in (
+            ("invoke_workflow chat", 60_000_000, [], "invoke_workflow"),
+            ("chat gpt-4o", 59_000_000, [{"refType": "CHILD_OF", "spanID": "00000000000000a1"}],
+             "chat"),
+            ("data retrieve", -5, [{"refType": "CHILD_OF", "spanID": "00000000000000a1"}],
+             "retrieval"),
+        )
+    ]  # fmt: skip
+    for index, span in enumerate(spans):
+        span["spanID"] = f"00000000000000a{index + 1}"
+    path = tmp_path / "jaeger.json"
+    path.write_text(json.dumps({"data": [{"traceID": "ab" * 16, "spans": spans}]}))
+    (run,) = read_runs(path)
+    assert round(run.total_ms) == 60_000
+    assert [s.name for s in run.steps] == ["chat gpt-4o"]
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.chat]\ntotal = "1s"\n', encoding="utf-8")
+    assert main(["check", str(path), "--budgets", str(budgets)]) == 1
+    assert "1 spans end before they start and were dropped" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from chainlat.traces._parse import (
     kept_value,
     list_of_objects,
     make_span,
+    tally,
     time_ns,
 )
 
@@ -76,10 +77,11 @@ def jaeger_trace(
         if (start_us + duration_us) * 1000 > MAX_NS:
             raise BadSpan(f"{at}.startTime", f"expected a time in µs since 1970, got {start_us}")
         if duration_us < 0:
-            raise BadSpan(
-                at,
-                ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000),
-            )
+            # One impossible span costs itself, as in OTLP files, not the trace's other spans.
+            why = ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000)
+            tally.negative_spans += 1
+            tally.last_negative_span = f"{origin}: {at}: {why}"
+            continue
         attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
         error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"
         events: list[tuple[str, int]] = []
