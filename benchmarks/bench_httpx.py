@@ -25,9 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyperf
-
 import httpx
+import pyperf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

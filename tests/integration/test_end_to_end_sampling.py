@@ -16,12 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import chainlat
-import httpx
 
 from .apps import App, jaeger_span_counts, otlp_app, run_workflow, trace_id_of
 from .conftest import CollectorFactory

@@ -11,13 +11,12 @@ import random
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-import httpx
 
 from .stack import Jaeger, Sampling, start_scaled_tier, stop_in_tier
 

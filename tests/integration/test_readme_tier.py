@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
-import httpx
 from support import free_ports
 
 from .stack import REPO_ROOT, _free_block

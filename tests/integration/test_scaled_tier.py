@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 import yaml
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -31,7 +32,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chainlat
-import httpx
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat._runtime.processor import STEP_TWIN
 from chainlat.budgets import load_budgets

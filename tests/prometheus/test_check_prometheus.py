@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import httpx
 import pytest
 
-import httpx
 from chainlat._core.errors import TraceSourceError
 from chainlat.budgets import Budgets
 from chainlat.cli import main

@@ -13,13 +13,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 import chainlat
-import httpx
 from chainlat._core import attributes as attr
 from chainlat._core.rollup import Rollup, classify
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter, any_value

@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
-import httpx
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import instrument_httpx
 from chainlat.sim import ModelProfile, SimServer

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -26,7 +27,6 @@ from opentelemetry.trace import StatusCode
 
 import chainlat
 import chainlat._core.errors
-import httpx
 from chainlat._core import attributes as attr
 from chainlat._core.redact import REDACTED
 from chainlat._runtime import config as _config

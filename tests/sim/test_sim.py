@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
@@ -34,7 +35,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-import httpx
 from chainlat.sim import (
     DEFAULT_PROFILES,
     ModelProfile,

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx
 import jsonschema
 import openai
 import pydantic
 import pytest
 
-import httpx
 from chainlat.sim import ModelProfile, SimServer
 
 EARLY_MS = 5.0

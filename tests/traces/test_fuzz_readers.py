@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import httpx
 from chainlat import InputError
 from chainlat._core.runs import WorkflowRun
 from chainlat.traces import FileSource, JaegerSource, ReadCounters, read_runs

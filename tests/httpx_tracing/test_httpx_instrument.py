@@ -12,13 +12,13 @@ from types import ModuleType
 from typing import Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
 
 import chainlat
-import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import (
     AsyncTracingTransport,

@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import chainlat
-import httpx
 from chainlat._core import attributes as attr
 from chainlat._core.redact import REDACTED
 from chainlat.httpx import TracingTransport, instrument_httpx

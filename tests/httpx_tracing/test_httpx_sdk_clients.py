@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
 
 import chainlat
-import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import AsyncTracingTransport, TracingTransport, uninstrument_httpx
 from chainlat.sim import ModelProfile, SimServer

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
@@ -37,7 +38,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import chainlat
-import httpx
 from chainlat._core import attributes as attr
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 from chainlat.httpx import AsyncTracingTransport, TracingTransport

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from opentelemetry import trace
@@ -22,7 +23,6 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 import chainlat
 import chainlat._core.errors
-import httpx
 from chainlat._core import attributes as attr
 from chainlat.httpx import AsyncTracingTransport, Route, TracingTransport
 from chainlat.testing import Capture, FakeClock
