@@ -6,6 +6,7 @@
     sim_options  SimOptions       what ``sim`` serves; a test module overrides it
     start_sim    StartSim         start more servers (``start_sim(profiles=[...], ...)``)
     fake_jaeger  StartFakeJaeger  start fake Jaeger query services (``fake_jaeger(v3=True)``)
+    fresh_warnings  None          one-time warnings logged again, as in a fresh process
 
 Every server a fixture starts listens on a free 127.0.0.1 port and is stopped when the
 test ends, whatever the test did.
@@ -44,6 +45,15 @@ def _nothing_left_configured() -> Iterator[None]:
 
     if config._installed is not None:
         chainlat.shutdown(timeout_ms=2000)
+
+
+@pytest.fixture
+def fresh_warnings() -> Iterator[None]:
+    """chainlat's one-time warnings are logged again in this test, whichever test used
+    them first, and again after it."""
+    chainlat._core.errors.forget_warnings()
+    yield
+    chainlat._core.errors.forget_warnings()
 
 
 @pytest.fixture(autouse=True)

@@ -40,12 +40,11 @@ URL_SECRET = "hunter2hunter2hunter2"
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, fresh_warnings: None) -> Iterator[None]:
+    """Each test sees its own environment and one-time warnings."""
     for name in list(os.environ):
         if name.startswith(("OTEL_", "CHAINLAT_")):
             monkeypatch.delenv(name)
-    # Each test sees its own one-time warnings.
-    monkeypatch.setattr(chainlat._core.errors, "_warned", set())
     monkeypatch.setattr(_export, "_reported_env", set())
     yield
     chainlat.shutdown()

@@ -79,12 +79,9 @@ def test_bad_outcome_arguments_log_once_and_record_nothing_as_run_record_outcome
     message: str,
     cap: Capture,
     caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
+    fresh_warnings: None,
 ) -> None:
     """chainlat.record_outcome(trace_id) never raises into user code, like run.record_outcome()."""
-    import chainlat._core.errors
-
-    monkeypatch.setattr(chainlat._core.errors, "_warned", set())
     trace_id = kwargs.pop("trace_id", "0af7651916cd43dd8448eb211c80319c")
     for _ in range(2):
         chainlat.record_outcome(trace_id, tracer_provider=cap.provider, **kwargs)  # type: ignore[arg-type]

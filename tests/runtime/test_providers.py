@@ -65,6 +65,7 @@ def test_a_provider_the_user_brings_gets_no_exporter_unless_asked(
     assert (tmp_path / "t.jsonl").read_text().count("invoke_workflow w") == 1
 
 
+@pytest.mark.usefixtures("fresh_warnings")
 def test_a_workflow_without_a_rollup_says_why_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="chainlat")
     for _ in range(3):

@@ -18,8 +18,7 @@ from chainlat.testing import Capture
 
 
 @pytest.fixture(autouse=True)
-def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(chainlat._core.errors, "_warned", set())
+def _fresh_warnings(fresh_warnings: None) -> Iterator[None]:
     yield
     chainlat.shutdown()
 

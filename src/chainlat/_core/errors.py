@@ -107,6 +107,15 @@ def warn_once(key: str, message: str, *args: object, level: int = logging.WARNIN
         logger.log(level, message, *args)
 
 
+def forget_warnings() -> None:
+    """Log each :func:`warn_once` warning again on its next use, as in a fresh process.
+
+    A test hook: a test that asserts a one-time warning calls it first (the suite's
+    ``fresh_warnings`` fixture does), whatever ran before it in the process.
+    """
+    _warned.clear()
+
+
 @contextmanager
 def internal_errors(what: str) -> Iterator[None]:
     """Swallow and log (once per ``what``) any exception from chainlat's own code."""
