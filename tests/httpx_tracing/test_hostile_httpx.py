@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, SupportsIndex
 
 import httpx
 import openai
@@ -121,23 +120,84 @@ def test_instrument_httpx_drops_credential_names_from_its_allow_list() -> None:
 # -- 18. one huge stream event --------------------------------------------------------------------
 
 
-def _feed_cpu_s(size: int, chunk: int = 4096) -> float:
+class _CountingBuffer(bytearray):
+    """A decoder's buffer that counts the bytes each operation on it touches.
+
+    Searching, slicing, copying and deleting are charged what a plain implementation
+    walks or moves (deleting a head: the bytes behind it), so the total is a measure of
+    work that load on the machine cannot move, unlike a CPU-time ratio.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched = [0]  # shared with the buffers ``+`` makes, so a copy is counted too
+
+    def _charge(self, n: int) -> None:
+        self.touched[0] += n
+
+    def find(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        self._charge(len(self) - (start or 0))
+        return super().find(sub, start, end)
+
+    def rfind(self, sub: Any, start: Any = None, end: Any = None) -> int:
+        self._charge(len(self) - (start or 0))
+        return super().rfind(sub, start, end)
+
+    def split(self, sep: Any = None, maxsplit: SupportsIndex = -1) -> list[bytearray]:
+        self._charge(len(self))
+        return super().split(sep, maxsplit)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        self._charge(len(self))
+        return super().decode(encoding, errors)
+
+    def __bytes__(self) -> bytes:
+        self._charge(len(self))
+        return bytes(memoryview(self))
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            self._charge(len(range(*key.indices(len(self)))))
+        return super().__getitem__(key)
+
+    def __iadd__(self, other: Any) -> _CountingBuffer:
+        self._charge(len(other))
+        super().__iadd__(other)
+        return self
+
+    def __add__(self, other: Any) -> _CountingBuffer:
+        joined = _CountingBuffer()
+        joined.touched = self.touched
+        joined += self
+        joined += other
+        return joined
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._charge(len(self))
+
+
+def _bytes_touched(size: int, chunk: int = 4096) -> int:
+    """Bytes the decoder's buffer touches to decode one event of ``size`` bytes."""
     payload = b'data: "' + b"a" * size + b'"\n\n'
-    best = float("inf")
-    for _ in range(3):
-        decoder = SseDecoder()
-        started = time.process_time()
-        for i in range(0, len(payload), chunk):
-            list(decoder.feed(payload[i : i + chunk]))
-        best = min(best, time.process_time() - started)
-    return best
+    decoder = SseDecoder()
+    buffer = decoder._buffer = _CountingBuffer()
+    events = []
+    for i in range(0, len(payload), chunk):
+        events += decoder.feed(payload[i : i + chunk])
+    assert events == [(None, "a" * size)]
+    assert isinstance(decoder._buffer, _CountingBuffer)  # still counting what it does
+    return buffer.touched[0]
 
 
 def test_decoding_one_large_event_is_linear_in_its_size() -> None:
-    """8x the bytes costs about 8x the time (quadratic: 64x); a generous bound of 24x."""
-    small = _feed_cpu_s(1 << 20)
-    large = _feed_cpu_s(8 << 20)
-    assert large < 24 * max(small, 1e-4)
+    """Each byte of a large event is searched, copied and cut out a bounded number of
+    times: 8x the bytes touches 8x as many (a search restarted at each chunk: 64x)."""
+    small = _bytes_touched(1 << 18)
+    large = _bytes_touched(8 << 18)
+    assert small <= 4 * (1 << 18)
+    assert large <= 4 * (8 << 18)
+    assert large <= 8 * small + 4096
 
 
 def test_the_decoder_never_holds_more_than_its_cap_and_counts_what_it_skips() -> None:
