@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import chainlat
 
 # The public names, written out: adding, renaming or removing one is a change of this list.
@@ -65,9 +67,13 @@ def test_every_error_the_public_api_raises_is_exported() -> None:
     assert raised <= set(PUBLIC)
 
 
-def test_old_names_stay_as_aliases() -> None:
-    """``chainlat.step`` is the former name of ``chainlat.step_name``: same object type."""
-    assert type(chainlat.step("x")) is type(chainlat.step_name("x")) is chainlat.StepName
+def test_old_names_stay_as_aliases_that_warn() -> None:
+    """``chainlat.step`` is the former name of ``chainlat.step_name``: same object type,
+    and a ``DeprecationWarning`` that names the new one, pointing at the caller's line."""
+    with pytest.warns(DeprecationWarning, match=r"use chainlat\.step_name\(\)") as caught:
+        old = chainlat.step("x")
+    assert type(old) is type(chainlat.step_name("x")) is chainlat.StepName
+    assert [w.filename for w in caught] == [__file__]
     assert "Deprecated" in (chainlat.step.__doc__ or "")
 
 

@@ -28,8 +28,17 @@ def _planner_and_answer(cap: Capture) -> None:
     with chainlat.workflow("triage", tracer_provider=p):
         with chainlat.inference("sim-small", step="plan", tracer_provider=p):
             clock.advance(40)
-        with chainlat.step("answer"), chainlat.inference("sim-small", tracer_provider=p):
+        with chainlat.step_name("answer"), chainlat.inference("sim-small", tracer_provider=p):
             clock.advance(90)
+
+
+def test_the_deprecated_step_alias_still_names_the_steps_inside(cap: Capture) -> None:
+    p = cap.provider
+    with pytest.warns(DeprecationWarning, match="chainlat.step_name"):
+        alias = chainlat.step("answer")
+    with chainlat.workflow("w", tracer_provider=p), alias, chainlat.tool("t", tracer_provider=p):
+        pass
+    assert _names(cap.spans())["execute_tool t"] == "answer"
 
 
 def test_step_argument_and_step_block_name_the_span(cap: Capture) -> None:
@@ -66,7 +75,7 @@ def test_two_calls_of_one_model_are_two_rows_in_stats_and_budgets(cap: Capture) 
 def test_a_block_names_foreign_spans_begun_inside_it(cap: Capture) -> None:
     # A model call traced by another instrumentation: a plain span with GenAI attributes.
     tracer = cap.provider.get_tracer("some.sdk")
-    with chainlat.workflow("w", tracer_provider=cap.provider), chainlat.step("plan"):
+    with chainlat.workflow("w", tracer_provider=cap.provider), chainlat.step_name("plan"):
         with tracer.start_as_current_span(
             "chat gpt-4o", attributes={"gen_ai.operation.name": "chat"}
         ):
@@ -81,12 +90,12 @@ def test_a_block_names_foreign_spans_begun_inside_it(cap: Capture) -> None:
 
 def test_innermost_block_wins_and_the_step_argument_wins_over_blocks(cap: Capture) -> None:
     p = cap.provider
-    with chainlat.workflow("w", tracer_provider=p), chainlat.step("outer"):
+    with chainlat.workflow("w", tracer_provider=p), chainlat.step_name("outer"):
         with chainlat.tool("a", tracer_provider=p):
             pass
-        with chainlat.step("inner"), chainlat.tool("b", tracer_provider=p):
+        with chainlat.step_name("inner"), chainlat.tool("b", tracer_provider=p):
             pass
-        with chainlat.step("inner"), chainlat.inference("m", step="own", tracer_provider=p):
+        with chainlat.step_name("inner"), chainlat.inference("m", step="own", tracer_provider=p):
             pass
         with chainlat.tool("c", tracer_provider=p):
             pass
@@ -100,7 +109,7 @@ def test_innermost_block_wins_and_the_step_argument_wins_over_blocks(cap: Captur
 @pytest.mark.anyio
 async def test_one_step_object_shared_by_concurrent_tasks_names_each_task(cap: Capture) -> None:
     p = cap.provider
-    shared = chainlat.step("fan-out")
+    shared = chainlat.step_name("fan-out")
 
     @shared
     async def call(model: str) -> None:
@@ -180,7 +189,7 @@ def test_step_names_user_facing_and_marks_survive_a_traces_file(tmp_path: Path) 
                 clock.advance(10)
                 c.first_token()
                 clock.advance(5)
-            with chainlat.step("answer[1]"), chainlat.inference("m", tracer_provider=p) as c:
+            with chainlat.step_name("answer[1]"), chainlat.inference("m", tracer_provider=p) as c:
                 clock.advance(20)
                 c.first_token()
                 clock.advance(5)

@@ -128,7 +128,7 @@ def test_a_step_entered_once_and_exited_twice_ends_once(
 
 
 def _named_generator(name: str) -> Generator[None]:
-    with chainlat.step(name):
+    with chainlat.step_name(name):
         yield
 
 
@@ -147,7 +147,7 @@ def test_a_step_name_closed_in_another_thread_leaves_no_name_on_later_steps(
 
 
 def test_a_step_name_closed_elsewhere_uncovers_the_open_block_around_it(cap: Capture) -> None:
-    with chainlat.step("outer"):
+    with chainlat.step_name("outer"):
         blocks = _named_generator("inner")
         next(blocks)
         closer = threading.Thread(target=blocks.close)

@@ -73,8 +73,9 @@ STEP_KIND: Final = "chainlat.step.kind"
 STEP_INDEX: Final = "chainlat.step.index"
 """0-based start order of a step within its workflow."""
 STEP_NAME: Final = "chainlat.step.name"
-"""The step's own name (``chainlat.inference(..., step="plan")``, ``chainlat.step("plan")``):
-every command and budget keys a step by it when set, by its span name otherwise."""
+"""The step's own name (``chainlat.inference(..., step="plan")``,
+``chainlat.step_name("plan")``): every command and budget keys a step by it when set, by
+its span name otherwise."""
 USER_FACING: Final = "chainlat.step.user_facing"
 """``true`` on the model call whose first token is the workflow's first output."""
 WORKFLOW_FIRST_OUTPUT_MS: Final = "chainlat.workflow.first_output_ms"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import warnings
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
@@ -149,15 +150,21 @@ def step_name(name: str) -> StepName:
 
 
 def step(name: str) -> StepName:
-    """The former name of :func:`step_name`, kept as an alias.
+    """The former name of :func:`step_name`, kept as a deprecated alias.
 
     Deprecated: ``chainlat.step(...)`` reads as if it traced a step; it only names the
-    steps begun inside. Use ``chainlat.step_name(...)``. No warning is issued, so test
-    suites run with ``filterwarnings = error`` keep passing.
+    steps begun inside. Use ``chainlat.step_name(...)``. Each call issues a
+    ``DeprecationWarning`` and then works as ``step_name`` does.
 
     Example::
 
-        with chainlat.step("plan"):
+        with chainlat.step_name("plan"):  # not chainlat.step("plan")
             plan = client.chat.completions.create(model="gpt-4o-mini", messages=ask)
     """
+    warnings.warn(
+        "chainlat.step() is deprecated: use chainlat.step_name(), which names the steps "
+        "begun inside it (neither traces a step of its own)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return StepName(name)

@@ -313,7 +313,7 @@ def inference(
             first transcript word or the first audio byte; docs/voice.md).
         step: The step's name (``plan``, ``answer``): budgets and reports key the call by
             it, so two calls of one model are two rows. Default: the enclosing
-            ``chainlat.step(...)`` block's, else none (keyed by span name).
+            ``chainlat.step_name(...)`` block's, else none (keyed by span name).
         user_facing: This call's first token is the workflow's first output.
         tracer_provider: Default: the one ``configure()`` set up.
         **attributes: More span attributes.

@@ -122,7 +122,7 @@ async def answer(
         # `chat {model}` inference span with usage, TTFT and the latency breakdown;
         # chainlat.step names them, so the planner and the answer stay two steps
         # when both run on the same model.
-        async with chainlat.step("plan"):
+        async with chainlat.step_name("plan"):
             plan = await client.chat.completions.create(
                 model=planner,
                 messages=[
@@ -138,7 +138,7 @@ async def answer(
             await asyncio.sleep(rng.uniform(0.020, 0.045))
         # The answer streams: its first token is the run's first output (the user
         # starts reading), chainlat.chain.first_output_ms on the workflow span.
-        async with chainlat.step("answer"):
+        async with chainlat.step_name("answer"):
             stream = await client.chat.completions.create(
                 model=SMALL,
                 messages=[
