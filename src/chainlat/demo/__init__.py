@@ -120,7 +120,7 @@ async def answer(
         context = "\n".join(docs)
         # Model calls are traced by chainlat.instrument_httpx(): each becomes a
         # `chat {model}` inference span with usage, TTFT and the latency breakdown;
-        # chainlat.step names them, so the planner and the answer stay two steps
+        # chainlat.step_name names them, so the planner and the answer stay two steps
         # when both run on the same model.
         async with chainlat.step_name("plan"):
             plan = await client.chat.completions.create(
