@@ -24,7 +24,7 @@ from chainlat.sim._formats import (
     sse_event,
     tools_text,
 )
-from chainlat.sim._tools import known_tool, tool_results_of
+from chainlat.sim._tools import declared_tools, known_tool, tool_results_of
 
 
 def anthropic_error(status: int, message: str) -> bytes:
@@ -42,22 +42,17 @@ def anthropic_error(status: int, message: str) -> bytes:
 
 
 def _anthropic_tools(body: dict[str, Any]) -> list[Tool]:
-    tools = body.get("tools")
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise ApiError(400, "tools: must be an array")
-    result: list[Tool] = []
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise ApiError(400, f"tools.{index}: must be an object")
-        if tool.get("type", "custom") != "custom":
-            continue  # server tools (web search, code execution) run upstream, not here
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise ApiError(400, f"tools.{index}.name: Field required")
-        result.append(Tool(name, tool.get("input_schema", {"type": "object"})))
-    return result
+    return declared_tools(
+        body,
+        "custom",  # server tools (web search, code execution) run upstream, not here
+        inner=None,
+        schema_key="input_schema",
+        wording=(
+            "tools: must be an array",
+            "tools.{index}: must be an object",
+            "tools.{index}.name: Field required",
+        ),
+    )
 
 
 def _anthropic_tool_choice(

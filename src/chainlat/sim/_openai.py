@@ -28,28 +28,21 @@ from chainlat.sim._formats import (
     tools_text,
 )
 from chainlat.sim._schema import is_int
-from chainlat.sim._tools import known_tool, tool_results_of
+from chainlat.sim._tools import declared_tools, known_tool, tool_results_of
 
 
 def _openai_tools(body: dict[str, Any]) -> list[Tool]:
-    tools = body.get("tools")
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise ApiError(400, "'tools' must be an array")
-    result: list[Tool] = []
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise ApiError(400, f"'tools[{index}]' must be an object")
-        if tool.get("type", "function") != "function":
-            continue  # custom or hosted tools: the simulator only calls functions
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(name, str) or not name:
-            raise ApiError(400, f"'tools[{index}].function.name' is required")
-        assert isinstance(function, dict)
-        result.append(Tool(name, function.get("parameters", {"type": "object"})))
-    return result
+    return declared_tools(
+        body,
+        "function",  # custom or hosted tools: the simulator only calls functions
+        inner="function",
+        schema_key="parameters",
+        wording=(
+            "'tools' must be an array",
+            "'tools[{index}]' must be an object",
+            "'tools[{index}].function.name' is required",
+        ),
+    )
 
 
 def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMode, str | None]:
@@ -70,6 +63,22 @@ def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMo
     return "required", known_tool(name, tools)
 
 
+def _stream_usage(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(stream, include_usage): a stream ends with a usage chunk only when asked."""
+    stream = flag(body, "stream")
+    options = body.get("stream_options") or {}
+    return stream, stream and isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _stream_end(last: dict[str, Any], usage: dict[str, Any] | None) -> list[bytes]:
+    """A stream's closing events: the finishing chunk, the usage chunk if any, [DONE]."""
+    events = [sse_data(last)]
+    if usage is not None:
+        events.append(sse_data(usage))
+    events.append(sse_data(b"[DONE]"))
+    return events
+
+
 class ChatCompletions(Api):
     """``POST /v1/chat/completions``."""
 
@@ -82,11 +91,7 @@ class ChatCompletions(Api):
         model = model_name(body)
         messages = message_list(body)
         prompt = "".join(message_text(m) for m in messages) + tools_text(body)
-        stream = flag(body, "stream")
-        options = body.get("stream_options") or {}
-        include_usage = (
-            stream and isinstance(options, dict) and options.get("include_usage") is True
-        )
+        stream, include_usage = _stream_usage(body)
         tools = _openai_tools(body)
         mode, forced = _openai_tool_choice(body, tools)
         parallel = body.get("parallel_tool_calls", True)
@@ -192,13 +197,11 @@ class ChatCompletions(Api):
             "logprobs": None,
             "finish_reason": self._finish_reason(job),
         }
-        events = [sse_data(self._chunk(job, [last]))]
+        usage_chunk = None
         if job.include_usage:
             usage_chunk = self._chunk(job, [])
             usage_chunk["usage"] = self._openai_usage(job)
-            events.append(sse_data(usage_chunk))
-        events.append(sse_data(b"[DONE]"))
-        return events
+        return _stream_end(self._chunk(job, [last]), usage_chunk)
 
 
 class Completions(Api):
@@ -216,11 +219,7 @@ class Completions(Api):
             prompt = "".join(prompt)
         if not isinstance(prompt, str):
             raise ApiError(400, "'prompt' must be a string or an array of strings")
-        stream = flag(body, "stream")
-        options = body.get("stream_options") or {}
-        include_usage = (
-            stream and isinstance(options, dict) and options.get("include_usage") is True
-        )
+        stream, include_usage = _stream_usage(body)
         return Job(
             api=self,
             id=self.id_prefix + job_id,
@@ -251,14 +250,12 @@ class Completions(Api):
         return [sse_data(self._body(job, token, None))]
 
     def stream_close(self, job: Job) -> list[bytes]:
-        events = [sse_data(self._body(job, "", self._finish_reason(job)))]
+        usage_chunk = None
         if job.include_usage:
             usage_chunk = self._body(job, "", None)
             usage_chunk["choices"] = []
             usage_chunk["usage"] = self._openai_usage(job)
-            events.append(sse_data(usage_chunk))
-        events.append(sse_data(b"[DONE]"))
-        return events
+        return _stream_end(self._body(job, "", self._finish_reason(job)), usage_chunk)
 
 
 class Embeddings(Api):

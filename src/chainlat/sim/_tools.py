@@ -18,6 +18,41 @@ from chainlat.sim._formats import (
 from chainlat.sim._schema import schema_example
 
 
+def declared_tools(
+    body: dict[str, Any],
+    kind: str,
+    *,
+    inner: str | None,
+    schema_key: str,
+    wording: tuple[str, str, str],
+) -> list[Tool]:
+    """The tools of type ``kind`` a request declares, each with its JSON schema.
+
+    ``inner`` is the key that holds a tool's definition (None: the tool itself);
+    ``wording`` the provider's error messages: not an array, a tool not an object, a tool
+    without a name (the last two take ``{index}``).
+    """
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    not_array, not_object, no_name = wording
+    if not isinstance(tools, list):
+        raise ApiError(400, not_array)
+    result: list[Tool] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise ApiError(400, not_object.format(index=index))
+        if tool.get("type", kind) != kind:
+            continue  # hosted or server tools (web search, code execution) run upstream
+        definition = tool if inner is None else tool.get(inner)
+        name = definition.get("name") if isinstance(definition, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ApiError(400, no_name.format(index=index))
+        assert isinstance(definition, dict)
+        result.append(Tool(name, definition.get(schema_key, {"type": "object"})))
+    return result
+
+
 def _is_tool_result_turn(message: dict[str, Any]) -> bool:
     """An Anthropic user message that carries tool results (not a new user turn)."""
     content = message.get("content")
