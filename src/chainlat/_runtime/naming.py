@@ -12,15 +12,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import warnings
-from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, overload
 
 from chainlat._core.errors import logger
-from chainlat._runtime.decorator import around
-
-P = ParamSpec("P")
-R = TypeVar("R")
+from chainlat._runtime.decorator import EnterExit
 
 
 class _Block:
@@ -49,7 +44,11 @@ def current_step_name() -> str | None:
     return naming[0] if naming is not None else None
 
 
-class StepName:
+Entered = tuple["contextvars.Token[StepNaming | None]", _Block]
+"""One activation: the token to reset the context variable with, and its block."""
+
+
+class StepName(EnterExit["StepName", Entered]):
     """Returned by :func:`chainlat.step_name`: names every step begun inside it."""
 
     def __init__(self, name: str) -> None:
@@ -57,14 +56,12 @@ class StepName:
         self._entered: list[_Block] = []
         """Blocks entered through ``with`` and not exited yet, oldest first."""
 
-    def _enter(self) -> tuple[contextvars.Token[StepNaming | None], _Block]:
+    def _open(self) -> Entered:
         block = _Block(self)
         return step_naming.set((self.name, step_naming.get(), block)), block
 
     @staticmethod
-    def _leave(
-        entered: tuple[contextvars.Token[StepNaming | None], _Block], exc: BaseException | None
-    ) -> None:
+    def _close(entered: Entered, exc: BaseException | None) -> None:
         # A decorated call starts and ends in one context: a plain reset.
         token, block = entered
         block.open = False
@@ -108,24 +105,6 @@ class StepName:
                     self.name,
                 )
                 return
-
-    async def __aenter__(self) -> StepName:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    @overload
-    def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]: ...
-    @overload
-    def __call__(self, func: Callable[P, R]) -> Callable[P, R]: ...
-    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
-        return around(func, self._enter, self._leave)
 
 
 def _discard(blocks: list[_Block], block: _Block) -> None:

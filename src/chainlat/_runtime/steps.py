@@ -17,9 +17,9 @@ tasks has more than one open, is the one entered longest ago.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, logger, shown, warn_once
-from chainlat._runtime.decorator import around
+from chainlat._runtime.decorator import EnterExit
 from chainlat._runtime.handles import (
     InferenceHandle,
     StepHandle,
@@ -44,8 +44,6 @@ from chainlat._runtime.processor import (
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
-P = ParamSpec("P")
-R = TypeVar("R")
 H = TypeVar("H", bound=StepHandle)
 
 
@@ -81,7 +79,7 @@ def start_step(
     return handle
 
 
-class _Step(Generic[H]):
+class _Step(EnterExit[H, H]):
     """One step spec: a context manager (sync and async) and a decorator (sync and async)."""
 
     def __init__(
@@ -205,24 +203,7 @@ class _Step(Generic[H]):
                 raise
         handle._finish(exc)
 
-    async def __aenter__(self) -> H:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    # -- decorator ------------------------------------------------------------------
-    @overload
-    def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]: ...
-    @overload
-    def __call__(self, func: Callable[P, R]) -> Callable[P, R]: ...
-    def __call__(self, func: Callable[P, Any]) -> Callable[P, Any]:
-        return around(func, self._open, self._close)
+    # ``async with`` and the decorator (sync and async) come from EnterExit.
 
 
 class Workflow(_Step[WorkflowHandle]):
