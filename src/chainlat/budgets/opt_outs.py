@@ -37,7 +37,7 @@ def absent_verdicts(
     workflow = seen.get(name)
     if workflow is None:
         why = f"no run of workflow {shown(name)}{suggest(name, list(seen))}"
-        return [_unknown(v, "unknown_workflow", why) for v in verdicts]
+        return [v.not_judged("unknown_workflow", why) for v in verdicts]
     prefixes = {step_target(step, ""): step for step in budget.steps}
     out: list[LimitVerdict] = []
     for verdict in verdicts:
@@ -49,21 +49,8 @@ def absent_verdicts(
             f"no run of {shown(name)} has a step {shown(step)}"
             f"{suggest(step, sorted(workflow.seen_steps))}"
         )
-        out.append(_unknown(verdict, "unknown_step", why))
+        out.append(verdict.not_judged("unknown_step", why))
     return out
-
-
-def _unknown(verdict: LimitVerdict, reason: NotJudgedReason, why: str) -> LimitVerdict:
-    return replace(
-        verdict,
-        actual_ms=None,
-        status="not_judged",
-        runs=0,
-        broken_runs=0,
-        worst_run=None,
-        reason=reason,
-        why=why,
-    )
 
 
 _OPT_OUT: Final = {

@@ -8,7 +8,7 @@ re-derives a status.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from chainlat._core.exits import EXIT_BROKEN, EXIT_INPUT, EXIT_OK
@@ -92,6 +92,19 @@ class LimitVerdict:
     def key_path(self) -> str:
         """The limit's full key path in the budget file."""
         return key_path_of(("workflows", self.workflow)) + "." + self.target
+
+    def not_judged(self, reason: NotJudgedReason, why: str) -> LimitVerdict:
+        """This limit, not judged for ``reason``: no value, no runs, ``why`` said."""
+        return replace(
+            self,
+            actual_ms=None,
+            status="not_judged",
+            runs=0,
+            broken_runs=0,
+            worst_run=None,
+            reason=reason,
+            why=why,
+        )
 
     def violation(self) -> BudgetViolation | None:
         """This verdict as a violation, when broken."""

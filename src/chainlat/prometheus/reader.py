@@ -292,14 +292,9 @@ def _not_expressible(item: Unexpressed) -> LimitVerdict:
 def _unknown_workflow(verdict: LimitVerdict, seen: list[str], where: str) -> LimitVerdict:
     close = difflib.get_close_matches(verdict.workflow, seen, n=3, cutoff=0.6)
     hint = " (did you mean " + " or ".join(shown(c) for c in close) + "?)" if close else ""
-    return replace(
-        verdict,
-        actual_ms=None,
-        status="not_judged",
-        runs=0,
-        broken_runs=0,
-        reason="unknown_workflow",
-        why=f"no series of workflow {shown(verdict.workflow)} in {where}{hint}",
+    # A Prometheus verdict has no worst run: not_judged() clears nothing more than this did.
+    return verdict.not_judged(
+        "unknown_workflow", f"no series of workflow {shown(verdict.workflow)} in {where}{hint}"
     )
 
 
