@@ -117,6 +117,25 @@ def forget_warnings() -> None:
 
 
 @contextmanager
+def reading(
+    name: object, error: type[InputError], missing: str, directory: str | None = None
+) -> Iterator[None]:
+    """An OS error while opening or reading the file ``name`` as one line of ``error``:
+    ``name: missing`` when it does not exist, ``name: directory`` when it is a directory
+    (None: as any other error), else ``name: cannot read: <the system's reason>``."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            why = missing
+        elif isinstance(exc, IsADirectoryError) and directory is not None:
+            why = directory
+        else:
+            why = f"cannot read: {exc.strerror or exc}"
+        raise error(f"{name}: {why}") from None
+
+
+@contextmanager
 def internal_errors(what: str) -> Iterator[None]:
     """Swallow and log (once per ``what``) any exception from chainlat's own code."""
     try:

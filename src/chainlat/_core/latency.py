@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chainlat._core.errors import ProfileError
+from chainlat._core.errors import ProfileError, reading
 
 __all__ = [
     "LatencyProfile",
@@ -222,13 +222,10 @@ def load_profiles(path: str | os.PathLike[str]) -> dict[str, LatencyProfile]:
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{file}: no such profile file") from None
+        with reading(file, ProfileError, "no such profile file"):
+            text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ProfileError(f"{file}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ProfileError(f"{file}: cannot read: {exc.strerror or exc}") from None
     data: object
     suffix = file.suffix.lower()
     if suffix not in (".toml", ".json", ""):

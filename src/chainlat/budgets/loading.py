@@ -15,7 +15,7 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
-from chainlat._core.errors import BudgetFileError
+from chainlat._core.errors import BudgetFileError, reading
 from chainlat.budgets._values import show
 from chainlat.budgets.messages import describe
 from chainlat.budgets.model import Budgets, WorkflowBudget
@@ -74,14 +74,8 @@ def load_budgets(
             )
         path = found
     file = Path(path)
-    try:
+    with reading(file, BudgetFileError, "no such budget file", "is a directory, not a budget file"):
         raw = file.read_bytes()
-    except FileNotFoundError:
-        raise BudgetFileError(f"{file}: no such budget file") from None
-    except IsADirectoryError:
-        raise BudgetFileError(f"{file}: is a directory, not a budget file") from None
-    except OSError as exc:
-        raise BudgetFileError(f"{file}: cannot read: {exc.strerror or exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.errors import TraceSourceError, shown
+from chainlat._core.errors import TraceSourceError, reading, shown
 from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome
 from chainlat.traces._assemble import (
     DEFAULT_IDLE_LINES,
@@ -154,14 +154,10 @@ class FileSource:
                 tally.dropped_since(counters, negative)
 
     def _open(self) -> IO[bytes]:
-        try:
+        with reading(
+            self.name, TraceSourceError, "no such file", "is a directory, not a trace file"
+        ):
             return open(self.path, "rb")
-        except FileNotFoundError:
-            raise TraceSourceError(f"{self.name}: no such file") from None
-        except IsADirectoryError:
-            raise TraceSourceError(f"{self.name}: is a directory, not a trace file") from None
-        except OSError as exc:
-            raise TraceSourceError(f"{self.name}: cannot read: {exc.strerror or exc}") from None
 
     def _outcome_spans(self) -> dict[str, list[TracedSpan]]:
         """The file's outcome spans by trace id, from the lines that mention one.
