@@ -24,11 +24,19 @@ from chainlat.cli.options import (
     add_budgets,
     add_command,
     add_format,
+    add_jaeger_ui,
     add_reading,
     add_run_filter,
     add_sources,
 )
-from chainlat.cli.output import emit, emit_json, emit_renderables, print_warnings, write_file
+from chainlat.cli.output import (
+    emit,
+    emit_json,
+    emit_or_write,
+    emit_renderables,
+    print_warnings,
+    write_file,
+)
 from chainlat.cli.sources import describe, file_source, nothing_read, read, sources_from
 
 if TYPE_CHECKING:
@@ -94,9 +102,7 @@ def _add_report(sub: Any) -> None:
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
     )
     add_budgets(report, "with --html, mark the limits each run broke")
-    report.add_argument(
-        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
-    )
+    add_jaeger_ui(report)
     add_run_filter(report)
     add_reading(report)
 
@@ -418,10 +424,7 @@ def _schema(args: argparse.Namespace) -> int:
     from chainlat.budgets import json_schema
 
     text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
-    if args.output:
-        write_file(args.output, text, "schema")
-    else:
-        emit(text)
+    emit_or_write(args.output, text, "schema")
     return EXIT_OK
 
 

@@ -110,6 +110,13 @@ def add_run_filter(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_jaeger_ui(parser: argparse.ArgumentParser) -> None:
+    """``--jaeger-ui URL``: the page ``--html`` writes links each run to its trace there."""
+    parser.add_argument(
+        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
+    )
+
+
 def add_reading(parser: argparse.ArgumentParser, *, jaeger: bool = True) -> None:
     """Jaeger's HTTP API (with ``jaeger``) and the reading bounds: called last, so that they
     come after the command's main options in ``--help``."""

@@ -45,6 +45,14 @@ def write_file(path: str, text: str, what: str) -> None:
         raise InputError(f"{path}: cannot write the {what}: {exc.strerror or exc}") from None
 
 
+def emit_or_write(path: str | None, text: str, what: str) -> None:
+    """``text`` into ``path`` (``--output``) when given, else on stdout."""
+    if path:
+        write_file(path, text, what)
+    else:
+        emit(text)
+
+
 def terminal_width() -> int | None:
     """The width tables are fitted to: ``COLUMNS`` when set, else the terminal's; None in a
     pipe (a CI log, a file), where a table keeps its own width."""

@@ -12,7 +12,7 @@ from typing import Any
 from chainlat._core.errors import InputError
 from chainlat._core.exits import EXIT_OK
 from chainlat.cli.options import BUDGETS_FOUND, add_command
-from chainlat.cli.output import emit, emit_json, write_file
+from chainlat.cli.output import emit, emit_json, emit_or_write, write_file
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -85,10 +85,7 @@ def rules_command(args: argparse.Namespace) -> int:
             for_=args.for_,
             evaluation_interval=args.evaluation_interval,
         )
-    if args.output:
-        write_file(args.output, text, "rules")
-    else:
-        emit(text)
+    emit_or_write(args.output, text, "rules")
     return EXIT_OK
 
 

@@ -27,6 +27,7 @@ from chainlat.cli.options import (
     add_budgets,
     add_command,
     add_format,
+    add_jaeger_ui,
     add_reading,
     add_run_filter,
     add_sources,
@@ -149,9 +150,7 @@ def _add_compare(sub: Any) -> None:
         "default: the budget file's own, if any",
     )
     compare.add_argument("--html", metavar="FILE", help="also write the chart and table to FILE")
-    compare.add_argument(
-        "--jaeger-ui", metavar="URL", help="with --html: link each run to its trace in Jaeger"
-    )
+    add_jaeger_ui(compare)
     add_format(compare)
     add_run_filter(compare)
     add_reading(compare)
