@@ -9,10 +9,25 @@ or ``httpx2``): nothing here imports either.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chainlat.httpx._call import ModelCall
+
+
+@contextmanager
+def _finishing(call: ModelCall) -> Iterator[None]:
+    """Finish ``call`` when the stream ends, fails (with the error) or is left early."""
+    try:
+        yield
+    except Exception as exc:
+        call.finish(exc)
+        raise
+    except BaseException:  # GeneratorExit (the reader stopped early), KeyboardInterrupt,
+        call.finish(None)  # task cancellation
+        raise
+    call.finish(None)
 
 
 class _TracedSyncStream:
@@ -24,18 +39,11 @@ class _TracedSyncStream:
 
     def __iter__(self) -> Iterator[bytes]:
         call = self._call
-        try:
+        with _finishing(call):
             for chunk in self._stream:
                 call.arrived(chunk)
                 yield chunk
                 call.digest()
-        except Exception as exc:
-            call.finish(exc)
-            raise
-        except BaseException:  # GeneratorExit (the reader stopped early), KeyboardInterrupt
-            call.finish(None)
-            raise
-        call.finish(None)
 
     def close(self) -> None:
         try:
@@ -53,18 +61,11 @@ class _TracedAsyncStream:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         call = self._call
-        try:
+        with _finishing(call):
             async for chunk in self._stream:
                 call.arrived(chunk)
                 yield chunk
                 call.digest()
-        except Exception as exc:
-            call.finish(exc)
-            raise
-        except BaseException:  # GeneratorExit, task cancellation
-            call.finish(None)
-            raise
-        call.finish(None)
 
     async def aclose(self) -> None:
         try:

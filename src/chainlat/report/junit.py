@@ -42,23 +42,14 @@ def junit_xml(report: BudgetReport) -> str:
     failures = len(report.broken)
     errors = len(report.unjudged)
     skipped = len(report.allowed)
-    suites = ET.Element(
-        "testsuites",
-        name="chainlat",
-        tests=str(len(report.verdicts)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped=str(skipped),
-    )
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name="chainlat latency budgets",
-        tests=str(len(report.verdicts)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped=str(skipped),
-    )
+    counts = {
+        "tests": str(len(report.verdicts)),
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": str(skipped),
+    }
+    suites = ET.Element("testsuites", {"name": "chainlat", **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": "chainlat latency budgets", **counts})
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(
         properties, "property", name="budgets", value=_xml(source_name(report.budgets_source))
