@@ -218,6 +218,7 @@ _REASON_LABELS: Final = {
     "no_series": "no series",
     "not_finite": "not a finite number",
     "incomplete_run": "incomplete run",
+    "unrecorded_end": "a model call's end not recorded",
 }
 
 
