@@ -19,8 +19,10 @@ from opentelemetry.util.types import Attributes
 import chainlat
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
+from chainlat._core.stats import Stats
 from chainlat._runtime.interface import finish_step
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat.report.common import stat_rows
 from chainlat.report.waterfall import waterfall
 from chainlat.testing import Capture
 from chainlat.traces import ReadCounters, _files, read_runs
@@ -72,7 +74,7 @@ def test_a_span_whose_first_token_event_comes_after_its_end_is_timed_to_it(
         assert read.recomputed_rollup().inference_ms == 207
         [step] = read.steps
         assert (step.duration_ms, step.ttft_ms, step.extended) == (207, 207, True)
-        assert "extended to its last event" in waterfall(read)
+        assert "ended before its own events: took at least this" in waterfall(read)
 
 
 def test_a_step_whose_child_ends_after_it_is_timed_to_the_child() -> None:
@@ -593,3 +595,18 @@ def _without_mark(line: str) -> str:
                     if not a["key"].startswith("chainlat.chain.unrecorded")
                 ]
     return json.dumps(doc)
+
+
+def test_the_report_shows_an_unrecorded_end_as_a_bound(cap: Capture, tmp_path: Path) -> None:
+    """The waterfall and the statistics say which figures are bounds, and what times them."""
+    streams.agent_with_stream(cap)
+    [run] = read_runs([streams.write_traces(cap, tmp_path / "traces.jsonl")])
+    text = waterfall(run)
+    assert "ended before its own events: took at least this" in text
+    assert "inference at least 60.0 ms, data 30.0 ms, tool 0.0 ms, overhead at most 75.0 ms" in text
+    assert "the end of OpenAI.astream_chat is not recorded" in text
+    stats = Stats()
+    stats.add(run)
+    labels = [row.label for row in stat_rows(stats.workflows["agent"])]
+    assert "inference (critical path) [a bound in 1/1 runs]" in labels
+    assert "data (critical path)" in labels and "first output" in labels
