@@ -610,3 +610,35 @@ def test_the_report_shows_an_unrecorded_end_as_a_bound(cap: Capture, tmp_path: P
     labels = [row.label for row in stat_rows(stats.workflows["agent"])]
     assert "inference (critical path) [a bound in 1/1 runs]" in labels
     assert "data (critical path)" in labels and "first output" in labels
+
+
+def _stream_record(span_id: int, start_ms: int, first_token_ms: int) -> SpanRecord:
+    """A stream span ended 1 ms in, timed to its first token (rule 8): end not recorded."""
+    return SpanRecord(
+        span_id, 1, f"stream {span_id}", start_ms * MS, (start_ms + first_token_ms) * MS,
+        "inference", ttft_ms=first_token_ms, model="m", source="openinference",
+        extended=True, unrecorded_end=True,
+    )  # fmt: skip
+
+
+def test_two_unrecorded_ends_leave_the_whole_split_and_a_later_wait_unknown() -> None:
+    """Stream A's real end may fall anywhere up to the run's end, past stream B's start: the
+    path before B may differ too. The first output, B's first token, is a recorded instant;
+    its wait runs past A's recorded end, so its split is not."""
+    root = SpanRecord(1, None, "agent", 0, 200 * MS, "workflow")
+    r = compute_rollup(root, [_stream_record(2, 10, 10), _stream_record(3, 50, 10)])
+    assert r.unrecorded == ("stream 2", "stream 3")
+    assert r.unrecorded_parts == ("inference", "overhead", "data", "tool", "first_output_split")
+    assert r.first_output_ms == 60
+    assert not r.unrecorded_in("first_output")
+    assert r.unrecorded_in("first_output_speech_to_text")
+
+
+def test_a_first_output_taken_from_an_unrecorded_end_is_not_known() -> None:
+    """No first token at all (another event came after the end): the first output is the
+    end of the call that ended last, which the trace does not hold."""
+    root = SpanRecord(1, None, "agent", 0, 200 * MS, "workflow")
+    call = replace(_stream_record(2, 10, 10), ttft_ms=None)
+    r = compute_rollup(root, [call])
+    assert r.first_output_ms == 20
+    assert r.unrecorded_parts == ("inference", "overhead", "first_output")

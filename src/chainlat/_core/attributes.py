@@ -129,7 +129,8 @@ each span before its own events (docs/attributes.md, rule 13); absent when there
 CHAIN_UNRECORDED_PARTS: Final = "chainlat.chain.unrecorded_parts"
 """What those ends leave unknown: ``inference`` and ``overhead`` always, ``data`` and ``tool``
 when another step ran past such a call's recorded end, ``first_output`` and
-``first_output_split`` when the first output or its wait depends on one."""
+``first_output_split`` when the first output (taken from a call's end) or its wait
+depends on one."""
 CHAIN_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.speech_to_text_ms"
 """Critical-path time in ``speech_to_text`` calls: a part of ``chainlat.chain.inference_ms``,
 set on runs that made a speech call (docs/voice.md)."""

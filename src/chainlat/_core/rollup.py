@@ -475,11 +475,8 @@ def _unrecorded(
     unknown = [n for n in tally.calls if n.rec.span_id in tally.unrecorded - tally.at_wire]
     recorded_end = min(n.end for n in unknown)
     parts = ["inference", "overhead"]
-    inside: set[int] = set()
-    if len(unknown) == 1:
-        inside.add(id(unknown[0]))
     alone = len(unknown) == 1 and all(
-        n.end < recorded_end or _within(n, inside) for n in (*tally.calls, *tally.steps)
+        n.end < recorded_end or _within(n, unknown[0]) for n in (*tally.calls, *tally.steps)
     )
     if not alone:
         parts += ["data", "tool"]
@@ -487,7 +484,9 @@ def _unrecorded(
         from_token = marked_ns is not None or (
             source is not None and source.rec.span_id in tally.first_token
         )
-        if not from_token or output_ns > recorded_end:
+        if not from_token:
+            # The end of a call gave it: which call ended last, or first, is not known.
+            # A first token or the application's mark is an instant recorded as such.
             parts.append("first_output")
         if output_ns > recorded_end:
             parts.append("first_output_split")
@@ -495,11 +494,11 @@ def _unrecorded(
     return replace(rollup, unrecorded=names, unrecorded_parts=tuple(parts))
 
 
-def _within(node: Node, ancestors: set[int]) -> bool:
-    """Whether ``node`` is one of ``ancestors`` (by identity) or inside one of them."""
+def _within(node: Node, ancestor: Node) -> bool:
+    """Whether ``node`` is ``ancestor`` or inside it."""
     current: Node | None = node
     while current is not None:
-        if id(current) in ancestors:
+        if current is ancestor:
             return True
         current = current.parent
     return False
