@@ -229,6 +229,8 @@ def runs_of(path: str) -> dict[str, Any]:
                 "answer_ttft_ms": answer_ttft_ms(run),
                 "inside_ms": inside[id(run)],
                 "wire_tokens": wire,
+                "unrecorded": list(r.unrecorded),
+                "unrecorded_parts": list(r.unrecorded_parts),
             }
         )
     return {"runs": out}

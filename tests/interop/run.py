@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,14 +241,24 @@ class CaseResult:
     """What differed the first time, when the case was run a second time (`retry`)."""
     timing: dict[str, Any] = field(default_factory=dict)
     """Per kind: the paired difference, its tolerance, the measured time taken out."""
+    declined: dict[str, str] = field(default_factory=dict)
+    """Kinds chainlat rightly does not judge, with why: every run's spans lack a model call's
+    end, chainlat says so (``unrecorded_end``), and its reading is no more than the truth
+    (`declined_kinds`)."""
 
     def line(self) -> str:
-        """``stack case: right|WRONG (what differs)  judged|NOT JUDGED  (overhead ...)``."""
+        """``stack case: right|WRONG (what differs)  judged|NOT JUDGED  (overhead ...)``;
+        a right case with kinds chainlat rightly declines says ``judged, except KIND: not
+        judged by chainlat, rightly (why)``."""
         verdict = "right" if self.right else f"WRONG ({'; '.join(self.differs)})"
         if self.first_attempt is not None:
             verdict += f" on the second attempt (first: {'; '.join(self.first_attempt)})"
         line = f"{self.stack} {self.case}: {verdict}  {'judged' if self.judged else 'NOT JUDGED'}"
-        if self.overhead_ms is not None:
+        if self.declined:
+            kinds = ", ".join(self.declined)
+            why = next(iter(self.declined.values()))
+            line += f", except {kinds}: not judged by chainlat, rightly ({why})"
+        if self.overhead_ms is not None and "inference" not in self.declined:
             line += f"  (overhead {self.overhead_ms:+.1f} ms over the reference's, not judged)"
         return line
 
@@ -566,11 +577,16 @@ def _steps(kinds: list[str]) -> list[str]:
 
 
 def timing(
-    stack: str, refs: list[dict[str, Any]], runs: list[dict[str, Any]]
+    stack: str,
+    refs: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+    declined: Collection[str] = (),
 ) -> tuple[list[str], dict[str, Any]]:
     """Each judged kind's median paired difference against its tolerance: what differs,
     and the figures (delta, tolerance, the measured time inside the spans taken out, the
-    case's and the reference's medians)."""
+    case's and the reference's medians). A ``declined`` kind (chainlat's reading is a
+    lower bound: `declined_kinds`) differs only when it is over the truth: a bound that
+    says "at least" more than the model took is wrong."""
     differs: list[str] = []
     figures: dict[str, Any] = {}
     for kind in KINDS:
@@ -584,6 +600,13 @@ def timing(
             "inside_ms": round(inside, 2),
             "reference_inside_ms": round(ref_inside, 2),
         }
+        if kind in declined:
+            figures[kind]["not_judged"] = "a lower bound: a model call's end is not recorded"
+            if delta > tolerance:
+                differs.append(
+                    f"{kind} at least {delta:+.1f} ms, over the truth (tolerance {said})"
+                )
+            continue
         if abs(delta) > tolerance:
             differs.append(
                 f"{kind} {delta:+.1f} ms (tolerance {said}; measured inside the spans and "
@@ -606,6 +629,53 @@ def compare(
     another prompt or tool schema than the reference is answered with other counts."""
     fixed = structural(refs[0], runs, wire_tokens, stack in FIRST_TOKEN_IN_SPANS)
     return fixed + timing(stack, refs, runs)[0]
+
+
+UNRECORDED_LABEL = "a model call's end not recorded"
+"""How ``chainlat check`` names the reason ``unrecorded_end``."""
+UNRECORDED_WHY = "ended before its own events (a stream handed back before it was read)"
+"""What its why says of the call (``chainlat.budgets.judge.unrecorded_why``)."""
+
+
+def declined_kinds(runs: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """The judged kinds chainlat marks unknown in the case's runs, because a model call's
+    span ended before its own events (docs/attributes.md, rule 13), with why; and what is
+    wrong with the mark: it must be on every run alike (the agent is the same each time).
+    Only inference is declined when the mark also holds data and tool time as known."""
+    marks = {tuple(r.get("unrecorded_parts", ())) for r in runs}
+    found = sorted(set().union(*marks) & set(KINDS), key=KINDS.index)
+    if not found:
+        return {}, []
+    differs = []
+    if len(marks) > 1:
+        differs.append(f"a model call's end marked unrecorded in some runs only ({sorted(marks)})")
+    names = sorted({name for r in runs for name in r.get("unrecorded", ())})
+    why = (
+        f"{', '.join(names)} ended before its own events: the spans lack the stream's end, "
+        "and chainlat says so"
+    )
+    return dict.fromkeys(found, why), differs
+
+
+def declined_checks(budgets: dict[str, Path], declined: Collection[str]) -> dict[str, str]:
+    """The budget files whose limits include a declined kind, and what ``chainlat check``
+    must say of each: not judged (exit 2), every limit not judged being a declined kind's,
+    for that reason, and none broken."""
+    expected: dict[str, str] = {}
+    for name, path in budgets.items():
+        kinds = [k for k in declined if f"{k} =" in path.read_text()]
+        if kinds:
+            expected[name] = ", ".join(f"p50.{k}" for k in kinds)
+    return expected
+
+
+def _check_declines(out: Path, targets: str) -> bool:
+    """Whether ``check``'s output (``out``) names exactly ``targets`` not judged, each for
+    the unrecorded end (its closing lines: ``NOT JUDGED: workflows.agent.p50.inference:
+    5 of its runs: `OpenAI.astream_chat` ended before its own events ...``)."""
+    lines = [line for line in out.read_text().splitlines() if line.startswith("NOT JUDGED: ")]
+    said = {".".join(line.split(": ", 2)[1].rsplit(".", 2)[-2:]) for line in lines}
+    return said == set(targets.split(", ")) and all(UNRECORDED_WHY in line for line in lines)
 
 
 def judge_case(
@@ -650,8 +720,13 @@ def judge_case(
             room[kind] = tolerance + max(0.0, inside - reference["inside_ms"][kind])
     budgets = budget_files(reference, workflow, case_dir, room)
     result.check_exit = check(venv, where / "case.jsonl", budgets)
-    result.judged = all(code in (0, 1) for code in result.check_exit.values())
-    timing_only = result.judged
+    result.declined, marked = declined_kinds(runs)
+    declines = declined_checks(budgets, result.declined)
+    result.judged = all(
+        code in (0, 1) for name, code in result.check_exit.items() if name not in declines
+    )
+    timing_only = result.judged and not marked
+    result.differs.extend(marked)
     if len(runs) != RUNS:
         names = ", ".join(sorted({r["workflow"] for r in runs})) or "none"
         result.differs.append(f"{len(runs)} runs ({names}), expected {RUNS}")
@@ -661,10 +736,19 @@ def judge_case(
         overhead = result.run["split_ms"]["overhead"] - reference["split_ms"]["overhead"]
         result.overhead_ms = round(overhead, 1)
         fixed = structural(reference, runs, wire_tokens, stack in FIRST_TOKEN_IN_SPANS)
-        timed, result.timing = timing(stack, refs, runs)
+        timed, result.timing = timing(stack, refs, runs, result.declined)
         timing_only = timing_only and not fixed
         result.differs.extend(fixed + timed)
     for budget, code in result.check_exit.items():
+        if budget in declines:
+            out = budgets[budget].with_suffix(".case.out")
+            if code != 2 or not _check_declines(out, declines[budget]):
+                result.differs.append(
+                    f"check: {budget} exit {code}, expected 2 with {declines[budget]} not "
+                    f"judged ({UNRECORDED_LABEL}) and nothing else"
+                )
+                timing_only = False
+            continue
         if code != ref_codes[budget]:
             result.differs.append(f"check: {budget} exit {code}, reference {ref_codes[budget]}")
             timing_only = timing_only and budget == "keep"
@@ -800,6 +884,7 @@ def _summary(result: CaseResult) -> dict[str, Any]:
         "seconds": result.seconds,
         "timing": result.timing,
         "first_attempt": result.first_attempt,
+        "declined": result.declined,
     }
 
 

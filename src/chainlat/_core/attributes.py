@@ -124,6 +124,14 @@ CHAIN_FIRST_OUTPUT_INFERENCE_MS: Final = "chainlat.chain.first_output.inference_
 CHAIN_FIRST_OUTPUT_DATA_MS: Final = "chainlat.chain.first_output.data_ms"
 CHAIN_FIRST_OUTPUT_TOOL_MS: Final = "chainlat.chain.first_output.tool_ms"
 CHAIN_FIRST_OUTPUT_OVERHEAD_MS: Final = "chainlat.chain.first_output.overhead_ms"
+CHAIN_UNRECORDED: Final = "chainlat.chain.unrecorded"
+"""The model calls (step keys) whose end the trace does not record: the instrumentation ended
+each span before its own events (docs/attributes.md, rule 13); absent when there is none."""
+CHAIN_UNRECORDED_PARTS: Final = "chainlat.chain.unrecorded_parts"
+"""What those ends leave unknown: ``inference`` and ``overhead`` always, ``data`` and ``tool``
+when another step ran past such a call's recorded end, ``first_output`` and
+``first_output_split`` when the first output (taken from a call's end) or its wait
+depends on one."""
 CHAIN_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.speech_to_text_ms"
 """Critical-path time in ``speech_to_text`` calls: a part of ``chainlat.chain.inference_ms``,
 set on runs that made a speech call (docs/voice.md)."""

@@ -6,8 +6,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from chainlat._core import attributes as attr
+
+_PART_OF: Final = {
+    "speech_to_text": "inference",
+    "text_to_speech": "inference",
+    "first_output_speech_to_text": "first_output_split",
+    "first_output_text_to_speech": "first_output_split",
+}
+"""The part of the rollup a budget quantity is read from, where the names differ."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,14 @@ class Rollup:
     text_to_speech_ms: float | None = None
     first_output_speech_to_text_ms: float | None = None
     first_output_text_to_speech_ms: float | None = None
+    unrecorded: tuple[str, ...] = ()
+    """Model calls (step keys) whose end the trace does not record (their span ended before
+    their own events): the parts named in ``unrecorded_parts`` are lower or upper bounds,
+    not measurements (docs/attributes.md, rule 13)."""
+    unrecorded_parts: tuple[str, ...] = ()
+    """What those ends leave unknown: ``inference``, ``overhead``, and ``data``, ``tool``,
+    ``first_output`` (the instant), ``first_output_split`` (its wait by kind) when they
+    depend on one; empty when every end is recorded."""
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
@@ -69,6 +86,14 @@ class Rollup:
             "tool": self.tool_ms,
             "overhead": self.overhead_ms,
         }[kind]
+
+    def unrecorded_in(self, quantity: str) -> bool:
+        """Whether a budget quantity (``inference``, ``first_output``, ``speech_to_text``...)
+        depends on a model call's end that the trace does not record (``unrecorded_parts``):
+        the run's value for it is a bound, not a measurement."""
+        if not self.unrecorded_parts:
+            return False
+        return _PART_OF.get(quantity, quantity) in self.unrecorded_parts
 
     def first_output_split(self) -> dict[str, float] | None:
         """The wait for the first output by kind (inference, data, tool, overhead), if known."""
@@ -118,6 +143,9 @@ class Rollup:
         ):
             if value is not None:
                 found[key] = value
+        if self.unrecorded:
+            found[attr.CHAIN_UNRECORDED] = self.unrecorded
+            found[attr.CHAIN_UNRECORDED_PARTS] = self.unrecorded_parts
         return found
 
     @classmethod
@@ -155,6 +183,8 @@ class Rollup:
                 _optional_float(get(attr.CHAIN_TEXT_TO_SPEECH_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS)),
+                _strings(get(attr.CHAIN_UNRECORDED, ())),
+                _strings(get(attr.CHAIN_UNRECORDED_PARTS, ())),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
@@ -174,6 +204,10 @@ def _as_float(value: object) -> float:
         # passes every limit.
         raise ValueError(value)
     return number
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(map(str, value)) if isinstance(value, (list, tuple)) else ()
 
 
 def _optional_float(value: object) -> float | None:

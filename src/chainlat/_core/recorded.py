@@ -106,6 +106,15 @@ def _speech_inconsistency(recorded: Rollup) -> str:
     return ""
 
 
+def _unmarked(recorded: Rollup, records: list[SpanRecord]) -> bool:
+    """Whether ``recorded`` says every end is recorded while a model call's span ended before
+    its own events (a rollup written before rule 13; the rebuilt one may find the wire
+    timed it)."""
+    if recorded.unrecorded:
+        return False
+    return any(r.unrecorded_end and r.kind == "inference" for r in records)
+
+
 def recorded_rollup(
     attributes: Mapping[str, object],
     root: SpanRecord,
@@ -121,10 +130,11 @@ def recorded_rollup(
     if recorded is None:
         return None, ""
     rebuilt = inconsistency(recorded, root)
-    if rebuilt or more_steps(steps, recorded):
+    if rebuilt or more_steps(steps, recorded) or _unmarked(recorded, records):
         # Impossible for its span; or steps the live rollup never saw: spans written after
         # the workflow ended, with times inside it (LiteLLM logs a streamed call from a
-        # worker thread, later).
+        # worker thread, later); or recorded before chainlat marked a call whose end the
+        # trace does not hold (rule 13).
         return None, rebuilt
     if recorded.first_output_ms is None and records:
         # Recorded before chainlat measured the first output: that part from the spans.

@@ -66,6 +66,10 @@ class SpanRecord:
     failed: bool = False
     """The span recorded an exception (an ``exception`` event): a failed call is a call,
     never request building."""
+    unrecorded_end: bool = False
+    """Its own events come after its end: the instrumentation ended the span before the work
+    it stands for (a stream handed back before it was read), so its real end is not in the
+    trace; timed to its last event (``extended``), it is still a lower bound."""
 
     @property
     def label(self) -> str:
@@ -179,8 +183,9 @@ def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
 def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
     """What a span's events say of it, as (name, time in ns) pairs: its first token, when no
     attribute gave one (the earliest first-token event of any convention), and its end, when
-    an event comes after it (the span is then timed to its last event, ``extended``); and
-    whether it recorded an exception (``failed``).
+    an event comes after it (the span is then timed to its last event, ``extended``, and its
+    real end is not recorded, ``unrecorded_end``); and whether it recorded an exception
+    (``failed``).
 
     OpenInference's LlamaIndex instrumentation ends ``OpenAI.stream_chat`` when the stream
     is handed back, 1 ms in, and records its "First Token Stream Event" 200 ms later.
@@ -200,6 +205,7 @@ def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
     if last > record.end_ns:
         record.end_ns = last
         record.extended = True
+        record.unrecorded_end = True
 
 
 def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:

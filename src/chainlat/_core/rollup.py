@@ -21,7 +21,7 @@ work, not the model's (docs/attributes.md, rules of the rollup).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from chainlat._core import attributes as attr
@@ -126,7 +126,10 @@ def compute_rollup(
             tally.calls, prices, tally.tokens_in, tally.tokens_out, records, tally.group_of
         )
     speech_ms = _speech_ms(segments, wait_path) if speech is not None else {}
-    return _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
+    rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
+    if tally.unrecorded - tally.at_wire:
+        rollup = _unrecorded(rollup, tally, plan.renamed, output_ns, first_output_ns, source)
+    return rollup
 
 
 @dataclass(slots=True)
@@ -193,12 +196,27 @@ class _Tally:
     """Calls whose tokens a wire-level span counted."""
     marked: set[int] = field(default_factory=set)
     """Calls whose first token the application marked."""
+    unrecorded: set[int] = field(default_factory=set)
+    """Calls one of whose spans ended before its own events (its end is not recorded)."""
+    at_wire: set[int] = field(default_factory=set)
+    """Calls an HTTP-level span saw: the wire times them, whatever their other spans say."""
+    steps: list[Node] = field(default_factory=list)
+    """The counted steps that are not model calls (data stages, tools, nested workflows)."""
 
     def add_call_span(self, rec: SpanRecord, key: int) -> None:
         """One span of the counted call ``key``: its tokens and first token, once."""
         _add_usage(rec, key, self.tokens_in, self.tokens_out, self.cached, self.wired)
         if rec.ttft_ms is not None or rec.user_facing:
             _add_output(rec, key, self.first_token, self.user_facing, self.marked)
+        self.add_timing(rec, key)
+
+    def add_timing(self, rec: SpanRecord, key: int) -> None:
+        """Whether a span of the counted call ``key`` leaves its end unrecorded, or times it
+        at the wire."""
+        if rec.unrecorded_end:
+            self.unrecorded.add(key)
+        if rec.source == WIRE:
+            self.at_wire.add(key)
 
 
 def _grow(top: Node, plan: _Plan, tally: _Tally) -> None:
@@ -266,6 +284,7 @@ def _grow(top: Node, plan: _Plan, tally: _Tally) -> None:
         if call is not None:
             _add_usage(rec, call, tally.tokens_in, tally.tokens_out, tally.cached, tally.wired)
             _add_output(rec, call, tally.first_token, tally.user_facing, tally.marked)
+            tally.add_timing(rec, call)
 
 
 def _count(node: Node, kind: str | None, enclosing: Node | None, tally: _Tally) -> None:
@@ -282,6 +301,8 @@ def _count(node: Node, kind: str | None, enclosing: Node | None, tally: _Tally) 
         tally.sums[kind] += length
     if kind == "inference":
         tally.calls.append(node)
+    else:
+        tally.steps.append(node)
 
 
 def _walk(
@@ -431,6 +452,56 @@ def _rollup(
         first_output_speech_to_text_ms=speech_ms.get("first_output.speech_to_text"),
         first_output_text_to_speech_ms=speech_ms.get("first_output.text_to_speech"),
     )
+
+
+def _unrecorded(
+    rollup: Rollup,
+    tally: _Tally,
+    renamed: Mapping[int, str],
+    output_ns: int | None,
+    marked_ns: int | None,
+    source: Node | None,
+) -> Rollup:
+    """``rollup`` marked with the calls whose end the trace does not record, and what that
+    leaves unknown (docs/attributes.md, rule 13).
+
+    Such a call, timed to its last event, ran on for an unknown time, up to the end of the
+    span around it: the critical path from there to the end of the run may be the call's
+    (inference) where the trace shows overhead. Nothing before the recorded end moves when
+    that is the only unrecorded call and every other step ended before it: the walk back
+    from the real end reaches the call's start as the walk from the recorded one does.
+    Otherwise the path before it may move too, and data and tool time are unknown as well.
+    """
+    unknown = [n for n in tally.calls if n.rec.span_id in tally.unrecorded - tally.at_wire]
+    recorded_end = min(n.end for n in unknown)
+    parts = ["inference", "overhead"]
+    alone = len(unknown) == 1 and all(
+        n.end < recorded_end or _within(n, unknown[0]) for n in (*tally.calls, *tally.steps)
+    )
+    if not alone:
+        parts += ["data", "tool"]
+    if output_ns is not None:
+        from_token = marked_ns is not None or (
+            source is not None and source.rec.span_id in tally.first_token
+        )
+        if not from_token:
+            # The end of a call gave it: which call ended last, or first, is not known.
+            # A first token or the application's mark is an instant recorded as such.
+            parts.append("first_output")
+        if output_ns > recorded_end:
+            parts.append("first_output_split")
+    names = tuple(n.rec.step_name or renamed.get(n.rec.span_id) or n.rec.name for n in unknown)
+    return replace(rollup, unrecorded=names, unrecorded_parts=tuple(parts))
+
+
+def _within(node: Node, ancestor: Node) -> bool:
+    """Whether ``node`` is ``ancestor`` or inside it."""
+    current: Node | None = node
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = current.parent
+    return False
 
 
 def _add_output(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 from chainlat._core import voice
 
 if TYPE_CHECKING:
+    from chainlat._core.chain import Rollup
     from chainlat._core.runs import StepKindName, WorkflowRun
 
 PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
@@ -305,6 +306,9 @@ class WorkflowStats:
     heaviest_weight: float = 0.0
     heaviest_trace_id: str = ""
     """The run in the samples that stands for the most runs, and its trace."""
+    unrecorded: dict[str, int] = field(default_factory=dict)
+    """Per quantity, and per step name, the sampled runs whose value is a bound: it depends
+    on a model call whose end the trace does not record (``Rollup.unrecorded``)."""
 
     @property
     def dominant(self) -> tuple[str, float] | None:
@@ -318,6 +322,14 @@ class WorkflowStats:
     def sampled(self) -> int:
         """Runs in the latency samples."""
         return len(self.quantities["total"])
+
+    def _add_unrecorded(self, rollup: Rollup) -> None:
+        unrecorded = self.unrecorded
+        for key in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES):
+            if rollup.unrecorded_in(key):
+                unrecorded[key] = unrecorded.get(key, 0) + 1
+        for name in set(rollup.unrecorded):
+            unrecorded[name] = unrecorded.get(name, 0) + 1
 
     def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
         """Count one run (``cost_usd``: its cost, when known otherwise than from the run)."""
@@ -360,6 +372,8 @@ class WorkflowStats:
         cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
             self.cost.add(cost, cached, weight)
+        if rollup.unrecorded:
+            self._add_unrecorded(rollup)
         steps = self.steps
         for step in run.steps:
             stats = steps.get(step.name)

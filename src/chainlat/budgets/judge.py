@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from chainlat._core.errors import shown
@@ -19,7 +19,7 @@ from chainlat._core.runs import (
     Unit,
     WorkflowRun,
 )
-from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
+from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES, Samples, Stats, WorkflowStats
 from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
 from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
@@ -35,6 +35,10 @@ from chainlat.budgets.verdict import (
 if TYPE_CHECKING:
     from chainlat._core.prices import Prices
     from chainlat.budgets.model import Budgets, WorkflowBudget
+
+
+_QUANTITIES = (*QUANTITIES, FIRST_OUTPUT, *SPEECH_QUANTITIES)
+"""Every budget quantity of a run."""
 
 
 def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
@@ -58,6 +62,10 @@ class _Measure:
         """The run's worst value of this measure, None when the run does not have it."""
         raise NotImplementedError
 
+    def unrecorded(self, run: WorkflowRun) -> bool:
+        """Whether the run's value depends on a model call's end its trace does not hold."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class _QuantityMeasure(_Measure):
@@ -70,6 +78,9 @@ class _QuantityMeasure(_Measure):
             return speech_ms(run.rollup, self.quantity)
         return run.rollup.kind_ms(self.quantity)
 
+    def unrecorded(self, run: WorkflowRun) -> bool:
+        return run.rollup.unrecorded_in(self.quantity)
+
 
 @dataclass(frozen=True)
 class _StepMeasure(_Measure):
@@ -80,6 +91,51 @@ class _StepMeasure(_Measure):
         values = [s.ttft_ms if self.ttft else s.duration_ms for s in _occurrences(run, self.step)]
         found = [v for v in values if v is not None]
         return max(found) if found else None
+
+    def unrecorded(self, run: WorkflowRun) -> bool:
+        return not self.ttft and self.step in run.rollup.unrecorded
+
+
+def unrecorded_why(run: WorkflowRun) -> str:
+    """Why a run's values that depend on a model call's end are not judged (rule 13 of
+    docs/attributes.md), naming the call."""
+    names = ", ".join(f"`{name}`" for name in run.rollup.unrecorded)
+    return (
+        f"{names} ended before its own events (a stream handed back before it was read): "
+        "its end is not recorded; instrument the HTTP client "
+        "(`chainlat.instrument_httpx()`) to time it"
+    )
+
+
+@dataclass(slots=True)
+class _Unrecorded:
+    """The runs of a workflow whose values depend on a model call's end not in the trace."""
+
+    runs: int = 0
+    quantities: set[str] = field(default_factory=set)
+    steps: set[str] = field(default_factory=set)
+    why: str = ""
+
+    def add(self, run: WorkflowRun) -> None:
+        self.runs += 1
+        rollup = run.rollup
+        self.quantities.update(q for q in _QUANTITIES if rollup.unrecorded_in(q))
+        self.steps.update(rollup.unrecorded)
+        if not self.why:
+            self.why = unrecorded_why(run)
+
+    def verdict(self, verdict: LimitVerdict, depends: bool) -> LimitVerdict:
+        """A percentile over runs one of which only bounds it: not judged, kept or broken
+        (a bound on one sample can move the percentile either way)."""
+        if not depends:
+            return verdict
+        return replace(
+            verdict,
+            status="not_judged",
+            reason="unrecorded_end",
+            why=f"{self.runs} of its runs: {self.why}",
+            worst_run=None,
+        )
 
 
 def _over(actual: float, limit: float) -> bool:
@@ -168,6 +224,8 @@ class _Tallies:
         self.unpriced: dict[str, _RunTally] = {}
         """Runs whose cost is unknown, for the cost percentiles."""
         self.incomplete: dict[str, _RunTally] = {}
+        self.unrecorded: dict[str, _Unrecorded] = {}
+        """Runs with a model call whose end the trace does not record, by workflow."""
         self.stats = Stats(
             include_errors=budgets.includes_errors,
             include_interrupted=budgets.includes_interrupted,
@@ -184,6 +242,9 @@ class _Tallies:
             self.incomplete.setdefault(run.workflow, _RunTally()).not_judged(
                 "incomplete_run", run.incomplete
             )
+        unrecorded = bool(run.rollup.unrecorded)
+        if unrecorded:
+            self.unrecorded.setdefault(run.workflow, _Unrecorded()).add(run)
         cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
         stats.add(run, cost.usd if cost is not None else None)
         # A failed run is in no percentile (unless include_errors): its cost is not missed.
@@ -195,7 +256,10 @@ class _Tallies:
             if actual is None:
                 continue
             tally = self.runs.setdefault((run.workflow, target), _RunTally())
-            if actual < 0 and math.isfinite(actual):
+            if unrecorded and measure.unrecorded(run):
+                # A bound, not a measurement (rule 13): neither kept nor broken is known.
+                tally.not_judged("unrecorded_end", unrecorded_why(run))
+            elif actual < 0 and math.isfinite(actual):
                 # A recorded rollup no duration can be (chainlat.chain.total_ms = -100).
                 why = f"a run records {actual:g} ms for {target}, which no duration can be"
                 tally.not_judged("impossible_value", why)
@@ -246,7 +310,11 @@ def evaluate(
     for name, budget in budgets.workflows.items():
         found = _run_verdicts(name, budget, checks[name], tallies)
         workflow_stats = stats.workflows.get(name)
-        found.extend(_percentile_verdicts(name, budget, budgets, workflow_stats))
+        found.extend(
+            _percentile_verdicts(
+                name, budget, budgets, workflow_stats, tally.unrecorded.get(name, _Unrecorded())
+            )
+        )
         if name in unpriced:
             found = [_cost_unknown(v, unpriced[name]) for v in found]
         if budget.error_rate is not None:
@@ -418,7 +486,11 @@ def _error_rate_verdict(
 
 
 def _percentile_verdicts(
-    name: str, budget: WorkflowBudget, budgets: Budgets, stats: WorkflowStats | None
+    name: str,
+    budget: WorkflowBudget,
+    budgets: Budgets,
+    stats: WorkflowStats | None,
+    unrecorded: _Unrecorded,
 ) -> list[LimitVerdict]:
     min_runs = budgets.min_runs_for(name)
     exclude = budgets.excludes_cache_hits(name)
@@ -470,6 +542,7 @@ def _percentile_verdicts(
         for quantity, limit in budget.percentiles[key].items():
             samples = stats.quantities[quantity] if stats is not None else None
             judge(target_of(key, quantity), q, limit, samples)
+            found[-1] = unrecorded.verdict(found[-1], quantity in unrecorded.quantities)
     for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):
         q = percentile_of_key(key, "cost_")
         cost = stats.cost if stats is not None else None
@@ -480,6 +553,7 @@ def _percentile_verdicts(
             q = percentile_of_key(key, "")
             samples = step_stats.duration if step_stats is not None else None
             judge(step_target(step, key), q, limits.percentiles[key], samples)
+            found[-1] = unrecorded.verdict(found[-1], step in unrecorded.steps)
         for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
             q = percentile_of_key(key, "ttft_")
             samples = step_stats.ttft if step_stats is not None else None

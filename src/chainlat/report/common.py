@@ -180,18 +180,35 @@ def runs_heading(workflow: WorkflowStats) -> str:
 
 def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
     rows = [
-        StatRow(q if q == "total" else f"{q} (critical path)", "", workflow.quantities[q].summary())
+        StatRow(
+            _bound(workflow, q, q if q == "total" else f"{q} (critical path)"),
+            "",
+            workflow.quantities[q].summary(),
+        )
         for q in QUANTITIES
     ]
     first_output = workflow.quantities[FIRST_OUTPUT]
     if len(first_output):
-        rows.insert(1, StatRow("first output", "", first_output.summary()))
+        label = _bound(workflow, FIRST_OUTPUT, "first output")
+        rows.insert(1, StatRow(label, "", first_output.summary()))
     for step in workflow.steps.values():
-        rows.append(StatRow(step.name, step.kind, step.duration.summary()))
+        rows.append(
+            StatRow(_bound(workflow, step.name, step.name), step.kind, step.duration.summary())
+        )
     for step in workflow.steps.values():
         if len(step.ttft):
             rows.append(StatRow(f"{step.name} (ttft)", "ttft", step.ttft.summary()))
     return rows
+
+
+def _bound(workflow: WorkflowStats, key: str, label: str) -> str:
+    """``label``, marked when some runs' value of ``key`` is a bound, not a measurement: it
+    depends on a model call whose end the trace does not record (docs/attributes.md, rule
+    13)."""
+    runs = workflow.unrecorded.get(key, 0)
+    if not runs:
+        return label
+    return f"{label} [a bound in {runs}/{workflow.sampled} runs]"
 
 
 def summary_json(summary: Summary) -> dict[str, Any]:
@@ -218,6 +235,7 @@ _REASON_LABELS: Final = {
     "no_series": "no series",
     "not_finite": "not a finite number",
     "incomplete_run": "incomplete run",
+    "unrecorded_end": "a model call's end not recorded",
 }
 
 

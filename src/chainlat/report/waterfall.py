@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
 from chainlat.report.common import limit_text, shown_name, source_name, visible
+
+if TYPE_CHECKING:
+    from chainlat._core.chain import Rollup
 
 _BAR_WIDTH: Final = 40
 MAX_ROWS: Final = 2000
@@ -67,11 +70,34 @@ def waterfall(
             "--format json lists them all)"
         )
     c = run.rollup
+    if not c.unrecorded:
+        lines.append(
+            f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
+            f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
+        )
+        return "\n".join(lines)
+    parts = ", ".join(
+        f"{kind} {_bounded(c, kind)}" for kind in ("inference", "data", "tool", "overhead")
+    )
+    names = ", ".join(shown_name(name, _MAX_LABEL_CHARS) for name in c.unrecorded)
+    lines.append(f"   critical path (*): {parts}")
     lines.append(
-        f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
-        f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
+        f"   the end of {names} is not recorded (its span ended before its own events): "
+        "instrument the HTTP client (chainlat.instrument_httpx()) to time it"
     )
     return "\n".join(lines)
+
+
+def _bounded(rollup: Rollup, kind: str) -> str:
+    """A part of the critical path, as a bound when a model call's end is not recorded: the
+    call ran on for an unknown time, taken from what the trace shows as overhead; when
+    another step ran past its recorded end the path itself may differ, and no bound holds."""
+    value = f"{rollup.kind_ms(kind):.1f} ms"
+    if not rollup.unrecorded_in(kind):
+        return value
+    if rollup.unrecorded_in("data"):
+        return f"{value} (not known)"
+    return f"at least {value}" if kind == "inference" else f"at most {value}"
 
 
 _Row = tuple[str, str, str, float, float, str, str]
@@ -117,7 +143,10 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
         extra = f"ttft {step.ttft_ms:.1f} ms" if step.ttft_ms is not None else ""
         if step.cache_hit:
             extra = (extra + " cached").strip()
-        if step.extended:
+        if step.extended and step.name in run.rollup.unrecorded:
+            # Its span ended before its own events: it ran on for a time no span records.
+            extra = (extra + " ended before its own events: took at least this").strip()
+        elif step.extended:
             # Its span ended before its own events or children: timed to the last of them.
             extra = (extra + " extended to its last event").strip()
         rows.append(
