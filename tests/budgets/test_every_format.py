@@ -65,6 +65,13 @@ CASES = [
         plugin=False,
     ),
     Case(
+        "operation never called",
+        KEPT + '[workflows.support-chat.operations.text_to_speech]\nlatency = "1s"\n',
+        "no_data",
+        "FAILED: 0 of 2 limits broken, 1 not judged",
+        "no run of 'support-chat' has a call of text_to_speech",
+    ),
+    Case(
         "too few runs",
         'min_runs = 10\n[workflows.support-chat]\ntotal = "10s"\np95 = "10s"\n',
         "not_enough_runs",

@@ -22,6 +22,7 @@ from chainlat._core.conventions import (
     model_of,
     output_tokens_of,
     provider_of,
+    speech_input_of,
     ttft_ms_of,
     user_bot_latency_ms_of,
     workflow_name_of,
@@ -328,6 +329,16 @@ PIPECAT_TTS: Attributes = {
     "gen_ai.operation.name": "tts",
     "gen_ai.request.model": "sim-tts",
     "metrics.ttfb": 0.25,
+}
+CHAINLAT_WIRE_TTS: Attributes = {
+    "gen_ai.operation.name": "text_to_speech",
+    "gen_ai.request.model": "tts-1",
+    "chainlat.speech.input_characters": 42,
+}
+CHAINLAT_WIRE_STT: Attributes = {
+    "gen_ai.operation.name": "speech_to_text",
+    "gen_ai.request.model": "whisper-1",
+    "chainlat.audio.input_seconds": 3.5,
 }
 
 HTTP_CLIENT: Attributes = {
@@ -809,6 +820,7 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     has_output(recording)
     end_reason_of(recording)
     user_bot_latency_ms_of(recording)
+    speech_input_of(recording)
     return recording.asked
 
 

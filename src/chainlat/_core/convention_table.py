@@ -13,6 +13,7 @@ from typing import Final
 
 from chainlat._core.attributes import (
     AGENT_NAME,
+    AUDIO_INPUT_SECONDS,
     DB_SYSTEM,
     DB_SYSTEM_NAME,
     DECISION_MODEL_NAME,
@@ -66,6 +67,7 @@ from chainlat._core.attributes import (
     PIPECAT_WAS_INTERRUPTED,
     PYDANTIC_AI_AGENT_NAME,
     RERANKER_MODEL_NAME,
+    SPEECH_INPUT_CHARACTERS,
     STEP_KIND,
     TRACELOOP_ENTITY_NAME,
     TRACELOOP_SPAN_KIND,
@@ -140,7 +142,7 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                 },
             }
         ),
-        reads=(LATENCY_TTFT_MS, HTTP_REQUEST_METHOD),
+        reads=(LATENCY_TTFT_MS, HTTP_REQUEST_METHOD, SPEECH_INPUT_CHARACTERS, AUDIO_INPUT_SECONDS),
     ),
     Convention(
         name="gen_ai",

@@ -53,6 +53,7 @@ from typing import Final
 
 from chainlat._core.attributes import (
     AGENT_NAME,
+    AUDIO_INPUT_SECONDS,
     DB_SYSTEM,
     DB_SYSTEM_NAME,
     DECISION_MODEL_NAME,
@@ -91,6 +92,8 @@ from chainlat._core.attributes import (
     LLM_TOKEN_COUNT_COMPLETION,
     LLM_TOKEN_COUNT_PROMPT,
     LOGFIRE_SPAN_TYPE,
+    OP_SPEECH_TO_TEXT,
+    OP_TEXT_TO_SPEECH,
     OPENINFERENCE_SPAN_KIND,
     PIPECAT_ENDED_BY_CONVERSATION_END,
     PIPECAT_TTFB,
@@ -99,6 +102,7 @@ from chainlat._core.attributes import (
     PIPECAT_WAS_INTERRUPTED,
     PYDANTIC_AI_AGENT_NAME,
     RERANKER_MODEL_NAME,
+    SPEECH_INPUT_CHARACTERS,
     STEP_KIND,
     TRACELOOP_ENTITY_NAME,
     TRACELOOP_SPAN_KIND,
@@ -419,6 +423,32 @@ def user_bot_latency_ms_of(attributes: Mapping[str, object]) -> float | None:
     value = attributes.get(PIPECAT_USER_BOT_LATENCY)
     seconds = None if value is None else _duration(value)
     return None if seconds is None else seconds * 1000.0
+
+
+_SPEECH_INPUT: Final = {
+    OP_TEXT_TO_SPEECH: SPEECH_INPUT_CHARACTERS,
+    OP_SPEECH_TO_TEXT: AUDIO_INPUT_SECONDS,
+}
+_MAX_SPEECH_INPUT: Final = 1e9
+
+
+def speech_input_of(attributes: Mapping[str, object]) -> float | None:
+    """A speech call's input, what its latency profile is fitted on: the characters spoken
+    (text to speech) or the seconds of audio heard (speech to text); None if absent.
+
+    Example:
+        >>> speech_input_of({"gen_ai.operation.name": "text_to_speech",
+        ...                  "chainlat.speech.input_characters": 42})
+        42.0
+    """
+    operation = attributes.get(GEN_AI_OPERATION_NAME)
+    key = _SPEECH_INPUT.get(operation) if isinstance(operation, str) else None
+    if key is None:
+        return None
+    value = attributes.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= _MAX_SPEECH_INPUT else None
 
 
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:

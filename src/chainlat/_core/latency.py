@@ -13,6 +13,10 @@ A profile fitted from streamed calls and calls not streamed also holds
 in place of ``ttft_base_ms`` and ``decode_ms_per_token`` (the client does not
 read a chunk per token), the same prefill slope.
 
+A speech model's profile (``speech_input`` set) is fitted on the characters it speaks or
+the seconds of audio it hears in place of tokens (:mod:`chainlat.analysis.speech`):
+``speech_ttft_ms`` and ``speech_service_ms`` predict it.
+
 A profile file holds one table per model under ``models`` (TOML or JSON); an
 array of tables with a ``name`` is read too::
 
@@ -29,7 +33,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -86,6 +90,18 @@ class LatencyProfile(BaseModel):
     """Smallest and largest output token counts fitted."""
     note: str = ""
     """Why a coefficient was left out or set to 0, when it was."""
+    speech_input: Literal["characters", "audio_seconds"] | None = None
+    """A speech model's profile: what its time is fitted against, in place of tokens (the
+    characters spoken for text to speech, the seconds of audio heard for speech to text)."""
+    ttft_per_speech_input_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """A speech model: extra time to the first audio byte or transcript word per character
+    or second of audio (``ttft_base_ms`` is the time at none)."""
+    ms_per_speech_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """A speech model: time after the first audio byte or transcript word per character or
+    second of audio (text to speech: the audio's length per character over the real-time
+    factor); None when its calls did not stream."""
+    speech_input_range: tuple[float, float] | None = None
+    """Smallest and largest speech input fitted: outside it the line is extrapolated."""
     output_tokens: int | None = Field(default=None, ge=1)
     """For the simulator: tokens in every answer (default 16, or the fitted range's top)."""
     slots: int | None = Field(default=None, ge=1)
@@ -115,6 +131,15 @@ class LatencyProfile(BaseModel):
             )
         decode = self.decode_ms_per_token or 0.0
         return self.ttft_ms(input_tokens) + decode * max(output_tokens - 1, 0)
+
+    def speech_ttft_ms(self, amount: float) -> float:
+        """A speech model: predicted time to the first audio byte or transcript word for
+        ``amount`` characters or seconds of audio, without queue and network."""
+        return self.ttft_base_ms + self.ttft_per_speech_input_ms * amount
+
+    def speech_service_ms(self, amount: float) -> float:
+        """A speech model: predicted duration of a call, without queue and network."""
+        return self.speech_ttft_ms(amount) + (self.ms_per_speech_input or 0.0) * amount
 
 
 class _ProfileFile(BaseModel):

@@ -27,6 +27,7 @@ from chainlat._core import voice
 if TYPE_CHECKING:
     from chainlat._core.chain import Rollup
     from chainlat._core.runs import StepKindName, WorkflowRun
+    from chainlat._core.steps import StepTiming
 
 PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 """The percentiles every statistics table shows."""
@@ -309,6 +310,8 @@ class WorkflowStats:
     unrecorded: dict[str, int] = field(default_factory=dict)
     """Per quantity, and per step name, the sampled runs whose value is a bound: it depends
     on a model call whose end the trace does not record (``Rollup.unrecorded``)."""
+    operations: dict[str, StepStats] = field(default_factory=dict)
+    """Every model call by operation (``text_to_speech``), in order of first appearance."""
 
     @property
     def dominant(self) -> tuple[str, float] | None:
@@ -382,8 +385,20 @@ class WorkflowStats:
             stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
             if step.ttft_ms is not None:
                 stats.ttft.add(step.ttft_ms, step.cache_hit, weight)
+            if step.operation is not None and step.kind == "inference":
+                _add_call(self.operations, step, weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
+
+
+def _add_call(operations: dict[str, StepStats], step: StepTiming, weight: float) -> None:
+    assert step.operation is not None
+    stats = operations.get(step.operation)
+    if stats is None:
+        stats = operations[step.operation] = StepStats(step.operation, "inference")
+    stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
+    if step.ttft_ms is not None:
+        stats.ttft.add(step.ttft_ms, step.cache_hit, weight)
 
 
 @dataclass(slots=True)

@@ -48,6 +48,9 @@ class StepTiming:
     extended: bool = False
     """The step's span ended before its own events or children; it is timed to the last of
     them (the reports say so)."""
+    operation: str | None = None
+    """A model call's operation (``gen_ai.operation.name``: ``chat``, ``text_to_speech``),
+    when known: budgets limit every call of an operation."""
 
     @property
     def duration_ms(self) -> float:
@@ -99,6 +102,7 @@ def steps_of(root: SpanRecord, spans: Iterable[SpanRecord]) -> tuple[StepTiming,
                         rec.name,
                         rec.model,
                         rec.extended,
+                        rec.operation,
                     )
                 )
                 position[rec.span_id] = len(found) - 1
@@ -126,6 +130,7 @@ def _absorbed(outer: StepTiming, rec: SpanRecord) -> StepTiming:
         ttft == outer.ttft_ms
         and (outer.cache_hit or not rec.cache_hit)
         and (outer.model is not None or rec.model is None)
+        and (outer.operation is not None or rec.operation is None)
     ):
         return outer
     return StepTiming(
@@ -139,6 +144,7 @@ def _absorbed(outer: StepTiming, rec: SpanRecord) -> StepTiming:
         outer.span_name,
         outer.model or rec.model,
         outer.extended,
+        outer.operation or rec.operation,
     )
 
 
@@ -172,6 +178,7 @@ def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ..
                 rec.name,
                 rec.model,
                 rec.extended,
+                rec.operation,
             )
         )
     if len(found) > 1:
@@ -233,6 +240,7 @@ def _merge_twins(
             step.span_name,
             step.model or rec.model,
             step.extended or rec.extended,
+            step.operation or rec.operation,
         )
 
 

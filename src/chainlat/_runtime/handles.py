@@ -383,6 +383,72 @@ class WorkflowHandle(StepHandle):
             self.span.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, (now - self.start_ns) / 1e6)
             self.span.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=now)
 
+    _opened_ns: int | None = None
+    """The start as opened (``started_at_ns`` or the ``with``), kept while marks move it."""
+
+    def user_stopped_speaking(self, *, at_ns: int | None = None) -> None:
+        """Mark now (or ``at_ns``) as the end of the caller's speech: the turn starts there.
+
+        The mark becomes the workflow's start: for the rollup, the wait for the first
+        output and the span as exported (as ``started_at_ns=`` does when the instant is
+        known up front). Steps that began before it belong to the turn from the mark on
+        (the rollup clips them to it); a step that ended before it counts as a step of
+        no time. Called again, the last call wins: the caller spoke again after a pause
+        the end-of-turn detector took for the end. After the workflow ended, or past a
+        first output already marked, it is ignored (logged once); it never raises.
+
+        ``at_ns`` is read from the span clock, ``time.time_ns()`` (or the clock given to
+        ``configure(clock=...)``): an instant between the workflow's opening and now. A
+        value outside (one from ``time.monotonic_ns()``) is refused with a logged error
+        and no mark; an end of speech before the workflow opened goes to
+        ``workflow(started_at_ns=...)``.
+
+        Example::
+
+            with chainlat.workflow("voice-turn") as turn:
+                transcript = stt.finish(audio)  # streamed while the caller spoke
+                turn.user_stopped_speaking()
+        """
+        if at_ns is not None and type(at_ns) is not int:
+            warn_once(
+                "user_stopped_speaking.at_ns",
+                "chainlat: user_stopped_speaking(at_ns=%s): expected integer nanoseconds; "
+                "using now (this warning is logged once)",
+                shown(at_ns),
+            )
+            at_ns = None
+        with internal_errors("marking the end of the caller's speech"):
+            if self.end_ns is not None:
+                warn_once(
+                    "user_stopped_speaking.ended",
+                    "chainlat: user_stopped_speaking() after workflow %r ended; ignored "
+                    "(this warning is logged once)",
+                    self.name,
+                )
+                return
+            opened = self._opened_ns if self._opened_ns is not None else self.start_ns
+            if at_ns is None:
+                mark = self._now()
+            elif _outside_run("user_stopped_speaking", at_ns, opened, self._now()):
+                return
+            else:
+                mark = at_ns
+            if self._first_output_ns is not None and mark > self._first_output_ns:
+                warn_once(
+                    "user_stopped_speaking.after_output",
+                    "chainlat: user_stopped_speaking() after the first output of workflow %r "
+                    "was marked; ignored (this warning is logged once)",
+                    self.name,
+                )
+                return
+            self._opened_ns = opened
+            self.start_ns = mark
+            _move_start(self.span, mark)
+            if self._first_output_ns is not None:
+                self.span.set_attribute(
+                    attr.WORKFLOW_FIRST_OUTPUT_MS, (self._first_output_ns - mark) / 1e6
+                )
+
     def end_reason(self, reason: str) -> None:
         """Record how a voice turn ended: ``completed``, ``interrupted`` (the caller spoke
         over the answer) or ``session_closed`` (``gen_ai.agent.invocation.end_reason``).
@@ -427,6 +493,24 @@ class WorkflowHandle(StepHandle):
 
     def _after_end(self, exc: BaseException | None) -> None:
         hooks.run_after(self, exc)
+
+
+def _move_start(span: trace.Span, start_ns: int) -> None:
+    """Move an open SDK span's start: the API has no setter; the SDK keeps it in
+    ``_start_time``, read by every exporter once the span ended."""
+    if not span.is_recording():
+        return  # nothing exported: nothing to move
+    lock = getattr(span, "_lock", None)
+    if lock is None or not isinstance(getattr(span, "_start_time", None), int):
+        warn_once(
+            "user_stopped_speaking.span",
+            "chainlat: user_stopped_speaking(): the span (%s) is not an SDK span; its start "
+            "is not moved (this warning is logged once)",
+            type(span).__name__,
+        )
+        return
+    with lock:
+        span._start_time = start_ns  # type: ignore[attr-defined]
 
 
 def _no_rollup(name: str, provider: object, no_processor: bool) -> None:

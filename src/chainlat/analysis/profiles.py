@@ -72,6 +72,7 @@ from chainlat._core.latency import (
     save_profiles,
 )
 from chainlat._core.rollup import find_twins
+from chainlat.analysis.speech import fit_speech_profile, speech_input_of
 
 if TYPE_CHECKING:
     from chainlat._core.runs import TracedSpan, WorkflowRun
@@ -131,6 +132,10 @@ class ModelCall:
     network_ms: float | None = None
     cache_hit: bool = False
     error: bool = False
+    operation: str | None = None
+    """``speech_to_text`` or ``text_to_speech`` for a speech call, else None."""
+    speech_input: float | None = None
+    """A speech call's input: characters spoken (TTS) or seconds of audio heard (STT)."""
 
     @property
     def service_ms(self) -> float:
@@ -239,6 +244,7 @@ def _call_of(
             parts[key] = value
             env += value
     record = step.record
+    operation, speech_input = speech_input_of(s.attributes for s in group)
     return ModelCall(
         span_id=record.span_id,
         step=record.label,
@@ -252,6 +258,8 @@ def _call_of(
         network_ms=parts.get(attr.LATENCY_NETWORK_MS),
         cache_hit=any(s.record.cache_hit for s in group),
         error=any(s.error or attr.ERROR_TYPE in s.attributes for s in group),
+        operation=operation,
+        speech_input=speech_input,
     )
 
 
@@ -475,8 +483,8 @@ def usage_gaps(calls: Iterable[ModelCall]) -> dict[str, int]:
     gaps: dict[str, int] = {}
     usable: set[str] = set()
     for call in calls:
-        if call.error or call.cache_hit:
-            continue  # never fitted, with or without tokens
+        if call.error or call.cache_hit or call.speech_input is not None:
+            continue  # never fitted, or fitted on its speech input
         if call.input_tokens is not None and call.output_tokens is not None:
             usable.add(call.model)
         elif call.ttft_ms is not None:
@@ -506,5 +514,12 @@ def calls_by_model(runs: Iterable[WorkflowRun]) -> dict[str, list[ModelCall]]:
 
 def fit_by_model(calls: Mapping[str, Iterable[ModelCall]]) -> dict[str, LatencyProfile]:
     """A profile for every model whose calls can be fitted (:func:`fit_profile`)."""
-    fitted = {model: fit_profile(found) for model, found in calls.items()}
+    fitted = {model: _fit_any(list(found)) for model, found in calls.items()}
     return {model: profile for model, profile in fitted.items() if profile is not None}
+
+
+def _fit_any(calls: list[ModelCall]) -> LatencyProfile | None:
+    """A speech model's calls are fitted on their speech input, others on their tokens."""
+    if any(c.speech_input is not None for c in calls):
+        return fit_speech_profile(calls)
+    return fit_profile(calls)

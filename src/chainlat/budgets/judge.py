@@ -8,7 +8,7 @@ Pure: runs in, verdicts out; nothing is read from OpenTelemetry.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES, Samples, Stats, Workf
 from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
 from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
-from chainlat.budgets.messages import step_target, target_of
+from chainlat.budgets.messages import operation_target, step_target, target_of
 from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
 from chainlat.budgets.verdict import (
     BudgetReport,
@@ -54,6 +54,13 @@ def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
             checks.append((step_target(step, "max"), limits.max, _StepMeasure(step, False)))
         if limits.ttft is not None:
             checks.append((step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
+    for operation, op_limits in budget.operations.items():
+        if op_limits.latency is not None:
+            target = operation_target(operation, "latency")
+            checks.append((target, op_limits.latency, _OperationMeasure(operation, False)))
+        if op_limits.first_output is not None:
+            target = operation_target(operation, "first_output")
+            checks.append((target, op_limits.first_output, _OperationMeasure(operation, True)))
     return checks
 
 
@@ -136,6 +143,25 @@ class _Unrecorded:
             why=f"{self.runs} of its runs: {self.why}",
             worst_run=None,
         )
+
+
+@dataclass(frozen=True)
+class _OperationMeasure(_Measure):
+    """The worst call of one operation in a run: its duration, or its first output."""
+
+    operation: str
+    first_output: bool
+
+    def of(self, run: WorkflowRun) -> float | None:
+        calls = [s for s in run.steps if s.operation == self.operation and s.kind == "inference"]
+        values = [s.ttft_ms if self.first_output else s.duration_ms for s in calls]
+        found = [v for v in values if v is not None]
+        return max(found) if found else None
+
+    def unrecorded(self, run: WorkflowRun) -> bool:
+        # A call's first output is measured; its duration is a bound when its end is not
+        # recorded, and the operation of such a call is not kept: fail closed.
+        return not self.first_output and bool(run.rollup.unrecorded)
 
 
 def _over(actual: float, limit: float) -> bool:
@@ -320,6 +346,8 @@ def evaluate(
         if budget.error_rate is not None:
             found.append(_error_rate_verdict(name, budget.error_rate, budgets, workflow_stats))
         found = absent_verdicts(found, name, budget, stats, budgets.source)
+        if budget.operations:
+            found = [_no_call(v, budget, workflow_stats) for v in found]
         why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
         if why:
             found = [_incomplete(v, why) for v in found]
@@ -547,15 +575,66 @@ def _percentile_verdicts(
         q = percentile_of_key(key, "cost_")
         cost = stats.cost if stats is not None else None
         judge(key, q, budget.cost_percentiles[key], cost, "USD")
+    for target, q, limit, samples, depends in _call_percentiles(budget, stats, unrecorded):
+        judge(target, q, limit, samples)
+        found[-1] = unrecorded.verdict(found[-1], depends)
+    return found
+
+
+def _call_percentiles(
+    budget: WorkflowBudget, stats: WorkflowStats | None, unrecorded: _Unrecorded
+) -> Iterator[tuple[str, float, float, Samples | None, bool]]:
+    """The percentile limits over steps and over the calls of an operation: (target,
+    percentile, limit, the samples it is judged on, whether a call whose end the trace does
+    not record may be among them). A call's first output is measured even then; its
+    duration is a bound, and which operation an unrecorded call had is not kept, so a
+    duration limit on any operation is not judged when a run had one (fail closed)."""
     for step, limits in budget.steps.items():
         step_stats = stats.steps.get(step) if stats is not None else None
         for key in sorted(limits.percentiles, key=lambda k: percentile_of_key(k, "")):
-            q = percentile_of_key(key, "")
             samples = step_stats.duration if step_stats is not None else None
-            judge(step_target(step, key), q, limits.percentiles[key], samples)
-            found[-1] = unrecorded.verdict(found[-1], step in unrecorded.steps)
+            yield (
+                step_target(step, key),
+                percentile_of_key(key, ""),
+                limits.percentiles[key],
+                samples,
+                step in unrecorded.steps,
+            )
         for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
-            q = percentile_of_key(key, "ttft_")
             samples = step_stats.ttft if step_stats is not None else None
-            judge(step_target(step, key), q, limits.ttft_percentiles[key], samples)
-    return found
+            q = percentile_of_key(key, "ttft_")
+            yield step_target(step, key), q, limits.ttft_percentiles[key], samples, False
+    for operation, op_limits in budget.operations.items():
+        calls = stats.operations.get(operation) if stats is not None else None
+        for key in sorted(op_limits.percentiles, key=lambda k: percentile_of_key(k, "")):
+            q = percentile_of_key(key, "")
+            per_call = op_limits.percentiles[key]
+            for name, limit in (
+                ("latency", per_call.latency),
+                ("first_output", per_call.first_output),
+            ):
+                if limit is None:
+                    continue
+                samples = (
+                    None if calls is None else calls.duration if name == "latency" else calls.ttft
+                )
+                depends = name == "latency" and unrecorded.runs > 0
+                yield operation_target(operation, f"{key}.{name}"), q, limit, samples, depends
+
+
+def _no_call(
+    verdict: LimitVerdict, budget: WorkflowBudget, stats: WorkflowStats | None
+) -> LimitVerdict:
+    """A limit on an operation no run called says so (not judged, ``no_data``)."""
+    if verdict.reason != "no_data" or not verdict.target.startswith("operations."):
+        return verdict
+    operation = verdict.target.split(".", 2)[1]
+    if operation not in budget.operations:
+        return verdict
+    if stats is None or operation not in stats.operations:
+        why = f"no run of {shown(verdict.workflow)} has a call of {operation}"
+    elif verdict.target.endswith("first_output"):
+        why = f"no {operation} call of {shown(verdict.workflow)} has a first output (none streamed)"
+    else:
+        return verdict
+    return replace(verdict, why=why)

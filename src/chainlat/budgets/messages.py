@@ -153,3 +153,9 @@ def target_of(*parts: str) -> str:
 def step_target(step: str, limit: str) -> str:
     """The key path of a step's limit inside its workflow's budget (``steps."x".max``)."""
     return target_of("steps", step_key(step), limit)
+
+
+def operation_target(operation: str, limit: str) -> str:
+    """The key path of an operation's limit inside its workflow's budget
+    (``operations.text_to_speech.p95.first_output``)."""
+    return target_of("operations", operation, limit)

@@ -84,6 +84,43 @@ class BudgetModel(BaseModel):
     keys_help: ClassVar[str] = ""
 
 
+Operation = Literal[
+    "chat", "text_completion", "generate_content", "embeddings", "speech_to_text", "text_to_speech"
+]
+"""A model call's ``gen_ai.operation.name``, as ``[workflows.X.operations.<operation>]`` keys."""
+
+
+class OperationLimits(BudgetModel):
+    """Limits on a percentile of every call of one operation in a workflow's runs."""
+
+    keys_help: ClassVar[str] = "latency, first_output"
+
+    latency: Duration | None = None
+    """The calls' duration."""
+    first_output: Duration | None = None
+    """The calls' first output: the first audio byte (text to speech), the first
+    transcript delta (speech to text), the first token (chat)."""
+
+
+class OperationBudget(BudgetModel):
+    """Limits on every call of one operation inside a workflow (``text_to_speech``)."""
+
+    keys_help: ClassVar[str] = "latency, first_output, p50/p90/p95/p99 (any pNN)"
+
+    latency: Duration | None = None
+    """Limit on the duration of every call, in every run."""
+    first_output: Duration | None = None
+    """Limit on the first output of every call that streamed, in every run."""
+    percentiles: dict[PercentileKey, OperationLimits] = Field(default_factory=dict)
+    """``p95 = { latency = "400ms", first_output = "150ms" }``: percentiles over all the
+    calls of the operation in the workflow's runs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_percentiles(cls, data: object) -> object:
+        return _gather(data, {"": "percentiles"})
+
+
 def _quantity_limits_schema(schema: dict[str, Any]) -> None:
     schema["description"] = (
         "Limits on a percentile of the runs' total and critical-path split; "
@@ -164,7 +201,7 @@ class WorkflowBudget(BudgetModel):
         "total, inference, data, tool, overhead, first_output, speech_to_text, "
         "text_to_speech, first_output_speech_to_text, first_output_text_to_speech, "
         "p50/p90/p95/p99 (any pNN), error_rate, cost, cost_p95 (any cost_pNN), min_runs, "
-        "exclude_cache_hits, include_errors, include_interrupted, optional, steps"
+        "exclude_cache_hits, include_errors, include_interrupted, optional, steps, operations"
     )
 
     total: Duration | None = None
@@ -202,6 +239,8 @@ class WorkflowBudget(BudgetModel):
     """The workflow runs only sometimes: no run of it is not an error."""
     steps: dict[str, StepBudget] = Field(default_factory=dict)
     """Per-step limits, by step name (``chainlat.step.name``), else span name."""
+    operations: dict[Operation, OperationBudget] = Field(default_factory=dict)
+    """Limits on every call of an operation (``text_to_speech``), whatever its step."""
 
     @model_validator(mode="before")
     @classmethod

@@ -31,6 +31,14 @@ def json_schema() -> dict[str, Any]:
         "Limits on one step, by span name: max (each occurrence), pNN (a percentile "
         "of all occurrences), ttft and ttft_pNN (time to first token of model calls)."
     )
+    operation = defs["OperationBudget"]
+    operation["properties"].pop("percentiles")
+    operation["patternProperties"] = percentile_schema({"$ref": "#/$defs/OperationLimits"})
+    operation["description"] = (
+        "Limits on every call of one operation (text_to_speech, speech_to_text, chat, ...) "
+        "in a workflow's runs: latency and first_output (each call), pNN = { latency, "
+        "first_output } (a percentile over all the calls)."
+    )
     workflow = defs["WorkflowBudget"]
     workflow["properties"].pop("percentiles")
     workflow["properties"].pop("cost_percentiles")
@@ -41,8 +49,8 @@ def json_schema() -> dict[str, Any]:
     workflow["description"] = (
         "The budget of one workflow: per-run limits (total, inference, data, tool, "
         "overhead, first_output, cost), percentile limits over many runs (p50, p90, p95, "
-        "p99 or any pNN; cost_pNN), the share of failed runs (error_rate), and per-step "
-        "limits."
+        "p99 or any pNN; cost_pNN), the share of failed runs (error_rate), per-step "
+        "limits and limits on every call of an operation."
     )
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "chainlat latency budgets"

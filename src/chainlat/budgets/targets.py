@@ -37,6 +37,11 @@ def per_run_targets(budget: WorkflowBudget) -> list[tuple[str, float]]:
             found.append((f"steps.{step_key(step)}.max", limits.max))
         if limits.ttft is not None:
             found.append((f"steps.{step_key(step)}.ttft", limits.ttft))
+    for operation, op_limits in budget.operations.items():
+        if op_limits.latency is not None:
+            found.append((f"operations.{operation}.latency", op_limits.latency))
+        if op_limits.first_output is not None:
+            found.append((f"operations.{operation}.first_output", op_limits.first_output))
     return found
 
 

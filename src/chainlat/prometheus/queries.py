@@ -180,6 +180,8 @@ NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "(gen_ai.client.operation.time_to_first_chunk is per model only)",
     "cost_percentiles": "no histogram of cost per run",
     "exclude_cache_hits": "metrics do not tell cache hits apart; the percentiles include them",
+    "operations": "no histogram of a workflow's calls by operation (span metrics carry the "
+    "span name, not the workflow; gen_ai.client.operation.duration not the workflow either)",
 }
 
 
@@ -452,6 +454,22 @@ def unexpressed_limits(budgets: Budgets) -> list[Unexpressed]:
                         _percentile(key.removeprefix("ttft_")),
                     )
                 )
+        for operation, op_limits in budget.operations.items():
+            for key, per_call in op_limits.percentiles.items():
+                for name, limit in (
+                    ("latency", per_call.latency),
+                    ("first_output", per_call.first_output),
+                ):
+                    if limit is not None:
+                        found.append(
+                            Unexpressed(
+                                workflow,
+                                f"operations.{operation}.{key}.{name}",
+                                NOT_EXPRESSIBLE["operations"],
+                                limit,
+                                _percentile(key),
+                            )
+                        )
         for key, cost in budget.cost_percentiles.items():
             found.append(
                 Unexpressed(

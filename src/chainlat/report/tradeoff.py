@@ -87,16 +87,26 @@ def profiles_text(
     notes: list[RenderableType] = []
     for model, p in profiles.items():
         low, high = p.input_tokens_range or (0, 0)
+        per_input, per_output = p.ttft_per_input_token_ms, p.decode_ms_per_token
+        sizes = f"{low}-{high}"
+        if p.speech_input is not None:
+            # A speech model: the same columns, per character or second of audio.
+            unit = "char" if p.speech_input == "characters" else "s audio"
+            per_input, per_output = p.ttft_per_speech_input_ms, p.ms_per_speech_input
+            s_low, s_high = p.speech_input_range or (0.0, 0.0)
+            sizes = f"{s_low:g}-{s_high:g} {unit}"
         table.add_row(
             _cell(model),
             f"{p.calls} ({p.ttft_calls} ttft)",
             f"{p.ttft_base_ms:.1f}",
-            f"{p.ttft_per_input_token_ms:.4f}",
-            DASH if p.decode_ms_per_token is None else f"{p.decode_ms_per_token:.3f}",
+            f"{per_input:.4f}" + (f" /{unit}" if p.speech_input else ""),
+            DASH
+            if per_output is None
+            else f"{per_output:.3f}" + (f" /{unit}" if p.speech_input else ""),
             DASH if p.residual_sigma is None else f"±{p.residual_sigma:.0%}",
             share(p.queue_share),
             share(p.network_share),
-            f"{low}-{high}",
+            sizes,
         )
         if p.note:
             notes.append(_cell(f"note: {model}: {p.note}"))

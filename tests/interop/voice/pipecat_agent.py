@@ -11,6 +11,16 @@ OpenAI LLM service (``/v1/chat/completions``, streamed) and TTS service
 to nowhere, in real time. Pipecat writes its spans (``conversation``, ``turn``, ``stt``,
 ``llm``, ``tts``) with its own tracing (``enable_tracing=True``) to chainlat's JSON
 lines exporter; with ``--httpx`` chainlat's HTTP-level spans are there too.
+
+With ``--wrap`` the application wraps each turn in a ``chainlat.workflow("voice-turn")``,
+made the parent of Pipecat's ``turn`` span: Pipecat parents a turn to its pipeline's
+``TracingContext`` conversation context, so the application opens the conversation itself
+(``turn_trace_observer.start_conversation_tracing``) and points that context at the
+workflow of the coming turn before Pipecat starts it (the first turn starts with the
+pipeline). The workflow is marked ``user_stopped_speaking()`` at the end of the caller's
+audio and ends when Pipecat's turn tracking ends the turn (``on_turn_ended``, after
+Pipecat's own span). Each workflow is entered and exited in a context of its own
+(``contextvars.Context.run``): Pipecat's tasks never see it as their current span.
 """
 
 # mypy: ignore-errors
@@ -20,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import math
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -36,6 +48,7 @@ IN_RATE = 16_000
 FRAME_MS = 20
 SPEECH_S = (1.2, 0.8, 1.6, 1.0, 1.4, 0.9)
 """How long the caller speaks in each turn (cycled)."""
+CONVERSATION = "interop-voice"
 PAUSE_S = 5.0
 """Silence after the end of an utterance before the next: room for the whole answer to be
 played, so that no turn is interrupted."""
@@ -56,7 +69,25 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--llm", default="sim-voice-llm")
     parser.add_argument("--httpx", action="store_true")
+    parser.add_argument("--wrap", action="store_true")
     return parser.parse_args()
+
+
+class Turn:
+    """A ``chainlat.workflow`` per turn (``--wrap``), parent of the next turn Pipecat starts.
+
+    Entered and exited in a context of its own: the application's tasks and Pipecat's never
+    have it as their current span; Pipecat's turn span gets it through its tracing context.
+    """
+
+    def __init__(self, tracing) -> None:
+        self.spec = chainlat.workflow("voice-turn")
+        self.context = contextvars.copy_context()
+        self.handle = self.context.run(self.spec.__enter__)
+        tracing.set_conversation_context(self.handle.span.get_span_context(), CONVERSATION)
+
+    def close(self) -> None:
+        self.context.run(self.spec.__exit__, None, None, None)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -75,6 +106,7 @@ async def main(args: argparse.Namespace) -> None:
     from pipecat.pipeline.task import PipelineParams, PipelineTask
     from pipecat.processors.aggregators.llm_context import LLMContext
     from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+    from pipecat.processors.frame_processor import FrameProcessorSetup
     from pipecat.services.openai.llm import OpenAILLMService
     from pipecat.services.openai.stt import OpenAISTTService
     from pipecat.services.openai.tts import OpenAITTSService
@@ -85,9 +117,21 @@ async def main(args: argparse.Namespace) -> None:
     stopped_at: list[int] = []
     """time.time_ns() of each utterance's end, as the input transport signalled it."""
     played = asyncio.Event()
+    turn_ended: asyncio.Queue[bool] = asyncio.Queue()
+    """Whether each turn Pipecat ended was interrupted (``--wrap``)."""
+    conversation_id = CONVERSATION
+    turns: list[Turn] = []
 
     class GeneratedInput(BaseInputTransport):
         """Plays the script of utterances as microphone frames, in real time."""
+
+        async def setup(self, setup: FrameProcessorSetup) -> None:
+            await super().setup(setup)
+            # Before the StartFrame, which starts Pipecat's first turn.
+            self._tracing = setup.tracing_context
+            if args.wrap:
+                task.turn_trace_observer.start_conversation_tracing(conversation_id)
+                turns.append(Turn(self._tracing))
 
         async def start(self, frame: StartFrame) -> None:
             await super().start(frame)
@@ -96,27 +140,42 @@ async def main(args: argparse.Namespace) -> None:
 
         async def _play(self) -> None:
             await asyncio.sleep(0.5)
-            chunk = tone(FRAME_MS)
             for n in range(args.turns):
-                await self.broadcast_frame(VADUserStartedSpeakingFrame)
-                await self.broadcast_frame(UserStartedSpeakingFrame)
-                started = time.perf_counter()
-                frames = round(SPEECH_S[n % len(SPEECH_S)] * 1000 / FRAME_MS)
-                for i in range(frames):
-                    await self.push_audio_frame(
-                        InputAudioRawFrame(audio=chunk, sample_rate=IN_RATE, num_channels=1)
-                    )
-                    delay = started + (i + 1) * FRAME_MS / 1000 - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                stopped_at.append(time.time_ns())
-                await self.broadcast_frame(VADUserStoppedSpeakingFrame)
-                await self.broadcast_frame(UserStoppedSpeakingFrame)
-                await asyncio.sleep(PAUSE_S)
-            # Pipecat ends a turn 2.5 s after the bot stopped speaking; a pipeline ended
-            # before that closes the last turn as interrupted.
-            await asyncio.sleep(3.0)
+                if args.wrap:
+                    turn = turns[-1]
+                    await self._utterance(n, turn.handle.user_stopped_speaking)
+                    interrupted = await asyncio.wait_for(turn_ended.get(), timeout=30)
+                    turn.handle.end_reason("interrupted" if interrupted else "completed")
+                    turn.close()
+                    if n + 1 < args.turns:
+                        turns.append(Turn(self._tracing))
+                    await asyncio.sleep(0.5)
+                else:
+                    await self._utterance(n, lambda: None)
+                    await asyncio.sleep(PAUSE_S)
+            if not args.wrap:
+                # Pipecat ends a turn 2.5 s after the bot stopped speaking; a pipeline
+                # ended before that closes the last turn as interrupted.
+                await asyncio.sleep(3.0)
             played.set()
+
+        async def _utterance(self, n: int, stopped: Callable[[], None]) -> None:
+            chunk = tone(FRAME_MS)
+            await self.broadcast_frame(VADUserStartedSpeakingFrame)
+            await self.broadcast_frame(UserStartedSpeakingFrame)
+            started = time.perf_counter()
+            frames = round(SPEECH_S[n % len(SPEECH_S)] * 1000 / FRAME_MS)
+            for i in range(frames):
+                await self.push_audio_frame(
+                    InputAudioRawFrame(audio=chunk, sample_rate=IN_RATE, num_channels=1)
+                )
+                delay = started + (i + 1) * FRAME_MS / 1000 - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            stopped_at.append(time.time_ns())
+            stopped()
+            await self.broadcast_frame(VADUserStoppedSpeakingFrame)
+            await self.broadcast_frame(UserStoppedSpeakingFrame)
 
     class SilentOutput(BaseOutputTransport):
         """Plays the bot's audio to nowhere, at the pace of a sound card."""
@@ -154,9 +213,16 @@ async def main(args: argparse.Namespace) -> None:
         pipeline,
         params=PipelineParams(enable_metrics=True, enable_usage_metrics=True),
         enable_tracing=True,
-        conversation_id="interop-voice",
+        conversation_id=conversation_id,
         idle_timeout_secs=60,
     )
+    if args.wrap:
+
+        @task.turn_tracking_observer.event_handler("on_turn_ended")
+        async def on_turn_ended(observer, turn_number, duration, was_interrupted) -> None:
+            # Registered after Pipecat's turn tracing: its turn span has ended by now.
+            await turn_ended.put(bool(was_interrupted))
+
     running = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
     await played.wait()
     await task.queue_frame(EndFrame())

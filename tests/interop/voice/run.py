@@ -5,7 +5,9 @@ sim``, its traces read by chainlat and held to Pipecat's own figures.
 environment: the judging reads the traces with chainlat). The ``pipecat`` environment is
 built from ``requirements/pipecat.txt`` by the matrix's ``run.py`` (same cache). Two
 cases: ``unwrapped`` (Pipecat's spans alone) and ``unwrapped+httpx`` (with
-``chainlat.instrument_httpx()``). See README.md, "The Pipecat voice case".
+``chainlat.instrument_httpx()``), and the same two with the application wrapping each
+turn in a ``chainlat.workflow`` marked ``user_stopped_speaking()`` at the end of the
+caller's audio (``wrapped``, ``wrapped+httpx``). See README.md, "The Pipecat voice case".
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 STACK = "pipecat"
-CASES = (("unwrapped", False), ("unwrapped+httpx", True))
+CASES = (
+    ("unwrapped", False, False),
+    ("unwrapped+httpx", True, False),
+    ("wrapped", False, True),
+    ("wrapped+httpx", True, True),
+)
+"""(case, chainlat.instrument_httpx(), a chainlat.workflow per turn)."""
 TURNS = 3
 LLM = "sim-voice-llm"
 PROFILES = {
@@ -38,6 +46,9 @@ places it) against Pipecat's ``turn.user_bot_latency_seconds`` (its output trans
 ``BotStartedSpeakingFrame``), both from the same end of speech: the frame reaches the
 output transport and starts playing after the TTS service pushed it, 2.5-15 ms later in
 the runs of README.md; 30 ms leaves room for a busy machine."""
+MARK_TOLERANCE_MS = 2.0
+"""A wrapped turn's start (its ``user_stopped_speaking()``) against the instant the agent
+noted as the end of the utterance, a statement earlier."""
 WIRE_SLACK_MS = 1.0
 """A call's time to first byte on the wire lies inside Pipecat's, which starts before the
 request is built and ends when the service pushes its first frame (for TTS, once it has
@@ -70,7 +81,9 @@ class Verdict:
         return f"{STACK} {self.case}: {said}"
 
 
-def run_case(venv: Path, matrix: Any, case: str, httpx: bool, where: Path, turns: int) -> Path:
+def run_case(
+    venv: Path, matrix: Any, case: str, httpx: bool, where: Path, turns: int, wrap: bool = False
+) -> Path:
     """Run the agent against a fresh sim; returns the traces file (``stopped_at`` beside)."""
     where.mkdir(parents=True, exist_ok=True)
     profiles = where / "profiles.json"
@@ -93,6 +106,8 @@ def run_case(venv: Path, matrix: Any, case: str, httpx: bool, where: Path, turns
         ]
         if httpx:
             argv.append("--httpx")
+        if wrap:
+            argv.append("--wrap")
         with open(where / "agent.log", "w") as log:
             done = subprocess.run(
                 argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=300, check=False
@@ -185,12 +200,100 @@ def judge(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
     return verdict
 
 
+def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
+    """A ``chainlat.workflow`` per turn, started at the end of the caller's speech
+    (``user_stopped_speaking()``), Pipecat's ``turn`` span inside it: chainlat's turn, its
+    stages and first audio against Pipecat's own attributes (README.md)."""
+    from chainlat._core import attributes as attr
+    from chainlat._core.stats import aggregate
+    from chainlat.traces import read_runs
+
+    verdict = Verdict(case)
+    stopped = [int(x) for x in (traces.parent / "stopped_at.txt").read_text().split()[1:]]
+    runs = sorted(
+        (r for r in read_runs([traces]) if r.workflow == "voice-turn"), key=lambda r: r.start_ns
+    )
+    spans = _all_spans(traces)
+    if len(runs) != turns or len(stopped) != turns:
+        verdict.problems.append(f"{len(runs)} turns read, {len(stopped)} spoken, {turns} asked")
+        return verdict
+    stats = aggregate(runs).workflows["voice-turn"]
+    if stats.interrupted or len(stats.quantities["first_output"]) != turns:
+        verdict.problems.append(
+            f"{stats.interrupted} turns counted interrupted, "
+            f"{len(stats.quantities['first_output'])} first audio samples"
+        )
+    for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
+        figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
+        verdict.figures.append(figures)
+        turn = _pipecat_record(spans, run, "turn")
+        if turn["attributes"].get("turn.number") not in (n, str(n)):
+            verdict.problems.append(f"turn {n}: Pipecat's turn {turn['attributes']}")
+        # The turn starts where the application marked the end of the caller's words.
+        figures["start_after_stop_ms"] = (run.start_ns - stop) / 1e6
+        if abs(run.start_ns - stop) > MARK_TOLERANCE_MS * 1e6:
+            verdict.problems.append(
+                f"turn {n}: starts {(run.start_ns - stop) / 1e6:.1f} ms from the end of speech"
+            )
+        stages = {s.name: s for s in run.steps if s.kind == "inference"}
+        if set(stages) != {"stt", "llm", "tts"}:
+            verdict.problems.append(f"turn {n}: stages {sorted(stages)}")
+            continue
+        llm = _pipecat_record(spans, run, "llm", parent=turn)["attributes"]
+        tokens = (run.rollup.input_tokens, run.rollup.output_tokens)
+        pipecat_tokens = (
+            int(llm[attr.GEN_AI_USAGE_INPUT_TOKENS]),
+            int(llm[attr.GEN_AI_USAGE_OUTPUT_TOKENS]),
+        )
+        figures["tokens"] = tokens
+        if tokens != pipecat_tokens:
+            verdict.problems.append(f"turn {n}: tokens {tokens}, Pipecat's {pipecat_tokens}")
+        for name in ("llm", "tts"):
+            ttfb_s = float(
+                _pipecat_record(spans, run, name, parent=turn)["attributes"]["metrics.ttfb"]
+            )
+            read = stages[name].ttft_ms
+            figures[f"{name}_ttfb_ms"] = {"pipecat": ttfb_s * 1000, "chainlat": read}
+            if read is None or abs(read - ttfb_s * 1000) > 0.001:
+                verdict.problems.append(f"turn {n}: {name} ttfb {read}, Pipecat's {ttfb_s * 1000}")
+        # The first audio: from the turn's own start, no arithmetic on the side.
+        mine_ms = run.first_output_ms
+        theirs_ms = float(str(turn["attributes"]["turn.user_bot_latency_seconds"])) * 1000
+        figures["first_audio_ms"] = {"chainlat": mine_ms, "pipecat": theirs_ms}
+        if mine_ms is None or abs(mine_ms - theirs_ms) > FIRST_AUDIO_TOLERANCE_MS:
+            verdict.problems.append(
+                f"turn {n}: first audio {mine_ms} ms, Pipecat's {theirs_ms:.1f} "
+                f"(tolerance {FIRST_AUDIO_TOLERANCE_MS:.0f})"
+            )
+        figures["split_ms"] = {
+            "speech_to_text": run.rollup.first_output_speech_to_text_ms,
+            "text_to_speech": run.rollup.first_output_text_to_speech_ms,
+            "inference": run.rollup.first_output_inference_ms,
+            "overhead": run.rollup.first_output_overhead_ms,
+        }
+        if run.rollup.first_output_text_to_speech_ms is None:
+            verdict.problems.append(f"turn {n}: no text-to-speech part of the first audio")
+        root = run.root.attributes if run.root is not None else {}
+        reason = root.get(attr.GEN_AI_AGENT_INVOCATION_END_REASON)
+        figures["end_reason"] = reason
+        if reason != "completed" or turn["attributes"].get("turn.was_interrupted") is not False:
+            verdict.problems.append(f"turn {n}: ended {reason}, Pipecat says completed")
+        if httpx:
+            _wire(verdict, figures, spans, run, n, parent=turn)
+    return verdict
+
+
 def _wire(
-    verdict: Verdict, figures: dict[str, Any], spans: list[dict[str, Any]], run: Any, n: int
+    verdict: Verdict,
+    figures: dict[str, Any],
+    spans: list[dict[str, Any]],
+    run: Any,
+    n: int,
+    parent: dict[str, Any] | None = None,
 ) -> None:
     """With instrument_httpx: each stage's call on the wire, against Pipecat's figures."""
     for name, operation in (("llm", "chat"), ("tts", "text_to_speech")):
-        pipecat = _pipecat_record(spans, run, name)
+        pipecat = _pipecat_record(spans, run, name, parent=parent)
         wire = [
             s
             for s in spans
@@ -227,6 +330,7 @@ def _all_spans(traces: Path) -> list[dict[str, Any]]:
                         {
                             "name": span["name"],
                             "trace": span["traceId"],
+                            "id": span["spanId"],
                             "parent": span.get("parentSpanId", ""),
                             "start": int(span["startTimeUnixNano"]),
                             "end": int(span["endTimeUnixNano"]),
@@ -239,9 +343,12 @@ def _all_spans(traces: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _pipecat_record(spans: list[dict[str, Any]], run: Any, name: str) -> dict[str, Any]:
-    parent = run.span_id
-    mine = [s for s in spans if s["name"] == name and s["parent"] == parent]
+def _pipecat_record(
+    spans: list[dict[str, Any]], run: Any, name: str, parent: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The span ``name`` under the run's root, or under ``parent`` (Pipecat's turn)."""
+    parent_id = run.span_id if parent is None else parent["id"]
+    mine = [s for s in spans if s["name"] == name and s["parent"] == parent_id]
     assert len(mine) == 1, (name, len(mine))
     return mine[0]
 
@@ -255,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--turns", type=int, default=TURNS)
+    parser.add_argument("--case", action="append", help="only this case (repeat)")
     args = parser.parse_args(argv)
     matrix = _matrix()
     try:
@@ -264,10 +372,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
     verdicts = []
-    for case, httpx in CASES:
+    for case, httpx, wrap in CASES:
+        if args.case and case not in args.case:
+            continue
         started = time.perf_counter()
-        traces = run_case(venv, matrix, case, httpx, out / STACK / case, args.turns)
-        verdict = judge(case, traces, args.turns, httpx=httpx)
+        traces = run_case(venv, matrix, case, httpx, out / STACK / case, args.turns, wrap)
+        judging = judge_wrapped if wrap else judge
+        verdict = judging(case, traces, args.turns, httpx=httpx)
         verdicts.append(verdict)
         print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
     summary = {

@@ -137,6 +137,8 @@ class Estimator:
         new_name = _renamed(call.step, call.model, model) if swap else None
         old = self.profiles.get(call.model)
         new = self.profiles[model]
+        if call.speech_input is not None and new.speech_input is not None and not call.error:
+            return self.speech_call(call, old, new, new_name, scale) if swap or scale else None
         tokens_in, tokens_out = call.input_tokens, call.output_tokens
         if tokens_in is None or tokens_out is None:
             self.note(f'"{call.step}": calls without token counts are estimated at typical sizes')
@@ -201,6 +203,30 @@ class Estimator:
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
+
+    def speech_call(
+        self,
+        call: ModelCall,
+        old: LatencyProfile | None,
+        new: LatencyProfile,
+        new_name: str | None,
+        scale: float | None,
+    ) -> StepOverride:
+        """A speech call, on its speech input (characters or seconds of audio, scaled by
+        ``--prompt-scale``): the new profile's first output and duration, times the call's
+        own residual against its old profile."""
+        amount = call.speech_input or 0.0
+        new_amount = amount * scale if scale is not None else amount
+        residual = 1.0
+        if old is None or old.speech_input is None:
+            self.note(f"{call.model}: no speech profile, so its calls get no residual")
+        elif (expected := old.speech_service_ms(amount)) > 0 and call.service_ms > 0:
+            residual = call.service_ms / expected
+        new_ms = call.env_ms + new.speech_service_ms(new_amount) * residual
+        ttft = None
+        if call.ttft_ms is not None:
+            ttft = call.env_ms + new.speech_ttft_ms(new_amount) * residual
+        return StepOverride(round(new_ms * _NS_PER_MS), name=new_name, ttft_ms=ttft)
 
     def hit_ms(self, call: ModelCall, model: str, profile: LatencyProfile) -> float:
         """A cache hit's time: the profile's, else the step's recorded hits', else 0 ms."""
