@@ -28,7 +28,7 @@ from chainlat._core.runs import WorkflowRun
 from chainlat.budgets import Budgets, evaluate
 from chainlat.cli import main
 from chainlat.testing import capture
-from chainlat.traces import FileSource, ReadCounters, _files, read_traces
+from chainlat.traces import FileSource, ReadCounters, _fast, _files, _parse, read_traces
 from chainlat.traces._fast import quick_spans
 from chainlat.traces._parse import BadSpan, Parsed, loads_lenient, otlp_spans
 from support.fuzz_traces import ANY_VALUE, FUZZ, KEYS, OTLP_LINE, TIME, VALID_TIME
@@ -167,20 +167,57 @@ def test_every_kept_key_is_kept_a_new_chain_attribute_too() -> None:
     assert "not.read" not in attributes
 
 
+@pytest.fixture
+def fresh_caches() -> Iterator[None]:
+    """The readers' caches of keys and of what an attribute list gives, empty for a test
+    and after it: the very dicts the readers look in (bound to their functions at import,
+    so replacing the module's name would not reach them)."""
+    caches: tuple[dict[Any, Any], ...] = (_parse.key_cache, _fast._derived_cache)
+    for cache in caches:
+        cache.clear()
+    yield
+    for cache in caches:
+        cache.clear()
+
+
+def _forget_cached_reads() -> None:
+    _parse.key_cache.clear()
+    _fast._derived_cache.clear()
+
+
 def test_a_key_the_validating_path_keeps_is_kept_whatever_its_name(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_caches: None
 ) -> None:
     """The quick path reads keys through the validating path's filter, not a list of its own:
     a key added there (``chainlat.step.name``) is carried here with no change."""
-    from chainlat.traces import _parse
-
-    monkeypatch.setitem(_parse._KEYS, "example.added", "example.added")
-    monkeypatch.setattr(_parse, "key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
     line = _line([{"key": "example.added", "value": {"stringValue": "plan"}}])
+    before = quick_spans(line, ORIGIN)
+    assert before is not None
+    assert before[0][2].attributes == {}
+    # Both caches now say the key is not kept: a test that adds it must start without them.
+    assert _parse.key_cache["example.added"] is None
+    assert len(_fast._derived_cache) == 1
+    monkeypatch.setitem(_parse._KEYS, "example.added", "example.added")
+    _forget_cached_reads()
     quick = quick_spans(line, ORIGIN)
     assert quick is not None
     assert quick[0][2].attributes == {"example.added": "plan"}
+
+
+def test_spans_with_the_same_attribute_list_share_what_it_gives(fresh_caches: None) -> None:
+    """An attribute list is worked out once and remembered: the next span with the same
+    list gets the same attributes (one object), until the cache is emptied."""
+    line = _line([{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}])
+    first = quick_spans(line, ORIGIN)
+    again = quick_spans(line, ORIGIN)
+    assert first is not None and again is not None
+    assert len(_fast._derived_cache) == 1
+    assert again[0][2].attributes is first[0][2].attributes
+    _forget_cached_reads()
+    fresh = quick_spans(line, ORIGIN)
+    assert fresh is not None
+    assert fresh[0][2].attributes is not first[0][2].attributes
+    assert fresh == first
 
 
 # --- what the quick path leaves to the validating path ----------------------------------
@@ -325,12 +362,11 @@ def test_spans_that_repeat_their_attributes_are_counted_as_often_as_they_repeat(
 
 
 def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_path_reads_them(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_caches: None
 ) -> None:
     """``chainlat.step.name``, ``chainlat.step.user_facing`` and cache-read tokens, read
     field by field as the validating path proper (``_otlp_span``, through ``call_record``)
     reads them, whether or not the key filter already keeps them."""
-    from chainlat.traces import _parse
 
     for key in (
         "chainlat.step.name",
@@ -338,9 +374,7 @@ def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_pa
         "gen_ai.usage.cache_read.input_tokens",
     ):
         monkeypatch.setitem(_parse._KEYS, key, key)
-    monkeypatch.setattr(_parse, "key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
-    monkeypatch.setattr("chainlat.traces._fast._derived_cache", {})
+    _forget_cached_reads()  # what was read before the keys were added
     call = [
         {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
         {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
