@@ -21,10 +21,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat import report
+from chainlat._core import runs as runs_module
 from chainlat._core import steps as steps_module
 from chainlat._core.errors import TraceSourceError
 from chainlat._core.rollup import SpanRecord
-from chainlat._core.runs import WorkflowRun
+from chainlat._core.runs import TracedSpan, WorkflowRun, runs_of_trace
 from chainlat.budgets import Budgets, evaluate
 from chainlat.cli import main
 from chainlat.testing import capture
@@ -435,6 +436,7 @@ def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_ful
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
     assert _check_outputs(path, budgets, capsys) == quick
     monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(runs_module, "_flat_run", lambda spans: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -447,6 +449,7 @@ def test_the_pipelines_own_file_checks_the_same_by_either_path(
     quick = _check_outputs(path, budgets, capsys)
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
     monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(runs_module, "_flat_run", lambda spans: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -492,6 +495,52 @@ def test_the_one_loop_step_walk_finds_the_steps_of_the_full_walk(
         assert steps_module.steps_of(root, records) == fast
     finally:
         steps_module._flat_steps = original
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 6),  # span id: repeats happen, the workflow's (0) too
+            st.sampled_from([None, 0, 0, 0, 0, 1, 7]),  # parent: mostly the workflow
+            _KINDS,
+            st.integers(0, 50),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
+def test_the_one_loop_run_is_the_run_of_the_full_index(
+    rows: list[tuple[int, int | None, str | None, int, bool]],
+) -> None:
+    """A trace of one workflow and its children takes the one-loop path; any trace gets
+    the runs of the full index and walk, to the field, the spans they carry too."""
+    spans = [TracedSpan(SpanRecord(0, None, "wf", 0, 100, "workflow"))]
+    spans += [
+        TracedSpan(
+            SpanRecord(
+                span_id,
+                parent,
+                f"s{span_id}",
+                start,
+                start + 5,
+                kind,  # type: ignore[arg-type]
+                ttft_ms=1.5,
+            ),
+            error=error,
+        )
+        for span_id, parent, kind, start, error in rows
+    ]
+    fast = runs_of_trace("ab" * 16, spans)
+    original = runs_module._flat_run
+    try:
+        runs_module._flat_run = lambda spans: None
+        slow = runs_of_trace("ab" * 16, spans)
+    finally:
+        runs_module._flat_run = original
+    assert [_run_fields(r) for r in fast] == [_run_fields(r) for r in slow]
+    flat = all(parent == 0 and kind not in (None, "workflow") for _, parent, kind, _, _ in rows)
+    if flat and len({0, *(row[0] for row in rows)}) == len(rows) + 1:
+        assert runs_module._flat_run(spans) is not None
 
 
 _ROOT_ID = "00000000000000f0"
@@ -566,6 +615,7 @@ def test_fuzzed_files_check_the_same_by_either_path_and_either_step_walk(
                 if slow:
                     patch.setattr(_files, "quick_spans", _no_quick_path)
                     patch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+                    patch.setattr(runs_module, "_flat_run", lambda spans: None)
                 try:
                     runs, counters = _runs(path)
                 except TraceSourceError as exc:
