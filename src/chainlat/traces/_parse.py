@@ -364,12 +364,14 @@ NOTHING_DERIVED: Final[Derived] = (
 
 def derive(
     found: dict[str, object],
+    marks: bool = True,
     _classify: Callable[[Mapping[str, object]], Any] = classify,
     _record: type[SpanRecord] = SpanRecord,
 ) -> Derived:
     """What the kept attributes ``found`` of a span give, as :func:`call_record` and
     :func:`~chainlat._core.records.mark_call` read them (``tests/traces/test_fast_reader.py``
-    holds the quick paths to the validating one)."""
+    holds the quick paths to the validating one). Without ``marks``, what mark_call sets is
+    left for the caller to set on its record (False, False, None here)."""
     if not found:
         return NOTHING_DERIVED
     kind = _classify(found)
@@ -396,6 +398,11 @@ def derive(
         tokens_out = None
     user_facing = found.get(_USER_FACING) is True
     cache_read = cache_read_tokens_of(found)
+    if not marks:
+        return (
+            found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+            user_facing, cache_read, False, False, None,
+        )  # fmt: skip
     # What mark_call sets, read off a record of this span's values (they are all it reads).
     probe = _record(
         0, None, "", 0, 0, kind, cache_hit, tokens_in, tokens_out, ttft, model, source,
@@ -442,7 +449,8 @@ def _common_attributes(
             else:
                 found[key] = any_value(item["value"])  # type: ignore[index]
             break
-    return derive(found)
+    # Read once per span here, with no cache: mark_call is left for the record itself.
+    return derive(found, False)
 
 
 def _common_otlp_span(
@@ -486,7 +494,7 @@ def _common_otlp_span(
         raise ValueError
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, has_output, ttft_marked, operation,
+        user_facing, cache_read, _, _, _,
     ) = _attributes(raw.get("attributes"))  # fmt: skip
     events = raw.get("events")
     if events is not None and type(events) is not list:
@@ -511,10 +519,8 @@ def _common_otlp_span(
         user_facing,
         cache_read,
     )
-    if kind == "inference":  # what mark_call sets
-        record.has_output = has_output
-        record.ttft_marked = ttft_marked
-        record.operation = operation
+    if kind == "inference":
+        mark_call(record, attributes)
     if events:
         apply_events(record, [(e["name"], int(e["timeUnixNano"])) for e in events])
     local_root = parent_id is None or (
