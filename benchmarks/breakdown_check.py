@@ -9,6 +9,9 @@ the ones before it:
 * ``traces``: ... assembled into complete traces;
 * ``runs``: ... and each trace's workflow runs built (steps, rollup);
 * ``check``: ... and judged against the budgets (statistics, verdicts).
+
+``--stage NAME`` runs that one stage once, untimed (``callgrind_check.py --stages`` counts
+each stage's instructions this way, a process each).
 """
 
 from __future__ import annotations
@@ -42,11 +45,15 @@ def _read(path: Path) -> None:
                 list(otlp_spans(loads_lenient(line), f"{path}:{number}"))
 
 
+STAGES = ("floor", "read", "traces", "runs", "check")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("file", type=Path)
     parser.add_argument("--budgets", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stage", choices=STAGES)
     args = parser.parse_args(argv)
     budgets = load_budgets(args.budgets)
     stages: dict[str, Callable[[], object]] = {
@@ -58,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+    if args.stage is not None:
+        stages[args.stage]()
+        return 0
     times: dict[str, list[float]] = {name: [] for name in stages}
     for _ in range(args.rounds):
         for name, stage in stages.items():

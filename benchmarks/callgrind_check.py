@@ -7,7 +7,10 @@ small) / (large spans − small spans), take out starting Python and importing t
 
     python benchmarks/callgrind_check.py --small 5000 --large 25000 -o out/callgrind-check.json
 
-Compare two trees by running it with ``PYTHONPATH=<tree>/src``.
+Compare two trees by running it with ``PYTHONPATH=<tree>/src``. With ``--stages``, also
+each stage of ``breakdown_check.py`` (floor, read, traces, runs, check, each including the
+ones before it) in a process of its own: where the instructions per span beyond the floor
+go.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 from pathlib import Path
 
 import bench_check
+import breakdown_check
 from _callgrind import instructions
 
 
@@ -27,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", type=int, default=25_000)
     parser.add_argument("--workdir", type=Path, default=Path(__file__).parent / "out")
     parser.add_argument("-o", "--output", type=Path, required=True)
+    parser.add_argument("--stages", action="store_true", help="count each stage too")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     budgets = args.workdir / "check-budgets.toml"
@@ -43,10 +48,18 @@ def main(argv: list[str] | None = None) -> int:
             "floor": instructions([sys.executable, str(floor), str(path)]),
             "check": instructions([*cli, str(path), "--budgets", str(budgets)], check=False),
         }
+        if args.stages:
+            breakdown = [sys.executable, breakdown_check.__file__, str(path), "--budgets"]
+            for stage in breakdown_check.STAGES:
+                counts[label][f"stage_{stage}"] = instructions(
+                    [*breakdown, str(budgets), "--stage", stage]
+                )
         path.unlink()
     spans = counts["large"]["spans"] - counts["small"]["spans"]
     per_span = {
-        name: (counts["large"][name] - counts["small"][name]) / spans for name in ("floor", "check")
+        name: (counts["large"][name] - counts["small"][name]) / spans
+        for name in counts["large"]
+        if name != "spans"
     }
     result = {
         "counts": counts,

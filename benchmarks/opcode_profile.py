@@ -10,6 +10,8 @@ this says which Python functions they come from::
     python benchmarks/opcode_profile.py workflow --top 25   # ten-step workflow vs 11 bare spans
     python benchmarks/opcode_profile.py call --top 25       # instrumented vs plain httpx call
     python benchmarks/opcode_profile.py stream --top 25     # the same, 64 streamed chunks
+    python benchmarks/opcode_profile.py check --file F --budgets B --top 25  # per span, vs
+                                                                  # the orjson floor's loop
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ def _calls(frame: FrameType, event: str, arg: Any) -> Any:
     return _opcodes
 
 
-def count(body: Callable[[], object], times: int) -> dict[Key, float]:
-    """Bytecodes per run of ``body``, by function (this thread only)."""
+def count(body: Callable[[], object], times: int, per: int = 1) -> dict[Key, float]:
+    """Bytecodes per run of ``body`` (per ``per``-th of a run), by function (this thread
+    only)."""
     _counts.clear()
     sys.settrace(_calls)
     try:
@@ -55,7 +58,7 @@ def count(body: Callable[[], object], times: int) -> dict[Key, float]:
             body()
     finally:
         sys.settrace(None)
-    return {key: value / times for key, value in _counts.items()}
+    return {key: value / times / per for key, value in _counts.items()}
 
 
 def _short(key: Key) -> str:
@@ -69,16 +72,33 @@ def _short(key: Key) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("what", choices=("workflow", "call", "stream"))
+    parser.add_argument("what", choices=("workflow", "call", "stream", "check"))
     parser.add_argument("--times", type=int, default=50)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--file", type=Path, help="check: a bench_check.py file")
+    parser.add_argument("--budgets", type=Path, help="check: its budgets")
     args = parser.parse_args(argv)
     server = None
-    if args.what == "workflow":
+    warm_up, per = 20, 1
+    ours: Callable[[], object]
+    base: Callable[[], object]
+    if args.what == "check":
+        import breakdown_check
+
+        from chainlat.budgets import evaluate, load_budgets
+        from chainlat.traces import FileSource, ReadCounters
+
+        budgets = load_budgets(args.budgets)
+        counters = ReadCounters()
+        evaluate(FileSource(args.file).runs(counters), budgets)
+        warm_up, per, args.times = 0, counters.spans, 1
+        ours = lambda: evaluate(FileSource(args.file).runs(ReadCounters()), budgets)  # noqa: E731
+        base = lambda: breakdown_check._floor(args.file)  # noqa: E731
+    elif args.what == "workflow":
         provider = _pipeline.provider()
         tracer = provider.get_tracer("bench")
-        ours: Callable[[], object] = lambda: _pipeline.chainlat_workflow(provider)  # noqa: E731
-        base: Callable[[], object] = lambda: _pipeline.bare_workflow(tracer)  # noqa: E731
+        ours = lambda: _pipeline.chainlat_workflow(provider)  # noqa: E731
+        base = lambda: _pipeline.bare_workflow(tracer)  # noqa: E731
     else:
         import bench_httpx
 
@@ -95,18 +115,21 @@ def main(argv: list[str] | None = None) -> int:
         ours = lambda: kind(traced)  # noqa: E731
         base = lambda: kind(plain)  # noqa: E731
     try:
-        for _ in range(20):  # warm-up: caches filled, first-use imports done
+        for _ in range(warm_up):  # warm-up: caches filled, first-use imports done
             ours()
             base()
-        a, b = count(ours, args.times), count(base, args.times)
+        a, b = count(ours, args.times, per), count(base, args.times, per)
     finally:
         if server is not None:
             assert server.stdin is not None
             server.stdin.close()
             server.wait(30)
     total_a, total_b = sum(a.values()), sum(b.values())
-    print(f"bytecodes per run: chainlat {total_a:,.0f}, baseline {total_b:,.0f} "
-          f"(ratio {total_a / total_b:.2f}, +{total_a - total_b:,.0f})")  # fmt: skip
+    if args.what == "check":
+        print(f"bytecodes per span: check {total_a:,.0f}, the floor's loop {total_b:,.1f}")
+    else:
+        print(f"bytecodes per run: chainlat {total_a:,.0f}, baseline {total_b:,.0f} "
+              f"(ratio {total_a / total_b:.2f}, +{total_a - total_b:,.0f})")  # fmt: skip
     diff = collections.Counter({k: a.get(k, 0.0) - b.get(k, 0.0) for k in set(a) | set(b)})
     for key, value in diff.most_common(args.top):
         print(f"{value:9,.0f}  {_short(key)}")

@@ -9,14 +9,18 @@ strands-agents' ``gen_ai.server.time_to_first_token`` in ms).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+import math
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.util.types import Attributes
 
 import chainlat
+from chainlat._core.recorded import _negative_part
 from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from chainlat._core.runs import WorkflowRun, inconsistency, steps_of
 from chainlat._core.stats import Stats
@@ -474,6 +478,24 @@ def test_an_impossible_recorded_rollup_is_rebuilt_from_the_spans_with_a_warning(
     [warning] = counters.warnings()
     assert warning.startswith("1 rollups recorded on workflow spans are impossible")
     assert "chainlat.chain.total_ms -100 is negative" in warning
+
+
+_PARTS = [f.name for f in fields(Rollup) if f.name != "critical_path"]
+
+
+@given(st.dictionaries(st.sampled_from(_PARTS), st.sampled_from([-1.0, -0.0, 0.0, 2.0, math.nan])))
+def test_a_negative_part_is_found_whatever_the_others_hold(values: dict[str, float]) -> None:
+    """The parts are checked at once first: a negative part anywhere, NaN or not beside it,
+    is still named, the first in the order of the chain attributes."""
+    recorded = replace(Rollup(0.0, 0.0, 0.0, 0.0, 0.0), **values)  # type: ignore[arg-type]
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100 * MS, "workflow")
+    found = inconsistency(recorded, root)
+    negative = _negative_part(recorded)
+    assert bool(negative) == any(v < 0 for v in values.values())
+    if negative:
+        assert found == negative
+    else:
+        assert not found.endswith("is negative")
 
 
 def test_a_recorded_rollup_whose_parts_do_not_sum_or_outlast_the_span_is_rebuilt() -> None:

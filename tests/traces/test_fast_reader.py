@@ -21,14 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat import report
+from chainlat._core import runs as runs_module
 from chainlat._core import steps as steps_module
 from chainlat._core.errors import TraceSourceError
 from chainlat._core.rollup import SpanRecord
-from chainlat._core.runs import WorkflowRun
+from chainlat._core.runs import TracedSpan, WorkflowRun, runs_of_trace
 from chainlat.budgets import Budgets, evaluate
 from chainlat.cli import main
 from chainlat.testing import capture
-from chainlat.traces import FileSource, ReadCounters, _files, read_traces
+from chainlat.traces import FileSource, ReadCounters, _fast, _files, _parse, read_traces
 from chainlat.traces._fast import quick_spans
 from chainlat.traces._parse import BadSpan, Parsed, loads_lenient, otlp_spans
 from support.fuzz_traces import ANY_VALUE, FUZZ, KEYS, OTLP_LINE, TIME, VALID_TIME
@@ -167,20 +168,57 @@ def test_every_kept_key_is_kept_a_new_chain_attribute_too() -> None:
     assert "not.read" not in attributes
 
 
+@pytest.fixture
+def fresh_caches() -> Iterator[None]:
+    """The readers' caches of keys and of what an attribute list gives, empty for a test
+    and after it: the very dicts the readers look in (bound to their functions at import,
+    so replacing the module's name would not reach them)."""
+    caches: tuple[dict[Any, Any], ...] = (_parse.key_cache, _fast._derived_cache)
+    for cache in caches:
+        cache.clear()
+    yield
+    for cache in caches:
+        cache.clear()
+
+
+def _forget_cached_reads() -> None:
+    _parse.key_cache.clear()
+    _fast._derived_cache.clear()
+
+
 def test_a_key_the_validating_path_keeps_is_kept_whatever_its_name(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_caches: None
 ) -> None:
     """The quick path reads keys through the validating path's filter, not a list of its own:
     a key added there (``chainlat.step.name``) is carried here with no change."""
-    from chainlat.traces import _parse
-
-    monkeypatch.setitem(_parse._KEYS, "example.added", "example.added")
-    monkeypatch.setattr(_parse, "key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
     line = _line([{"key": "example.added", "value": {"stringValue": "plan"}}])
+    before = quick_spans(line, ORIGIN)
+    assert before is not None
+    assert before[0][2].attributes == {}
+    # Both caches now say the key is not kept: a test that adds it must start without them.
+    assert _parse.key_cache["example.added"] is None
+    assert len(_fast._derived_cache) == 1
+    monkeypatch.setitem(_parse._KEYS, "example.added", "example.added")
+    _forget_cached_reads()
     quick = quick_spans(line, ORIGIN)
     assert quick is not None
     assert quick[0][2].attributes == {"example.added": "plan"}
+
+
+def test_spans_with_the_same_attribute_list_share_what_it_gives(fresh_caches: None) -> None:
+    """An attribute list is worked out once and remembered: the next span with the same
+    list gets the same attributes (one object), until the cache is emptied."""
+    line = _line([{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}])
+    first = quick_spans(line, ORIGIN)
+    again = quick_spans(line, ORIGIN)
+    assert first is not None and again is not None
+    assert len(_fast._derived_cache) == 1
+    assert again[0][2].attributes is first[0][2].attributes
+    _forget_cached_reads()
+    fresh = quick_spans(line, ORIGIN)
+    assert fresh is not None
+    assert fresh[0][2].attributes is not first[0][2].attributes
+    assert fresh == first
 
 
 # --- what the quick path leaves to the validating path ----------------------------------
@@ -325,12 +363,11 @@ def test_spans_that_repeat_their_attributes_are_counted_as_often_as_they_repeat(
 
 
 def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_path_reads_them(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_caches: None
 ) -> None:
     """``chainlat.step.name``, ``chainlat.step.user_facing`` and cache-read tokens, read
     field by field as the validating path proper (``_otlp_span``, through ``call_record``)
     reads them, whether or not the key filter already keeps them."""
-    from chainlat.traces import _parse
 
     for key in (
         "chainlat.step.name",
@@ -338,9 +375,7 @@ def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_pa
         "gen_ai.usage.cache_read.input_tokens",
     ):
         monkeypatch.setitem(_parse._KEYS, key, key)
-    monkeypatch.setattr(_parse, "key_cache", {})
-    monkeypatch.setattr("chainlat.traces._fast.key_cache", _parse.key_cache)
-    monkeypatch.setattr("chainlat.traces._fast._derived_cache", {})
+    _forget_cached_reads()  # what was read before the keys were added
     call = [
         {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
         {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
@@ -401,6 +436,7 @@ def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_ful
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
     assert _check_outputs(path, budgets, capsys) == quick
     monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(runs_module, "_flat_run", lambda spans: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -413,6 +449,7 @@ def test_the_pipelines_own_file_checks_the_same_by_either_path(
     quick = _check_outputs(path, budgets, capsys)
     monkeypatch.setattr(_files, "quick_spans", _no_quick_path)
     monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+    monkeypatch.setattr(runs_module, "_flat_run", lambda spans: None)
     assert _check_outputs(path, budgets, capsys) == quick
 
 
@@ -458,6 +495,52 @@ def test_the_one_loop_step_walk_finds_the_steps_of_the_full_walk(
         assert steps_module.steps_of(root, records) == fast
     finally:
         steps_module._flat_steps = original
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 6),  # span id: repeats happen, the workflow's (0) too
+            st.sampled_from([None, 0, 0, 0, 0, 1, 7]),  # parent: mostly the workflow
+            _KINDS,
+            st.integers(0, 50),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
+def test_the_one_loop_run_is_the_run_of_the_full_index(
+    rows: list[tuple[int, int | None, str | None, int, bool]],
+) -> None:
+    """A trace of one workflow and its children takes the one-loop path; any trace gets
+    the runs of the full index and walk, to the field, the spans they carry too."""
+    spans = [TracedSpan(SpanRecord(0, None, "wf", 0, 100, "workflow"))]
+    spans += [
+        TracedSpan(
+            SpanRecord(
+                span_id,
+                parent,
+                f"s{span_id}",
+                start,
+                start + 5,
+                kind,  # type: ignore[arg-type]
+                ttft_ms=1.5,
+            ),
+            error=error,
+        )
+        for span_id, parent, kind, start, error in rows
+    ]
+    fast = runs_of_trace("ab" * 16, spans)
+    original = runs_module._flat_run
+    try:
+        runs_module._flat_run = lambda spans: None
+        slow = runs_of_trace("ab" * 16, spans)
+    finally:
+        runs_module._flat_run = original
+    assert [_run_fields(r) for r in fast] == [_run_fields(r) for r in slow]
+    flat = all(parent == 0 and kind not in (None, "workflow") for _, parent, kind, _, _ in rows)
+    if flat and len({0, *(row[0] for row in rows)}) == len(rows) + 1:
+        assert runs_module._flat_run(spans) is not None
 
 
 _ROOT_ID = "00000000000000f0"
@@ -532,6 +615,7 @@ def test_fuzzed_files_check_the_same_by_either_path_and_either_step_walk(
                 if slow:
                     patch.setattr(_files, "quick_spans", _no_quick_path)
                     patch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
+                    patch.setattr(runs_module, "_flat_run", lambda spans: None)
                 try:
                     runs, counters = _runs(path)
                 except TraceSourceError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
@@ -39,6 +40,49 @@ def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
     chainlat, by hand or by a runtime given a negative price fails one of these, and would
     otherwise pass every limit (a 5,000 ms span recording ``total_ms = -100``).
     """
+    # Read once per run: the parts checked in C first, named only when one is negative.
+    if not (
+        min(_REQUIRED_PARTS(recorded)) >= 0
+        and all(v is None or v >= 0 for v in _OPTIONAL_PARTS(recorded))
+    ):
+        negative = _negative_part(recorded)
+        if negative:
+            return negative
+    duration_ms = max(root.end_ns - root.start_ns, 0) / _NS_PER_MS
+    if recorded.total_ms > duration_ms + _TOLERANCE_MS:
+        return (
+            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g} is longer than the span "
+            f"({duration_ms:g} ms)"
+        )
+    kinds = recorded.inference_ms + recorded.data_ms + recorded.tool_ms + recorded.overhead_ms
+    if abs(kinds - recorded.total_ms) > _TOLERANCE_MS:
+        return (
+            f"inference + data + tool + overhead is {kinds:g} ms, not "
+            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g}"
+        )
+    split = recorded.first_output_split()
+    if split is not None and recorded.first_output_ms is not None:
+        if recorded.first_output_ms > recorded.total_ms + _TOLERANCE_MS:
+            return f"{attr.CHAIN_FIRST_OUTPUT_MS} {recorded.first_output_ms:g} is after the end"
+        if abs(sum(split.values()) - recorded.first_output_ms) > _TOLERANCE_MS:
+            return f"the parts of {attr.CHAIN_FIRST_OUTPUT_MS} do not sum to it"
+    return _speech_inconsistency(recorded)
+
+
+_REQUIRED_PARTS: Final = operator.attrgetter(
+    "total_ms", "inference_ms", "data_ms", "tool_ms", "overhead_ms", "inference_sum_ms",
+    "data_sum_ms", "tool_sum_ms", "parallelism", "step_count", "inference_count", "data_count",
+    "tool_count", "cache_hits", "input_tokens", "output_tokens",
+)  # fmt: skip
+_OPTIONAL_PARTS: Final = operator.attrgetter(
+    "cost_usd", "first_output_ms", "first_output_inference_ms", "first_output_data_ms",
+    "first_output_tool_ms", "first_output_overhead_ms", "speech_to_text_ms",
+    "text_to_speech_ms", "first_output_speech_to_text_ms", "first_output_text_to_speech_ms",
+)  # fmt: skip
+
+
+def _negative_part(recorded: Rollup) -> str:
+    """The first part of ``recorded`` that is negative, named, or "" (NaN is not)."""
     parts = {
         attr.CHAIN_TOTAL_MS: recorded.total_ms,
         attr.CHAIN_INFERENCE_MS: recorded.inference_ms,
@@ -70,25 +114,7 @@ def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
     for key, value in parts.items():
         if value is not None and value < 0:
             return f"{key} {value:g} is negative"
-    duration_ms = max(root.end_ns - root.start_ns, 0) / _NS_PER_MS
-    if recorded.total_ms > duration_ms + _TOLERANCE_MS:
-        return (
-            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g} is longer than the span "
-            f"({duration_ms:g} ms)"
-        )
-    kinds = recorded.inference_ms + recorded.data_ms + recorded.tool_ms + recorded.overhead_ms
-    if abs(kinds - recorded.total_ms) > _TOLERANCE_MS:
-        return (
-            f"inference + data + tool + overhead is {kinds:g} ms, not "
-            f"{attr.CHAIN_TOTAL_MS} {recorded.total_ms:g}"
-        )
-    split = recorded.first_output_split()
-    if split is not None and recorded.first_output_ms is not None:
-        if recorded.first_output_ms > recorded.total_ms + _TOLERANCE_MS:
-            return f"{attr.CHAIN_FIRST_OUTPUT_MS} {recorded.first_output_ms:g} is after the end"
-        if abs(sum(split.values()) - recorded.first_output_ms) > _TOLERANCE_MS:
-            return f"the parts of {attr.CHAIN_FIRST_OUTPUT_MS} do not sum to it"
-    return _speech_inconsistency(recorded)
+    return ""
 
 
 def _speech_inconsistency(recorded: Rollup) -> str:

@@ -370,6 +370,12 @@ def runs_of_trace(
     (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
     the trace for workflows that do not nest.
     """
+    if not isinstance(spans, (list, tuple)):
+        spans = list(spans)
+    flat = _flat_run(spans)
+    if flat is not None:
+        top, descendants = flat
+        return [_run(top, descendants, trace_id, origin, _outcome(top.attributes))]
     by_id, children, workflows, late = _index(spans, roots=roots)
     cycles = _parent_cycles(list(by_id.values()), by_id) if roots else {}
     workflows.extend(by_id[span_id] for span_id in cycles)
@@ -383,37 +389,90 @@ def runs_of_trace(
 
     outcomes = _merged_outcomes(workflows, tops, late)
 
-    runs: list[WorkflowRun] = []
-    for top in workflows:
-        descendants = _descendants(top, children)
-        records = [span.record for span in descendants]
-        root = top.record
-        steps = steps_of(root, records)
-        marked = marked_first_output(top)
-        recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
-        variant = top.attributes.get(attr.VARIANT)
-        success, score = outcomes[root.span_id]
-        runs.append(
-            _built(
-                workflow_name(top),
-                root,
-                records,
-                rollup=recorded,
-                steps=steps,
-                traced=top,
-                spans=tuple(descendants),
-                trace_id=trace_id,
-                error=top.error,
-                origin=origin or top.origin,
-                variant=str(variant) if variant is not None else None,
-                success=success,
-                score=score,
-                nested=nested[id(top)],
-                rebuilt=rebuilt,
-                incomplete=cycles.get(root.span_id),
-            )
+    return [
+        _run(
+            top,
+            _descendants(top, children),
+            trace_id,
+            origin,
+            outcomes[top.record.span_id],
+            nested=nested[id(top)],
+            incomplete=cycles.get(top.record.span_id),
         )
-    return runs
+        for top in workflows
+    ]
+
+
+def _run(
+    top: TracedSpan,
+    descendants: list[TracedSpan],
+    trace_id: str,
+    origin: str,
+    outcome: tuple[bool | None, float | None],
+    *,
+    nested: bool = False,
+    incomplete: str | None = None,
+) -> WorkflowRun:
+    """The run of the run root ``top`` and its ``descendants``, with its recorded rollup
+    when it can be trusted."""
+    records = [span.record for span in descendants]
+    root = top.record
+    steps = steps_of(root, records)
+    marked = marked_first_output(top)
+    recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
+    variant = top.attributes.get(attr.VARIANT)
+    success, score = outcome
+    return _built(
+        workflow_name(top),
+        root,
+        records,
+        rollup=recorded,
+        steps=steps,
+        traced=top,
+        spans=tuple(descendants),
+        trace_id=trace_id,
+        error=top.error,
+        origin=origin or top.origin,
+        variant=str(variant) if variant is not None else None,
+        success=success,
+        score=score,
+        nested=nested,
+        rebuilt=rebuilt,
+        incomplete=incomplete,
+    )
+
+
+def _flat_run(spans: Sequence[TracedSpan]) -> tuple[TracedSpan, list[TracedSpan]] | None:
+    """The workflow span and its descendants, in one loop, when the trace is one workflow
+    without a parent and its steps, each a child of it with a step kind, ids all distinct
+    (the common shape); None for any other trace. The same run as :func:`_index` and
+    :func:`_descendants` find then: no other run root, no outcome span, nothing nested."""
+    top: TracedSpan | None = None
+    others: list[TracedSpan] = []
+    append = others.append
+    for span in spans:
+        kind = span.record.kind
+        if kind == "workflow":
+            if top is not None or span.record.parent_id is not None:
+                return None
+            top = span
+        elif kind is None:
+            return None  # perhaps a run root, or an outcome span
+        else:
+            append(span)
+    if top is None:
+        return None
+    top_id = top.record.span_id
+    ids = {top_id}
+    add = ids.add
+    for span in others:
+        rec = span.record
+        if rec.parent_id != top_id:
+            return None
+        add(rec.span_id)
+    if len(ids) != len(others) + 1:
+        return None  # an id twice: the walk keeps the first
+    return top, others
 
 
 def _index(

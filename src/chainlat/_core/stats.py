@@ -338,18 +338,18 @@ class WorkflowStats:
         """Count one run (``cost_usd``: its cost, when known otherwise than from the run)."""
         self.runs += 1
         self.errors += run.error
-        for step in run.steps:
-            self.seen_steps.add(step.name)
         weight, biased = run.sampling
         # OpenTelemetry's sampling cannot express a probability below 2^-56 (its 56-bit
         # threshold): a smaller one recorded is a bug or a forgery, not 1e300 runs.
         weight = min(weight, MAX_SAMPLING_WEIGHT)
         self.biased += biased
         if run.error and not self.include_errors:
+            self.seen_steps.update([step.name for step in run.steps])
             return
         if run.root is not None and voice.is_interrupted(run.root.attributes):
             self.interrupted += 1
             if not self.include_interrupted:
+                self.seen_steps.update([step.name for step in run.steps])
                 return
         self.weight_total += weight
         if weight > self.heaviest_weight:
@@ -357,14 +357,11 @@ class WorkflowStats:
         rollup = run.rollup
         cached = rollup.cache_hits > 0
         quantities = self.quantities
-        for quantity, value in (
-            ("total", rollup.total_ms),
-            ("inference", rollup.inference_ms),
-            ("data", rollup.data_ms),
-            ("tool", rollup.tool_ms),
-            ("overhead", rollup.overhead_ms),
-        ):
-            quantities[quantity].add(value, cached, weight)
+        quantities["total"].add(rollup.total_ms, cached, weight)
+        quantities["inference"].add(rollup.inference_ms, cached, weight)
+        quantities["data"].add(rollup.data_ms, cached, weight)
+        quantities["tool"].add(rollup.tool_ms, cached, weight)
+        quantities["overhead"].add(rollup.overhead_ms, cached, weight)
         if rollup.first_output_ms is not None:
             quantities[FIRST_OUTPUT].add(rollup.first_output_ms, cached, weight)
         if rollup.speech_to_text_ms is not None:
@@ -378,7 +375,9 @@ class WorkflowStats:
         if rollup.unrecorded:
             self._add_unrecorded(rollup)
         steps = self.steps
+        seen = self.seen_steps.add
         for step in run.steps:
+            seen(step.name)
             stats = steps.get(step.name)
             if stats is None:
                 stats = steps[step.name] = StepStats(step.name, step.kind)

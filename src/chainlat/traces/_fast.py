@@ -22,36 +22,30 @@ refuses the line as not JSON.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
-from chainlat._core import attributes as attr
-from chainlat._core.records import apply_events, mark_call
-from chainlat._core.rollup import (
-    SpanRecord,
-    cache_read_tokens_of,
-    call_details,
-    classify,
-    step_name_of,
-)
+from chainlat._core.records import apply_events
+from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._parse import (
     MAX_NS,
     MAX_NUMBER,
     MISSING,
-    NO_ATTRIBUTES,
+    NOTHING_DERIVED,
     REMOTE_PARENT_FLAGS,
+    Derived,
     Parsed,
     any_value,
     cached_key,
+    derive,
     key_cache,
     loads,
     names,
     tally,
-    ttft_from,
 )
 
 # --- the common layout, as typed structs -------------------------------------------------
@@ -128,13 +122,6 @@ _FALLBACK: Final = (
     OverflowError,
 )
 
-_TTFT_MS: Final = attr.LATENCY_TTFT_MS
-_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
-_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
-_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
-_CACHE_HIT: Final = attr.CACHE_HIT
-_USER_FACING: Final = attr.USER_FACING
-
 
 def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     """The spans of one OTLP/JSON line in the common layout; None for anything else."""
@@ -161,14 +148,7 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
-_Derived = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any]
-"""What a span's attributes give: the kept attributes, kind, first token, input and
-output tokens, cache hit, model, source, step name, user-facing, cache-read tokens."""
-
-_NOTHING: Final[_Derived] = (
-    NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None
-)  # fmt: skip
-_derived_cache: dict[bytes, _Derived] = {}
+_derived_cache: dict[bytes, Derived] = {}
 _CACHE_ENTRIES: Final = 4096
 
 
@@ -176,7 +156,7 @@ def _span(
     raw: _Span,
     origin: str,
     # Bound once: the globals a span needs, looked up millions of times.
-    _cache: dict[bytes, _Derived] = _derived_cache,
+    _cache: dict[bytes, Derived] = _derived_cache,
     names: dict[str, str] = names,
     _unset: Any = UNSET,
     _record: type[SpanRecord] = SpanRecord,
@@ -200,7 +180,7 @@ def _span(
     end_ns = int(raw.endTimeUnixNano)
     if not 0 <= start_ns <= end_ns <= MAX_NS:
         raise _NotCommon
-    derived: _Derived | None = _NOTHING
+    derived: Derived | None = NOTHING_DERIVED
     items: Any = raw.attributes
     if items is not _unset:
         # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
@@ -216,7 +196,7 @@ def _span(
                 _cache[blob] = derived
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read,
+        step_name, user_facing, cache_read, has_output, ttft_marked, operation,
     ) = derived  # type: ignore[misc]  # fmt: skip
     events = raw.events
     status = raw.status
@@ -230,8 +210,8 @@ def _span(
         end_ns,
         kind,
         cache_hit,
-        tokens_in if type(tokens_in) is int else None,
-        tokens_out if type(tokens_out) is int else None,
+        tokens_in,
+        tokens_out,
         ttft,
         model,
         source,
@@ -239,8 +219,10 @@ def _span(
         user_facing,
         cache_read,
     )
-    if kind == "inference" and attributes:
-        mark_call(record, attributes)
+    if kind == "inference":  # what mark_call sets, worked out with the rest
+        record.has_output = has_output
+        record.ttft_marked = ttft_marked
+        record.operation = operation
     if events:  # the first token by any convention's event; events after the span's end
         apply_events(record, [(e.name, int(e.timeUnixNano)) for e in events])  # type: ignore[arg-type]
     local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
@@ -316,33 +298,9 @@ def _attribute_values(
 def _derive(
     items: list[_KeyValue] | None,
     _values: Callable[[list[_KeyValue]], dict[str, object]] = _attribute_values,
-    _classify: Callable[[Mapping[str, object]], Any] = classify,
-) -> _Derived:
+) -> Derived:
     """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
-    reads them."""
+    reads them (the same :func:`~chainlat.traces._parse.derive`)."""
     if not items:
-        return _NOTHING
-    found = _values(items)
-    if not found:
-        return _NOTHING
-    kind = _classify(found)
-    ttft = found.get(_TTFT_MS)
-    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-        ttft = ttft_from(found)
-    tokens_in = found.get(_TOKENS_IN)
-    tokens_out = found.get(_TOKENS_OUT)
-    cache_hit = found.get(_CACHE_HIT) is True
-    model = source = cache_read = None
-    user_facing = False
-    step_name = step_name_of(found)
-    if kind == "inference":
-        # Tokens, first token, model and source by any convention.
-        tokens_in, tokens_out, call_ttft, model, source = call_details(found)
-        if ttft is None:
-            ttft = call_ttft
-        user_facing = found.get(_USER_FACING) is True
-        cache_read = cache_read_tokens_of(found)
-    return (
-        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read,
-    )  # fmt: skip
+        return NOTHING_DERIVED
+    return derive(_values(items))

@@ -345,18 +345,74 @@ _TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
 _TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
 _TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
-
-
 _USER_FACING: Final = attr.USER_FACING
 
 
-_CommonAttributes = tuple[Mapping[str, object], Any, Any, Any, Any, bool, Any, Any]
-"""What a span's attributes give: the kept attributes, kind, first token, input and
-output tokens, cache hit, model, source."""
+Derived = tuple[
+    Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, bool, bool, Any
+]
+"""What a span's kept attributes give, read once for both quick paths: the attributes,
+kind, first token, input and output tokens (ints or None), cache hit, model, source, step
+name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.mark_call`
+sets on a model call (carries its output, first token marked, operation)."""
 
-_NO_COMMON_ATTRIBUTES: Final[_CommonAttributes] = (
-    NO_ATTRIBUTES, None, None, None, None, False, None, None
+NOTHING_DERIVED: Final[Derived] = (
+    NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, False,
+    False, None,
 )  # fmt: skip
+
+
+def derive(
+    found: dict[str, object],
+    marks: bool = True,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+    _record: type[SpanRecord] = SpanRecord,
+) -> Derived:
+    """What the kept attributes ``found`` of a span give, as :func:`call_record` and
+    :func:`~chainlat._core.records.mark_call` read them (``tests/traces/test_fast_reader.py``
+    holds the quick paths to the validating one). Without ``marks``, what mark_call sets is
+    left for the caller to set on its record (False, False, None here)."""
+    if not found:
+        return NOTHING_DERIVED
+    kind = _classify(found)
+    ttft = found.get(_TTFT_MS)
+    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+        ttft = ttft_from(found)
+    tokens_in = found.get(_TOKENS_IN)
+    tokens_out = found.get(_TOKENS_OUT)
+    cache_hit = found.get(_CACHE_HIT) is True
+    step_name = step_name_of(found)
+    if kind != "inference":
+        return (
+            found, kind, ttft, tokens_in if type(tokens_in) is int else None,
+            tokens_out if type(tokens_out) is int else None, cache_hit, None, None,
+            step_name, False, None, False, False, None,
+        )  # fmt: skip
+    # Tokens, first token, model and source by any convention.
+    tokens_in, tokens_out, call_ttft, model, source = call_details(found)
+    if ttft is None:
+        ttft = call_ttft
+    if type(tokens_in) is not int:
+        tokens_in = None
+    if type(tokens_out) is not int:
+        tokens_out = None
+    user_facing = found.get(_USER_FACING) is True
+    cache_read = cache_read_tokens_of(found)
+    if not marks:
+        return (
+            found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+            user_facing, cache_read, False, False, None,
+        )  # fmt: skip
+    # What mark_call sets, read off a record of this span's values (they are all it reads).
+    probe = _record(
+        0, None, "", 0, 0, kind, cache_hit, tokens_in, tokens_out, ttft, model, source,
+        step_name, user_facing, cache_read,
+    )  # fmt: skip
+    mark_call(probe, found)
+    return (
+        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+        user_facing, cache_read, probe.has_output, probe.ttft_marked, probe.operation,
+    )  # fmt: skip
 
 
 def _common_attributes(
@@ -365,12 +421,11 @@ def _common_attributes(
     _keys: dict[str, str | None] = key_cache,
     names: dict[str, str] = names,
     _missing: object = MISSING,
-    _classify: Callable[[Mapping[str, object]], Any] = classify,
-) -> _CommonAttributes:
+) -> Derived:
     """The attributes of a span in the common layout, and what they give; raises one of
     ``_NOT_COMMON`` on anything else, as :func:`_common_otlp_span` does."""
     if not items:
-        return _NO_COMMON_ATTRIBUTES
+        return NOTHING_DERIVED
     found: dict[str, object] = {}
     for item in items:
         key = _keys.get(item["key"], _missing)
@@ -394,22 +449,8 @@ def _common_attributes(
             else:
                 found[key] = any_value(item["value"])  # type: ignore[index]
             break
-    if not found:
-        return _NO_COMMON_ATTRIBUTES
-    kind = _classify(found)
-    ttft = found.get(_TTFT_MS)
-    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-        ttft = ttft_from(found)
-    tokens_in = found.get(_TOKENS_IN)
-    tokens_out = found.get(_TOKENS_OUT)
-    cache_hit = found.get(_CACHE_HIT) is True
-    model = source = None
-    if kind == "inference":
-        # Tokens, first token, model and source by any convention.
-        tokens_in, tokens_out, call_ttft, model, source = call_details(found)
-        if ttft is None:
-            ttft = call_ttft
-    return found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source
+    # Read once per span here, with no cache: mark_call is left for the record itself.
+    return derive(found, False)
 
 
 def _common_otlp_span(
@@ -417,7 +458,7 @@ def _common_otlp_span(
     origin: str,
     # Bound once: the globals a span needs, looked up millions of times.
     names: dict[str, str] = names,
-    _attributes: Callable[[Any], _CommonAttributes] = _common_attributes,
+    _attributes: Callable[[Any], Derived] = _common_attributes,
     _record: type[SpanRecord] = SpanRecord,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> Parsed:
@@ -451,9 +492,10 @@ def _common_otlp_span(
     end_ns = int(end)
     if not 0 <= start_ns <= end_ns <= MAX_NS:
         raise ValueError
-    attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source = _attributes(
-        raw.get("attributes")
-    )
+    (
+        attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+        user_facing, cache_read, _, _, _,
+    ) = _attributes(raw.get("attributes"))  # fmt: skip
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
@@ -468,18 +510,17 @@ def _common_otlp_span(
         end_ns,
         kind,
         cache_hit,
-        tokens_in if type(tokens_in) is int else None,
-        tokens_out if type(tokens_out) is int else None,
+        tokens_in,
+        tokens_out,
         ttft,
         model,
         source,
+        step_name,
+        user_facing,
+        cache_read,
     )
-    if attributes:
-        record.step_name = step_name_of(attributes)
-        if kind == "inference":
-            record.user_facing = attributes.get(_USER_FACING) is True
-            record.cache_read_tokens = cache_read_tokens_of(attributes)
-            mark_call(record, attributes)
+    if kind == "inference":
+        mark_call(record, attributes)
     if events:
         apply_events(record, [(e["name"], int(e["timeUnixNano"])) for e in events])
     local_root = parent_id is None or (
