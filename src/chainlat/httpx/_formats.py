@@ -217,6 +217,15 @@ def _input_content(fmt: Format, body: dict[str, Any], cut: Truncator) -> Attribu
 
 
 # --- responses ----------------------------------------------------------------------------
+_TOKEN_KEYS: Final = (
+    attr.GEN_AI_USAGE_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+    attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+
+
 @dataclass
 class Facts:
     """What a response said about itself."""
@@ -244,13 +253,14 @@ class Facts:
             out[attr.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(
                 reason for _, reason in sorted(self.finish_reasons.items())
             )
-        for key, value in (
-            (attr.GEN_AI_USAGE_INPUT_TOKENS, self.input_tokens),
-            (attr.GEN_AI_USAGE_OUTPUT_TOKENS, self.output_tokens),
-            (attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, self.cache_read_tokens),
-            (attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, self.cache_creation_tokens),
-            (attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, self.reasoning_tokens),
-        ):
+        counts = (
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_creation_tokens,
+            self.reasoning_tokens,
+        )
+        for key, value in zip(_TOKEN_KEYS, counts, strict=True):
             if value is not None:
                 if 0 <= value <= _MAX_TOKENS:
                     out[key] = value
