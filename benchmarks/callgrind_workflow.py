@@ -8,6 +8,8 @@ instructions per workflow (or per step), (large - small) / (large - small count)
 starting Python. The ratios are the targets' (ten-step workflow against 11 bare spans, a
 step against a bare span), in instructions: all threads, and the application's thread
 alone (``app_thread_*``; the rest is the batch processor's thread, where exports run).
+``--metrics`` adds the ten-step workflow through ``configure()`` with a metrics reader
+(``workflow-chainlat-metrics``), where the rollup is still computed as the workflow ends.
 
 The single-process form counts one tree's ten-step workflow on a provider with a simple
 processor, as the earlier notes did (compare trees with ``PYTHONPATH=<tree>/src``)::
@@ -54,7 +56,19 @@ def legacy(workflows: int) -> None:
                     pass
 
 
-def _bodies() -> dict[str, Callable[[], object]]:
+def _bodies(variant: str) -> dict[str, Callable[[], object]]:
+    if variant == "workflow-chainlat-metrics":
+        # configure() with a metrics reader: the GenAI and chain metrics read the rollup as
+        # the workflow ends, so it is computed on the application's thread.
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        metered = chainlat.configure(
+            "bench",
+            exporter=_pipeline.DroppingExporter(),
+            set_global=False,
+            metric_readers=[InMemoryMetricReader()],
+        )
+        return {variant: lambda: _pipeline.chainlat_workflow(metered)}
     provider = _pipeline.provider()
     tracer = provider.get_tracer("bench")
     return {
@@ -66,10 +80,11 @@ def _bodies() -> dict[str, Callable[[], object]]:
 
 
 VARIANTS = ("workflow-chainlat", "workflow-bare", "step-chainlat", "step-bare")
+METRICS_VARIANT = "workflow-chainlat-metrics"
 
 
 def run_variant(variant: str, count: int) -> None:
-    body = _bodies()[variant]
+    body = _bodies(variant)[variant]
     for _ in range(WARM_UP):
         body()
     for _ in range(count):
@@ -90,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workflows", type=int, nargs="?", help="the single-process form")
     parser.add_argument("--small", type=int, default=50)
     parser.add_argument("--large", type=int, default=250)
-    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help=f"also count {METRICS_VARIANT}: the ten-step workflow with a metrics reader",
+    )
+    parser.add_argument("--variant", choices=(*VARIANTS, METRICS_VARIANT), help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args(argv)
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-o is required")
     per_unit: dict[str, float] = {}
     app_per_unit: dict[str, float] = {}
-    for variant in VARIANTS:
+    for variant in (*VARIANTS, METRICS_VARIANT) if args.metrics else VARIANTS:
         # A step is about a tenth of a workflow: ten times the count, for the same precision.
         scale = 10 if variant.startswith("step") else 1
         small, app_small = variant_instructions(variant, args.small * scale)

@@ -41,6 +41,9 @@ def held(span: ReadableSpan) -> tuple[list[tuple[str, Any]], int]:
         {"i": ()},
         {"j": ["p", "q"]},  # a list: the SDK makes it a tuple (the SDK's path)
         {"k": ("p", 1)},  # a mixed tuple: the SDK's path
+        {"o": ("p",), "q": (1, 2), "r": "s"},  # one tuple of strings, one not: the SDK's path
+        {"t": ("p",), "u": (), "v": ("w", "x"), "y": 7},  # tuples of strings only: written
+        {"z": ("p", b"q")},  # bytes in a tuple: the SDK's path
         {"l": None},  # dropped by the SDK, with its warning
         {"m": {"n": 1}},
     ],

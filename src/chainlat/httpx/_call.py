@@ -17,11 +17,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.trace import SpanContext, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
@@ -201,11 +206,20 @@ def headers_named(headers: Any, names: frozenset[str]) -> dict[str, list[str]]:
     wanted = _as_bytes.get(names)
     if wanted is None:
         wanted = _as_bytes[names] = frozenset(n.encode("latin-1") for n in names)
-    for key, value in headers.raw:
-        lowered = key.lower()
-        if lowered in wanted:
-            found.setdefault(lowered.decode("latin-1"), []).append(_text(value))
+    raw = headers.raw
+    # Lower-cased and matched in C: only the headers kept cost bytecode.
+    lowered = list(map(bytes.lower, map(_first, raw)))
+    if wanted.isdisjoint(lowered):
+        return found
+    for key, value in compress(
+        zip(lowered, map(_second, raw), strict=True), map(wanted.__contains__, lowered)
+    ):
+        found.setdefault(key.decode("latin-1"), []).append(_text(value))
     return found
+
+
+_first: Final = itemgetter(0)
+_second: Final = itemgetter(1)
 
 
 _as_bytes: dict[frozenset[str], frozenset[bytes]] = {}
@@ -303,10 +317,52 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     context = trace.set_span_in_context(handle.span)
     if span_context.is_valid:
         # The server joins the trace as a child of this span.
-        propagate.inject(request.headers, context=context)
+        inject(request.headers, span_context, context)
     if not handle.span.is_recording():
         return None
     return ModelCall(handle, route, options, capture, context, pooled=pooled)
+
+
+_w3c: list[object] = [None, None]
+"""[the global propagator last seen, its baggage propagator if it is the W3C default pair]."""
+
+
+def _w3c_default(textmap: object) -> W3CBaggagePropagator | None:
+    # OTEL_PROPAGATORS unset (or "tracecontext,baggage"): W3C trace context, then baggage.
+    if type(textmap) is not CompositePropagator:
+        return None
+    found = tuple(getattr(textmap, "_propagators", ()))
+    if (
+        len(found) == 2
+        and type(found[0]) is TraceContextTextMapPropagator
+        and type(found[1]) is W3CBaggagePropagator
+    ):
+        return found[1]
+    return None
+
+
+def inject(headers: Any, span_context: SpanContext, context: otel_context.Context) -> None:
+    """``propagate.inject(headers, context=context)``, for a valid ``span_context`` current
+    in ``context``.
+
+    With the default propagators (W3C trace context and baggage) ``traceparent`` and
+    ``tracestate`` are written here, as the SDK's propagator writes them, without its
+    look-up of the span in the context and its composite's loop; baggage goes through its
+    own propagator. Any other global propagator gets ``propagate.inject``.
+    """
+    textmap = propagate.get_global_textmap()
+    if textmap is not _w3c[0]:
+        _w3c[:] = [textmap, _w3c_default(textmap)]
+    baggage = _w3c[1]
+    if not isinstance(baggage, W3CBaggagePropagator):
+        propagate.inject(headers, context=context)
+        return
+    headers["traceparent"] = (
+        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
+    )
+    if span_context.trace_state:
+        headers["tracestate"] = span_context.trace_state.to_header()
+    baggage.inject(headers, context)
 
 
 class ModelCall:

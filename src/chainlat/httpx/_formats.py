@@ -88,12 +88,15 @@ def _messages_json(messages: list[tuple[str, str]], cut: Truncator) -> str:
 # --- requests -----------------------------------------------------------------------------
 def request_model(body: object) -> str | None:
     """``model`` of a request body, when it names one."""
-    return _str(_get(body, "model"))
+    if not isinstance(body, dict):
+        return None
+    model = body.get("model")
+    return model if isinstance(model, str) and model else None
 
 
 def request_stream(fmt: Format, body: object) -> bool:
     """Whether the request asks for a streamed answer (Ollama streams unless told not to)."""
-    value = _get(body, "stream")
+    value = body.get("stream") if isinstance(body, dict) else None
     if fmt in ("ollama_chat", "ollama_generate"):
         return value is not False
     return value is True
@@ -109,6 +112,19 @@ _MAX_TOKENS_KEYS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+_NUMBER_PARAMETERS: Final = (
+    (attr.GEN_AI_REQUEST_TEMPERATURE, "temperature"),
+    (attr.GEN_AI_REQUEST_TOP_P, "top_p"),
+    (attr.GEN_AI_REQUEST_FREQUENCY_PENALTY, "frequency_penalty"),
+    (attr.GEN_AI_REQUEST_PRESENCE_PENALTY, "presence_penalty"),
+)
+_INT_PARAMETERS: Final = ((attr.GEN_AI_REQUEST_TOP_K, "top_k"), (attr.GEN_AI_REQUEST_SEED, "seed"))
+_PARAMETER_NAMES: Final = frozenset(
+    {name for names in _MAX_TOKENS_KEYS.values() for name in names}
+    | {name for _, name in _NUMBER_PARAMETERS + _INT_PARAMETERS}
+)
+
+
 def request_attributes(
     fmt: Format, body: object, *, capture: Truncator | None = None
 ) -> AttributeDict:
@@ -121,31 +137,34 @@ def request_attributes(
     options = body.get("options") if fmt.startswith("ollama") else body
     if not isinstance(options, dict):
         options = {}
-    for key in _MAX_TOKENS_KEYS.get(fmt, ()):
-        value = _int(options.get(key))
-        if value is not None:
-            out[attr.GEN_AI_REQUEST_MAX_TOKENS] = value
-            break
-    for key, name in (
-        (attr.GEN_AI_REQUEST_TEMPERATURE, "temperature"),
-        (attr.GEN_AI_REQUEST_TOP_P, "top_p"),
-        (attr.GEN_AI_REQUEST_FREQUENCY_PENALTY, "frequency_penalty"),
-        (attr.GEN_AI_REQUEST_PRESENCE_PENALTY, "presence_penalty"),
-    ):
-        number = _number(options.get(name))
-        if number is not None:
-            out[key] = number
-    for key, name in ((attr.GEN_AI_REQUEST_TOP_K, "top_k"), (attr.GEN_AI_REQUEST_SEED, "seed")):
-        integer = _int(options.get(name))
-        if integer is not None:
-            out[key] = integer
+    # Per request, so the checks of _int and _number are written out, and skipped when
+    # the body sets none of these parameters.
+    if not _PARAMETER_NAMES.isdisjoint(options):
+        get = options.get
+        for key in _MAX_TOKENS_KEYS.get(fmt, ()):
+            value = get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[attr.GEN_AI_REQUEST_MAX_TOKENS] = value
+                break
+        for key, name in _NUMBER_PARAMETERS:
+            value = get(name)
+            if (
+                value is not None
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+            ):
+                out[key] = float(value)
+        for key, name in _INT_PARAMETERS:
+            value = get(name)
+            if value is not None and isinstance(value, int) and not isinstance(value, bool):
+                out[key] = value
     stop = options.get("stop_sequences" if fmt == "anthropic_messages" else "stop")
     if isinstance(stop, str):
         out[attr.GEN_AI_REQUEST_STOP_SEQUENCES] = (stop,)
     elif isinstance(stop, list) and stop and all(isinstance(s, str) for s in stop):
         out[attr.GEN_AI_REQUEST_STOP_SEQUENCES] = tuple(stop)
-    count = _int(body.get("n"))
-    if count is not None and count != 1 and fmt.startswith("openai"):
+    count = body.get("n")
+    if count is not None and _int(count) is not None and count != 1 and fmt.startswith("openai"):
         out[attr.GEN_AI_REQUEST_CHOICE_COUNT] = count
     if fmt == "openai_embeddings":
         dimensions = _int(body.get("dimensions"))
@@ -198,6 +217,15 @@ def _input_content(fmt: Format, body: dict[str, Any], cut: Truncator) -> Attribu
 
 
 # --- responses ----------------------------------------------------------------------------
+_TOKEN_KEYS: Final = (
+    attr.GEN_AI_USAGE_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+    attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+
+
 @dataclass
 class Facts:
     """What a response said about itself."""
@@ -225,13 +253,14 @@ class Facts:
             out[attr.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(
                 reason for _, reason in sorted(self.finish_reasons.items())
             )
-        for key, value in (
-            (attr.GEN_AI_USAGE_INPUT_TOKENS, self.input_tokens),
-            (attr.GEN_AI_USAGE_OUTPUT_TOKENS, self.output_tokens),
-            (attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, self.cache_read_tokens),
-            (attr.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, self.cache_creation_tokens),
-            (attr.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, self.reasoning_tokens),
-        ):
+        counts = (
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_creation_tokens,
+            self.reasoning_tokens,
+        )
+        for key, value in zip(_TOKEN_KEYS, counts, strict=True):
             if value is not None:
                 if 0 <= value <= _MAX_TOKENS:
                     out[key] = value
@@ -276,32 +305,47 @@ class Reader:
 def _openai_usage(facts: Facts, usage: object) -> None:
     if not isinstance(usage, dict):
         return
-    facts.input_tokens = _int(usage.get("prompt_tokens", usage.get("input_tokens")))
-    facts.output_tokens = _int(usage.get("completion_tokens", usage.get("output_tokens")))
-    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
-    facts.cache_read_tokens = _int(_get(details, "cached_tokens"))
-    details = usage.get("completion_tokens_details") or usage.get("output_tokens_details")
-    facts.reasoning_tokens = _int(_get(details, "reasoning_tokens"))
+    get = usage.get
+    facts.input_tokens = _int(get("prompt_tokens", get("input_tokens")))
+    facts.output_tokens = _int(get("completion_tokens", get("output_tokens")))
+    details = get("prompt_tokens_details") or get("input_tokens_details")
+    facts.cache_read_tokens = (
+        _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    )
+    details = get("completion_tokens_details") or get("output_tokens_details")
+    facts.reasoning_tokens = (
+        _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    )
 
 
 def _ids(facts: Facts, data: object) -> None:
-    facts.response_id = _str(_get(data, "id")) or facts.response_id
-    facts.response_model = _str(_get(data, "model")) or facts.response_model
+    if not isinstance(data, dict):
+        return
+    value = data.get("id")
+    if isinstance(value, str) and value:
+        facts.response_id = value
+    value = data.get("model")
+    if isinstance(value, str) and value:
+        facts.response_model = value
 
 
 class OpenAIChatReader(Reader):
     def body(self, data: object) -> None:
+        if not isinstance(data, dict):
+            return  # nothing to read (as each look-up below would find)
         _ids(self.facts, data)
-        for index, choice in enumerate(_list(_get(data, "choices"))):
+        for index, choice in enumerate(_list(data.get("choices"))):
             self._finish(index, choice)
-            if index == 0:
+            if index == 0 and self._capture_chars is not None:
                 self._keep_text(_get(choice, "message", "content"))
-        _openai_usage(self.facts, _get(data, "usage"))
+        _openai_usage(self.facts, data.get("usage"))
 
     def _finish(self, index: int, choice: object) -> None:
-        reason = _str(_get(choice, "finish_reason"))
-        if reason is not None:
-            self.facts.finish_reasons[_int(_get(choice, "index")) or index] = reason
+        if not isinstance(choice, dict):
+            return
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self.facts.finish_reasons[_int(choice.get("index")) or index] = reason
 
     def event(self, name: str | None, data: object) -> bool:
         # Runs once per streamed chunk: the readers above, unrolled (one look-up per field).

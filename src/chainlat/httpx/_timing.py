@@ -43,6 +43,28 @@ _HEADERS: Final = "receive_response_headers.complete"
 
 _NS_PER_MS: Final = 1_000_000
 
+_OTHER_KIND, _CONNECT_KIND, _SEND_START_KIND, _SEND_END_KIND, _HEADERS_KIND = range(5)
+_EVENTS: dict[str, int] = {}
+"""Each trace event name seen -> what it marks: httpcore has a few dozen names."""
+_MAX_EVENTS: Final = 1024
+
+
+def _event_kind(event: str) -> int:
+    step = event.split(".", 1)[-1]
+    if step in _CONNECT:
+        kind = _CONNECT_KIND
+    elif step == _SEND_START:
+        kind = _SEND_START_KIND
+    elif step in _SEND_END:
+        kind = _SEND_END_KIND
+    elif step == _HEADERS:
+        kind = _HEADERS_KIND
+    else:
+        kind = _OTHER_KIND
+    if len(_EVENTS) < _MAX_EVENTS:  # another transport's names: bounded all the same
+        _EVENTS[event] = kind
+    return kind
+
 
 class Timeline:
     """Instants of one call, in clock nanoseconds; `breakdown` turns them into the parts."""
@@ -73,15 +95,17 @@ class Timeline:
     def on_trace(self, event: str, now_ns: int) -> None:
         """One httpcore trace event, ``{prefix}.{step}.{started|complete|failed}``."""
         self.traced = True
-        step = event.split(".", 1)[-1]
-        if step in _CONNECT:
+        which = _EVENTS.get(event)
+        if which is None:
+            which = _event_kind(event)
+        if which == _CONNECT_KIND:
             if self.connect_ns is None:
                 self.connect_ns = now_ns
-        elif step == _SEND_START:
+        elif which == _SEND_START_KIND:
             self.send_start_ns = now_ns
-        elif step in _SEND_END:
+        elif which == _SEND_END_KIND:
             self.send_end_ns = now_ns
-        elif step == _HEADERS:
+        elif which == _HEADERS_KIND:
             self.headers_ns = now_ns
 
     def on_headers(self, now_ns: int) -> None:
@@ -98,28 +122,29 @@ class Timeline:
                 any trace event never left the pool's queue (a pool timeout, or a cancel).
         """
         t0 = self.start_ns
-        end_ns = max(end_ns, t0)
-        if not self.traced and (self.headers_ns is not None or not pooled):
-            marks: list[int | None] = [t0, t0, t0, self.headers_ns]
+        if end_ns < t0:
+            end_ns = t0
+        headers = self.headers_ns
+        if not self.traced and (headers is not None or not pooled):
+            connect: int | None = t0
+            send_start: int | None = t0
+            send_end: int | None = t0
         else:
             connect = self.connect_ns
             send_start = self.send_start_ns
             if connect is not None and send_start is not None and send_start < connect:
                 send_start = None  # a retry on a new connection: this send came before it
-            marks = [connect, send_start, self.send_end_ns, self.headers_ns]
-        # Missing instants take the next present one; then force time order.
-        filled: list[int] = []
-        following = end_ns
-        for mark in reversed(marks):
-            following = following if mark is None else mark
-            filled.append(following)
-        filled.reverse()
-        points = [t0]
-        for mark in [*filled, end_ns]:
-            points.append(min(max(mark, points[-1]), end_ns))
-        points[-1] = end_ns
-        queue, connect_d, send, wait, receive = (points[i + 1] - points[i] for i in range(5))
-        return queue, connect_d, send, wait, receive
+            send_end = self.send_end_ns
+        # Missing instants take the next present one; then time order, within [t0, end].
+        h = end_ns if headers is None else headers
+        w = h if send_end is None else send_end
+        s = w if send_start is None else send_start
+        c = s if connect is None else connect
+        c = t0 if c < t0 else end_ns if c > end_ns else c
+        s = c if s < c else end_ns if s > end_ns else s
+        w = s if w < s else end_ns if w > end_ns else w
+        h = w if h < w else end_ns if h > end_ns else h
+        return c - t0, s - c, w - s, h - w, end_ns - h
 
     def stream_ns(self, output_tokens: int | None) -> tuple[int, int, float | None] | None:
         """(ttft, generation, tpot) in ns for a stream with output; None without.
