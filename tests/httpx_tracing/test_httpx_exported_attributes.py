@@ -1,5 +1,6 @@
 """A model call's exported span carries the same attributes, value for value, as recorded
-in ``tests/data/httpx_call_attributes.json``, by the file exporter and by OTLP/HTTP alike.
+in ``tests/httpx_tracing/data/httpx_call_attributes.json``, by the file exporter and by
+OTLP/HTTP alike.
 
 The recording was made from the code before the call's hot path was trimmed
 (``PYTHONPATH=tests python tests/httpx_tracing/test_httpx_exported_attributes.py`` writes
@@ -28,7 +29,7 @@ from chainlat.httpx import TracingTransport
 from support.hostile_http import hostile_server
 from support.otlp import FakeCollector
 
-RECORDED = Path(__file__).resolve().parents[1] / "data" / "httpx_call_attributes.json"
+RECORDED = Path(__file__).resolve().parent / "data" / "httpx_call_attributes.json"
 START_NS = 1_700_000_000_000_000_000
 
 _BODY = json.dumps(

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from chainlat.httpx._call import inject
+from chainlat.httpx._propagation import inject
 
 CONTEXT = SpanContext(
     trace_id=0x0AF7651916CD43DD8448EB211C80319C,

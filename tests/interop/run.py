@@ -634,7 +634,7 @@ def compare(
 UNRECORDED_LABEL = "a model call's end not recorded"
 """How ``chainlat check`` names the reason ``unrecorded_end``."""
 UNRECORDED_WHY = "ended before its own events (a stream handed back before it was read)"
-"""What its why says of the call (``chainlat.budgets.judge.unrecorded_why``)."""
+"""What its why says of the call (``chainlat.budgets.unrecorded.unrecorded_why``)."""
 
 
 def declined_kinds(runs: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:

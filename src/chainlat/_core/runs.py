@@ -1,11 +1,10 @@
 """The run model: one finished workflow run, whatever it was read from.
 
-Pure and stdlib only. A :class:`WorkflowRun` is built the same way from a live
-workflow (the span processor's records) and from a trace (the readers'
-:class:`TracedSpan`), so a run judged in the application and the same run judged
-in CI get the same numbers. Budgets and statistics read its rollup and steps;
-the trade-off analysis (profiles, what-if, compare) reads its span tree, variant
-and outcome, which runs read from traces carry.
+Pure and stdlib only. A :class:`WorkflowRun` is built the same way from a live workflow
+(the span processor's records) and from a trace (the readers' :class:`TracedSpan`), so a
+run judged in the application and in CI gets the same numbers. Budgets and statistics read
+its rollup and steps; the trade-off analysis (profiles, what-if, compare) reads its span
+tree, variant and outcome, which runs read from traces carry.
 
 Outcomes recorded after the fact (``chainlat.record_outcome(trace_id=...)``) are
 small ``record_outcome`` spans in the run's trace; :func:`runs_of_trace` merges
@@ -443,10 +442,9 @@ def _run(
 
 
 def _flat_run(spans: Sequence[TracedSpan]) -> tuple[TracedSpan, list[TracedSpan]] | None:
-    """The workflow span and its descendants, in one loop, when the trace is one workflow
-    without a parent and its steps, each a child of it with a step kind, ids all distinct
-    (the common shape); None for any other trace. The same run as :func:`_index` and
-    :func:`_descendants` find then: no other run root, no outcome span, nothing nested."""
+    """The workflow span and its steps in one loop when the trace is that alone (the common
+    shape: no parent, each step a child of it with a step kind, ids distinct), else None:
+    the run :func:`_index` and :func:`_descendants` would find, with no loop of theirs."""
     top: TracedSpan | None = None
     others: list[TracedSpan] = []
     append = others.append

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chainlat._core.errors import shown
@@ -19,12 +19,13 @@ from chainlat._core.runs import (
     Unit,
     WorkflowRun,
 )
-from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES, Samples, Stats, WorkflowStats
+from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
 from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
 from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
 from chainlat.budgets.messages import operation_target, step_target, target_of
 from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
+from chainlat.budgets.unrecorded import Unrecorded, unrecorded_why
 from chainlat.budgets.verdict import (
     BudgetReport,
     LimitVerdict,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from chainlat.budgets.model import Budgets, WorkflowBudget
 
 
-_QUANTITIES = (*QUANTITIES, FIRST_OUTPUT, *SPEECH_QUANTITIES)
 """Every budget quantity of a run."""
 
 
@@ -101,48 +101,6 @@ class _StepMeasure(_Measure):
 
     def unrecorded(self, run: WorkflowRun) -> bool:
         return not self.ttft and self.step in run.rollup.unrecorded
-
-
-def unrecorded_why(run: WorkflowRun) -> str:
-    """Why a run's values that depend on a model call's end are not judged (rule 13 of
-    docs/attributes.md), naming the call."""
-    names = ", ".join(f"`{name}`" for name in run.rollup.unrecorded)
-    return (
-        f"{names} ended before its own events (a stream handed back before it was read): "
-        "its end is not recorded; instrument the HTTP client "
-        "(`chainlat.instrument_httpx()`) to time it"
-    )
-
-
-@dataclass(slots=True)
-class _Unrecorded:
-    """The runs of a workflow whose values depend on a model call's end not in the trace."""
-
-    runs: int = 0
-    quantities: set[str] = field(default_factory=set)
-    steps: set[str] = field(default_factory=set)
-    why: str = ""
-
-    def add(self, run: WorkflowRun) -> None:
-        self.runs += 1
-        rollup = run.rollup
-        self.quantities.update(q for q in _QUANTITIES if rollup.unrecorded_in(q))
-        self.steps.update(rollup.unrecorded)
-        if not self.why:
-            self.why = unrecorded_why(run)
-
-    def verdict(self, verdict: LimitVerdict, depends: bool) -> LimitVerdict:
-        """A percentile over runs one of which only bounds it: not judged, kept or broken
-        (a bound on one sample can move the percentile either way)."""
-        if not depends:
-            return verdict
-        return replace(
-            verdict,
-            status="not_judged",
-            reason="unrecorded_end",
-            why=f"{self.runs} of its runs: {self.why}",
-            worst_run=None,
-        )
 
 
 @dataclass(frozen=True)
@@ -250,7 +208,7 @@ class _Tallies:
         self.unpriced: dict[str, _RunTally] = {}
         """Runs whose cost is unknown, for the cost percentiles."""
         self.incomplete: dict[str, _RunTally] = {}
-        self.unrecorded: dict[str, _Unrecorded] = {}
+        self.unrecorded: dict[str, Unrecorded] = {}
         """Runs with a model call whose end the trace does not record, by workflow."""
         self.stats = Stats(
             include_errors=budgets.includes_errors,
@@ -270,7 +228,7 @@ class _Tallies:
             )
         unrecorded = bool(run.rollup.unrecorded)
         if unrecorded:
-            self.unrecorded.setdefault(run.workflow, _Unrecorded()).add(run)
+            self.unrecorded.setdefault(run.workflow, Unrecorded()).add(run)
         cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
         stats.add(run, cost.usd if cost is not None else None)
         # A failed run is in no percentile (unless include_errors): its cost is not missed.
@@ -338,7 +296,7 @@ def evaluate(
         workflow_stats = stats.workflows.get(name)
         found.extend(
             _percentile_verdicts(
-                name, budget, budgets, workflow_stats, tally.unrecorded.get(name, _Unrecorded())
+                name, budget, budgets, workflow_stats, tally.unrecorded.get(name, Unrecorded())
             )
         )
         if name in unpriced:
@@ -518,7 +476,7 @@ def _percentile_verdicts(
     budget: WorkflowBudget,
     budgets: Budgets,
     stats: WorkflowStats | None,
-    unrecorded: _Unrecorded,
+    unrecorded: Unrecorded,
 ) -> list[LimitVerdict]:
     min_runs = budgets.min_runs_for(name)
     exclude = budgets.excludes_cache_hits(name)
@@ -582,7 +540,7 @@ def _percentile_verdicts(
 
 
 def _call_percentiles(
-    budget: WorkflowBudget, stats: WorkflowStats | None, unrecorded: _Unrecorded
+    budget: WorkflowBudget, stats: WorkflowStats | None, unrecorded: Unrecorded
 ) -> Iterator[tuple[str, float, float, Samples | None, bool]]:
     """The percentile limits over steps and over the calls of an operation: (target,
     percentile, limit, the samples it is judged on, whether a call whose end the trace does

@@ -22,11 +22,8 @@ from operator import itemgetter
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
-from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.trace import SpanContext, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
@@ -60,6 +57,7 @@ from chainlat.httpx._formats import (
     request_attributes,
     request_model,
 )
+from chainlat.httpx._propagation import inject
 from chainlat.httpx._routes import (
     MAX_BODY_BYTES,
     Matcher,
@@ -321,48 +319,6 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     if not handle.span.is_recording():
         return None
     return ModelCall(handle, route, options, capture, context, pooled=pooled)
-
-
-_w3c: list[object] = [None, None]
-"""[the global propagator last seen, its baggage propagator if it is the W3C default pair]."""
-
-
-def _w3c_default(textmap: object) -> W3CBaggagePropagator | None:
-    # OTEL_PROPAGATORS unset (or "tracecontext,baggage"): W3C trace context, then baggage.
-    if type(textmap) is not CompositePropagator:
-        return None
-    found = tuple(getattr(textmap, "_propagators", ()))
-    if (
-        len(found) == 2
-        and type(found[0]) is TraceContextTextMapPropagator
-        and type(found[1]) is W3CBaggagePropagator
-    ):
-        return found[1]
-    return None
-
-
-def inject(headers: Any, span_context: SpanContext, context: otel_context.Context) -> None:
-    """``propagate.inject(headers, context=context)``, for a valid ``span_context`` current
-    in ``context``.
-
-    With the default propagators (W3C trace context and baggage) ``traceparent`` and
-    ``tracestate`` are written here, as the SDK's propagator writes them, without its
-    look-up of the span in the context and its composite's loop; baggage goes through its
-    own propagator. Any other global propagator gets ``propagate.inject``.
-    """
-    textmap = propagate.get_global_textmap()
-    if textmap is not _w3c[0]:
-        _w3c[:] = [textmap, _w3c_default(textmap)]
-    baggage = _w3c[1]
-    if not isinstance(baggage, W3CBaggagePropagator):
-        propagate.inject(headers, context=context)
-        return
-    headers["traceparent"] = (
-        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
-    )
-    if span_context.trace_state:
-        headers["tracestate"] = span_context.trace_state.to_header()
-    baggage.inject(headers, context)
 
 
 class ModelCall:

@@ -31,17 +31,15 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan
+from chainlat.traces._derive import NOTHING_DERIVED, Derived, derive
 from chainlat.traces._parse import (
     MAX_NS,
     MAX_NUMBER,
     MISSING,
-    NOTHING_DERIVED,
     REMOTE_PARENT_FLAGS,
-    Derived,
     Parsed,
     any_value,
     cached_key,
-    derive,
     key_cache,
     loads,
     names,
@@ -300,7 +298,7 @@ def _derive(
     _values: Callable[[list[_KeyValue]], dict[str, object]] = _attribute_values,
 ) -> Derived:
     """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
-    reads them (the same :func:`~chainlat.traces._parse.derive`)."""
+    reads them (the same :func:`~chainlat.traces._derive.derive`)."""
     if not items:
         return NOTHING_DERIVED
     return derive(_values(items))

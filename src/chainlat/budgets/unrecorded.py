@@ -1,0 +1,59 @@
+"""Runs whose values depend on a model call's end the trace does not record (rule 13 of
+docs/attributes.md): what the judge says of the limits those values decide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES
+from chainlat._core.voice import SPEECH_QUANTITIES
+
+if TYPE_CHECKING:
+    from chainlat._core.runs import WorkflowRun
+    from chainlat.budgets.verdict import LimitVerdict
+
+JUDGED_QUANTITIES = (*QUANTITIES, FIRST_OUTPUT, *SPEECH_QUANTITIES)
+"""Every workflow quantity a limit can name."""
+
+
+def unrecorded_why(run: WorkflowRun) -> str:
+    """Why a run's values that depend on a model call's end are not judged (rule 13 of
+    docs/attributes.md), naming the call."""
+    names = ", ".join(f"`{name}`" for name in run.rollup.unrecorded)
+    return (
+        f"{names} ended before its own events (a stream handed back before it was read): "
+        "its end is not recorded; instrument the HTTP client "
+        "(`chainlat.instrument_httpx()`) to time it"
+    )
+
+
+@dataclass(slots=True)
+class Unrecorded:
+    """The runs of a workflow whose values depend on a model call's end not in the trace."""
+
+    runs: int = 0
+    quantities: set[str] = field(default_factory=set)
+    steps: set[str] = field(default_factory=set)
+    why: str = ""
+
+    def add(self, run: WorkflowRun) -> None:
+        self.runs += 1
+        rollup = run.rollup
+        self.quantities.update(q for q in JUDGED_QUANTITIES if rollup.unrecorded_in(q))
+        self.steps.update(rollup.unrecorded)
+        if not self.why:
+            self.why = unrecorded_why(run)
+
+    def verdict(self, verdict: LimitVerdict, depends: bool) -> LimitVerdict:
+        """A percentile over runs one of which only bounds it: not judged, kept or broken
+        (a bound on one sample can move the percentile either way)."""
+        if not depends:
+            return verdict
+        return replace(
+            verdict,
+            status="not_judged",
+            reason="unrecorded_end",
+            why=f"{self.runs} of its runs: {self.why}",
+            worst_run=None,
+        )

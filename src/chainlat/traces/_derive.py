@@ -1,0 +1,107 @@
+"""What a span's kept attributes give, worked out once for every reader of trace files: the
+quick msgspec path (:mod:`chainlat.traces._fast`) and the validating one
+(:mod:`chainlat.traces._parse`) share it, so both read the same values."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from chainlat._core import attributes as attr
+from chainlat._core.records import mark_call
+from chainlat._core.rollup import (
+    SpanRecord,
+    cache_read_tokens_of,
+    call_details,
+    classify,
+    step_name_of,
+)
+
+NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
+"""The attributes of a span that has none chainlat keeps (shared, read-only)."""
+
+
+def ttft_from(attributes: Mapping[str, object]) -> float | None:
+    ms = attributes.get(attr.LATENCY_TTFT_MS)
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+        return float(ms)
+    seconds = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds) * 1000
+    return None
+
+
+_TTFT_MS: Final = attr.LATENCY_TTFT_MS
+_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
+_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
+_CACHE_HIT: Final = attr.CACHE_HIT
+_USER_FACING: Final = attr.USER_FACING
+
+
+Derived = tuple[
+    Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, bool, bool, Any
+]
+"""What a span's kept attributes give, read once for both quick paths: the attributes,
+kind, first token, input and output tokens (ints or None), cache hit, model, source, step
+name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.mark_call`
+sets on a model call (carries its output, first token marked, operation)."""
+
+NOTHING_DERIVED: Final[Derived] = (
+    NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, False,
+    False, None,
+)  # fmt: skip
+
+
+def derive(
+    found: dict[str, object],
+    marks: bool = True,
+    _classify: Callable[[Mapping[str, object]], Any] = classify,
+    _record: type[SpanRecord] = SpanRecord,
+) -> Derived:
+    """What the kept attributes ``found`` of a span give, as :func:`call_record` and
+    :func:`~chainlat._core.records.mark_call` read them (``tests/traces/test_fast_reader.py``
+    holds the quick paths to the validating one). Without ``marks``, what mark_call sets is
+    left for the caller to set on its record (False, False, None here)."""
+    if not found:
+        return NOTHING_DERIVED
+    kind = _classify(found)
+    ttft = found.get(_TTFT_MS)
+    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
+        ttft = ttft_from(found)
+    tokens_in = found.get(_TOKENS_IN)
+    tokens_out = found.get(_TOKENS_OUT)
+    cache_hit = found.get(_CACHE_HIT) is True
+    step_name = step_name_of(found)
+    if kind != "inference":
+        return (
+            found, kind, ttft, tokens_in if type(tokens_in) is int else None,
+            tokens_out if type(tokens_out) is int else None, cache_hit, None, None,
+            step_name, False, None, False, False, None,
+        )  # fmt: skip
+    # Tokens, first token, model and source by any convention.
+    tokens_in, tokens_out, call_ttft, model, source = call_details(found)
+    if ttft is None:
+        ttft = call_ttft
+    if type(tokens_in) is not int:
+        tokens_in = None
+    if type(tokens_out) is not int:
+        tokens_out = None
+    user_facing = found.get(_USER_FACING) is True
+    cache_read = cache_read_tokens_of(found)
+    if not marks:
+        return (
+            found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+            user_facing, cache_read, False, False, None,
+        )  # fmt: skip
+    # What mark_call sets, read off a record of this span's values (they are all it reads).
+    probe = _record(
+        0, None, "", 0, 0, kind, cache_hit, tokens_in, tokens_out, ttft, model, source,
+        step_name, user_facing, cache_read,
+    )  # fmt: skip
+    mark_call(probe, found)
+    return (
+        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+        user_facing, cache_read, probe.has_output, probe.ttft_marked, probe.operation,
+    )  # fmt: skip
