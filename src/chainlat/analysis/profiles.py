@@ -72,6 +72,7 @@ from chainlat._core.latency import (
     save_profiles,
 )
 from chainlat._core.rollup import find_twins
+from chainlat.analysis.fitting import fit_line, rounded
 from chainlat.analysis.speech import fit_speech_profile, speech_input_of
 
 if TYPE_CHECKING:
@@ -266,36 +267,6 @@ def _call_of(
 # -- fitting -----------------------------------------------------------------------------
 
 
-def _line(
-    xs: Sequence[float], ys: Sequence[float], *, in_sample: bool = False
-) -> tuple[float, float, bool]:
-    """Least-squares intercept and slope, and whether the slope was kept.
-
-    The slope is set to 0 (the line flat at the mean) without spread in x, when it
-    is negative, or when it is within three standard errors of 0: over a narrow
-    range of input tokens the noise decides the slope, and extrapolating a noisy
-    slope to other prompt sizes is worse than assuming none. ``in_sample`` keeps a
-    positive slope however noisy: the closest line to these points, for residuals.
-    """
-    n = len(xs)
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
-    if sxx <= 0:
-        return mean_y, 0.0, False
-    slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
-    base = mean_y - slope * mean_x
-    if slope < 0:
-        return mean_y, 0.0, False
-    if n > 2 and not in_sample:
-        sse = math.fsum((y - base - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
-        if slope < 3 * math.sqrt(sse / (n - 2) / sxx):
-            return mean_y, 0.0, False
-    if base < 0:  # no negative time at zero tokens: the line through the origin instead
-        slope = math.fsum(x * y for x, y in zip(xs, ys, strict=True)) / math.fsum(x * x for x in xs)
-        return 0.0, slope, True
-    return base, slope, True
-
-
 def _plane(
     xs: Sequence[float], zs: Sequence[float], ys: Sequence[float]
 ) -> tuple[float, float, float] | None:
@@ -314,10 +285,6 @@ def _plane(
     if b < 0 or c < 0:
         return None
     return my - b * mx - c * mz, b, c
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.6g}")
 
 
 def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> LatencyProfile | None:
@@ -348,9 +315,9 @@ def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> Laten
     if not all(math.isfinite(v) for v in (base, per_input, decode_ms or 0.0)):
         return None  # no fit: a profile holds finite numbers only
     profile = LatencyProfile(
-        ttft_base_ms=_round(base),
-        ttft_per_input_token_ms=_round(per_input),
-        decode_ms_per_token=_round(decode_ms) if decode_ms is not None else None,
+        ttft_base_ms=rounded(base),
+        ttft_per_input_token_ms=rounded(per_input),
+        decode_ms_per_token=rounded(decode_ms) if decode_ms is not None else None,
     )
     plain = [c for c in usable if c.ttft_ms is None]
     if streamed and plain:
@@ -366,8 +333,8 @@ def fit_profile(calls: Iterable[ModelCall], *, in_sample: bool = False) -> Laten
     network = [(c.network_ms, c.duration_ms) for c in every if c.network_ms is not None]
     return profile.model_copy(
         update={
-            "cache_hit_ms": _round(statistics.median(hits)) if hits else None,
-            "residual_sigma": _round(statistics.stdev(logs)) if len(logs) > 1 else None,
+            "cache_hit_ms": rounded(statistics.median(hits)) if hits else None,
+            "residual_sigma": rounded(statistics.stdev(logs)) if len(logs) > 1 else None,
             "queue_share": _share(queue),
             "network_share": _share(network),
             "calls": len(usable),
@@ -390,7 +357,7 @@ def _fit_streamed(
 ) -> tuple[float, float, float | None]:
     """Prefill from the first-token times, decode from the time after the first token."""
     x_ttft = [float(c.input_tokens or 0) for c in streamed]
-    base, per_input, kept = _line(
+    base, per_input, kept = fit_line(
         x_ttft, [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed], in_sample=in_sample
     )
     if not kept and len(set(x_ttft)) > 1:
@@ -419,10 +386,10 @@ def _fit_unstreamed(
     if plane is not None:
         base, per_input, decode_ms = plane
     elif len(set(decodes)) > 1 and len(set(ins)) <= 1:
-        base, decode_ms, _ = _line(decodes, service, in_sample=in_sample)
+        base, decode_ms, _ = fit_line(decodes, service, in_sample=in_sample)
         per_input = 0.0
     else:
-        base, per_input, kept = _line(ins, service, in_sample=in_sample)
+        base, per_input, kept = fit_line(ins, service, in_sample=in_sample)
         if not kept and len(set(ins)) > 1:
             notes.append(_flat_note(ins))
         decode_ms = None
@@ -443,7 +410,7 @@ def _with_unstreamed(
     decodes = [float(max((c.output_tokens or 0) - 1, 0)) for c in plain]
     rest = [c.service_ms - profile.ttft_per_input_token_ms * (c.input_tokens or 0) for c in plain]
     if len(set(decodes)) > 1:
-        base, per_token, _ = _line(decodes, rest, in_sample=in_sample)
+        base, per_token, _ = fit_line(decodes, rest, in_sample=in_sample)
     else:  # one answer length: the streamed calls' rate, the base from these calls
         per_token = profile.decode_ms_per_token or 0.0
         base = statistics.fmean(r - per_token * d for r, d in zip(rest, decodes, strict=True))
@@ -451,8 +418,8 @@ def _with_unstreamed(
         return profile
     return profile.model_copy(
         update={
-            "unstreamed_base_ms": _round(max(base, 0.0)),
-            "unstreamed_decode_ms_per_token": _round(per_token),
+            "unstreamed_base_ms": rounded(max(base, 0.0)),
+            "unstreamed_decode_ms_per_token": rounded(per_token),
         }
     )
 
@@ -468,7 +435,7 @@ def _share(parts: Sequence[tuple[float | None, float]]) -> float | None:
     total = math.fsum(d for _, d in parts)
     if not parts or total <= 0:
         return None
-    return _round(min(max(math.fsum(p or 0.0 for p, _ in parts) / total, 0.0), 1.0))
+    return rounded(min(max(math.fsum(p or 0.0 for p, _ in parts) / total, 0.0), 1.0))
 
 
 def usage_gaps(calls: Iterable[ModelCall]) -> dict[str, int]:

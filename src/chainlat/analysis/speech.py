@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.latency import LatencyProfile
+from chainlat.analysis.fitting import fit_line, rounded
 
 if TYPE_CHECKING:
     from chainlat.analysis.profiles import ModelCall
@@ -56,36 +57,11 @@ def speech_input_of(
     return operation, next((x for x in amounts if x is not None), None)
 
 
-def _flat_or_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, bool]:
-    """Least-squares intercept and slope; flat at the mean when the slope is negative, within
-    three standard errors of 0, or the intercept would be negative (then through 0)."""
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
-    if sxx <= 0:
-        return mean_y, 0.0, False
-    slope = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
-    base = mean_y - slope * mean_x
-    if slope < 0:
-        return mean_y, 0.0, False
-    if len(xs) > 2:
-        sse = math.fsum((y - base - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
-        if slope < 3 * math.sqrt(sse / (len(xs) - 2) / sxx):
-            return mean_y, 0.0, False
-    if base < 0:
-        through = math.fsum(x * y for x, y in zip(xs, ys, strict=True))
-        return 0.0, through / math.fsum(x * x for x in xs), True
-    return base, slope, True
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
 def _share(parts: Sequence[float | None], total_ms: float) -> float | None:
     known = [p for p in parts if p is not None]
     if not known or total_ms <= 0:
         return None
-    return _round(min(max(math.fsum(known) / total_ms, 0.0), 1.0))
+    return rounded(min(max(math.fsum(known) / total_ms, 0.0), 1.0))
 
 
 def fit_speech_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
@@ -104,7 +80,7 @@ def fit_speech_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
     if streamed:
         sx = [c.speech_input or 0.0 for c in streamed]
         first = [max((c.ttft_ms or 0.0) - c.env_ms, 0.0) for c in streamed]
-        base, per_first, kept = _flat_or_line(sx, first)
+        base, per_first, kept = fit_line(sx, first)
         after = [
             (x, max(c.duration_ms - (c.ttft_ms or 0.0), 0.0))
             for x, c in zip(sx, streamed, strict=True)
@@ -112,17 +88,17 @@ def fit_speech_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
         sxx = math.fsum(x * x for x, _ in after)
         per_after = math.fsum(x * g for x, g in after) / sxx if sxx > 0 else None
     else:
-        base, per_first, kept = _flat_or_line(xs, [c.service_ms for c in usable])
+        base, per_first, kept = fit_line(xs, [c.service_ms for c in usable])
         notes.append(f"no call streamed: the whole service time is fitted against {unit}")
     if not kept and len(set(xs)) > 1 and streamed:
         notes.append(f"time to first output taken as flat over {unit} {min(xs):g}-{max(xs):g}")
     if not all(math.isfinite(v) for v in (base, per_first, per_after or 0.0)):
         return None
     profile = LatencyProfile(
-        ttft_base_ms=_round(max(base, 0.0)),
+        ttft_base_ms=rounded(max(base, 0.0)),
         speech_input=unit,
-        ttft_per_speech_input_ms=_round(per_first),
-        ms_per_speech_input=None if per_after is None else _round(per_after),
+        ttft_per_speech_input_ms=rounded(per_first),
+        ms_per_speech_input=None if per_after is None else rounded(per_after),
     )
     logs = [
         math.log(c.service_ms / predicted)
@@ -133,8 +109,8 @@ def fit_speech_profile(calls: Iterable[ModelCall]) -> LatencyProfile | None:
     total_ms = math.fsum(c.duration_ms for c in usable)
     return profile.model_copy(
         update={
-            "cache_hit_ms": _round(statistics.median(hits)) if hits else None,
-            "residual_sigma": _round(statistics.stdev(logs)) if len(logs) > 1 else None,
+            "cache_hit_ms": rounded(statistics.median(hits)) if hits else None,
+            "residual_sigma": rounded(statistics.stdev(logs)) if len(logs) > 1 else None,
             "queue_share": _share([c.queue_ms for c in usable], total_ms),
             "network_share": _share([c.network_ms for c in usable], total_ms),
             "calls": len(usable),
