@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from chainlat._core import conventions
+from chainlat._core import conventions, voice
 from chainlat._core.conventions import (
     CONVENTIONS,
     KEYS,
@@ -329,6 +329,18 @@ PIPECAT_TTS: Attributes = {
     "gen_ai.operation.name": "tts",
     "gen_ai.request.model": "sim-tts",
     "metrics.ttfb": 0.25,
+}
+# livekit-agents 1.8.9 voice/agent_activity.py 282-292, 3363, 3420
+LIVEKIT_AGENT_TURN: Attributes = {
+    "gen_ai.operation.name": "invoke_agent",
+    "gen_ai.agent.name": "Assistant",
+    "lk.interrupted": False,
+    "lk.e2e_latency": 0.76,
+}
+LIVEKIT_LLM_NODE: Attributes = {"lk.response.ttft": 0.21}  # voice/generation.py 360
+LIVEKIT_TTS_NODE: Attributes = {  # voice/generation.py 485-488, 529
+    "gen_ai.request.model": "tts-1",
+    "lk.response.ttfb": 0.15,
 }
 CHAINLAT_WIRE_TTS: Attributes = {
     "gen_ai.operation.name": "text_to_speech",
@@ -859,3 +871,20 @@ def test_a_time_to_first_token_no_clock_could_hold_is_not_read() -> None:
     assert ttft_ms_of({"gen_ai.response.time_to_first_chunk": 1.7976931348623156e299}) is None
     assert ttft_ms_of({"chainlat.latency.ttft_ms": 2e12}) is None
     assert ttft_ms_of({"chainlat.latency.ttft_ms": 250.0}) == 250.0
+
+
+# --- LiveKit Agents ----------------------------------------------------------------------
+
+
+def test_livekit_tts_node_is_a_speech_call_and_its_llm_node_no_second_model_call() -> None:
+    assert classify(LIVEKIT_TTS_NODE) == "inference"
+    assert voice.operation_of(LIVEKIT_TTS_NODE) == "text_to_speech"
+    assert classify(LIVEKIT_LLM_NODE) is None  # its llm_request (chat) is the call
+    assert ttft_ms_of(LIVEKIT_LLM_NODE) == pytest.approx(210.0)
+
+
+def test_livekit_agent_turn_says_how_it_ended_and_its_own_first_audio() -> None:
+    assert classify(LIVEKIT_AGENT_TURN) == "workflow"
+    assert end_reason_of(LIVEKIT_AGENT_TURN) == "completed"
+    assert end_reason_of({**LIVEKIT_AGENT_TURN, "lk.interrupted": True}) == "interrupted"
+    assert user_bot_latency_ms_of(LIVEKIT_AGENT_TURN) == pytest.approx(760.0)

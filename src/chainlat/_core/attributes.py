@@ -313,6 +313,19 @@ PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
 PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
 PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"
 
+# --- LiveKit Agents (voice agents) ---------------------------------------------------
+# livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py; units and spans from the
+# places that set them (docs/voice.md, "LiveKit Agents").
+LIVEKIT_RESPONSE_TTFT: Final = "lk.response.ttft"
+"""Seconds, on ``llm_node``: its time to first token, from the node's start."""
+LIVEKIT_RESPONSE_TTFB: Final = "lk.response.ttfb"
+"""Seconds, on ``tts_node``: its first audio, after the TTS got its first text (not after
+the node's start)."""
+LIVEKIT_INTERRUPTED: Final = "lk.interrupted"
+"""On ``agent_turn``: the speech was interrupted."""
+LIVEKIT_E2E_LATENCY: Final = "lk.e2e_latency"
+"""Seconds, on ``agent_turn``: from the user's end of speech to the agent starting to speak."""
+
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"

@@ -47,6 +47,10 @@ from chainlat._core.attributes import (
     HTTP_REQUEST_METHOD,
     LANGSMITH_SPAN_KIND,
     LATENCY_TTFT_MS,
+    LIVEKIT_E2E_LATENCY,
+    LIVEKIT_INTERRUPTED,
+    LIVEKIT_RESPONSE_TTFB,
+    LIVEKIT_RESPONSE_TTFT,
     LLM_MODEL_NAME,
     LLM_OUTPUT_MESSAGE_ROLE,
     LLM_PROVIDER,
@@ -395,6 +399,25 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             PIPECAT_USER_BOT_LATENCY,
             PIPECAT_WAS_INTERRUPTED,
             PIPECAT_ENDED_BY_CONVERSATION_END,
+        ),
+    ),
+    Convention(
+        name="livekit",
+        checked=(
+            "livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py, "
+            "voice/generation.py, voice/agent_activity.py, tts/tts.py, llm/llm.py",
+        ),
+        kinds=_frozen(
+            {
+                # agent_turn is invoke_agent and llm_request chat (the GenAI values above);
+                # tts_node writes no operation: its first audio marks it.
+                LIVEKIT_RESPONSE_TTFB: {ANY_VALUE: "inference"},
+            }
+        ),
+        reads=(
+            LIVEKIT_RESPONSE_TTFT,
+            LIVEKIT_INTERRUPTED,
+            LIVEKIT_E2E_LATENCY,
         ),
     ),
     Convention(

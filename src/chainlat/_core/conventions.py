@@ -83,6 +83,10 @@ from chainlat._core.attributes import (
     HTTP_REQUEST_METHOD,
     LANGSMITH_SPAN_KIND,
     LATENCY_TTFT_MS,
+    LIVEKIT_E2E_LATENCY,
+    LIVEKIT_INTERRUPTED,
+    LIVEKIT_RESPONSE_TTFB,
+    LIVEKIT_RESPONSE_TTFT,
     LLM_MODEL_NAME,
     LLM_PROVIDER,
     LLM_REQUEST_MODEL_NAME,
@@ -170,6 +174,8 @@ _TTFT_SECONDS_KEYS: Final = (
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
     PIPECAT_TTFB,
+    LIVEKIT_RESPONSE_TTFT,
+    LIVEKIT_RESPONSE_TTFB,  # from the TTS's first text: records.anchor_first_audio places it
 )
 _WORKFLOW_NAME_KEYS: Final = (
     GEN_AI_WORKFLOW_NAME,
@@ -248,6 +254,8 @@ def _foreign(attributes: Mapping[str, object]) -> StepKind | None:
         return "data"
     if PIPECAT_TURN_NUMBER in attributes:
         return "workflow"
+    if LIVEKIT_RESPONSE_TTFB in attributes:
+        return "inference"
     return None
 
 
@@ -395,7 +403,7 @@ def end_reason_of(attributes: Mapping[str, object]) -> str | None:
 
     ``gen_ai.agent.invocation.end_reason``, else Pipecat's ``turn.was_interrupted``: an
     interrupted Pipecat turn that ``turn.ended_by_conversation_end`` was closed with the
-    session, not by the caller speaking over the answer.
+    session, not by the caller speaking over the answer; else LiveKit's ``lk.interrupted``.
 
     Example:
         >>> end_reason_of({"turn.was_interrupted": True})
@@ -405,6 +413,8 @@ def end_reason_of(attributes: Mapping[str, object]) -> str | None:
     if isinstance(value, str) and value in END_REASONS:
         return value
     interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
+    if interrupted is None:
+        interrupted = attributes.get(LIVEKIT_INTERRUPTED)
     if interrupted is True:
         ended = attributes.get(PIPECAT_ENDED_BY_CONVERSATION_END) is True
         return "session_closed" if ended else "interrupted"
@@ -412,15 +422,18 @@ def end_reason_of(attributes: Mapping[str, object]) -> str | None:
 
 
 def user_bot_latency_ms_of(attributes: Mapping[str, object]) -> float | None:
-    """Pipecat's own measure of a turn's first audio (``turn.user_bot_latency_seconds``), in
-    milliseconds: from the caller's end of speech to the bot starting to speak, which
-    chainlat's first output is checked against (docs/voice.md); None if absent.
+    """A voice framework's own measure of a turn's first audio, in milliseconds: from the
+    caller's end of speech to the bot starting to speak (Pipecat's
+    ``turn.user_bot_latency_seconds``, LiveKit's ``lk.e2e_latency``), which chainlat's
+    first output is checked against (docs/voice.md); None if absent.
 
     Example:
         >>> user_bot_latency_ms_of({"turn.user_bot_latency_seconds": 0.75})
         750.0
     """
     value = attributes.get(PIPECAT_USER_BOT_LATENCY)
+    if value is None:
+        value = attributes.get(LIVEKIT_E2E_LATENCY)
     seconds = None if value is None else _duration(value)
     return None if seconds is None else seconds * 1000.0
 

@@ -108,6 +108,8 @@ def source_of(attributes: Mapping[str, object]) -> str:
         return WIRE
     if attr.STEP_KIND in attributes:
         return "chainlat"
+    if attr.LIVEKIT_RESPONSE_TTFB in attributes:
+        return LIVEKIT
     if attr.GEN_AI_OPERATION_NAME in attributes:
         return "gen_ai"
     return "other"
@@ -206,6 +208,53 @@ def apply_events(record: SpanRecord, events: Iterable[tuple[str, int]]) -> None:
         record.end_ns = last
         record.extended = True
         record.unrecorded_end = True
+
+
+LIVEKIT: Final = "livekit"
+"""Source of LiveKit Agents' ``tts_node`` (``lk.response.ttfb``), whose first audio
+:func:`anchor_first_audio` places."""
+_TTS_ADAPTER: Final = "tts_stream_adapter"
+_TTS_REQUEST: Final = "tts_request"
+
+
+def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
+    """``records``, with each LiveKit ``tts_node`` timed from where its
+    ``lk.response.ttfb`` counts from, the TTS getting its first text: the node opens with
+    the reply and waits for the model's first sentence, time that is the model's, not
+    the voice's.
+
+    A non-streamed TTS runs under a ``tts_stream_adapter`` span, one ``tts_request`` per
+    sentence, each started as its text goes out (livekit-agents 1.8.9 tts/stream_adapter.py
+    112, tts/tts.py 303, 318 and 492): the node starts with the first of them, its first
+    audio the ttfb later, and that is the turn's first output (the node opened with the
+    model call, so the rule of the last streamed call would pick the model's first
+    token). A streamed TTS
+    marks the moment with no span (tts/tts.py 697-700): its first audio is not known,
+    rather than placed too early, and the turn's first output stays the model's first
+    token, a lower bound. The same list when there is no such node.
+    """
+    nodes = [r for r in records if r.source == LIVEKIT and r.ttft_ms is not None]
+    if not nodes:
+        return records
+    by_parent: dict[int, list[SpanRecord]] = {}
+    for rec in records:
+        if rec.parent_id is not None:
+            by_parent.setdefault(rec.parent_id, []).append(rec)
+    placed: dict[int, SpanRecord] = {}
+    for node in nodes:
+        starts = [
+            request.start_ns
+            for adapter in by_parent.get(node.span_id, ())
+            if adapter.name == _TTS_ADAPTER
+            for request in by_parent.get(adapter.span_id, ())
+            if request.name == _TTS_REQUEST
+        ]
+        first = min(starts, default=-1)
+        if node.start_ns <= first <= node.end_ns:
+            placed[node.span_id] = replace(node, start_ns=first, user_facing=True)
+        else:
+            placed[node.span_id] = replace(node, ttft_ms=None)
+    return [placed.get(r.span_id, r) if r.source == LIVEKIT else r for r in records]
 
 
 def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:

@@ -135,10 +135,12 @@ _OPERATIONS: Final = {
 
 def operation_of(attributes: Mapping[str, object]) -> str | None:
     """``gen_ai.operation.name`` of a model call, with Pipecat's ``stt`` and ``tts`` read as
-    the conventions' ``speech_to_text`` and ``text_to_speech``."""
+    the conventions' ``speech_to_text`` and ``text_to_speech``, and LiveKit's ``tts_node``
+    as ``text_to_speech``."""
     value = attributes.get(attr.GEN_AI_OPERATION_NAME)
     if type(value) is not str:
-        return None
+        # LiveKit's tts_node names no operation; its first audio says what it is.
+        return attr.OP_TEXT_TO_SPEECH if attr.LIVEKIT_RESPONSE_TTFB in attributes else None
     return _OPERATIONS.get(value, value)
 
 
