@@ -3,6 +3,9 @@ and how it ended, from spans shaped as livekit-agents 1.8.9 writes them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,6 +18,8 @@ from chainlat._core import voice
 from chainlat._core.conventions import user_bot_latency_ms_of
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import aggregate
+from chainlat._runtime.otlp_json import encode_request
+from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
 
 MS = 1_000_000
@@ -268,3 +273,21 @@ def test_livekit_text_mode_turn_is_a_model_call_in_a_session(
     assert run.root is not None
     assert voice.end_reason_of(run.root.attributes) == "completed"
     assert user_bot_latency_ms_of(run.root.attributes) is None
+
+
+def test_a_livekit_turn_read_from_a_file_has_the_same_first_audio(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """The trace readers keep what the turn needs: the first audio and its split as above."""
+    tr = Trace(exporter)
+    voice_turn(tr, 0, interrupted=False)
+    tr.runs(exporter, 3000)
+    path = tmp_path / "livekit.jsonl"
+    path.write_text(json.dumps(encode_request(exporter.get_finished_spans())) + "\n")
+    (run,) = turns_of(list(read_runs([path])))
+    assert ttfts(run) == {"llm_request": 200.0, "tts_node": 150.0}
+    assert run.first_output_ms == pytest.approx(450.0)
+    assert run.rollup.first_output_text_to_speech_ms == pytest.approx(150.0)
+    assert run.root is not None
+    assert voice.end_reason_of(run.root.attributes) == "completed"
+    assert user_bot_latency_ms_of(run.root.attributes) == pytest.approx(760.0)
