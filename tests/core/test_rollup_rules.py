@@ -235,14 +235,7 @@ def _stream_chat_then_wire(cap: Capture) -> None:
     framework.end(end_time=start + 2 * MS)
     call = wire.start_span(
         "chat gpt-4o-mini",
-        attributes={
-            "chainlat.step.kind": "inference",
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.input_tokens": 22,
-            "gen_ai.usage.output_tokens": 20,
-            "http.request.method": "POST",
-        },
+        attributes=streams.WIRE_CHAT,
         start_time=start + 2 * MS + 300_000,
     )
     call.end(end_time=start + 392 * MS)

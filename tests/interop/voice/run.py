@@ -121,26 +121,44 @@ def run_case(
     return traces
 
 
-def judge(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
-    """chainlat's reading of one case against Pipecat's own attributes (README.md)."""
-    from chainlat._core import attributes as attr
-    from chainlat._core import voice
+def _turns_read(
+    verdict: Verdict, traces: Path, turns: int, workflow: str, *, only: bool
+) -> tuple[list[Any], list[int], list[dict[str, Any]]] | None:
+    """The runs read from ``traces`` in order (only those of ``workflow`` if ``only``), the
+    instants the caller stopped speaking and the raw spans; None, said in ``verdict``, when
+    the counts of turns read, spoken and asked differ. A turn counted interrupted, or one
+    without a first audio, is a problem too."""
     from chainlat._core.stats import aggregate
     from chainlat.traces import read_runs
 
-    verdict = Verdict(case)
     stopped = [int(x) for x in (traces.parent / "stopped_at.txt").read_text().split()[1:]]
-    runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
+    runs = sorted(
+        (r for r in read_runs([traces]) if not only or r.workflow == workflow),
+        key=lambda r: r.start_ns,
+    )
     spans = _all_spans(traces)
     if len(runs) != turns or len(stopped) != turns:
         verdict.problems.append(f"{len(runs)} turns read, {len(stopped)} spoken, {turns} asked")
-        return verdict
-    stats = aggregate(runs).workflows["turn"]
+        return None
+    stats = aggregate(runs).workflows[workflow]
     if stats.interrupted or len(stats.quantities["first_output"]) != turns:
         verdict.problems.append(
             f"{stats.interrupted} turns counted interrupted, "
             f"{len(stats.quantities['first_output'])} first audio samples"
         )
+    return runs, stopped, spans
+
+
+def judge(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
+    """chainlat's reading of one case against Pipecat's own attributes (README.md)."""
+    from chainlat._core import attributes as attr
+    from chainlat._core import voice
+
+    verdict = Verdict(case)
+    read = _turns_read(verdict, traces, turns, "turn", only=False)
+    if read is None:
+        return verdict
+    runs, stopped, spans = read
     for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
         root = run.root.attributes if run.root is not None else {}
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
@@ -205,24 +223,12 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     (``user_stopped_speaking()``), Pipecat's ``turn`` span inside it: chainlat's turn, its
     stages and first audio against Pipecat's own attributes (README.md)."""
     from chainlat._core import attributes as attr
-    from chainlat._core.stats import aggregate
-    from chainlat.traces import read_runs
 
     verdict = Verdict(case)
-    stopped = [int(x) for x in (traces.parent / "stopped_at.txt").read_text().split()[1:]]
-    runs = sorted(
-        (r for r in read_runs([traces]) if r.workflow == "voice-turn"), key=lambda r: r.start_ns
-    )
-    spans = _all_spans(traces)
-    if len(runs) != turns or len(stopped) != turns:
-        verdict.problems.append(f"{len(runs)} turns read, {len(stopped)} spoken, {turns} asked")
+    read = _turns_read(verdict, traces, turns, "voice-turn", only=True)
+    if read is None:
         return verdict
-    stats = aggregate(runs).workflows["voice-turn"]
-    if stats.interrupted or len(stats.quantities["first_output"]) != turns:
-        verdict.problems.append(
-            f"{stats.interrupted} turns counted interrupted, "
-            f"{len(stats.quantities['first_output'])} first audio samples"
-        )
+    runs, stopped, spans = read
     for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
         verdict.figures.append(figures)
