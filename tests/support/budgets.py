@@ -11,6 +11,12 @@ MISTAKES: list[tuple[str, str, str, str]] = [
         "workflows.chat.totl: unknown key (expected one of: total, inference,",
     ),
     (
+        "unknown key in a percentile's table",
+        '[workflows.chat]\np95.latncy = "800ms"\n',
+        "workflows:\n  chat:\n    p95:\n      latncy: 800ms\n",
+        "workflows.chat.p95.latncy: unknown key (expected one of: total, inference, data,",
+    ),
+    (
         "bad duration",
         '[workflows.chat]\ntotal = "fast"\n',
         "workflows:\n  chat:\n    total: fast\n",

@@ -36,8 +36,9 @@ def describe(
 ) -> str:
     errors = exc.errors(include_url=False)
     first = errors[0]
-    loc = tuple(str(p) for p in first["loc"] if p not in _INTERNAL_LOC)
-    message = _message(first, model, loc)
+    fields = tuple(str(p) for p in first["loc"] if p != "[key]")
+    loc = tuple(p for p in fields if p not in _INTERNAL_LOC)
+    message = _message(first, model, fields)
     path = key_path_of(prefix + loc)
     line = _yaml_line(yaml_root, loc) if yaml_root is not None else None
     where = f"{source}:{line}" if line is not None else source
@@ -45,11 +46,12 @@ def describe(
     return f"{where}: {path + ': ' if path else ''}{message}{more}"
 
 
-def _message(error: Any, model: type[BaseModel], loc: tuple[str, ...]) -> str:
+def _message(error: Any, model: type[BaseModel], fields: tuple[str, ...]) -> str:
+    """``fields``: the error's location by field names, the gathered tables included."""
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
-        owner = _model_at(model, loc[:-1])
+        owner = _model_at(model, fields[:-1])
         expected = f" (expected one of: {owner.keys_help})" if owner is not None else ""
         return f"unknown key{expected}"
     if kind in ("duration", "negative_duration", "percentile_range", "percentile_key"):
