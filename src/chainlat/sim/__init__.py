@@ -166,6 +166,9 @@ Profiles files (``--profiles FILE``, `load_profiles`), TOML or JSON::
     output_tokens = 20
     slots = 2
 
+A speech model's profile in the file (``speech_input``, as ``chainlat profile -o``
+writes for speech calls) is served as a voice, not as a chat model.
+
 Errors::
 
     InputError (chainlat._core.errors), ValueError

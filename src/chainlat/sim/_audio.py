@@ -10,7 +10,8 @@ chunked bytes, or as ``speech.audio.delta`` events with ``stream_format="sse"``.
 
 The latency model of a `VoiceProfile`:
 
-- text to speech: the first audio byte ``first_byte_ms`` after the request (plus the
+- text to speech: the first audio byte ``first_byte_ms`` (plus
+  ``first_byte_ms_per_character`` per character of input) after the request (plus the
   network delay), then a chunk of ``chunk_ms`` of audio every ``chunk_ms /
   real_time_factor``; the audio lasts ``ms_per_character`` per character of input.
 - speech to text: the first transcript word ``first_byte_ms + ms_per_audio_second x
@@ -69,6 +70,8 @@ class VoiceProfile:
             audio.
         ms_per_word: Speech to text: time between two transcript words.
         words_per_second: Speech to text: words in the transcript per second of audio.
+        first_byte_ms_per_character: Text to speech: added time to the first audio byte
+            per character of input.
     """
 
     name: str
@@ -80,11 +83,18 @@ class VoiceProfile:
     ms_per_audio_second: float = 20.0
     ms_per_word: float = 15.0
     words_per_second: float = 2.5
+    first_byte_ms_per_character: float = 0.0
 
     def __post_init__(self) -> None:
         if self.operation not in ("speech_to_text", "text_to_speech"):
             raise ProfileError(f"VoiceProfile {self.name!r}: operation: {self.operation!r}")
-        for key in ("first_byte_ms", "ms_per_character", "ms_per_audio_second", "ms_per_word"):
+        for key in (
+            "first_byte_ms",
+            "ms_per_character",
+            "ms_per_audio_second",
+            "ms_per_word",
+            "first_byte_ms_per_character",
+        ):
             value = getattr(self, key)
             if not math.isfinite(value) or value < 0:
                 raise ProfileError(f"VoiceProfile {self.name!r}: {key}: expected a number >= 0")
@@ -101,7 +111,8 @@ class VoiceProfile:
         """Text to speech: when each chunk of audio is sent, from the request's start."""
         count = max(1, math.ceil(self.audio_ms(text) / self.chunk_ms))
         step = self.chunk_ms / self.real_time_factor
-        return [self.first_byte_ms + i * step for i in range(count)]
+        first = self.first_byte_ms + self.first_byte_ms_per_character * len(text)
+        return [first + i * step for i in range(count)]
 
     def first_word_ms(self, audio_seconds: float) -> float:
         """Speech to text: time to the first transcript word."""

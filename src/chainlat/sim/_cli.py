@@ -13,7 +13,7 @@ from types import FrameType
 from typing import NoReturn
 
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
-from chainlat.sim._profiles import load_profiles
+from chainlat.sim._profiles import read_profiles
 
 
 class _UsageError(Exception):
@@ -50,7 +50,14 @@ def _build_parser() -> _Parser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8000, help="port, 0 for any (default 8000)")
-    parser.add_argument("--profiles", metavar="FILE", help="model profiles, .toml or .json")
+    parser.add_argument(
+        "--profiles",
+        metavar="FILE",
+        help=(
+            "model profiles, .toml or .json (as `chainlat profile -o` writes); speech models'"
+            " profiles are served as voices; the defaults stand for a kind the file has none of"
+        ),
+    )
     parser.add_argument("--network-delay-ms", type=_non_negative, default=0.0, metavar="MS")
     parser.add_argument("--network-jitter-ms", type=_non_negative, default=0.0, metavar="MS")
     parser.add_argument("--seed", type=int, default=0, help="seed for all random draws")
@@ -76,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     prog = "chainlat sim"
     try:
         args = _build_parser().parse_args(argv)
-        profiles = None if args.profiles is None else load_profiles(args.profiles)
+        chat, voices = ([], []) if args.profiles is None else read_profiles(args.profiles)
         sim = SimServer(
-            profiles,
+            chat or None,
+            voices=voices or None,
             host=args.host,
             port=args.port,
             network_delay_ms=args.network_delay_ms,

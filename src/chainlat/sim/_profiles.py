@@ -13,6 +13,7 @@ from typing import Final
 
 from chainlat._core import latency
 from chainlat._core.errors import ProfileError
+from chainlat.sim._audio import VoiceProfile
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,9 @@ def load_profiles(path: str | os.PathLike[str]) -> list[ModelProfile]:
     ``models`` table keyed by name (or an array of tables with ``name``). A file
     written by ``chainlat profile -o`` serves as it is: keys left out take the
     `ModelProfile` defaults, a fitted profile's ``residual_sigma`` becomes the
-    jitter and the top of its output-token range the answer length.
+    jitter and the top of its output-token range the answer length. Speech models'
+    profiles (with ``speech_input``) are not models: ``chainlat sim --profiles`` serves
+    them as voices (`VoiceProfile`).
 
     Example:
         >>> # sim.toml:  [models.fast]
@@ -129,7 +132,52 @@ def load_profiles(path: str | os.PathLike[str]) -> list[ModelProfile]:
             names the file and the key, e.g. ``sim.toml: models.fast.slots: must be at
             least 1, got 0``.
     """
-    return [from_latency(name, p) for name, p in latency.load_profiles(path).items()]
+    return read_profiles(path)[0]
+
+
+def read_profiles(path: str | os.PathLike[str]) -> tuple[list[ModelProfile], list[VoiceProfile]]:
+    """The models and the speech models (profiles with ``speech_input``) of a profile file."""
+    models: list[ModelProfile] = []
+    voices: list[VoiceProfile] = []
+    for name, profile in latency.load_profiles(path).items():
+        if profile.speech_input is None:
+            models.append(from_latency(name, profile))
+        else:
+            voices.append(voice_from_latency(name, profile))
+    return models, voices
+
+
+def voice_from_latency(name: str, profile: latency.LatencyProfile) -> VoiceProfile:
+    """The simulator's voice for a speech model's latency profile.
+
+    Text to speech: the first audio byte at ``ttft_base_ms`` plus
+    ``ttft_per_speech_input_ms`` per character, then audio at the real-time factor that
+    makes ``ms_per_speech_input`` per character. Speech to text: the first word at
+    ``ttft_base_ms`` plus ``ttft_per_speech_input_ms`` per second of audio, then words
+    that take ``ms_per_speech_input`` per second of audio in all.
+    """
+    if profile.speech_input == "characters":
+        voice = VoiceProfile(name, "text_to_speech")
+        rest = profile.ms_per_speech_input
+        factor = (
+            voice.real_time_factor if rest is None else voice.ms_per_character / max(rest, 1e-3)
+        )
+        return VoiceProfile(
+            name,
+            "text_to_speech",
+            first_byte_ms=profile.ttft_base_ms,
+            first_byte_ms_per_character=profile.ttft_per_speech_input_ms,
+            real_time_factor=factor,
+        )
+    voice = VoiceProfile(name, "speech_to_text")
+    rest = profile.ms_per_speech_input
+    return VoiceProfile(
+        name,
+        "speech_to_text",
+        first_byte_ms=profile.ttft_base_ms,
+        ms_per_audio_second=profile.ttft_per_speech_input_ms,
+        ms_per_word=voice.ms_per_word if rest is None else rest / voice.words_per_second,
+    )
 
 
 def from_latency(name: str, profile: latency.LatencyProfile) -> ModelProfile:
