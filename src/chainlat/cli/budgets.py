@@ -37,7 +37,7 @@ from chainlat.cli.output import (
     print_warnings,
     write_file,
 )
-from chainlat.cli.sources import describe, file_source, nothing_read, read, sources_from
+from chainlat.cli.sources import describe, file_source, nothing_read, read, settle, sources_from
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -186,9 +186,7 @@ def _check(args: argparse.Namespace) -> int:
         allow=allowed_reasons(args),
         late_spans=counters.late_workflows,
     )
-    if counters.workflows == 0:
-        raise nothing_read(sources, counters)
-    chosen.check_names()
+    settle(sources, counters, chosen)
     if not budgets.workflows:
         raise InputError(
             f"--workflow {', '.join(chosen.workflows)}: no budget for it in {budgets.source} "
@@ -204,7 +202,6 @@ def _check(args: argparse.Namespace) -> int:
         emit_renderables(renderables, "text")
     if args.junit:
         write_file(args.junit, report.junit_xml(result), "JUnit report")
-    print_warnings(counters, sources=sources, runs=chosen)
     warn_unjudged(result)
     return result.exit_code
 
@@ -266,10 +263,7 @@ def _report(args: argparse.Namespace) -> int:
     if tally is not None:
         selected = _tallied(selected, tally)
     stats = aggregate(selected if explorer is None else explorer.watch(selected))
-    if counters.workflows == 0:
-        raise nothing_read(sources, counters, "report")
-    chosen.check_names()
-    print_warnings(counters, sources=sources, runs=chosen)
+    settle(sources, counters, chosen, "report")
     waterfalls = _waterfalls(stats, sources, args.roots, chosen)
     where = _where(sources, chosen)
     if args.html:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from chainlat._core.errors import InputError
+from chainlat.cli.output import print_warnings
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
@@ -105,3 +106,18 @@ def nothing_read(
         f"nothing to {purpose}: {counters.spans} spans in {describe(sources)}, "
         "none of them a workflow span (gen_ai.operation.name=invoke_workflow)"
     )
+
+
+def settle(
+    sources: list[TraceSource],
+    counters: ReadCounters,
+    chosen: RunFilter,
+    purpose: str = "judge",
+) -> None:
+    """After a read, the same for every command: a read that found no run at all is an error
+    (`nothing_read`), so is a ``--workflow``/``--variant`` name no run has; then the read's
+    warnings, one line each on stderr."""
+    if counters.workflows == 0:
+        raise nothing_read(sources, counters, purpose)
+    chosen.check_names()
+    print_warnings(counters, sources=sources, runs=chosen)

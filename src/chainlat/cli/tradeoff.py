@@ -36,11 +36,10 @@ from chainlat.cli.output import (
     emit,
     emit_json,
     emit_renderables,
-    print_warnings,
     warn,
     write_file,
 )
-from chainlat.cli.sources import describe, load, nothing_read, read, sources_from
+from chainlat.cli.sources import describe, load, read, settle, sources_from
 from chainlat.report import tradeoff as tradeoff_report
 
 if TYPE_CHECKING:
@@ -164,10 +163,7 @@ def _read(args: argparse.Namespace, sources: list[TraceSource], purpose: str) ->
     counters = ReadCounters()
     chosen = RunFilter(args)
     runs = load(sources, counters, chosen, roots=args.roots)
-    if counters.workflows == 0:
-        raise nothing_read(sources, counters, purpose)
-    chosen.check_names()
-    print_warnings(counters, sources=sources, runs=chosen)
+    settle(sources, counters, chosen, purpose)
     return runs
 
 
@@ -201,10 +197,7 @@ def _profile(args: argparse.Namespace) -> int:
     calls = calls_by_model(runs())
     profiles = fit_by_model(calls)
     gaps = usage_gaps(c for found in calls.values() for c in found)
-    if counters.workflows == 0:
-        raise nothing_read(sources, counters, "fit")
-    chosen.check_names()
-    print_warnings(counters, sources=sources, runs=chosen)
+    settle(sources, counters, chosen, "fit")
     if not profiles:
         streamed = f" ({sum(gaps.values())} streamed without them: {STREAM_USAGE})"
         raise InputError(
