@@ -99,5 +99,5 @@ def test_an_object_holding_no_httpx_client_is_still_a_type_error() -> None:
     class Holder:
         _client = object()
 
-    with pytest.raises(TypeError, match=r"got test_httpx_sdk_clients\..*Holder"):
+    with pytest.raises(TypeError, match=r"got httpx_tracing\.test_httpx_sdk_clients\..*Holder"):
         chainlat.instrument_httpx(Holder())

@@ -1,0 +1,1 @@
+"""Tests of chainlat.httpx, the automatic tracing of model calls."""

@@ -1,0 +1,1 @@
+"""Tests of chainlat.sim, the local model server."""

@@ -1,0 +1,34 @@
+"""Fixtures of the chainlat.sim tests; plain helpers live in tests/support/sim_checks.py.
+
+sim_options  SimOptions     PROFILE (``sim-test``) and the default profiles, with a
+                            NETWORK_MS network delay: what ``sim`` serves in tests/sim
+                            (a module that wants another server overrides it)
+client       openai.OpenAI  an OpenAI client of ``sim``, its first call already made
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from chainlat.sim import DEFAULT_PROFILES, SimServer
+from support import SimOptions
+from support.sim_checks import NETWORK_MS, PROFILE
+
+
+@pytest.fixture
+def sim_options() -> SimOptions:
+    """PROFILE and the default profiles, behind a NETWORK_MS network delay."""
+    return SimOptions(profiles=[PROFILE, *DEFAULT_PROFILES], network_delay_ms=NETWORK_MS)
+
+
+@pytest.fixture
+def client(sim: SimServer) -> Iterator[openai.OpenAI]:
+    """An OpenAI client of ``sim``, without retries, its first call already made."""
+    with openai.OpenAI(base_url=sim.base_url + "/v1", api_key="sk-test", max_retries=0) as c:
+        # The first call pays for connection set-up and lazy SDK imports; keep it out
+        # of the measurements.
+        c.models.list()
+        yield c
