@@ -7,6 +7,10 @@
     collector_keep_all   CollectorTier a tier that keeps 100 % (for end-to-end runs
                                        whose traces must all reach Jaeger)
     collector_factory    (Sampling) -> CollectorTier, more tiers into the same Jaeger
+    scaled               Scaled        per test module: the scaled tier (load balancer, 2
+                                       sampling replicas, Jaeger on Badger, Prometheus)
+                                       with the workload of tests/support/scaled_tier.py
+                                       sent; a module's tests may stop and kill its parts
 
 All tiers use a 2 s decision wait and flush span metrics every second. Point a
 subprocess at a tier with ``env={**os.environ, **tier.otel_env()}``; read back from
@@ -25,18 +29,34 @@ import os
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+
+from chainlat.budgets import load_budgets
+from chainlat.prometheus import bucket_boundaries, buckets_setting, prometheus_rules
+from support.scaled_tier import (
+    BUDGET_TOML,
+    SAMPLING,
+    Scaled,
+    add_late_spans,
+    jaeger_count,
+    poll,
+    send_workload,
+)
 
 from .stack import (
     BinaryUnavailable,
     CollectorTier,
     Jaeger,
     Sampling,
+    ScaledTier,
     StackError,
     find_binary,
     start_collector,
     start_jaeger,
+    start_scaled_tier,
     stop,
+    stop_in_tier,
 )
 
 CollectorFactory = Callable[[Sampling], CollectorTier]
@@ -129,3 +149,48 @@ def collector(collector_factory: CollectorFactory) -> CollectorTier:
 def collector_keep_all(collector_factory: CollectorFactory) -> CollectorTier:
     """A Collector tier that keeps every trace (baseline share 100 %)."""
     return collector_factory(Sampling(percent=100))
+
+
+@pytest.fixture(scope="module")
+def scaled(jaeger_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scaled]:
+    """The scaled tier with its workload sent, one per test module (its tests may stop and
+    kill the tier's processes), stopped at the end of the module."""
+    base = tmp_path_factory.mktemp("scaled")
+    budgets_file = base / "chainlat.toml"
+    budgets_file.write_text(BUDGET_TOML)
+    budgets = load_budgets(budgets_file)
+    rules = base / "chainlat.rules.yml"
+    rules.write_text(prometheus_rules(budgets, window="10m", evaluation_interval="1s"))
+    jaeger_dir = base / "jaeger"
+    tier_dir = base / "tier"
+    jaeger: Jaeger | None = None
+    tier: ScaledTier | None = None
+    try:
+        jaeger = start_jaeger(jaeger_dir, storage="badger")
+        tier = start_scaled_tier(
+            tier_dir,
+            jaeger,
+            SAMPLING,
+            rules=rules,
+            spanmetrics_buckets=buckets_setting(bucket_boundaries(budgets)),
+        )
+        workload = send_workload(tier, budgets_file, base / "traces.jsonl")
+        with httpx.Client(timeout=10) as client:
+            # Decided: every over-budget trace has reached Jaeger.
+            poll(
+                "over-budget traces in Jaeger",
+                lambda: (
+                    True
+                    if all(jaeger_count(client, jaeger, t) > 0 for t in workload.over_budget)
+                    else None
+                ),
+            )
+            add_late_spans(tier, workload)
+            yield Scaled(jaeger, tier, rules, budgets_file, workload, client)
+    except StackError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        if tier is not None:
+            stop_in_tier(tier, "tier")
+        if jaeger is not None:
+            stop(jaeger_dir, "jaeger")
