@@ -3,7 +3,8 @@
     cap          Capture          in-memory pipeline on a fake clock, span ids 1, 2, 3, ...
     live         Capture          in-memory pipeline on the real clock
     sim          SimServer        a chainlat.sim server as ``sim_options`` describes
-    sim_options  SimOptions       what ``sim`` serves; a test module overrides it
+    sim_options  SimOptions       what ``sim`` serves; a test module or package conftest
+                                  overrides it
     start_sim    StartSim         start more servers (``start_sim(profiles=[...], ...)``)
     fake_jaeger  StartFakeJaeger  start fake Jaeger query services (``fake_jaeger(v3=True)``)
     fresh_warnings  None          one-time warnings logged again, as in a fresh process

@@ -3,8 +3,10 @@
 Test files import them by name (``from support import FakeCollector``): tests/ is on
 ``sys.path`` because the rootdir conftest lives there (pytest's default ``prepend``
 import mode), for tests/integration too. The fixtures built on them (``sim``,
-``start_sim``, ``fake_jaeger``) are in tests/conftest.py. Test files never import from
-one another: what two of them share lives here, in httpx_checks.py or in tracegen.py.
+``start_sim``, ``fake_jaeger``) are in tests/conftest.py; the fixtures of one package's
+tests in that package's conftest.py. Test files never import from one another: what two of
+them share lives in a module of this package, one concern each (``tracegen`` writes trace
+files, ``sim_checks`` times the simulator, ``credentials`` holds fake keys, ...).
 """
 
 from __future__ import annotations
