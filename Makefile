@@ -65,7 +65,7 @@ rules: install  ## Prometheus rules for the budget file found here (BUDGETS=FILE
 	$(BIN)/chainlat budgets rules $(BUDGETS)
 
 integration: install pipeline  ## the Jaeger / Collector / Prometheus integration tests
-	$(BIN)/pytest -m integration tests/integration tests/prometheus/test_budget_rules.py
+	$(BIN)/pytest -m integration tests/integration tests/prometheus/test_budget_rules_*.py
 
 bench: install  ## benchmarks; results go to BENCHMARKS.md
 	$(BIN)/python benchmarks/run.py

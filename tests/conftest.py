@@ -8,6 +8,8 @@
     start_sim    StartSim         start more servers (``start_sim(profiles=[...], ...)``)
     fake_jaeger  StartFakeJaeger  start fake Jaeger query services (``fake_jaeger(v3=True)``)
     fresh_warnings  None          one-time warnings logged again, as in a fresh process
+    clean_runtime_environment  None  no OTEL_*/CHAINLAT_* variables, fresh warnings, chainlat
+                                     shut down after (``pytest.mark.usefixtures``)
 
 Every server a fixture starts listens on a free 127.0.0.1 port and is stopped when the
 test ends, whatever the test did.
@@ -15,6 +17,7 @@ test ends, whatever the test did.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any, Unpack
@@ -23,6 +26,7 @@ import pytest
 
 import chainlat
 import chainlat._core.errors
+from chainlat._runtime import export as _export
 from chainlat.sim import SimServer
 from chainlat.testing import Capture, capture
 from support import FakeJaeger, SimOptions, StartFakeJaeger, StartSim
@@ -55,6 +59,19 @@ def fresh_warnings() -> Iterator[None]:
     chainlat._core.errors.forget_warnings()
     yield
     chainlat._core.errors.forget_warnings()
+
+
+@pytest.fixture
+def clean_runtime_environment(
+    monkeypatch: pytest.MonkeyPatch, fresh_warnings: None
+) -> Iterator[None]:
+    """Each test sees its own environment and one-time warnings."""
+    for name in list(os.environ):
+        if name.startswith(("OTEL_", "CHAINLAT_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(_export, "_reported_env", set())
+    yield
+    chainlat.shutdown()
 
 
 @pytest.fixture(autouse=True)

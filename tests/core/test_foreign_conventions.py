@@ -1,7 +1,7 @@
 """Spans of other instrumentations, made with the OpenTelemetry SDK alone: the live rollup and
 the trace reader give them the same numbers chainlat's own spans would get.
 
-Attribute sets are those the instrumentations write (see tests/core/test_conventions.py for
+Attribute sets are those the instrumentations write (see tests/support/convention_samples.py for
 their sources); the spans are started as callback-based instrumentations start them, without
 making them current, so the wire-level span lands beside the framework span.
 """

@@ -61,9 +61,10 @@ def derive(
     _record: type[SpanRecord] = SpanRecord,
 ) -> Derived:
     """What the kept attributes ``found`` of a span give, as :func:`call_record` and
-    :func:`~chainlat._core.records.mark_call` read them (``tests/traces/test_fast_reader.py``
-    holds the quick paths to the validating one). Without ``marks``, what mark_call sets is
-    left for the caller to set on its record (False, False, None here)."""
+    :func:`~chainlat._core.records.mark_call` read them
+    (``tests/traces/test_fast_reader_attributes.py`` holds the quick paths to the validating
+    one). Without ``marks``, what mark_call sets is left for the caller to set on its record
+    (False, False, None here)."""
     if not found:
         return NOTHING_DERIVED
     kind = _classify(found)

@@ -13,7 +13,7 @@ kinds, ids in base64, an old ``instrumentationLibrarySpans`` request, a Jaeger t
 a line that is not JSON, a span ending before it starts) makes :func:`quick_spans`
 return None, and the caller reads the line with the validating path, which accepts
 every valid form and names any problem. The quick path is strict, never lenient: where
-it answers, the validating path gives the same spans (``tests/traces/test_fast_reader.py``).
+it answers, the validating path gives the same spans (``tests/traces/test_fast_reader_*.py``).
 
 One known difference: a number beyond the range of a double (``1e999``) in a field
 chainlat does not read is skipped here without being parsed, where the validating path

@@ -1,0 +1,83 @@
+"""Fuzzed and hostile lines by the quick OTLP/JSON path and the validating path: the same
+spans, field for field, or handed back; and the comparison itself tells a one-field
+difference."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chainlat.traces._fast import quick_spans
+from support.fast_reader import (
+    ORIGIN,
+    assert_agree,
+    one_line,
+    validating,
+)
+from support.fuzz_traces import ANY_VALUE, FUZZ, KEYS, OTLP_LINE, TIME, VALID_TIME
+
+# --- fuzzed lines -------------------------------------------------------------------------
+
+
+@FUZZ
+@given(OTLP_LINE)
+def test_fuzzed_lines_get_the_same_spans_or_are_handed_back(doc: Any) -> None:
+    line = json.dumps(doc).encode()
+    assert_agree(line)
+
+
+@FUZZ
+@given(OTLP_LINE)
+def test_fuzzed_lines_compact_as_orjson_writes_them(doc: Any) -> None:
+    try:
+        line = orjson.dumps(doc)
+    except TypeError:  # an integer beyond 64 bits: orjson does not write it
+        return
+    assert_agree(line)
+
+
+# Well-formed spans whose attribute values, events and status are drawn from the hostile
+# ones: the lines the quick path answers for, mostly.
+_SPAN = st.fixed_dictionaries(
+    {
+        "traceId": st.sampled_from(["ab" * 16, "CD" * 16]),
+        "spanId": st.sampled_from(["00000000000000a1", "00000000000000a2"]),
+        "name": st.sampled_from(["invoke_workflow w", "chat m", "record_outcome"]),
+        "startTimeUnixNano": VALID_TIME.map(str),
+        "endTimeUnixNano": VALID_TIME.map(str),
+        "attributes": st.lists(st.fixed_dictionaries({"key": KEYS, "value": ANY_VALUE})),
+    },
+    optional={
+        "parentSpanId": st.sampled_from(["00000000000000a1", "", None]),
+        "events": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["chainlat.first_token", "other"]), "timeUnixNano": TIME}
+            ),
+            max_size=2,
+        ),
+        "status": st.none() | st.fixed_dictionaries({"code": st.sampled_from([0, 2, "x"])}),
+        "flags": st.sampled_from([0, 0x300, 0x100, -1]),
+        "kind": st.integers(0, 5),
+    },
+)
+
+
+@FUZZ
+@given(st.lists(_SPAN, min_size=1, max_size=4))
+def test_fuzzed_attributes_of_well_formed_spans_agree(spans: list[Any]) -> None:
+    assert_agree(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode())
+
+
+def test_records_and_attributes_are_compared_field_by_field() -> None:
+    """The agreement above compares every field: a record that differs in one is unequal."""
+    line = one_line([{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}}])
+    quick = quick_spans(line, ORIGIN)
+    assert quick is not None
+    trace_id, root, span = quick[0]
+    moved = dataclasses.replace(span.record, end_ns=span.record.end_ns + 1)
+    assert [(trace_id, root, dataclasses.replace(span, record=moved))] != validating(line)
