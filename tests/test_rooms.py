@@ -1,13 +1,14 @@
 """Rooms talk through doors, and each room holds one concern: no module imports or reaches
 another module's ``_private`` name, no room imports another room's private module, no module
-is over 600 lines and no function over 80 (or it says why it is better whole)."""
+is over 600 lines and no function over 80 (or it says why it is better whole); no test module
+over 600 lines either (one topic each)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from support.privacy import PACKAGE, long_functions, long_modules, reaches
+from support.privacy import MAX_MODULE_LINES, PACKAGE, long_functions, long_modules, reaches
 
 
 def test_no_module_reaches_past_another_rooms_door() -> None:
@@ -34,6 +35,16 @@ def test_a_private_name_used_across_modules_is_found(tmp_path: Path) -> None:
 
 def test_no_module_over_600_lines() -> None:
     found = long_modules()
+    assert not found, "\n".join(found)
+
+
+def test_no_test_module_over_600_lines() -> None:
+    tests = Path(__file__).resolve().parent
+    found = [
+        f"{path}: {lines} lines"
+        for path in sorted(tests.rglob("test_*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
     assert not found, "\n".join(found)
 
 
