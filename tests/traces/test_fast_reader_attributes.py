@@ -159,3 +159,32 @@ def test_named_steps_and_the_first_output_reach_the_records_as_the_validating_pa
     assert found is not None
     record = found[0][2].record
     assert (record.step_name, record.user_facing, record.cache_read_tokens) == ("plan", True, 40)
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("-9223372036854775808", -(2**63)),
+        ("9223372036854775807", 2**63 - 1),
+        ('"9223372036854775807"', 2**63 - 1),
+        ("-9223372036854775809", None),  # orjson: a float; the standard library: an int
+        ("9223372036854775808", None),
+        ("18446744073709551616", None),
+        ('"-9223372036854775809"', None),
+        ('"9999999999999999999"', None),
+    ],
+)
+def test_an_int_value_past_an_int64_is_not_read_by_either_path(written: str, read: object) -> None:
+    """OTLP's ``intValue`` is an int64: both paths read the same, whatever the parser made
+    of a number past 64 bits."""
+    attributes = (
+        '[{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},'
+        f' {{"key": "chainlat.latency.queue_ms", "value": {{"intValue": {written}}}}}]'
+    )
+    line = one_line([]).replace(b'"attributes":[]', b'"attributes":' + attributes.encode())
+    assert b"queue_ms" in line
+    found = validating(line)
+    assert not isinstance(found, str), found
+    assert found[0][2].attributes.get("chainlat.latency.queue_ms") == read
+    quick = quick_spans(line, ORIGIN)
+    assert quick is None or quick == found

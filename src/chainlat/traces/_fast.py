@@ -33,6 +33,7 @@ from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._derive import NOTHING_DERIVED, Derived, derive
 from chainlat.traces._parse import (
+    INT64,
     MAX_NS,
     MAX_NUMBER,
     MISSING,
@@ -275,9 +276,11 @@ def _attribute_values(
             if not (value.doubleValue is _unset and value.boolValue is _unset):
                 raise _NotCommon
             if type(inner) is str:
-                if len(inner) >= 20:
-                    raise _NotCommon
+                if len(inner) >= 19:
+                    raise _NotCommon  # maybe past an int64: the validating path decides
                 inner = int(inner)
+            elif inner not in INT64:
+                raise _NotCommon  # not read, by the validating path's rule
             found[key] = inner  # type: ignore[index]
             continue
         inner = value.doubleValue

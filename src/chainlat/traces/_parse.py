@@ -236,6 +236,10 @@ def time_ns(value: object, where: str) -> int:
     return found
 
 
+INT64: Final = range(-(2**63), 2**63)
+"""OTLP's ``intValue`` is an int64: a number outside it is not read, whatever the JSON
+parser made of it (orjson gives a float past 64 bits, the standard library an int)."""
+
 MAX_NUMBER: Final = 1e300
 """The largest magnitude of a number read from a span: beyond it, sums and unit changes
 (ms to ns) overflow a float and would cost the whole file, so the attribute is dropped."""
@@ -255,11 +259,13 @@ def any_value(value: object, depth: int = 0) -> object:
     if kind == "stringValue" or kind == "boolValue":
         return inner
     if kind == "intValue":
+        if type(inner) is float:
+            return None  # a JSON number past 64 bits, as orjson reads it
         try:
             number = int(inner)
         except (TypeError, ValueError):
             return None
-        return number if -MAX_NS <= number <= MAX_NS else None
+        return number if number in INT64 else None
     if kind == "doubleValue":
         try:
             return finite(float(inner))
@@ -357,8 +363,8 @@ def _common_attributes(
         for type_, inner in item["value"].items():  # one entry: the type and the value
             if type_ == "stringValue" and type(inner) is str:
                 found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-            elif type_ == "intValue" and type(inner) is str and len(inner) < 20:
-                found[key] = int(inner)  # type: ignore[index]
+            elif type_ == "intValue" and type(inner) is str and len(inner) < 19:
+                found[key] = int(inner)  # type: ignore[index]  # 18 digits: always an int64
             elif (
                 type_ == "doubleValue"
                 and type(inner) is float
