@@ -183,8 +183,8 @@ class Rollup:
                 _optional_float(get(attr.CHAIN_TEXT_TO_SPEECH_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS)),
-                _strings(get(attr.CHAIN_UNRECORDED, ())),
-                _strings(get(attr.CHAIN_UNRECORDED_PARTS, ())),
+                _strings(unrecorded) if (unrecorded := get(attr.CHAIN_UNRECORDED)) else (),
+                _strings(parts) if (parts := get(attr.CHAIN_UNRECORDED_PARTS)) else (),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None

@@ -132,11 +132,14 @@ def _speech_inconsistency(recorded: Rollup) -> str:
     return ""
 
 
+_UNRECORDED_END: Final = operator.attrgetter("unrecorded_end")
+
+
 def _unmarked(recorded: Rollup, records: list[SpanRecord]) -> bool:
     """Whether ``recorded`` says every end is recorded while a model call's span ended before
     its own events (a rollup written before rule 13; the rebuilt one may find the wire
     timed it)."""
-    if recorded.unrecorded:
+    if recorded.unrecorded or not any(map(_UNRECORDED_END, records)):  # C loops: per run read
         return False
     return any(r.unrecorded_end and r.kind == "inference" for r in records)
 

@@ -311,7 +311,9 @@ class WorkflowStats:
     """Per quantity, and per step name, the sampled runs whose value is a bound: it depends
     on a model call whose end the trace does not record (``Rollup.unrecorded``)."""
     operations: dict[str, StepStats] = field(default_factory=dict)
-    """Every model call by operation (``text_to_speech``), in order of first appearance."""
+    """Every model call by operation (``text_to_speech``), in order of first appearance;
+    only with ``count_operations`` (the samples of limits by operation)."""
+    count_operations: bool = False
 
     @property
     def dominant(self) -> tuple[str, float] | None:
@@ -376,6 +378,7 @@ class WorkflowStats:
             self._add_unrecorded(rollup)
         steps = self.steps
         seen = self.seen_steps.add
+        operations = self.operations if self.count_operations else None
         for step in run.steps:
             seen(step.name)
             stats = steps.get(step.name)
@@ -384,8 +387,8 @@ class WorkflowStats:
             stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
             if step.ttft_ms is not None:
                 stats.ttft.add(step.ttft_ms, step.cache_hit, weight)
-            if step.operation is not None and step.kind == "inference":
-                _add_call(self.operations, step, weight)
+            if operations is not None and step.operation is not None and step.kind == "inference":
+                _add_call(operations, step, weight)
         if self.slowest is None or run.total_ms > self.slowest.total_ms:
             self.slowest = run
 
@@ -409,6 +412,8 @@ class Stats:
     """Whether a workflow's failed runs count in its samples (default: they do not)."""
     include_interrupted: Callable[[str], bool] | None = None
     """Whether a workflow's interrupted voice turns count in its samples (default: no)."""
+    count_operations: Callable[[str], bool] | None = None
+    """Whether a workflow's model calls are sampled by operation too (default: no)."""
 
     def add(self, run: WorkflowRun, cost_usd: float | None = None) -> None:
         """Count one run."""
@@ -418,8 +423,12 @@ class Stats:
             interrupted = self.include_interrupted is not None and self.include_interrupted(
                 run.workflow
             )
+            by_operation = self.count_operations is not None and self.count_operations(run.workflow)
             stats = self.workflows[run.workflow] = WorkflowStats(
-                run.workflow, include_errors=errors, include_interrupted=interrupted
+                run.workflow,
+                include_errors=errors,
+                include_interrupted=interrupted,
+                count_operations=by_operation,
             )
         stats.add(run, cost_usd)
 

@@ -213,6 +213,7 @@ class _Tallies:
         self.stats = Stats(
             include_errors=budgets.includes_errors,
             include_interrupted=budgets.includes_interrupted,
+            count_operations=budgets.limits_operations,
         )
         self.prices = budgets.model_prices()
 

@@ -336,6 +336,11 @@ class Budgets(BudgetModel):
             return budget.include_interrupted
         return self.include_interrupted
 
+    def limits_operations(self, workflow: str) -> bool:
+        """Whether ``workflow`` has limits by operation (its model calls sampled so)."""
+        budget = self.workflows.get(workflow)
+        return budget is not None and bool(budget.operations)
+
     def model_prices(self) -> dict[str, Price] | None:
         """The ``[prices]`` table as the rollup takes it; None when the file has none."""
         return {m: p.price() for m, p in self.prices.items()} if self.prices else None
