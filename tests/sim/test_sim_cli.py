@@ -10,13 +10,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
 import httpx
+import openai
 import pytest
 
 from chainlat.sim import main
+from support.sim_checks import FITTED_WITH_VOICES
 
 
 @pytest.mark.parametrize(
@@ -115,3 +118,47 @@ def test_cli_subprocess_bad_input_exits_2_without_traceback() -> None:
     )
     assert result.returncode == 2
     assert result.stderr == "chainlat sim: error: argument --seed: invalid int value: 'x'\n"
+
+
+def test_cli_serves_a_profile_files_speech_models_as_voices(tmp_path: Path) -> None:
+    """A file fitted from voice runs (``chainlat profile -o``) is served back whole: its
+    speech models as voices, never as chat models (tests/sim/test_profile_voices.py)."""
+    path = tmp_path / "fitted.toml"
+    path.write_text(FITTED_WITH_VOICES)
+    with subprocess.Popen(
+        [sys.executable, "-c", _RUN_MAIN, "--port", "0", "--profiles", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = _first_line(process.stdout, STARTUP_S)
+            assert line.startswith("chainlat sim: serving http://127.0.0.1:"), line
+            assert "(fast, my-tts, my-stt)" in line
+            client = openai.OpenAI(
+                base_url=line.split()[3] + "/v1", api_key="sk-test", max_retries=0
+            )
+            start = time.perf_counter()
+            with client.audio.speech.with_streaming_response.create(
+                model="my-tts", voice="alloy", input="Hello", response_format="pcm"
+            ) as response:
+                audio = response.read()
+            # The first audio byte is due 152.5 ms after the request: a floor, never early.
+            assert len(audio) > 0 and time.perf_counter() - start >= 0.1525
+            with pytest.raises(openai.NotFoundError, match="my-tts"):
+                client.chat.completions.create(
+                    model="my-tts", messages=[{"role": "user", "content": "hi"}]
+                )
+            reply = client.chat.completions.create(
+                model="fast", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert reply.choices[0].message.content
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=EXIT_S)
+            except subprocess.TimeoutExpired:  # never leave it running
+                process.kill()
+                process.communicate()

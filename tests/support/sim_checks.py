@@ -100,3 +100,24 @@ def memory_provider() -> tuple[TracerProvider, InMemorySpanExporter]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
+
+
+FITTED_WITH_VOICES = """\
+[models.fast]
+ttft_base_ms = 20
+decode_ms_per_token = 1
+
+[models.my-tts]
+speech_input = "characters"
+ttft_base_ms = 150
+ttft_per_speech_input_ms = 0.5
+ms_per_speech_input = 10.8333
+
+[models.my-stt]
+speech_input = "audio_seconds"
+ttft_base_ms = 120
+ttft_per_speech_input_ms = 15
+ms_per_speech_input = 37.5
+"""
+"""A profile file as ``chainlat profile -o`` writes it from voice runs: a chat model and
+two speech models (``speech_input``), served back by ``chainlat sim --profiles``."""
