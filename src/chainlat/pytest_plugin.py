@@ -158,7 +158,8 @@ def _judge(
 def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report whose exit code is not 0: the limits broken, those
     not judged and why, a waterfall, and the summary line."""
-    from chainlat._core.runs import BudgetViolation, amount
+    from chainlat._core.amounts import amount
+    from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
     from chainlat.report.common import unjudged_lines, visible
 
@@ -177,7 +178,8 @@ def _failure(report: BudgetReport, what: str) -> str | None:
         # Names come from the code under test: shown with their control characters escaped.
         name = visible(f"{v.workflow}: {v.target}")
         lines.append(
-            f"  {name} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)} "
+            f"  {name} {amount(v.actual_ms, v.unit, against=v.limit_ms)} > "
+            f"{amount(v.limit_ms, v.unit, limit=True)} "
             f"{how}"
         )
     lines.extend(f"  {visible(line)}" for line in unjudged_lines(report.unjudged))
@@ -508,7 +510,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
             [
                 visible(limit_label(v)),
                 limit_text(v.limit_ms, v.unit),
-                actual_text(v.actual_ms, v.unit),
+                actual_text(v.actual_ms, v.unit, against=v.limit_ms),
                 verdict_runs(v),
                 verdict_label(v),
             ]

@@ -27,6 +27,7 @@ from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.amounts import amount
 from chainlat._core.prices import Prices
 from chainlat._core.recorded import inconsistency as inconsistency
 from chainlat._core.recorded import recorded_rollup
@@ -207,22 +208,14 @@ class BudgetViolation:
 
     def __str__(self) -> str:
         return (
-            f"{self.workflow}: {self.target} {amount(self.actual_ms, self.unit)} > "
+            f"{self.workflow}: {self.target} "
+            f"{amount(self.actual_ms, self.unit, against=self.limit_ms)} > "
             f"limit {amount(self.limit_ms, self.unit, limit=True)}"
         )
 
 
 Unit = Literal["ms", "%", "USD"]
 """What a limit's numbers are: milliseconds, percent of runs, US dollars."""
-
-
-def amount(value: float, unit: str, *, limit: bool = False) -> str:
-    """A measured value (one decimal) or a limit (as written) with its unit."""
-    if unit == "USD":
-        return f"${value:.6g}" if limit else f"${value:.4f}"
-    if unit == "%":
-        return f"{value:g}%" if limit else f"{value:.1f}%"
-    return f"{value:g} ms" if limit else f"{value:.1f} ms"
 
 
 def cost_of(run: WorkflowRun, prices: Prices | None) -> float | None:

@@ -30,6 +30,7 @@ from typing import Literal
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
+from chainlat._core.amounts import amount
 from chainlat._core.errors import (
     ConfigError,
     LatencyBudgetExceeded,
@@ -37,7 +38,7 @@ from chainlat._core.errors import (
     internal_errors,
 )
 from chainlat._core.rollup import SpanRecord
-from chainlat._core.runs import BudgetViolation, WorkflowRun, amount, build_run
+from chainlat._core.runs import BudgetViolation, WorkflowRun, build_run
 from chainlat._runtime.interface import (
     WorkflowHandle,
     after_workflow_end,
@@ -128,7 +129,8 @@ def run_from_handle(handle: WorkflowHandle, *, origin: str = "") -> WorkflowRun 
 def describe(workflow: str, violations: list[BudgetViolation]) -> str:
     """One line naming every broken limit of a run."""
     broken = "; ".join(
-        f"{v.target} {amount(v.actual_ms, v.unit)} > {amount(v.limit_ms, v.unit, limit=True)}"
+        f"{v.target} {amount(v.actual_ms, v.unit, against=v.limit_ms)} > "
+        f"{amount(v.limit_ms, v.unit, limit=True)}"
         for v in violations
     )
     return f"workflow {workflow!r} broke its latency budget: {broken}"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from chainlat._core.runs import amount
+from chainlat._core.amounts import amount
 from chainlat._core.stats import (
     FIRST_OUTPUT,
     QUANTITIES,
@@ -152,11 +152,12 @@ def limit_text(value: float, unit: str = "ms") -> str:
     return amount(value, unit, limit=True)
 
 
-def actual_text(value: float | None, unit: str = "ms") -> str:
-    """A measured value with its unit; a dash when there is none."""
+def actual_text(value: float | None, unit: str = "ms", *, against: float | None = None) -> str:
+    """A measured value with its unit; a dash when there is none. ``against``: its limit
+    (the value then shows the decimals it takes to agree with the verdict)."""
     if value is None or not math.isfinite(value):
         return ms(value) + (" ms" if value is not None and unit == "ms" else "")
-    return amount(value, unit)
+    return amount(value, unit, against=against)
 
 
 # --- rows shared by every format ----------------------------------------------------------

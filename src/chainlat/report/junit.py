@@ -71,7 +71,7 @@ def junit_xml(report: BudgetReport) -> str:
                 "failed" if v.kind == "share" else "over"
             )
         detail = (
-            f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} > "
+            f"{v.key_path}: {actual_text(v.actual_ms, v.unit, against=v.limit_ms)} > "
             f"{limit_text(v.limit_ms, v.unit)} ({over})"
         )
         if v.status == "broken":
@@ -89,7 +89,7 @@ def junit_xml(report: BudgetReport) -> str:
                 ET.SubElement(case, "error", message=message, type="LatencyBudgetNotJudged")
         else:
             ET.SubElement(case, "system-out").text = _xml(
-                f"{v.key_path}: {actual_text(v.actual_ms, v.unit)} <= "
+                f"{v.key_path}: {actual_text(v.actual_ms, v.unit, against=v.limit_ms)} <= "
                 f"{limit_text(v.limit_ms, v.unit)}"
             )
     ET.indent(suites)

@@ -108,7 +108,7 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         for v in report.verdicts_of(name):
             failed = v.status == "broken" or (v.status == "not_judged" and not v.allowed)
             label = f"**{verdict_label(v)}**" if failed else verdict_label(v)
-            actual = actual_text(v.actual_ms, v.unit)
+            actual = actual_text(v.actual_ms, v.unit, against=v.limit_ms)
             lines.append(
                 f"| {_code(limit_label(v))} | {limit_text(v.limit_ms, v.unit)} | {actual} | "
                 f"{verdict_runs(v)} | {label} |"

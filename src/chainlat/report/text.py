@@ -81,7 +81,7 @@ def verdict_table(verdicts: Sequence[LimitVerdict]) -> RenderableType:
     table.add_column("verdict")
     for v in verdicts:
         style = verdict_style(v)
-        actual = actual_text(v.actual_ms, v.unit)
+        actual = actual_text(v.actual_ms, v.unit, against=v.limit_ms)
         table.add_row(
             _cell(limit_label(v)),
             limit_text(v.limit_ms, v.unit),

@@ -7,7 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from chainlat._core.runs import BudgetViolation, WorkflowRun, amount
+from chainlat._core.amounts import amount
+from chainlat._core.runs import BudgetViolation, WorkflowRun
 from chainlat.report.common import limit_text, shown_name, source_name, visible
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ def _violation_notes(
         row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
-            f"<-- {limit} {amount(violation.actual_ms, violation.unit)} > "
+            f"<-- {limit} "
+            f"{amount(violation.actual_ms, violation.unit, against=violation.limit_ms)} > "
             f"{limit_text(violation.limit_ms, violation.unit)}"
         )
     return notes
