@@ -1,5 +1,6 @@
 """A value close to its limit reads on the side of it that the verdict says, in every format:
-``410.04 ms > 410 ms``, never ``410.0 ms > 410 ms``."""
+``410.04 ms > 410 ms``, never ``410.0 ms > 410 ms``; and so does a change beside the
+threshold of ``chainlat diff``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chainlat._core.amounts import amount
+from chainlat._core.amounts import agreeing, amount
 from chainlat._core.runs import BudgetViolation
 from chainlat.cli import main
+from chainlat.report.common import pct, threshold_text
 from support.tracegen import ChatRun, write_runs
 
 
@@ -95,3 +97,35 @@ def test_junit_messages_agree_with_the_verdicts(
     )
     kept = cases["data"].find("system-out")
     assert kept is not None and kept.text == "workflows.support-chat.data: 99.96 ms <= 99.99 ms"
+
+
+# --- chainlat diff: a change beside its threshold, a p-value beside alpha -----------------
+
+
+def test_a_change_and_a_p_value_read_on_their_side_of_the_threshold_and_alpha() -> None:
+    assert pct(0.5004, against=0.5) == "+50.04%"  # a regression: one decimal reads +50.0%
+    assert pct(0.4996, against=0.4999) == "+49.96%"  # none: one decimal reads +50.0%
+    assert pct(-0.2, against=0.1) == "-20.0%"
+    assert pct(0.5004) == "+50.0%"
+    assert agreeing(0.00996, 0.01, ".{}g", 2) == "0.00996"  # beyond noise: not "0.01"
+    assert agreeing(0.012, 0.01, ".{}g", 2) == "0.012"
+    assert threshold_text(0.125) == "12.5%"  # not "12%"
+    assert threshold_text(0.1) == "10%"
+
+
+def test_diff_shows_the_threshold_as_given_and_changes_on_its_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Totals 400 + i ms before, and 1.5004 times that after: p50 and p95 +50.04 %.
+    before = write_runs(tmp_path / "a.jsonl", [ChatRun(chat_ms=290 + i) for i in range(20)])
+    after = write_runs(
+        tmp_path / "b.jsonl", [ChatRun(chat_ms=1.5004 * (400 + i) - 110) for i in range(20)]
+    )
+    assert main(["diff", str(before), str(after), "--threshold", "50"]) == 1
+    out = capsys.readouterr().out
+    (total,) = [line for line in out.splitlines() if "│ total " in line]
+    cells = [c.strip() for c in total.split("│")]
+    assert (cells[4], cells[6], cells[8]) == ("+50.04%", "+50.04%", "SLOWER (REGRESSION)")
+    assert "slower by more than 50%" in out
+    assert main(["diff", str(before), str(after), "--threshold", "49.96"]) == 1
+    assert "slower by more than 49.96%" in capsys.readouterr().out

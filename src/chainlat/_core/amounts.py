@@ -20,14 +20,13 @@ _MORE: Final = 7
 def amount(value: float, unit: str, *, limit: bool = False, against: float | None = None) -> str:
     """A measured value or a limit (as written, ``limit=True``) with its unit.
 
-    ``against``: the limit the measured value is judged against. The value then shows
-    as many decimals as it takes to be over the limit in the text when it is over it,
-    and not over it when it is not.
+    ``against``: the limit the measured value is judged against; the value then takes the
+    decimals it needs to read on the same side of it (see `agreeing`).
     """
     if limit:
         number = f"{value:.6g}" if unit == "USD" else f"{value:g}"
     else:
-        number = _measured(value, _DECIMALS.get(unit, 1), against)
+        number = agreeing(value, against, ".{}f", _DECIMALS.get(unit, 1))
     if unit == "USD":
         return f"${number}"
     if unit == "%":
@@ -35,13 +34,20 @@ def amount(value: float, unit: str, *, limit: bool = False, against: float | Non
     return f"{number} ms"
 
 
-def _measured(value: float, decimals: int, against: float | None) -> str:
-    text = f"{value:.{decimals}f}"
+def agreeing(value: float, against: float | None, spec: str, precision: int) -> str:
+    """``value`` formatted by ``spec`` (``".{}f"``, ``"+.{}f"``, ``".{}g"``) at ``precision``,
+    or a greater one when that text would not be on the same side of ``against`` as the
+    value is (over it, under it, or on it): the text agrees with the comparison it stands
+    for. Past seven more digits, the shortest exact form."""
+    text = format(value, spec.format(precision))
     if against is None or not (math.isfinite(value) and math.isfinite(against)):
         return text
-    over = value > against
-    for more in range(decimals, decimals + _MORE + 1):
-        text = f"{value:.{more}f}"
-        if (float(text) > against) == over:
+    side = (value > against) - (value < against)
+    for more in range(precision, precision + _MORE + 1):
+        text = format(value, spec.format(more))
+        shown = float(text)
+        if (shown > against) - (shown < against) == side:
             return text
-    return repr(value)
+    if side == 0:
+        return format(value, spec.format(precision))
+    return ("+" if "+" in spec and value >= 0 else "") + repr(value)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from chainlat._core.amounts import amount
+from chainlat._core.amounts import agreeing, amount
 from chainlat._core.stats import (
     FIRST_OUTPUT,
     QUANTITIES,
@@ -304,12 +304,21 @@ def limit_label(verdict: LimitVerdict) -> str:
     return f"{verdict.target} (each run)" if verdict.kind == "run" else verdict.target
 
 
-def pct(change: float | None) -> str:
+def pct(change: float | None, *, against: float | None = None) -> str:
+    """A relative change, ``+12.3%``; beside a threshold (``against``, a fraction), with the
+    decimals it takes to read on the same side of it."""
     if change is None:
         return DASH
     if math.isinf(change):
         return "new"
-    return f"{change:+.1%}"
+    if against is None:
+        return f"{change:+.1%}"
+    return agreeing(change * 100, against * 100, "+.{}f", 1) + "%"
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold (a fraction) as a percentage, as precise as given: ``12.5%``."""
+    return f"{threshold * 100:.6g}%"
 
 
 def diff_rows(result: DiffResult) -> list[list[str]]:
@@ -323,10 +332,10 @@ def diff_rows(result: DiffResult) -> list[list[str]]:
                 item,
                 f"{c.n_before}/{c.n_after}",
                 f"{ms(c.p50_before)} -> {ms(c.p50_after)}",
-                pct(c.p50_change),
+                pct(c.p50_change, against=result.threshold),
                 f"{ms(c.p95_before)} -> {ms(c.p95_after)}",
-                pct(c.p95_change),
-                DASH if c.p_value is None else f"{c.p_value:.2g}",
+                pct(c.p95_change, against=result.threshold),
+                DASH if c.p_value is None else agreeing(c.p_value, result.alpha, ".{}g", 2),
                 verdict,
             ]
         )
@@ -349,7 +358,8 @@ diff_header: Final = [
 def diff_conclusion(result: DiffResult) -> str:
     rule = (
         f"beyond noise: Mann-Whitney U and tail test, Holm-adjusted p < {result.alpha:g}; "
-        f"regression: beyond noise and p50 or p95 slower by more than {result.threshold:.0%}"
+        "regression: beyond noise and p50 or p95 slower by more than "
+        + threshold_text(result.threshold)
     )
     found = result.regressions
     if found:
