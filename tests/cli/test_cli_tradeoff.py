@@ -91,9 +91,11 @@ def test_whatif_exits_1_when_the_estimate_breaks_the_budget(
     profiles = str(traces.parent / "profiles.toml")
     base = ["whatif", str(traces), "--profiles", profiles, "--budgets", str(budgets)]
     assert main([*base, "--variant", "large", "--swap", "chat big=small"]) == 0
-    assert "budget, estimated runs: within budget" in capsys.readouterr().out
+    assert "budget, estimated runs: OK: all 1 limit judged and kept" in capsys.readouterr().out
     assert main([*base, "--variant", "small", "--swap", "chat small=big"]) == 1
-    assert "budget, estimated runs: 1 limit broken" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "budget, estimated runs: FAILED: 1 of 1 limit broken, 0 not judged" in out
+    assert "  BROKEN: agent: total " in out
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.errors import InputError, shown
 from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
 from chainlat.cli import prometheus as _cli_prometheus
+from chainlat.cli.judging import (
+    add_allow,
+    allowed_reasons,
+    chosen_budgets,
+    require_budgets,
+    warn_unjudged,
+)
 from chainlat.cli.options import (
     BUDGETS_FOUND,
     RunFilter,
@@ -45,7 +51,7 @@ if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
     from chainlat._core.stats import Stats
     from chainlat.analysis.tradeoff import Tally
-    from chainlat.budgets import BudgetReport, Budgets, NotJudgedReason
+    from chainlat.budgets import Budgets
     from chainlat.traces import ReadCounters, TraceSource
 
 
@@ -70,18 +76,7 @@ def _add_check(sub: Any) -> None:
     add_budgets(check, "the limits to judge")
     add_format(check)
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
-    check.add_argument(
-        "--allow-missing",
-        action="store_true",
-        help="a budgeted workflow or step that no run has is not an error (default: it is, "
-        "exit 2, as a misspelled name would otherwise pass)",
-    )
-    check.add_argument(
-        "--allow-unjudged",
-        action="store_true",
-        help="a limit that cannot be judged for any other reason (too few runs, no price, "
-        "an incomplete run, ...) is shown but not an error (default: exit 2)",
-    )
+    add_allow(check)
     add_run_filter(check)
     _cli_prometheus.add_check_options(check)
     add_reading(check)
@@ -173,13 +168,7 @@ def _check(args: argparse.Namespace) -> int:
     counters = ReadCounters()
     chosen = RunFilter(args)
     budgeted = list(budgets.workflows)
-    if chosen.workflows:
-        # Only the budgets of the workflows asked for are judged.
-        budgets = budgets.model_copy(
-            update={
-                "workflows": {k: budgets.workflows[k] for k in budgeted if k in chosen.workflows}
-            }
-        )
+    budgets = chosen_budgets(budgets, chosen)
     result = evaluate(
         read(sources, counters, chosen, roots=args.roots),
         budgets,
@@ -187,11 +176,7 @@ def _check(args: argparse.Namespace) -> int:
         late_spans=counters.late_workflows,
     )
     settle(sources, counters, chosen)
-    if not budgets.workflows:
-        raise InputError(
-            f"--workflow {', '.join(chosen.workflows)}: no budget for it in {budgets.source} "
-            f"(budgeted: {', '.join(budgeted)})"
-        )
+    require_budgets(budgets, chosen, budgeted)
     where = _where(sources, chosen)
     if args.format == "json":
         emit_json(report.check_json(result))
@@ -204,39 +189,6 @@ def _check(args: argparse.Namespace) -> int:
         write_file(args.junit, report.junit_xml(result), "JUnit report")
     warn_unjudged(result)
     return result.exit_code
-
-
-def allowed_reasons(args: argparse.Namespace) -> frozenset[NotJudgedReason]:
-    """The reasons for not judging a limit that ``--allow-missing`` and ``--allow-unjudged``
-    opt out of."""
-    from chainlat.budgets import ABSENT_REASONS, UNJUDGED_REASONS
-
-    allowed: frozenset[NotJudgedReason] = frozenset()
-    if getattr(args, "allow_missing", False):
-        allowed |= ABSENT_REASONS
-    if getattr(args, "allow_unjudged", False):
-        allowed |= UNJUDGED_REASONS
-    return allowed
-
-
-def warn_unjudged(result: BudgetReport) -> None:
-    """One line on stderr per limit that could not be judged and fails the gate (one per
-    workflow or step for a name no run has), or one saying nothing was judged."""
-    from chainlat.report.common import source_name, unjudged_key, visible
-
-    source = source_name(result.budgets_source)
-    lines = dict.fromkeys(
-        f"chainlat: {source}: {unjudged_key(v)}: {visible(v.why or '')}" for v in result.unjudged
-    )
-    if not lines and not result.broken and not result.judged:
-        budgeted = ", ".join(dict.fromkeys(v.workflow for v in result.verdicts)) or "none"
-        ran = ", ".join(result.stats.workflows) or "none"
-        lines[
-            f"chainlat: nothing to judge: no limit could be judged (budgeted: {budgeted}; "
-            f"in the traces: {ran})"
-        ] = None
-    for line in lines:
-        sys.stderr.write(visible(line) + "\n")
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -93,7 +93,7 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
-    from chainlat.cli.budgets import allowed_reasons, warn_unjudged
+    from chainlat.cli.judging import allowed_reasons, warn_unjudged
     from chainlat.prometheus import PrometheusReader, judge_prometheus
 
     if args.sources or args.jaeger:

@@ -11,8 +11,9 @@ Usage::
 
 Each takes the common options of :mod:`chainlat.cli.options` (trace files or Jaeger, the
 run filter ``--workflow NAME --variant NAME``, the reading bounds) and prints the readers'
-warnings as ``chainlat check`` does. ``whatif`` exits 1 when a budget file is given and
-the estimated runs break it.
+warnings as ``chainlat check`` does. ``whatif`` judges the estimated runs as ``check`` judges
+recorded ones when a budget file is given: exit 1 when they break it, 2 when a limit
+cannot be judged (``--allow-missing``, ``--allow-unjudged`` as ``check``'s).
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
+from chainlat._core.exits import EXIT_OK
+from chainlat.cli.judging import (
+    add_allow,
+    allowed_reasons,
+    chosen_budgets,
+    require_budgets,
+    warn_unjudged,
+)
 from chainlat.cli.options import (
     RunFilter,
     add_budgets,
@@ -108,9 +116,11 @@ def _add_whatif(sub: Any) -> None:
     )
     add_budgets(
         whatif,
-        "judge the runs before and after (exit 1 when the estimate breaks it)",
+        "judge the runs before and after (exit 1 when the estimate breaks it, 2 when a "
+        "limit cannot be judged, as check)",
         found=False,
     )
+    add_allow(whatif)
     whatif.add_argument(
         "--prices",
         metavar="FILE",
@@ -233,6 +243,11 @@ def _whatif(args: argparse.Namespace) -> int:
     sources = sources_from(args)
     profiles = load_profiles(args.profiles) if args.profiles else None
     runs = _read(args, sources, "estimate")
+    if budgets is not None:
+        budgeted = list(budgets.workflows)
+        chosen = RunFilter(args)
+        budgets = chosen_budgets(budgets, chosen)
+        require_budgets(budgets, chosen, budgeted)
     result = whatif(
         runs,
         swap=args.swap,
@@ -241,18 +256,22 @@ def _whatif(args: argparse.Namespace) -> int:
         drop=args.drop,
         profiles=profiles,
         budgets=budgets,
+        allow=allowed_reasons(args),
         seed=args.seed,
         source=describe(sources),
         prices=load_prices(args.prices)
         if args.prices
         else (budgets.model_prices() if budgets is not None else None),
     )
-    after_ok = result.budget_after is None or result.budget_after.ok
     if args.format == "json":
         emit_json(tradeoff_report.whatif_json(result))
     else:
         emit_renderables([tradeoff_report.whatif_text(result, describe(sources))], args.format)
-    return EXIT_OK if after_ok else EXIT_BROKEN
+    if result.budget_after is None:
+        return EXIT_OK
+    # The estimate is the gate, judged as check judges: broken 1, not judged 2.
+    warn_unjudged(result.budget_after)
+    return result.budget_after.exit_code
 
 
 # -- compare -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from chainlat.report.common import (
     pct,
     share,
     source_name,
+    unjudged_lines,
     visible,
     whole_ms,
 )
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from chainlat._core.latency import LatencyProfile
     from chainlat.analysis.tradeoff import Comparison
     from chainlat.analysis.whatif import Percentiles, WhatIfResult, WorkflowEffect
+    from chainlat.budgets import BudgetReport
 
 _KINDS = ("inference", "data", "tool", "overhead")
 
@@ -150,6 +152,8 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
             ],
             "budget_ok_before": None if result.budget_before is None else result.budget_before.ok,
             "budget_ok_after": None if result.budget_after is None else result.budget_after.ok,
+            "budget_before": _budget_json(result.budget_before),
+            "budget_after": _budget_json(result.budget_after),
             "notes": list(result.notes),
         }
     )
@@ -158,6 +162,38 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
 
 def _percentiles_json(p: Percentiles | None) -> dict[str, float] | None:
     return None if p is None else {"p50": p.p50, "p95": p.p95, "p99": p.p99}
+
+
+def _budget_json(report: BudgetReport | None) -> dict[str, Any] | None:
+    """A budget verdict as ``chainlat check --format json`` ends: its exit code, summary,
+    and the limits broken and not judged by key path."""
+    if report is None:
+        return None
+    return {
+        "exit_code": report.exit_code,
+        "summary": report.summary,
+        "broken": [v.key_path for v in report.broken],
+        "not_judged": [
+            {"key_path": v.key_path, "reason": v.reason, "why": v.why, "allowed": v.allowed}
+            for v in report.verdicts
+            if v.status == "not_judged"
+        ],
+    }
+
+
+_SHOWN_BROKEN = 3
+
+
+def budget_lines(report: BudgetReport, when: str) -> list[str]:
+    """``budget, estimated runs: FAILED: 1 of 3 limits broken, 1 not judged``, then the
+    limits broken (the first three) and each limit not judged, with why."""
+    lines = [f"budget, {when} runs: {report.summary}"]
+    broken = report.broken
+    lines.extend(f"  BROKEN: {v.violation()}" for v in broken[:_SHOWN_BROKEN])
+    if len(broken) > _SHOWN_BROKEN:
+        lines.append(f"  ... and {len(broken) - _SHOWN_BROKEN} more broken")
+    lines.extend(f"  {line}" for line in unjudged_lines(report.verdicts))
+    return lines
 
 
 def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
@@ -170,14 +206,7 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
         parts.extend((_totals_table(w), _steps_table(w)))
     for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
         if report is not None:
-            broken = getattr(report, "broken", [])
-            verdict = (
-                "within budget"
-                if not broken
-                else f"{count(len(broken), 'limit')} broken: "
-                + ("; ".join(str(v.violation()) for v in broken[:3]))
-            )
-            parts.append(_cell(f"budget, {when} runs: {verdict}"))
+            parts.extend(_cell(line) for line in budget_lines(report, when))
     parts.extend(_cell(f"note: {note}") for note in result.notes)
     parts.append(
         _cell(

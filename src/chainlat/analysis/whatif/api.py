@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from chainlat._core.latency import LatencyProfile
     from chainlat._core.prices import Prices
     from chainlat._core.runs import WorkflowRun
-    from chainlat.budgets import Budgets
+    from chainlat.budgets import Budgets, NotJudgedReason
 
 __all__ = ["whatif"]
 
@@ -36,6 +36,7 @@ def whatif(
     drop: Iterable[str] = (),
     profiles: Mapping[str, LatencyProfile] | None = None,
     budgets: Budgets | None = None,
+    allow: Iterable[NotJudgedReason] = (),
     workflow: str | None = None,
     variant: str | None = None,
     seed: int = 0,
@@ -61,7 +62,9 @@ def whatif(
             that override the ones fitted from the runs; needed for a model the runs
             never called.
         budgets: Budgets (:func:`chainlat.budgets.load_budgets`) to judge the runs
-            against, before and after.
+            against, before and after, as :func:`chainlat.budgets.evaluate` does: a limit
+            that cannot be judged fails the verdict.
+        allow: Reasons for not judging a limit that do not fail it (``evaluate``'s).
         workflow: Only the runs of this workflow.
         variant: Only the runs of this variant (``chainlat.variant``).
         seed: Seed of the cache-hit draws.
@@ -91,7 +94,7 @@ def whatif(
     estimates = [estimator.run(run) for run in selected]
     before_report = after_report = None
     if budgets is not None:
-        before_report, after_report = judge(estimates, budgets)
+        before_report, after_report = judge(estimates, budgets, allow)
     return WhatIfResult(
         changes=tuple(changes),
         workflows=tuple(effects(estimates, changes, prices)),

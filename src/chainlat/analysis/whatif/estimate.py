@@ -19,7 +19,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.rollup import compute_rollup
@@ -103,11 +103,15 @@ class Estimator:
             if override is not None:
                 overrides[span_id] = override
         new_root, new_spans = rebuild_timeline(run.root_record, run.records, overrides, dropped)
+        before = run.recomputed_rollup(prices=self.prices)
+        if not self.prices and run.rollup.cost_usd is not None:
+            # Without prices the cost recorded on the run stands, as the judge takes it.
+            before = replace(before, cost_usd=run.rollup.cost_usd)
         return RunEstimate(
             workflow=run.workflow,
             variant=run.variant,
             trace_id=run.trace_id,
-            before=run.recomputed_rollup(prices=self.prices),
+            before=before,
             after=compute_rollup(new_root, new_spans),
             changed_steps=len(overrides) + len(dropped),
             run=run,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from chainlat._core.prices import Prices
     from chainlat._core.runs import WorkflowRun
     from chainlat.analysis.whatif.changes import Change
-    from chainlat.budgets import BudgetReport, Budgets
+    from chainlat.budgets import BudgetReport, Budgets, NotJudgedReason
 
 __all__ = [
     "KINDS",
@@ -208,11 +208,11 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 def _cost_before(estimate: RunEstimate, prices: Prices | None) -> float | None:
-    """The run's cost: as recorded, else from the "before" rollup, computed with ``prices``."""
-    recorded = estimate.run.rollup.cost_usd
-    if recorded is not None or not prices or not estimate.run.spans:
-        return recorded
-    return estimate.before.cost_usd
+    """The run's cost as the judge takes it: from ``prices`` when given (they win over a
+    recorded cost), else as recorded."""
+    if prices and estimate.run.spans:
+        return estimate.before.cost_usd
+    return estimate.run.rollup.cost_usd
 
 
 def _cost_after(
@@ -234,8 +234,11 @@ def _shares(rollups: Sequence[Rollup]) -> dict[str, float]:
     return {k: (math.fsum(r.kind_ms(k) for r in rollups) / total if total else 0.0) for k in KINDS}
 
 
-def judge(estimates: Sequence[RunEstimate], budgets: Budgets) -> tuple[BudgetReport, BudgetReport]:
-    """The budgets' verdicts on the recorded runs and on their estimates."""
+def judge(
+    estimates: Sequence[RunEstimate], budgets: Budgets, allow: Iterable[NotJudgedReason] = ()
+) -> tuple[BudgetReport, BudgetReport]:
+    """The budgets' verdicts on the recorded runs and on their estimates (``allow``: the
+    reasons for not judging a limit that do not fail it)."""
     from chainlat import budgets as budget_module
     from chainlat._core.runs import build_run
 
@@ -249,4 +252,8 @@ def judge(estimates: Sequence[RunEstimate], budgets: Budgets) -> tuple[BudgetRep
         build_run(e.workflow, e.after_root, e.after_spans, rollup=e.after, trace_id=e.trace_id)
         for e in estimates
     ]
-    return budget_module.evaluate(before, budgets), budget_module.evaluate(after, budgets)
+    allowed = tuple(allow)
+    return (
+        budget_module.evaluate(before, budgets, allow=allowed),
+        budget_module.evaluate(after, budgets, allow=allowed),
+    )
