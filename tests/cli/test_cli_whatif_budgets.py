@@ -68,7 +68,7 @@ def test_a_limit_not_judged_fails_whatif_as_it_fails_check(
     summary = "FAILED: 0 of 2 limits broken, 1 not judged"
     code, out, err = _run(capsys, "check", traces, "--budgets", budgets, "--workflow", "agent")
     assert (code, out.rstrip("\n").splitlines()[-1]) == (2, summary)
-    whatif = ["whatif", traces, "--workflow", "agent", "--budgets", budgets]
+    whatif: list[str | Path] = ["whatif", traces, "--workflow", "agent", "--budgets", budgets]
     whatif += ["--profiles", traces.parent / "profiles.toml", "--prompt-scale", "chat big=0.5"]
     code, out, err = _run(capsys, *whatif)
     assert code == 2
@@ -96,7 +96,7 @@ def test_the_recorded_cost_judges_the_recorded_runs_as_check_judges_it(
     budgets.write_text('[workflows.agent]\ncost = "0.001"\n')
     code, out, _ = _run(capsys, "check", traces, "--budgets", budgets, "--workflow", "agent")
     assert (code, out.rstrip("\n").splitlines()[-1]) == (0, "OK: all 1 limit judged and kept")
-    whatif = ["whatif", traces, "--workflow", "agent", "--budgets", budgets]
+    whatif: list[str | Path] = ["whatif", traces, "--workflow", "agent", "--budgets", budgets]
     whatif += ["--profiles", traces.parent / "profiles.toml", "--swap", "chat big=small"]
     code, out, err = _run(capsys, *whatif)
     assert "budget, recorded runs: OK: all 1 limit judged and kept" in out
@@ -110,7 +110,8 @@ def test_whatif_judges_only_the_budgets_of_the_workflow_asked_for(
 ) -> None:
     budgets = traces.parent / "chainlat.toml"
     budgets.write_text('[workflows.agent]\ntotal = "1s"\n[workflows.triage]\ntotal = "1s"\n')
-    whatif = ["whatif", traces, "--budgets", budgets, "--profiles", traces.parent / "profiles.toml"]
+    profiles = traces.parent / "profiles.toml"
+    whatif: list[str | Path] = ["whatif", traces, "--budgets", budgets, "--profiles", profiles]
     whatif += ["--swap", "chat big=small"]
     code, out, err = _run(capsys, *whatif, "--workflow", "agent")
     assert (code, err) == (0, "")
