@@ -1,5 +1,6 @@
 """A number out of range (1e308 ms recorded on a workflow span) costs its attribute, counted in
-one warning, never the file (``OverflowError: intermediate overflow in fsum`` before)."""
+one warning, never the file (``OverflowError: intermediate overflow in fsum`` before); an
+event time out of range costs the event."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import chainlat
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.testing import capture
+from chainlat.traces._fast import quick_spans
+from support.fast_reader import ORIGIN, one_line
 
 
 def _file(path: Path, key: str, value: dict[str, object]) -> Path:
@@ -49,3 +52,22 @@ def test_a_number_out_of_range_costs_its_attribute_not_the_file(
     captured = capsys.readouterr()
     assert json.loads(captured.out)["workflows"]["chat"]["runs"] == 2
     assert "Traceback" not in captured.err and "Overflow" not in captured.err
+
+
+@pytest.mark.parametrize("event", ["gen_ai.content.first_token", "exception", "other"])
+@pytest.mark.parametrize("at", ["9" * 400, str(2**64), "-1"])
+def test_an_event_time_out_of_range_costs_the_event_not_the_file(
+    event: str, at: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An event after a span's end extends the span to it: a time past uint64 made the
+    # total an integer too large for a float (OverflowError, the file not read).
+    workflow = [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}}]
+    line = one_line(workflow, events=[{"name": event, "timeUnixNano": at}])
+    assert quick_spans(line, ORIGIN) is None  # left to the checking path
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line + b"\n")
+    code = main(["report", str(path), "--format", "json"])
+    captured = capsys.readouterr()
+    assert "OverflowError" not in captured.err
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["workflows"]["w"]["quantities"]["total"]["max_ms"] == 1000.0

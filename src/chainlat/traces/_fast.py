@@ -223,7 +223,11 @@ def _span(
         record.ttft_marked = ttft_marked
         record.operation = operation
     if events:  # the first token by any convention's event; events after the span's end
-        apply_events(record, [(e.name, int(e.timeUnixNano)) for e in events])  # type: ignore[arg-type]
+        found = [(e.name, int(e.timeUnixNano)) for e in events]  # type: ignore[arg-type]
+        for _, at in found:
+            if not 0 <= at <= MAX_NS:
+                raise _NotCommon  # the checking path skips it, or drops the span
+        apply_events(record, found)
     local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     error = code == 2 or code == "STATUS_CODE_ERROR"
     return trace_id.lower(), local_root, _traced(record, attributes, error, origin)

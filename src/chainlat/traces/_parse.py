@@ -447,7 +447,11 @@ def _common_otlp_span(
     if kind == "inference":
         mark_call(record, attributes)
     if events:
-        apply_events(record, [(e["name"], int(e["timeUnixNano"])) for e in events])
+        found = [(e["name"], int(e["timeUnixNano"])) for e in events]
+        for _, at in found:
+            if not 0 <= at <= MAX_NS:
+                raise ValueError  # the checking path skips it, or drops the span
+        apply_events(record, found)
     local_root = parent_id is None or (
         type(flags) is int and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     )
