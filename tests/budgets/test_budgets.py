@@ -451,6 +451,25 @@ def test_broken_limits_become_events_on_the_exported_span(budgeted: Capture) -> 
     assert span.status.status_code is StatusCode.UNSET  # the budget does not touch the status
 
 
+def test_a_cost_limit_that_cannot_be_judged_leaves_the_run_not_ok_and_says_why(
+    budgeted: Capture,
+) -> None:
+    budgets = parse_budgets({"workflows": {"support-chat": {"cost": "0.01"}}})
+    chainlat.configure(
+        tracer_provider=budgeted.provider,
+        exporter="none",
+        set_global=False,
+        budgets=budgets,
+        on_exceed="raise",
+    )
+    run_chat(budgeted, data_ms=10, ttft_ms=10)  # no prices, no cost: nothing raised
+    span = budgeted.span("invoke_workflow support-chat")
+    attributes = span.attributes or {}
+    assert attributes[attr.BUDGET_OK] is False
+    assert str(attributes[attr.BUDGET_NOT_JUDGED]).startswith("no [prices]")
+    assert span.events == ()
+
+
 def test_record_policy_records_the_violation_and_neither_warns_nor_raises(
     budgeted: Capture,
 ) -> None:

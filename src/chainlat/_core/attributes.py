@@ -151,7 +151,11 @@ CHAIN_COST_USD: Final = "chainlat.chain.cost_usd"
 
 # --- latency budgets, on the workflow span ------------------------------------------
 BUDGET_OK: Final = "chainlat.budget.ok"
-"""``true`` when the run kept every per-run limit of its workflow's budget."""
+"""``true`` when the run kept every per-run limit of its workflow's budget; ``false`` when
+it broke one, or one could not be judged on it (`BUDGET_NOT_JUDGED` says why)."""
+BUDGET_NOT_JUDGED: Final = "chainlat.budget.not_judged"
+"""Why a per-run limit could not be judged on the run (a cost limit on a run whose cost is
+not known: a call without a price or without token counts)."""
 BUDGET_TOTAL_MS: Final = "chainlat.budget.total_ms"
 """The per-run ``total`` limit, when the budget sets one."""
 BUDGET_EXCEEDED_EVENT: Final = "chainlat.budget.exceeded"

@@ -3,7 +3,9 @@
 ``configure(budgets=..., on_exceed=...)`` installs two workflow hooks. Before
 the workflow span ends, the run is checked (:func:`chainlat.budgets.check_run`)
 and the span gets ``chainlat.budget.ok``, ``chainlat.budget.total_ms`` and one
-``chainlat.budget.exceeded`` event per broken limit; its status is left alone.
+``chainlat.budget.exceeded`` event per broken limit (or, when a limit cannot be judged on
+the run, ``chainlat.budget.ok = false`` and ``chainlat.budget.not_judged``, why); its
+status is left alone.
 After the span has ended (and so was handed to the exporters), the policy runs:
 
 - ``"record"``: nothing more;
@@ -45,7 +47,7 @@ from chainlat._runtime.interface import (
     on_workflow_end,
     workflow_records,
 )
-from chainlat.budgets import Budgets, check_run, load_budgets
+from chainlat.budgets import Budgets, check_run, load_budgets, unjudged_in_run
 
 OnExceed = Literal["record", "warn", "raise"] | Callable[[LatencyBudgetExceeded], object]
 """What to do when a run breaks a per-run limit."""
@@ -148,8 +150,12 @@ def _check(handle: WorkflowHandle) -> None:
         run = run_from_handle(handle)
         assert run is not None
         violations = check_run(run, budget)
+        # A limit that cannot be judged is not kept: the run is not marked ok.
+        why = None if violations else unjudged_in_run(run, budget)
         span = handle.span
-        span.set_attribute(attr.BUDGET_OK, not violations)
+        span.set_attribute(attr.BUDGET_OK, not violations and why is None)
+        if why is not None:
+            span.set_attribute(attr.BUDGET_NOT_JUDGED, why)
         if budget.total is not None:
             span.set_attribute(attr.BUDGET_TOTAL_MS, budget.total)
         for violation in violations:
