@@ -16,18 +16,7 @@ from chainlat.analysis.profiles import load_profiles
 from chainlat.cli import main
 from chainlat.testing import Capture
 from support import StartFakeJaeger
-
-PROFILES = """
-[models.big]
-ttft_base_ms = 50
-ttft_per_input_token_ms = 0.5
-decode_ms_per_token = 10
-
-[models.small]
-ttft_base_ms = 20
-ttft_per_input_token_ms = 0.1
-decode_ms_per_token = 2
-"""
+from support.whatif import PROFILES
 
 
 @pytest.fixture

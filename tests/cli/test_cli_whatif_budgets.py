@@ -15,18 +15,7 @@ from chainlat._core.prices import Price
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.testing import Capture
-
-PROFILES = """
-[models.big]
-ttft_base_ms = 50
-ttft_per_input_token_ms = 0.5
-decode_ms_per_token = 10
-
-[models.small]
-ttft_base_ms = 20
-ttft_per_input_token_ms = 0.1
-decode_ms_per_token = 2
-"""
+from support.whatif import PROFILES
 
 
 @pytest.fixture
