@@ -158,7 +158,7 @@ def _judge(
 def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report whose exit code is not 0: the limits broken, those
     not judged and why, a waterfall, and the summary line."""
-    from chainlat._core.amounts import amount
+    from chainlat._core.amounts import over
     from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
     from chainlat.report.common import unjudged_lines, visible
@@ -177,11 +177,7 @@ def _failure(report: BudgetReport, what: str) -> str | None:
             how = f"over {_runs_label(v.runs)}"
         # Names come from the code under test: shown with their control characters escaped.
         name = visible(f"{v.workflow}: {v.target}")
-        lines.append(
-            f"  {name} {amount(v.actual_ms, v.unit, against=v.limit_ms)} > "
-            f"{amount(v.limit_ms, v.unit, limit=True)} "
-            f"{how}"
-        )
+        lines.append(f"  {name} {over(v.actual_ms, v.limit_ms, v.unit)} {how}")
     lines.extend(f"  {visible(line)}" for line in unjudged_lines(report.unjudged))
     shown: set[int] = set()
     for v in broken:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chainlat._core.amounts import agreeing, amount
+from chainlat._core.amounts import agreeing, amount, over
 from chainlat._core.runs import BudgetViolation
 from chainlat.cli import main
 from chainlat.report.common import pct, threshold_text
@@ -49,6 +49,8 @@ def test_without_a_limit_and_for_non_finite_values_the_decimals_are_fixed() -> N
 def test_a_violation_reads_over_its_limit() -> None:
     violation = BudgetViolation("support-chat", "total", 410.0, 410.04)
     assert str(violation) == "support-chat: total 410.04 ms > limit 410 ms"
+    assert over(410.04, 410.0, "ms") == "410.04 ms > 410 ms"
+    assert over(0.010_04, 0.01, "USD") == "$0.01004 > $0.01"
 
 
 # One run: glue 10 ms + retrieval 99.96 ms + model call 300.08 ms = 410.04 ms, exactly

@@ -34,6 +34,12 @@ def amount(value: float, unit: str, *, limit: bool = False, against: float | Non
     return f"{number} ms"
 
 
+def over(actual: float, limit: float, unit: str) -> str:
+    """A broken limit as ``410.04 ms > 410 ms``: the value in the decimals that agree, the
+    limit as written."""
+    return f"{amount(actual, unit, against=limit)} > {amount(limit, unit, limit=True)}"
+
+
 def agreeing(value: float, against: float | None, spec: str, precision: int) -> str:
     """``value`` formatted by ``spec`` (``".{}f"``, ``"+.{}f"``, ``".{}g"``) at ``precision``,
     or a greater one when that text would not be on the same side of ``against`` as the

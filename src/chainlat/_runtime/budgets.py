@@ -32,7 +32,7 @@ from typing import Literal
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
-from chainlat._core.amounts import amount
+from chainlat._core.amounts import over
 from chainlat._core.errors import (
     ConfigError,
     LatencyBudgetExceeded,
@@ -130,11 +130,7 @@ def run_from_handle(handle: WorkflowHandle, *, origin: str = "") -> WorkflowRun 
 
 def describe(workflow: str, violations: list[BudgetViolation]) -> str:
     """One line naming every broken limit of a run."""
-    broken = "; ".join(
-        f"{v.target} {amount(v.actual_ms, v.unit, against=v.limit_ms)} > "
-        f"{amount(v.limit_ms, v.unit, limit=True)}"
-        for v in violations
-    )
+    broken = "; ".join(f"{v.target} {over(v.actual_ms, v.limit_ms, v.unit)}" for v in violations)
     return f"workflow {workflow!r} broke its latency budget: {broken}"
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from chainlat._core.amounts import amount
+from chainlat._core.amounts import over
 from chainlat._core.runs import BudgetViolation, WorkflowRun
 from chainlat.report.common import limit_text, shown_name, source_name, visible
 
@@ -114,9 +114,7 @@ def _violation_notes(
         row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
-            f"<-- {limit} "
-            f"{amount(violation.actual_ms, violation.unit, against=violation.limit_ms)} > "
-            f"{limit_text(violation.limit_ms, violation.unit)}"
+            f"<-- {limit} {over(violation.actual_ms, violation.limit_ms, violation.unit)}"
         )
     return notes
 
