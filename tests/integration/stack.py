@@ -8,16 +8,14 @@ yield, for annotations in tests.
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from support import free_ports
+from support import free_block, free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR_DIR = REPO_ROOT / "collector"
@@ -234,26 +232,6 @@ class ScaledTier:
         }
 
 
-def _free_block(size: int, attempts: int = 50) -> int:
-    """A base port with ``size`` consecutive free ports on 127.0.0.1."""
-    rng = random.Random()
-    for _ in range(attempts):
-        base = rng.randrange(20_000, 60_000 - size)
-        try:
-            sockets = []
-            for port in range(base, base + size):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-        return base
-    raise StackError(f"no {size} consecutive free ports found in {attempts} attempts")
-
-
 def start_scaled_tier(
     run_dir: Path,
     jaeger: Jaeger,
@@ -267,7 +245,7 @@ def start_scaled_tier(
 ) -> ScaledTier:
     """Start ``replicas`` sampling Collectors, the load balancer and Prometheus (with
     ``rules``) exporting to ``jaeger``; raise StackError if one is not ready."""
-    base = _free_block(10 * replicas)
+    base = free_block(10 * replicas)
     lb_grpc, lb_http, lb_health, lb_metrics, prometheus = free_ports(5)
     env = {
         **_sampling_env(sampling),

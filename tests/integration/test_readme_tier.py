@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from support import free_ports
+from support import free_block, free_ports
 
-from .stack import REPO_ROOT, _free_block
+from .stack import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +109,7 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
     """``jaeger_binary`` stands for all the binaries: it skips (or fails, in CI) unless
     ``collector/build.sh all`` has built them, so the README's first command is cached."""
     build, start, demo = _commands()
-    base = _free_block(20)
+    base = free_block(20)
     ports = free_ports(10)
     prometheus = f"http://127.0.0.1:{ports[9]}"
     env = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .budgets import MISTAKES
 from .jaeger import FakeJaeger, StartFakeJaeger
-from .net import free_port, free_ports
+from .net import free_block, free_port, free_ports
 from .otlp import HANG_S, FakeCollector, Mode, Received
 from .sim import SimOptions, StartSim
 
@@ -27,6 +27,7 @@ __all__ = [
     "SimOptions",
     "StartFakeJaeger",
     "StartSim",
+    "free_block",
     "free_port",
     "free_ports",
 ]
