@@ -1,4 +1,5 @@
-"""chainlat's own attribute writes (`processor.set_attributes`) leave a span as the SDK's would.
+"""chainlat's own attribute writes (`span_attributes.set_attributes`) leave a span as the
+SDK's would.
 
 The values are written straight into the span's attribute dict when they are what the
 SDK would keep; each case here sets the same values on two spans, one through the SDK's
@@ -13,7 +14,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from chainlat._runtime.processor import set_attributes
+from chainlat._runtime.span_attributes import set_attributes
 
 START: dict[str, AttributeValue] = {"a": "x", "b": 1, "c": 2.5}
 

@@ -23,8 +23,9 @@ from chainlat._core.rollup import Rollup, SpanRecord
 from chainlat._runtime import hooks
 from chainlat._runtime.deferred import DeferredRollup
 from chainlat._runtime.outcomes import emit_outcome, outcome_attributes
-from chainlat._runtime.processor import ChainlatSpanProcessor, set_attributes
+from chainlat._runtime.processor import ChainlatSpanProcessor
 from chainlat._runtime.scrubbing import exception_type, record_error
+from chainlat._runtime.span_attributes import set_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue

@@ -10,14 +10,20 @@ with the number of open workflows, never with the number run.
 from __future__ import annotations
 
 import itertools
-import operator
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import (
+    ReadableSpan,
+    Span,
+    SpanProcessor,
+    SynchronousMultiSpanProcessor,
+    Tracer,
+    TracerProvider,
+)
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
@@ -27,7 +33,9 @@ from chainlat._core.prices import Prices
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
 from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
+from chainlat._runtime.handover import Handover, first_to_start, sampler_is_blind
 from chainlat._runtime.naming import current_step_name, step_naming
+from chainlat._runtime.span_attributes import attributes_of, set_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -137,6 +145,8 @@ class ChainlatSpanProcessor(SpanProcessor):
         # Workflow span id -> its rollup left to the export, until the span's on_end.
         self._deferred: dict[int, DeferredRollup] = {}
         self._exports_resolve: tuple[object, bool] = ((), False)
+        self._handover = Handover()
+        self._hands_over: tuple[object, object, bool] = (None, None, False)
         self.out_of_context = 0
         """Steps ended from another context than the one they were entered in."""
         self.prices: Prices | None = None
@@ -150,6 +160,10 @@ class ChainlatSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # try/except rather than the internal_errors context manager: free when nothing fails.
         try:
+            handed = self._handover.values
+            if handed is not None:
+                self._handover.values = None
+                set_attributes(span, handed)
             self._on_start(span)
         except Exception:
             with internal_errors("tracking a span start"):
@@ -327,6 +341,24 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._deferred[span_id] = deferred
         return True
 
+    def handover(self, tracer: object) -> Handover | None:
+        """Where a step starting on ``tracer`` leaves its attributes for this processor's
+        ``on_start`` to write (see ``handover.py``); None: pass them to ``start_span``."""
+        multi = getattr(tracer, "span_processor", None)
+        processors = getattr(multi, "_span_processors", None)
+        seen_tracer, seen, result = self._hands_over
+        if seen is processors and seen_tracer is tracer:
+            return self._handover if result else None
+        result = (
+            type(tracer) is Tracer
+            and type(multi) is SynchronousMultiSpanProcessor
+            and type(processors) is tuple
+            and sampler_is_blind(getattr(tracer, "sampler", None))
+            and first_to_start(processors, self)
+        )
+        self._hands_over = (tracer, processors, result)
+        return self._handover if result else None
+
     def _exports_resolve_on(self, provider: object) -> bool:
         # The SDK replaces its tuple of processors when one is added: one check per tuple.
         multi = getattr(provider, "_active_span_processor", None)
@@ -409,73 +441,6 @@ class ChainlatSpanProcessor(SpanProcessor):
             first_output = get(attr.CHAIN_FIRST_OUTPUT_MS)
             if isinstance(first_output, float):
                 self._metrics.first_output.record(first_output / 1e3, labels)
-
-
-def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
-    """A span's attributes, for reading.
-
-    ``span.attributes`` is a read-only proxy over the SDK's BoundedAttributes, where
-    every lookup runs Python code and a missing key costs a raised KeyError; the
-    processor reads about ten keys per span, so it takes the plain dict underneath
-    when the SDK has one, and the public view otherwise.
-    """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if type(inner) is dict:
-        return inner
-    return span.attributes or {}
-
-
-def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
-    """``span.set_attributes(values)`` for values chainlat built, at less cost.
-
-    The SDK checks and copies every value one by one (a dozen calls each for a string,
-    more for a tuple); chainlat's own values are already what it would keep (strings,
-    numbers, booleans, tuples of strings), so they are written straight into the span's
-    attribute dict, under the span's locks, in the order and with the replacement rule
-    the SDK uses. Anything else (another kind of value, a span near its attribute limit,
-    a limit on value length, an ended or non-SDK span) goes through ``set_attributes``.
-    """
-    bounded = getattr(span, "_attributes", None)
-    inner = getattr(bounded, "_dict", None)
-    lock = getattr(span, "_lock", None)
-    if (
-        type(inner) is not dict
-        or lock is None
-        or bounded.max_value_len is not None  # type: ignore[union-attr]
-        or (bounded.maxlen is not None and len(inner) + len(values) > bounded.maxlen)  # type: ignore[union-attr]
-        or not _plain(values)
-    ):
-        span.set_attributes(values)
-        return
-    with lock:
-        ended = getattr(span, "_end_time", None) is not None
-        if not ended:
-            with bounded._lock:  # type: ignore[union-attr]
-                if not inner.keys().isdisjoint(values):
-                    for key in values:
-                        inner.pop(key, None)  # replaced values move to the end, as the SDK does
-                inner.update(values)
-    if ended:
-        span.set_attributes(values)  # the SDK's warning, and nothing set (outside its lock)
-
-
-_SCALARS: Final = frozenset((str, int, float, bool))
-_SCALARS_AND_TUPLES: Final = _SCALARS | {tuple}
-_STR_ONLY: Final = {str}
-
-
-def _plain(values: Mapping[str, Any]) -> bool:
-    # The keys are chainlat's own (constants, header names under a prefix): non-empty strings.
-    found = values.values()
-    kinds = set(map(type, found))
-    if kinds <= _SCALARS:
-        return True
-    if not kinds <= _SCALARS_AND_TUPLES:
-        return False
-    # The members of every tuple, strings only; in C (no bytecode per value): a model call
-    # writes two dozen values here.
-    tuples = itertools.compress(found, map(operator.is_, map(type, found), itertools.repeat(tuple)))
-    return set(map(type, itertools.chain.from_iterable(tuples))) <= _STR_ONLY
 
 
 def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:

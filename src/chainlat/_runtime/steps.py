@@ -65,10 +65,20 @@ def start_step(
     if start_at_ns is not None and start_at_ns < start_ns:
         start_ns = start_at_ns
     span: trace.Span
+    tracer = tracer_for(provider)
+    handover = processor.handover(tracer) if processor is not None else None
     try:
-        span = tracer_for(provider).start_span(
-            name, kind=span_kind, attributes=attributes, start_time=start_ns
-        )
+        if handover is None:
+            span = tracer.start_span(
+                name, kind=span_kind, attributes=attributes, start_time=start_ns
+            )
+        else:
+            # The processor's on_start writes them, unchecked: they are chainlat's own.
+            handover.values = attributes
+            try:
+                span = tracer.start_span(name, kind=span_kind, start_time=start_ns)
+            finally:
+                handover.values = None  # not taken: the span was not sampled
     except Exception:
         span = trace.INVALID_SPAN
         with internal_errors("starting a span"):
