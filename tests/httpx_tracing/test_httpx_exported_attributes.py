@@ -6,7 +6,9 @@ The recording was made from the code before the call's hot path was trimmed
 (``PYTHONPATH=tests python tests/httpx_tracing/test_httpx_exported_attributes.py`` writes
 it), with the same fixed answers and an injected clock that
 advances one millisecond per reading: any attribute added, lost or computed differently,
-and any change in when the clock is read, shows here.
+and any change in when the clock is read, shows here. It was written again once, when the
+clock came to be read only for the trace events the parts are made of (fewer readings:
+the ``chainlat.latency.*`` and first-chunk numbers moved, and nothing else).
 """
 
 from __future__ import annotations

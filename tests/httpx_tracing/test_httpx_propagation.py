@@ -55,6 +55,15 @@ def textmap(request: pytest.FixtureRequest) -> Iterator[str]:
         propagate.set_global_textmap(previous)
 
 
+@pytest.mark.parametrize(
+    "before",
+    [
+        [("accept", "*/*"), ("traceparent", "stale")],
+        [(b"Accept", b"*/*"), (b"X-Id", "é".encode())],  # none to replace: appended
+        [("TraceState", "old=1"), ("traceparent", "a"), ("TRACEPARENT", "b")],
+    ],
+    ids=["stale", "fresh", "mixed-case-twice"],
+)
 @pytest.mark.parametrize("with_baggage", [False, True])
 @pytest.mark.parametrize(
     "span_context",
@@ -62,12 +71,15 @@ def textmap(request: pytest.FixtureRequest) -> Iterator[str]:
     ids=["sampled-with-tracestate", "unsampled-plain"],
 )
 def test_the_headers_are_those_propagate_inject_writes(
-    textmap: str, with_baggage: bool, span_context: SpanContext
+    textmap: str,
+    with_baggage: bool,
+    span_context: SpanContext,
+    before: list[tuple[str, str]] | list[tuple[bytes, bytes]],
 ) -> None:
     parent = baggage.set_baggage("tenant", "a b") if with_baggage else otel_context.get_current()
     context = trace.set_span_in_context(NonRecordingSpan(span_context), parent)
-    expected = httpx.Headers({"accept": "*/*", "traceparent": "stale"})
-    written = httpx.Headers({"accept": "*/*", "traceparent": "stale"})
+    expected = httpx.Headers(before)
+    written = httpx.Headers(before)
     token = otel_context.attach(parent)
     try:
         propagate.inject(expected, context=context)
@@ -75,6 +87,8 @@ def test_the_headers_are_those_propagate_inject_writes(
     finally:
         otel_context.detach(token)
     assert written.multi_items() == expected.multi_items()
+    assert written.raw == expected.raw
+    assert written.encoding == expected.encoding
     assert ("x-other" in written) == (textmap == "another-type")
     if textmap != "baggage-only":
         assert written["traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
@@ -88,3 +102,4 @@ def test_a_real_span_gives_the_same_headers() -> None:
     inject(written, span.get_span_context(), context)
     span.end()
     assert written.multi_items() == expected.multi_items() != []
+    assert written.raw == expected.raw

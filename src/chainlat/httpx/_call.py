@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from itertools import compress
+from functools import partial
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any, Final
 
@@ -35,7 +36,7 @@ from chainlat._runtime.interface import (
     start_detached_step,
     step_clock,
 )
-from chainlat._runtime.processor import set_attributes
+from chainlat._runtime.span_attributes import set_attributes
 from chainlat.httpx._audio import (
     AUDIO_FORMATS,
     SpeechReader,
@@ -179,6 +180,10 @@ _TIMING_HEADERS: Final = frozenset(
 """The response headers chainlat reads for itself (they are recorded only if allowed)."""
 
 
+_timing_keys: dict[str, str] = {}
+"""Each ``Server-Timing`` metric name seen -> its attribute key (built once, hashed once)."""
+_MAX_TIMING_KEYS: Final = 256
+
 _with_timing: dict[frozenset[str], frozenset[str]] = {}
 """An allow-list with `_TIMING_HEADERS` added: one entry per transport's list."""
 
@@ -194,30 +199,46 @@ def _text(value: bytes) -> str:
             return value.decode("latin-1")
 
 
-def headers_named(headers: Any, names: frozenset[str]) -> dict[str, list[str]]:
+def headers_named(headers: Any, names: frozenset[str]) -> dict[str, tuple[str, ...]]:
     """The values of the headers in ``names`` (lower case) that ``headers`` holds.
 
     Reads the raw pairs and decodes only what is kept: ``Headers.multi_items()`` decodes
     every name and value, and works out their encoding again on each call.
     """
-    found: dict[str, list[str]] = {}
     wanted = _as_bytes.get(names)
     if wanted is None:
         wanted = _as_bytes[names] = frozenset(n.encode("latin-1") for n in names)
-    raw = headers.raw
-    # Lower-cased and matched in C: only the headers kept cost bytecode.
-    lowered = list(map(bytes.lower, map(_first, raw)))
+    # httpx keeps (name, lower-case name, value) triples: read them as they are, rather than
+    # through ``raw``, which builds a list of pairs on every call.
+    triples = getattr(headers, "_list", None)
+    if type(triples) is list and (not triples or len(triples[0]) == 3):
+        lowered = list(map(_second, triples))
+        values = map(_third, triples)
+    else:
+        raw = headers.raw
+        lowered = list(map(bytes.lower, map(_first, raw)))
+        values = map(_second, raw)
+    # Matched and decoded in C: a header kept costs no bytecode of its own.
     if wanted.isdisjoint(lowered):
-        return found
-    for key, value in compress(
-        zip(lowered, map(_second, raw), strict=True), map(wanted.__contains__, lowered)
-    ):
-        found.setdefault(key.decode("latin-1"), []).append(_text(value))
-    return found
+        return {}
+    kept = list(compress(zip(lowered, values, strict=True), map(wanted.__contains__, lowered)))
+    texts = list(map(_second, kept))
+    if b"".join(texts).isascii():
+        decoded = list(map(bytes.decode, texts))
+    else:
+        decoded = list(map(_text, texts))
+    keys = list(map(bytes.decode, map(_first, kept), repeat("latin-1")))
+    if len(set(keys)) == len(keys):
+        return dict(zip(keys, zip(decoded), strict=True))
+    found: dict[str, list[str]] = {}
+    for key, text in zip(keys, decoded, strict=True):
+        found.setdefault(key, []).append(text)
+    return {key: tuple(texts) for key, texts in found.items()}
 
 
 _first: Final = itemgetter(0)
 _second: Final = itemgetter(1)
+_third: Final = itemgetter(2)
 
 
 _as_bytes: dict[frozenset[str], frozenset[bytes]] = {}
@@ -228,7 +249,7 @@ def allowed_headers(headers: Any, allowed: frozenset[str], *, request: bool) -> 
     """``http.{request,response}.header.*`` for the allowed headers present, never a credential."""
     prefix = attr.HTTP_REQUEST_HEADER_PREFIX if request else attr.HTTP_RESPONSE_HEADER_PREFIX
     found = headers_named(headers, allowed)
-    return {prefix + key: tuple(values) for key, values in found.items() if recordable(key)}
+    return {prefix + key: values for key, values in found.items() if recordable(key)}
 
 
 def failed(what: str) -> None:
@@ -239,6 +260,10 @@ def failed(what: str) -> None:
     """
     with internal_errors(what):
         raise
+
+
+def _trace_failed() -> None:
+    failed("reading an httpcore trace event")
 
 
 def _request_body(request: Any) -> bytes | None:
@@ -273,7 +298,7 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
         host,
         port,
         str(url.path),
-        lambda: _request_body(request),
+        partial(_request_body, request),
     )
     route = match(options.matchers, info)
     if route is None:
@@ -364,27 +389,22 @@ class ModelCall:
     # -- while the request goes out ----------------------------------------------------
     def trace_sync(self, previous: Any) -> Callable[[str, dict[str, Any]], None]:
         """The request ``trace`` extension for a sync transport (chains ``previous``)."""
-        timeline, clock = self.timeline, self.clock
+        record = self.timeline.recorder(self.clock, _trace_failed)
+        if previous is None:
+            return record
 
         def on_event(event: str, info: dict[str, Any]) -> None:
-            try:
-                timeline.on_trace(event, clock())
-            except Exception:
-                failed("reading an httpcore trace event")
-            if previous is not None:
-                previous(event, info)
+            record(event, info)
+            previous(event, info)
 
         return on_event
 
     def trace_async(self, previous: Any) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
         """The request ``trace`` extension for an async transport (chains ``previous``)."""
-        timeline, clock = self.timeline, self.clock
+        record = self.timeline.recorder(self.clock, _trace_failed)
 
         async def on_event(event: str, info: dict[str, Any]) -> None:
-            try:
-                timeline.on_trace(event, clock())
-            except Exception:
-                failed("reading an httpcore trace event")
+            record(event, info)
             if previous is not None:
                 await previous(event, info)
 
@@ -411,15 +431,18 @@ class ModelCall:
         if read is None:
             read = _with_timing[allowed] = allowed | _TIMING_HEADERS
         seen = headers_named(response.headers, read)
-        headers: dict[str, str] = {}
+        headers = dict(zip(seen, map(", ".join, seen.values()), strict=True))
         prefix = attr.HTTP_RESPONSE_HEADER_PREFIX
-        for key, values in seen.items():
-            headers[key] = ", ".join(values)
-            if key in allowed:
-                found[prefix + key] = tuple(values)
+        for key in filter(allowed.__contains__, seen):
+            found[prefix + key] = seen[key]
         self._server_ms, timing = server_time_ms(headers)
         for metric, ms in timing.items():
-            found[f"{attr.SERVER_TIMING_PREFIX}{metric}_ms"] = ms
+            timing_key = _timing_keys.get(metric)
+            if timing_key is None:
+                timing_key = f"{attr.SERVER_TIMING_PREFIX}{metric}_ms"
+                if len(_timing_keys) < _MAX_TIMING_KEYS:  # a server's own names: bounded
+                    _timing_keys[metric] = timing_key
+            found[timing_key] = ms
         if status < 400:  # an error body has nothing to read
             self._expect_body(headers)
 

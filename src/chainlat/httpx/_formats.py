@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
@@ -31,6 +32,9 @@ def _get(value: object, *path: str) -> Any:
 
 _MAX_TOKENS: Final = 2**63 - 1
 """The largest token count OTLP carries (a signed 64-bit integer)."""
+
+
+_second: Final = itemgetter(1)
 
 
 def _int(value: object) -> int | None:
@@ -251,7 +255,7 @@ class Facts:
             out[attr.GEN_AI_RESPONSE_MODEL] = self.response_model
         if self.finish_reasons:
             out[attr.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(
-                reason for _, reason in sorted(self.finish_reasons.items())
+                map(_second, sorted(self.finish_reasons.items()))
             )
         counts = (
             self.input_tokens,
@@ -305,17 +309,19 @@ class Reader:
 def _openai_usage(facts: Facts, usage: object) -> None:
     if not isinstance(usage, dict):
         return
+    # ``type(value) is int`` is `_int` written out (a decoded JSON int is an int, never a
+    # subclass but bool): once per call, four times.
     get = usage.get
-    facts.input_tokens = _int(get("prompt_tokens", get("input_tokens")))
-    facts.output_tokens = _int(get("completion_tokens", get("output_tokens")))
+    value = get("prompt_tokens", get("input_tokens"))
+    facts.input_tokens = value if type(value) is int else None
+    value = get("completion_tokens", get("output_tokens"))
+    facts.output_tokens = value if type(value) is int else None
     details = get("prompt_tokens_details") or get("input_tokens_details")
-    facts.cache_read_tokens = (
-        _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    )
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    facts.cache_read_tokens = value if type(value) is int else None
     details = get("completion_tokens_details") or get("output_tokens_details")
-    facts.reasoning_tokens = (
-        _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
-    )
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    facts.reasoning_tokens = value if type(value) is int else None
 
 
 def _ids(facts: Facts, data: object) -> None:

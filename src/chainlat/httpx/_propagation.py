@@ -3,6 +3,7 @@ less cost under the default propagators."""
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -46,9 +47,27 @@ def inject(headers: Any, span_context: SpanContext, context: otel_context.Contex
     if not isinstance(baggage, W3CBaggagePropagator):
         propagate.inject(headers, context=context)
         return
-    headers["traceparent"] = (
-        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
+    _set(
+        headers,
+        "traceparent",
+        f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}",
     )
     if span_context.trace_state:
-        headers["tracestate"] = span_context.trace_state.to_header()
+        _set(headers, "tracestate", span_context.trace_state.to_header())
     baggage.inject(headers, context)
+
+
+def _set(headers: Any, name: str, value: str) -> None:
+    """``headers[name] = value``; for an httpx ``Headers`` without ``name``, the triple its
+    ``__setitem__`` would append (name, lower-case name, value), without the scan of every
+    header for one to replace. ``name`` is lower-case ASCII, and so is ``value``."""
+    triples = getattr(headers, "_list", None)
+    if type(triples) is list and (not triples or len(triples[0]) == 3):
+        key = name.encode("ascii")
+        if key not in map(_second, triples):
+            triples.append((key, key, value.encode("ascii")))
+            return
+    headers[name] = value
+
+
+_second = itemgetter(1)

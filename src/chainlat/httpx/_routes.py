@@ -181,7 +181,7 @@ class Route:
             # A body too large to decode cheaply is a model call on its route alone:
             # dropping the span of the biggest, slowest calls would be the worse mistake.
             body = request.body
-            if not isinstance(body, dict) or any(key not in body for key in self.requires):
+            if not isinstance(body, dict) or not all(map(body.__contains__, self.requires)):
                 return None
         return self
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from chainlat._core import attributes as attr
@@ -66,52 +66,71 @@ def _event_kind(event: str) -> int:
     return kind
 
 
+def _reraise() -> None:
+    raise
+
+
 class Timeline:
     """Instants of one call, in clock nanoseconds; `breakdown` turns them into the parts."""
 
-    __slots__ = (
-        "chunk_times",
-        "connect_ns",
-        "end_ns",
-        "headers_ns",
-        "send_end_ns",
-        "send_start_ns",
-        "start_ns",
-        "traced",
-    )
+    __slots__ = ("at", "chunk_times", "end_ns", "start_ns", "traced")
 
     def __init__(self, start_ns: int) -> None:
         self.start_ns = start_ns
-        self.connect_ns: int | None = None
-        self.send_start_ns: int | None = None
-        self.send_end_ns: int | None = None
-        self.headers_ns: int | None = None
+        self.at: list[int | None] = [None] * 5
+        """The instant of each kind of event (`_CONNECT_KIND` ...); index 0 unused."""
         self.end_ns: int | None = None
         self.traced = False
         """True once any trace event arrived."""
         self.chunk_times: list[int] = []
         """Arrival of each output chunk of a stream (an event that carried output)."""
 
+    @property
+    def connect_ns(self) -> int | None:
+        return self.at[_CONNECT_KIND]
+
+    @property
+    def send_start_ns(self) -> int | None:
+        return self.at[_SEND_START_KIND]
+
+    @property
+    def send_end_ns(self) -> int | None:
+        return self.at[_SEND_END_KIND]
+
+    @property
+    def headers_ns(self) -> int | None:
+        return self.at[_HEADERS_KIND]
+
+    def recorder(
+        self, clock: Callable[[], int], failed: Callable[[], None]
+    ) -> Callable[[str, object], None]:
+        """httpcore's request ``trace`` extension for this call (sync): records each event,
+        ``{prefix}.{step}.{started|complete|failed}``, at ``clock()``, read only for the four
+        kinds of event the parts are made of (a call gets about ten events). ``failed`` is
+        called in the ``except`` block of an error: the transport never sees one."""
+        at, kinds, timeline = self.at, _EVENTS, self
+
+        def record(event: str, info: object = None) -> None:
+            try:
+                timeline.traced = True
+                kind = kinds.get(event)
+                if kind is None:
+                    kind = _event_kind(event)
+                if kind and (kind != _CONNECT_KIND or at[_CONNECT_KIND] is None):
+                    at[kind] = clock()  # the first connect; the last of the others
+            except Exception:
+                failed()
+
+        return record
+
     def on_trace(self, event: str, now_ns: int) -> None:
-        """One httpcore trace event, ``{prefix}.{step}.{started|complete|failed}``."""
-        self.traced = True
-        which = _EVENTS.get(event)
-        if which is None:
-            which = _event_kind(event)
-        if which == _CONNECT_KIND:
-            if self.connect_ns is None:
-                self.connect_ns = now_ns
-        elif which == _SEND_START_KIND:
-            self.send_start_ns = now_ns
-        elif which == _SEND_END_KIND:
-            self.send_end_ns = now_ns
-        elif which == _HEADERS_KIND:
-            self.headers_ns = now_ns
+        """One httpcore trace event at ``now_ns``."""
+        self.recorder(lambda: now_ns, _reraise)(event, None)
 
     def on_headers(self, now_ns: int) -> None:
         """The inner transport returned a response; the trace event, if any, was more exact."""
-        if self.headers_ns is None:
-            self.headers_ns = now_ns
+        if self.at[_HEADERS_KIND] is None:
+            self.at[_HEADERS_KIND] = now_ns
 
     def phases_ns(self, end_ns: int, *, pooled: bool) -> tuple[int, int, int, int, int]:
         """(queue, connect, send, wait, receive) in ns; they sum to ``end_ns - start_ns``.
@@ -124,17 +143,11 @@ class Timeline:
         t0 = self.start_ns
         if end_ns < t0:
             end_ns = t0
-        headers = self.headers_ns
+        _, connect, send_start, send_end, headers = self.at
         if not self.traced and (headers is not None or not pooled):
-            connect: int | None = t0
-            send_start: int | None = t0
-            send_end: int | None = t0
-        else:
-            connect = self.connect_ns
-            send_start = self.send_start_ns
-            if connect is not None and send_start is not None and send_start < connect:
-                send_start = None  # a retry on a new connection: this send came before it
-            send_end = self.send_end_ns
+            connect = send_start = send_end = t0
+        elif connect is not None and send_start is not None and send_start < connect:
+            send_start = None  # a retry on a new connection: this send came before it
         # Missing instants take the next present one; then time order, within [t0, end].
         h = end_ns if headers is None else headers
         w = h if send_end is None else send_end
@@ -199,8 +212,10 @@ def breakdown(
 
 
 # --- what the server says it spent --------------------------------------------------------
-_TIMING_ENTRY: Final = re.compile(r"^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]{1,40})\s*(?:;(.*))?$")
-_DUR: Final = re.compile(r"(?:^|;)\s*dur\s*=\s*\"?([0-9]+(?:\.[0-9]+)?)\"?\s*(?:;|$)")
+_TIMING_WITH_DUR: Final = re.compile(
+    r"^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]{1,40})\s*;(?:.*?;)??\s*dur\s*=\s*\"?([0-9]+(?:\.[0-9]+)?)\"?\s*(?:;.*)?$"
+)
+"""One ``Server-Timing`` entry with a duration: its name, then its first ``dur`` parameter."""
 MAX_SERVER_TIMING_ENTRIES: Final = 16
 
 
@@ -209,16 +224,11 @@ def parse_server_timing(value: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if not value:
         return out
-    for entry in value.split(","):
-        found = _TIMING_ENTRY.match(entry)
-        if found is None:
-            continue
-        duration = _DUR.search(found.group(2) or "")
-        if duration is None:
-            continue
-        out[found.group(1).lower()] = out.get(found.group(1).lower(), 0.0) + float(
-            duration.group(1)
-        )
+    # Each entry matched in C; only the entries with a duration cost bytecode.
+    for found in filter(None, map(_TIMING_WITH_DUR.match, value.split(","))):
+        name, duration = found.groups()
+        name = name.lower()
+        out[name] = out.get(name, 0.0) + float(duration)
         if len(out) >= MAX_SERVER_TIMING_ENTRIES:
             break
     return out
