@@ -368,12 +368,12 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
         250.0
     """
     get = attributes.get
-    for key in _TTFT_MS_KEYS:
+    for key in filter(attributes.__contains__, _TTFT_MS_KEYS):  # absent keys skipped in C
         value = get(key)
         ms = None if value is None else _duration(value)
         if ms is not None:
             return ms if ms <= _MAX_TTFT_MS else None
-    for key in _TTFT_SECONDS_KEYS:
+    for key in filter(attributes.__contains__, _TTFT_SECONDS_KEYS):
         value = get(key)
         seconds = None if value is None else _duration(value)
         if seconds is not None:
