@@ -54,7 +54,7 @@ def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
         span.set_attributes(values)
         return
     with lock:
-        ended = span._end_time is not None  # type: ignore[attr-defined]
+        ended = getattr(span, "_end_time", None) is not None
         if not ended:
             with bounded._lock:
                 if inner and not inner.keys().isdisjoint(values):
