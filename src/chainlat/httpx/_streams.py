@@ -24,19 +24,16 @@ class _TracedSyncStream:
 
     def __iter__(self) -> Iterator[bytes]:
         # The call ends when the stream ends, fails (with the error) or is left early
-        # (GeneratorExit, KeyboardInterrupt, task cancellation: without an error). Written
-        # out, not a context manager: that costs four calls per response.
+        # (GeneratorExit, KeyboardInterrupt, task cancellation: `ModelCall.finish` records
+        # no error for those). Written out, not a context manager: that costs four calls.
         call = self._call
         try:
             for chunk in self._stream:
                 call.arrived(chunk)
                 yield chunk
                 call.digest()
-        except Exception as exc:
+        except BaseException as exc:  # only an Exception marks the call failed
             call.finish(exc)
-            raise
-        except BaseException:
-            call.finish(None)
             raise
         call.finish(None)
 
@@ -61,11 +58,8 @@ class _TracedAsyncStream:
                 call.arrived(chunk)
                 yield chunk
                 call.digest()
-        except Exception as exc:
+        except BaseException as exc:  # only an Exception marks the call failed
             call.finish(exc)
-            raise
-        except BaseException:
-            call.finish(None)
             raise
         call.finish(None)
 
