@@ -10,6 +10,8 @@ this says which Python functions they come from::
     python benchmarks/opcode_profile.py workflow --top 25   # ten-step workflow vs 11 bare spans
     python benchmarks/opcode_profile.py call --top 25       # instrumented vs plain httpx call
     python benchmarks/opcode_profile.py stream --top 25     # the same, 64 streamed chunks
+    python benchmarks/opcode_profile.py rollup --top 25     # a ten-step workflow's deferred
+                                                            # rollup, as the export computes it
     python benchmarks/opcode_profile.py check --file F --budgets B --top 25  # per span, vs
                                                                   # the orjson floor's loop
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -70,9 +73,16 @@ def _short(key: Key) -> str:
     return f"{path}:{key[1]}({key[2]})"
 
 
+def _rollup_of(run: Any) -> None:
+    """What the export does for one workflow span: its rollup, then its attributes."""
+    deferred = run._deferred
+    assert deferred is not None and deferred._rollup is None, "the rollup was computed already"
+    deferred.rollup().to_attributes()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("what", choices=("workflow", "call", "stream", "check"))
+    parser.add_argument("what", choices=("workflow", "call", "stream", "check", "rollup"))
     parser.add_argument("--times", type=int, default=50)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--file", type=Path, help="check: a bench_check.py file")
@@ -94,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         warm_up, per, args.times = 0, counters.spans, 1
         ours = lambda: evaluate(FileSource(args.file).runs(ReadCounters()), budgets)  # noqa: E731
         base = lambda: breakdown_check._floor(args.file)  # noqa: E731
+    elif args.what == "rollup":
+        # No export until the end: every rollup is still left to compute when counted.
+        os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "86400000"
+        os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(
+            11 * (warm_up + args.times) + 100
+        )
+        provider = _pipeline.provider()
+        runs = iter([_pipeline.chainlat_workflow(provider) for _ in range(warm_up + args.times)])
+        ours = lambda: _rollup_of(next(runs))  # noqa: E731
+        base = lambda: None  # noqa: E731
     elif args.what == "workflow":
         provider = _pipeline.provider()
         tracer = provider.get_tracer("bench")
@@ -127,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     total_a, total_b = sum(a.values()), sum(b.values())
     if args.what == "check":
         print(f"bytecodes per span: check {total_a:,.0f}, the floor's loop {total_b:,.1f}")
+    elif args.what == "rollup":
+        print(f"bytecodes per ten-step workflow's rollup and its attributes: {total_a:,.0f}")
     else:
         print(f"bytecodes per run: chainlat {total_a:,.0f}, baseline {total_b:,.0f} "
               f"(ratio {total_a / total_b:.2f}, +{total_a - total_b:,.0f})")  # fmt: skip
