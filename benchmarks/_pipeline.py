@@ -47,17 +47,19 @@ class DroppingExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def provider(*, with_chainlat: bool = True) -> TracerProvider:
+def provider(
+    *, with_chainlat: bool = True, exporter: DroppingExporter | None = None
+) -> TracerProvider:
     """What ``chainlat.configure()`` builds, over a dropping exporter and without metrics.
 
     Without chainlat: a plain provider with the SDK's BatchSpanProcessor, for reference.
+    ``exporter``: the dropping exporter to use, to count what reached it.
     """
+    exporter = exporter if exporter is not None else DroppingExporter()
     if with_chainlat:
-        return chainlat.configure(
-            "bench", exporter=DroppingExporter(), set_global=False, metric_readers=[]
-        )
+        return chainlat.configure("bench", exporter=exporter, set_global=False, metric_readers=[])
     result = TracerProvider(shutdown_on_exit=False)
-    result.add_span_processor(BatchSpanProcessor(DroppingExporter()))
+    result.add_span_processor(BatchSpanProcessor(exporter))
     return result
 
 

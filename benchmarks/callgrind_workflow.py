@@ -56,7 +56,13 @@ def legacy(workflows: int) -> None:
                     pass
 
 
-def _bodies(variant: str) -> dict[str, Callable[[], object]]:
+_exporter = _pipeline.DroppingExporter()
+"""Where every variant's spans go: counted, so that a run that lost spans (and so did not
+pay for their export, nor for a workflow's rollup) fails instead of counting low."""
+
+
+def _setup(variant: str) -> tuple[Callable[[], object], TracerProvider]:
+    """The variant's body, and the provider its spans go to."""
     if variant == "workflow-chainlat-metrics":
         # configure() with a metrics reader: the GenAI and chain metrics read the rollup as
         # the workflow ends, so it is computed on the application's thread.
@@ -64,19 +70,20 @@ def _bodies(variant: str) -> dict[str, Callable[[], object]]:
 
         metered = chainlat.configure(
             "bench",
-            exporter=_pipeline.DroppingExporter(),
+            exporter=_exporter,
             set_global=False,
             metric_readers=[InMemoryMetricReader()],
         )
-        return {variant: lambda: _pipeline.chainlat_workflow(metered)}
-    provider = _pipeline.provider()
+        return (lambda: _pipeline.chainlat_workflow(metered)), metered
+    provider = _pipeline.provider(exporter=_exporter)
     tracer = provider.get_tracer("bench")
-    return {
+    bodies: dict[str, Callable[[], object]] = {
         "workflow-chainlat": lambda: _pipeline.chainlat_workflow(provider),
         "workflow-bare": lambda: _pipeline.bare_workflow(tracer),
         "step-chainlat": lambda: _pipeline.chainlat_step(provider),
         "step-bare": lambda: _pipeline.bare_step(tracer),
     }
+    return bodies[variant], provider
 
 
 VARIANTS = ("workflow-chainlat", "workflow-bare", "step-chainlat", "step-bare")
@@ -84,11 +91,15 @@ METRICS_VARIANT = "workflow-chainlat-metrics"
 
 
 def run_variant(variant: str, count: int) -> None:
-    body = _bodies(variant)[variant]
+    body, provider = _setup(variant)
     for _ in range(WARM_UP):
         body()
     for _ in range(count):
         body()
+    provider.force_flush()
+    expected = (WARM_UP + count) * (1 if variant.startswith("step") else 1 + len(_pipeline.KINDS))
+    if _exporter.spans != expected:
+        raise SystemExit(f"{variant}: {_exporter.spans} of {expected} spans reached the exporter")
 
 
 def variant_instructions(variant: str, count: int) -> tuple[int, int]:
