@@ -58,7 +58,7 @@ from chainlat.httpx._formats import (
     request_attributes,
     request_model,
 )
-from chainlat.httpx._propagation import inject
+from chainlat.httpx._propagation import header_triples, inject
 from chainlat.httpx._routes import (
     MAX_BODY_BYTES,
     Matcher,
@@ -208,10 +208,10 @@ def headers_named(headers: Any, names: frozenset[str]) -> dict[str, tuple[str, .
     wanted = _as_bytes.get(names)
     if wanted is None:
         wanted = _as_bytes[names] = frozenset(n.encode("latin-1") for n in names)
-    # httpx keeps (name, lower-case name, value) triples: read them as they are, rather than
-    # through ``raw``, which builds a list of pairs on every call.
-    triples = getattr(headers, "_list", None)
-    if type(triples) is list and (not triples or len(triples[0]) == 3):
+    # Read as httpx keeps them, rather than through ``raw``, which builds a list of pairs on
+    # every call.
+    triples = header_triples(headers)
+    if triples is not None:
         lowered = list(map(_second, triples))
         values = map(_third, triples)
     else:

@@ -61,13 +61,22 @@ def _set(headers: Any, name: str, value: str) -> None:
     """``headers[name] = value``; for an httpx ``Headers`` without ``name``, the triple its
     ``__setitem__`` would append (name, lower-case name, value), without the scan of every
     header for one to replace. ``name`` is lower-case ASCII, and so is ``value``."""
-    triples = getattr(headers, "_list", None)
-    if type(triples) is list and (not triples or len(triples[0]) == 3):
+    triples = header_triples(headers)
+    if triples is not None:
         key = name.encode("ascii")
         if key not in map(_second, triples):
             triples.append((key, key, value.encode("ascii")))
             return
     headers[name] = value
+
+
+def header_triples(headers: Any) -> list[tuple[bytes, bytes, bytes]] | None:
+    """The (name, lower-case name, value) triples an httpx ``Headers`` keeps, to read (and
+    append to) without its per-call copies; None for anything else."""
+    triples = getattr(headers, "_list", None)
+    if type(triples) is list and (not triples or len(triples[0]) == 3):
+        return triples
+    return None
 
 
 _second = itemgetter(1)
