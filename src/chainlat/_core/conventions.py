@@ -394,7 +394,7 @@ def has_output(attributes: Mapping[str, object]) -> bool:
         >>> has_output({"gen_ai.response.id": "r1"}), has_output({"llm.model_name": "gpt-4o"})
         (True, False)
     """
-    return any(key in attributes for key in _OUTPUT_KEYS)
+    return not attributes.keys().isdisjoint(_OUTPUT_KEYS)  # in C, for a dict
 
 
 def end_reason_of(attributes: Mapping[str, object]) -> str | None:

@@ -142,7 +142,7 @@ def call_record(
 ) -> SpanRecord:
     """A span's record, with :func:`call_details` for a model call."""
     cache_hit = attributes.get(attr.CACHE_HIT) is True
-    step_name = step_name_of(attributes)
+    step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
     if kind != "inference":
         record = SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
         if step_name is not None:
