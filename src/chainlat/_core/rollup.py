@@ -21,7 +21,7 @@ work, not the model's (docs/attributes.md, rules of the rollup).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Final
 
 from chainlat._core import attributes as attr
@@ -46,7 +46,8 @@ from chainlat._core.records import (
     source_of,
     step_name_of,
 )
-from chainlat._core.twins import find_twins, normalised, same_model, timed_by_wire
+from chainlat._core.tree import Tally, flat_tree, grow, plan
+from chainlat._core.twins import find_twins, normalised, same_model
 
 __all__ = [
     "CACHE_READ_KEYS",
@@ -98,19 +99,31 @@ def compute_rollup(
         prices: Model prices: the cost of the run's model calls, when each has a price
             and token counts.
     """
-    # Runs at the end of every workflow, in the application's thread: written for
-    # speed (locals, no per-span generators), tested against the definition. Four phases:
-    # how the spans are read (twins, the wire), the tree and its counts, the critical
-    # path, the wait for the first output.
-    records = normalised(root.span_id, spans if isinstance(spans, list) else list(spans))
-    plan = _plan(root.span_id, records)
+    # Runs for every workflow (on the export worker, or in the application's thread when
+    # it reads the rollup) and for every run the CLI reads: written for speed (locals, no
+    # per-span generators), tested against the definition. Four phases: how the spans are
+    # read (twins, the wire), the tree and its counts, the critical path, the wait for the
+    # first output; the first three in one pass for a flat workflow (`tree.flat_tree`).
+    records = spans if isinstance(spans, list) else list(spans)
     top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    tally = _Tally()
-    _grow(top, plan, tally)
-    # A voice run's path gives the overhead a streaming model call runs through to that
-    # call (see `voice.fill_model_gaps`); other runs' paths are not changed.
-    speech = tally.calls if voice.has_speech(tally.calls) else None
-    split, path, segments, disjoint = _walk(top, plan.renamed, pieces, speech)
+    tally = Tally()
+    # The common shape (every span a step of the workflow, one after another) in one pass;
+    # any other, or a walk drawn as pieces, through the general phases.
+    flat = flat_tree(top, records, tally) if pieces is None else None
+    renamed: Mapping[int, str] = {}
+    speech: list[Node] | None = None
+    if flat is not None:
+        split, path, segments = flat
+        disjoint = True
+    else:
+        records = normalised(root.span_id, records)
+        found = plan(root.span_id, records)
+        renamed = found.renamed
+        grow(top, found, tally)
+        # A voice run's path gives the overhead a streaming model call runs through to
+        # that call (see `voice.fill_model_gaps`); other runs' paths are not changed.
+        speech = tally.calls if voice.has_speech(tally.calls) else None
+        split, path, segments, disjoint = _walk(top, renamed, pieces, speech)
     output_ns = first_output_ns
     source: Node | None = None
     if output_ns is None and tally.calls:
@@ -128,181 +141,8 @@ def compute_rollup(
     speech_ms = _speech_ms(segments, wait_path) if speech is not None else {}
     rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
     if tally.unrecorded - tally.at_wire:
-        rollup = _unrecorded(rollup, tally, plan.renamed, output_ns, first_output_ns, source)
+        rollup = _unrecorded(rollup, tally, renamed, output_ns, first_output_ns, source)
     return rollup
-
-
-@dataclass(slots=True)
-class _Plan:
-    """Phase 1, how the spans are read: the tree, the calls seen twice, the wire's calls."""
-
-    by_parent: dict[int, list[SpanRecord]]
-    twins: dict[int, SpanRecord]
-    widened: dict[int, tuple[int, int]]
-    """A counted call's interval, widened to its twin's (unless the wire times it)."""
-    renamed: dict[int, str]
-    """A counted call named only by its twin."""
-    wire_timed: set[int]
-
-
-def _plan(root_id: int, records: list[SpanRecord]) -> _Plan:
-    by_parent: dict[int, list[SpanRecord]] = {}
-    wires: list[SpanRecord] = []
-    for rec in records:
-        parent_id = rec.parent_id
-        if parent_id is not None and rec.span_id != root_id:
-            siblings = by_parent.get(parent_id)
-            if siblings is None:
-                by_parent[parent_id] = [rec]
-            else:
-                siblings.append(rec)
-        if rec.source == WIRE:
-            wires.append(rec)
-    twins = find_twins(root_id, records)
-    widened: dict[int, tuple[int, int]] = {}
-    twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
-    renamed: dict[int, str] = {}
-    for twin_id, primary in twins.items():
-        twin = twin_records[twin_id]
-        if twin.step_name and not primary.step_name:
-            renamed[primary.span_id] = twin.step_name
-        if primary.source == WIRE:
-            continue  # the wire times the call: its twin's extra time is not the model's
-        low, high = widened.get(primary.span_id, (primary.start_ns, primary.end_ns))
-        widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
-    wire_timed = timed_by_wire(root_id, records, wires, twins, by_parent) if wires else set()
-    return _Plan(by_parent, twins, widened, renamed, wire_timed)
-
-
-@dataclass(slots=True)
-class _Tally:
-    """Phase 2, what the tree counts: steps by kind, and each counted call's usage."""
-
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_STEP_KINDS, 0))
-    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_STEP_KINDS, 0))
-    step_count: int = 0
-    top_level_ns: int = 0
-    calls: list[Node] = field(default_factory=list)
-    """The counted inference steps."""
-    group_of: dict[int, int] = field(default_factory=dict)
-    """Span id of an inference span -> its counted call's."""
-    tokens_in: dict[int, int] = field(default_factory=dict)
-    tokens_out: dict[int, int] = field(default_factory=dict)
-    cached: set[int] = field(default_factory=set)
-    first_token: dict[int, int] = field(default_factory=dict)
-    """Counted call -> its first token (ns)."""
-    user_facing: set[int] = field(default_factory=set)
-    wired: set[int] = field(default_factory=set)
-    """Calls whose tokens a wire-level span counted."""
-    marked: set[int] = field(default_factory=set)
-    """Calls whose first token the application marked."""
-    unrecorded: set[int] = field(default_factory=set)
-    """Calls one of whose spans ended before its own events (its end is not recorded)."""
-    at_wire: set[int] = field(default_factory=set)
-    """Calls an HTTP-level span saw: the wire times them, whatever their other spans say."""
-    steps: list[Node] = field(default_factory=list)
-    """The counted steps that are not model calls (data stages, tools, nested workflows)."""
-
-    def add_call_span(self, rec: SpanRecord, key: int) -> None:
-        """One span of the counted call ``key``: its tokens and first token, once."""
-        _add_usage(rec, key, self.tokens_in, self.tokens_out, self.cached, self.wired)
-        if rec.ttft_ms is not None or rec.user_facing:
-            _add_output(rec, key, self.first_token, self.user_facing, self.marked)
-        self.add_timing(rec, key)
-
-    def add_timing(self, rec: SpanRecord, key: int) -> None:
-        """Whether a span of the counted call ``key`` leaves its end unrecorded, or times it
-        at the wire."""
-        if rec.unrecorded_end:
-            self.unrecorded.add(key)
-        if rec.source == WIRE:
-            self.at_wire.add(key)
-
-
-def _grow(top: Node, plan: _Plan, tally: _Tally) -> None:
-    """Phase 2: the tree of nodes under ``top``, each clipped to its parent, with what it
-    counts as; transparent spans and nested workflows hand their children to their parent."""
-    by_parent, twins, widened, wire_timed = (
-        plan.by_parent, plan.twins, plan.widened, plan.wire_timed,
-    )  # fmt: skip
-    seen_twice: list[SpanRecord] = []
-    queue = [top]
-    seen = {top.rec.span_id}
-    while queue:
-        parent = queue.pop()
-        children = by_parent.get(parent.rec.span_id)
-        if children is None:
-            continue
-        p_start, p_end = parent.start, parent.end
-        p_attribution, p_owner, p_kids = parent.attribution, parent.owner, parent.kids
-        for rec in children:
-            span_id = rec.span_id
-            if span_id in seen:  # a cycle in a malformed trace
-                continue
-            seen.add(span_id)
-            start, end = widened[span_id] if widened and span_id in widened else (
-                rec.start_ns, rec.end_ns,
-            )  # fmt: skip
-            start = p_start if start < p_start else p_end if start > p_end else start
-            end = start if end < start else p_end if end > p_end else end
-            kind = rec.kind
-            if twins and span_id in twins:
-                seen_twice.append(rec)
-                kind = None  # the call counts once, as its twin
-            if kind in _STEP_KINDS:
-                attribution: str = kind
-                counted = p_attribution != kind
-                if wire_timed and kind == "inference":
-                    if span_id in wire_timed:
-                        # The wire times the call: the instants no wire span of it covers
-                        # are the client's work, as the kind around says (overhead).
-                        attribution = p_attribution
-                    if p_owner is not None and p_owner.rec.span_id in wire_timed:
-                        counted = False  # the same call, as it reached the wire
-            else:
-                attribution = p_attribution
-                counted = kind == "workflow"
-            node = Node(rec, start, end, attribution, p_owner, parent)
-            if counted:
-                _count(node, kind, p_owner, tally)
-            if kind == "inference" and node.owner is not None:
-                key = node.owner.rec.span_id
-                tally.group_of[span_id] = key
-                tally.add_call_span(rec, key)
-            if kind is None or (kind == "workflow" and span_id in by_parent):
-                # Transparent, or a nested workflow (whose own time is not a step's
-                # either): its children take its place among its parent's children, so a
-                # framework span that ends last cannot hide the steps beside it from the
-                # critical path; its own time is its parent's either way.
-                node.kids = p_kids
-            else:
-                p_kids.append(node)
-            if span_id in by_parent:
-                queue.append(node)
-    for rec in seen_twice:
-        call = tally.group_of.get(twins[rec.span_id].span_id)
-        if call is not None:
-            _add_usage(rec, call, tally.tokens_in, tally.tokens_out, tally.cached, tally.wired)
-            _add_output(rec, call, tally.first_token, tally.user_facing, tally.marked)
-            tally.add_timing(rec, call)
-
-
-def _count(node: Node, kind: str | None, enclosing: Node | None, tally: _Tally) -> None:
-    """A counted step: a model call, data stage, tool call or nested workflow."""
-    node.owner = node
-    node.enclosing = enclosing
-    tally.step_count += 1
-    length = node.end - node.start
-    if enclosing is None:
-        tally.top_level_ns += length
-    if kind in _STEP_KINDS:
-        assert kind is not None
-        tally.counts[kind] += 1
-        tally.sums[kind] += length
-    if kind == "inference":
-        tally.calls.append(node)
-    else:
-        tally.steps.append(node)
 
 
 def _walk(
@@ -335,16 +175,20 @@ def _walk(
         chain: list[str] = []
         chain_ids: list[int] = []
         while step is not None and id(step) not in on_path:
+            rec = step.rec
             chain.append(
-                step.rec.step_name or renamed.get(step.rec.span_id) or step.rec.name
+                rec.step_name or renamed.get(rec.span_id) or rec.name
                 if renamed
-                else step.rec.step_name or step.rec.name
+                else rec.step_name or rec.name
             )
-            chain_ids.append(step.rec.span_id)
+            chain_ids.append(rec.span_id)
             on_path.add(id(step))
             step = step.enclosing
-        chain.reverse()
-        path += chain
+        if len(chain) == 1:
+            path.append(chain[0])
+        else:
+            chain.reverse()
+            path += chain
         if pieces is not None:
             chain_ids.reverse()
             last = pieces[-1]
@@ -411,7 +255,7 @@ def _speech_ms(
 
 def _rollup(
     top: Node,
-    tally: _Tally,
+    tally: Tally,
     split: Mapping[str, int],
     path: list[str],
     output_ns: int | None,
@@ -456,7 +300,7 @@ def _rollup(
 
 def _unrecorded(
     rollup: Rollup,
-    tally: _Tally,
+    tally: Tally,
     renamed: Mapping[int, str],
     output_ns: int | None,
     marked_ns: int | None,
@@ -504,28 +348,6 @@ def _within(node: Node, ancestor: Node) -> bool:
     return False
 
 
-def _add_output(
-    rec: SpanRecord,
-    key: int,
-    first_token: dict[int, int],
-    user_facing: set[int],
-    marked: set[int],
-) -> None:
-    # A call seen by several spans: its first token is the application's own mark
-    # (``call.first_token()``) when it made one, else the earliest any span saw: an explicit
-    # mark wins over the first chunk an HTTP-level span saw, 5 to 17 ms earlier.
-    if rec.ttft_ms is not None and (rec.ttft_marked or key not in marked):
-        instant = rec.start_ns + round(rec.ttft_ms * _NS_PER_MS)
-        known = first_token.get(key)
-        if rec.ttft_marked and key not in marked:
-            marked.add(key)
-            known = None
-        if known is None or instant < known:
-            first_token[key] = instant
-    if rec.user_facing:
-        user_facing.add(key)
-
-
 def _cost(
     calls: list[Node],
     prices: Prices,
@@ -553,36 +375,3 @@ def _cost(
             return None
         total += price.cost(tokens_in.get(key, 0), tokens_out.get(key, 0), cache_reads.get(key, 0))
     return total
-
-
-def _add_usage(
-    rec: SpanRecord,
-    key: int,
-    tokens_in: dict[int, int],
-    tokens_out: dict[int, int],
-    cached: set[int],
-    wired: set[int],
-) -> None:
-    # The same call seen by several spans: its tokens once. The wire's counts (or the
-    # provider SDK's own span's, which carries the HTTP method too) win over a framework's:
-    # OpenLLMetry's anthropic instrumentation counts one output token too many. Between
-    # spans of equal standing, the largest count seen.
-    wire = rec.source == WIRE
-    if not wire and key in wired:
-        if rec.cache_hit:
-            cached.add(key)
-        return
-    if (
-        wire
-        and key not in wired
-        and (rec.input_tokens is not None or rec.output_tokens is not None)
-    ):
-        wired.add(key)
-        tokens_in.pop(key, None)
-        tokens_out.pop(key, None)
-    if rec.input_tokens is not None:
-        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
-    if rec.output_tokens is not None:
-        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
-    if rec.cache_hit:
-        cached.add(key)
