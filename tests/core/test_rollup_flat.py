@@ -95,7 +95,10 @@ def test_flat_workflows_give_the_general_phases_rollup(
         expected = general(monkeypatch, root, records, **kw)
         found = compute_rollup(root, list(records), **kw)  # type: ignore[arg-type]
         assert found == expected, (root, records, kw)
-        flat += took_flat(root, records)
+        # In start order too, as a workflow's steps end and are kept (one pass, no sort).
+        ordered = sorted(records, key=lambda r: r.start_ns)
+        assert compute_rollup(root, ordered, **kw) == general(monkeypatch, root, ordered, **kw)  # type: ignore[arg-type]
+        flat += took_flat(root, records) and took_flat(root, ordered)
         with_output += found.first_output_ms is not None
         with_cost += found.cost_usd is not None
     # Not vacuous: every case took the one pass, and the rules it shares were exercised.

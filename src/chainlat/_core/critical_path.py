@@ -55,9 +55,9 @@ def first_output_of(
         return instant, call
     streamed = [n for n in calls if n.rec.span_id in first_token]
     if streamed:
-        last = max(streamed, key=lambda n: (n.start, n.end))
+        last = max(streamed, key=_start_end)
         return first_token[last.rec.span_id], last
-    call = max(calls, key=lambda n: n.end)
+    call = max(calls, key=_end)
     return call.end, call
 
 
@@ -68,6 +68,7 @@ SHORTCUT = True
 
 _start: Final = operator.attrgetter("start")
 _end: Final = operator.attrgetter("end")
+_start_end: Final = operator.attrgetter("start", "end")
 
 
 def critical_segments(top: Node) -> tuple[list[tuple[Node, int, int]], bool]:

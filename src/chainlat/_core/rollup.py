@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from itertools import repeat
 from typing import Final
 
 from chainlat._core import attributes as attr
@@ -132,7 +133,7 @@ def compute_rollup(
     wait_path: list[tuple[Node, int, int]] | None = None
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
-        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, speech)
+        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, speech, split)
     cost = None
     if prices is not None and tally.calls:
         cost = _cost(
@@ -209,21 +210,34 @@ def _wait(
     source: Node | None,
     segments: list[tuple[Node, int, int]],
     disjoint: bool,
-    speech: list[Node] | None = None,
+    speech: list[Node] | None,
+    split: Mapping[str, int],
 ) -> tuple[dict[str, int], list[tuple[Node, int, int]]]:
     """Phase 4: the wait for the first output at ``output_ns``, split by kind along the
-    critical path to that instant; and that path, kept for a run with a speech call."""
+    critical path to that instant; and that path, kept for a run with a speech call.
+    ``split``: the whole path's split by kind, summed from ``segments``."""
     waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     wait_path: list[tuple[Node, int, int]] = []
+    if disjoint and critical_path.SHORTCUT and speech is None:
+        # The same cut, from the other end: the whole path's split, less what lies after
+        # the output (segments are in time order, and end to end). The output mostly comes
+        # late in a run, so this reads a few segments rather than most.
+        waits.update(split)
+        for node, seg_start, seg_end in reversed(segments):
+            if seg_end <= output_ns:
+                break
+            waits[node.attribution] -= seg_end - (seg_start if seg_start > output_ns else output_ns)
+        return waits, wait_path
     if disjoint and critical_path.SHORTCUT:
         # No two spans of one parent overlap: the walk to the cut is the walk to the
         # end, cut there (see `critical_segments`), so the path is walked once.
         for node, seg_start, seg_end in segments:
             if seg_start >= output_ns:
                 break
-            waits[node.attribution] += min(seg_end, output_ns) - seg_start
+            seg_end = seg_end if seg_end < output_ns else output_ns
+            waits[node.attribution] += seg_end - seg_start
             if speech is not None:
-                wait_path.append((node, seg_start, min(seg_end, output_ns)))
+                wait_path.append((node, seg_start, seg_end))
         return waits, wait_path
     # At the output's instant the walk goes through the call that gave it, whatever else
     # ends there too (everything running at that instant is cut).
@@ -281,9 +295,9 @@ def _rollup(
         inference_count=tally.counts["inference"],
         data_count=tally.counts["data"],
         tool_count=tally.counts["tool"],
-        cache_hits=sum(1 for k in call_keys if k in tally.cached),
-        input_tokens=sum(tally.tokens_in.get(k, 0) for k in call_keys),
-        output_tokens=sum(tally.tokens_out.get(k, 0) for k in call_keys),
+        cache_hits=sum(map(tally.cached.__contains__, call_keys)),
+        input_tokens=sum(map(tally.tokens_in.get, call_keys, repeat(0))),
+        output_tokens=sum(map(tally.tokens_out.get, call_keys, repeat(0))),
         critical_path=tuple(path),
         first_output_ms=first,
         first_output_inference_ms=None if waits is None else waits["inference"] / _NS_PER_MS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core.critical_path import Node
@@ -241,10 +241,16 @@ def _add_usage(
         wired.add(key)
         tokens_in.pop(key, None)
         tokens_out.pop(key, None)
-    if rec.input_tokens is not None:
-        tokens_in[key] = max(tokens_in.get(key, 0), rec.input_tokens)
-    if rec.output_tokens is not None:
-        tokens_out[key] = max(tokens_out.get(key, 0), rec.output_tokens)
+    # The larger of the two counts, without a call to max() (a C call with its arguments
+    # parsed, for each count of each call).
+    count = rec.input_tokens
+    if count is not None:
+        known = tokens_in.get(key, 0)
+        tokens_in[key] = count if count > known else known
+    count = rec.output_tokens
+    if count is not None:
+        known = tokens_out.get(key, 0)
+        tokens_out[key] = count if count > known else known
     if rec.cache_hit:
         cached.add(key)
 
@@ -277,65 +283,101 @@ def flat_tree(
     step names on the path, segments)."""
     if not FLAT:
         return None
-    root_id = top.rec.span_id
-    kinds = _STEP_KINDS
+    found = _in_start_order(top, records)
+    if found is False:  # not in start order (a file's order): in it, or overlapping
+        found = _in_start_order(top, sorted(records, key=_START))
+        if found:
+            # The calls as grow counts them, in the records' order: it breaks ties of the
+            # first output's instant, and orders the sum of their costs.
+            position = {rec.span_id: index for index, rec in enumerate(records)}
+            found.calls.sort(key=lambda node: position[node.rec.span_id])
+            found.steps.sort(key=lambda node: position[node.rec.span_id])
+    if not found:
+        return None
+    ids = set(map(_SPAN_ID, records))
+    if len(ids) != len(records) or top.rec.span_id in ids:
+        return None
+    top.kids = found.kids
+    for name in ("inference", "data", "tool"):
+        tally.counts[name] = found.counts[name]
+        tally.sums[name] = found.sums[name]
+    tally.step_count = len(records)
+    tally.top_level_ns = found.top_level_ns
+    tally.calls, tally.steps = found.calls, found.steps
+    for node in found.calls:
+        span_id = node.rec.span_id
+        tally.group_of[span_id] = span_id
+        tally.add_call_span(node.rec, span_id)
+    return found.split, found.path, found.segments
+
+
+class _Pass:
+    """What one pass over a flat workflow's steps found, kept apart until it is taken."""
+
+    __slots__ = ("calls", "counts", "kids", "path", "segments", "split", "steps", "sums",
+                 "top_level_ns")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+        self.counts = {"inference": 0, "data": 0, "tool": 0}
+        self.sums = {"inference": 0, "data": 0, "tool": 0}
+        self.path: list[str] = []
+        self.segments: list[tuple[Node, int, int]] = []
+        self.kids: list[Node] = []
+        self.calls: list[Node] = []
+        self.steps: list[Node] = []
+        self.top_level_ns = 0
+
+
+def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[False] | None:
+    """One pass over ``records`` as the steps of a flat workflow, in start order: None when
+    one breaks the shape, False when one starts before the previous ended (out of order,
+    or overlapping)."""
+    root_id, kinds, end = top.rec.span_id, _STEP_KINDS, top.end
+    found = _Pass()
+    split, counts, sums, path, segments = (
+        found.split, found.counts, found.sums, found.path, found.segments,
+    )  # fmt: skip
+    kids, calls, steps = found.kids, found.calls, found.steps
+    previous = top.start
     for rec in records:
         kind = rec.kind
+        start = rec.start_ns
+        finish = rec.end_ns
+        source = rec.source
         if (
             rec.parent_id != root_id
             or kind not in kinds
-            or rec.end_ns <= rec.start_ns
+            or finish <= start
+            or finish > end
             or rec.unrecorded_end
-            or (rec.source is not None and rec.source != _OWN)
-            or (kind == "inference" and (rec.source != _OWN or rec.operation in _SPEECH))
+            or (source is not None and source != _OWN)
+            or (kind == "inference" and (source != _OWN or rec.operation in _SPEECH))
         ):
             return None
-    ordered = sorted(records, key=_START)
-    previous = top.start
-    for rec in ordered:
-        if rec.start_ns < previous:
-            return None
-        previous = rec.end_ns
-    ids = set(map(_SPAN_ID, records))
-    if previous > top.end or len(ids) != len(records) or root_id in ids:
-        return None
-    kids = top.kids
-    counts, sums, calls, steps = tally.counts, tally.sums, tally.calls, tally.steps
-    for rec in records:  # in the order grow counts them
-        kind = rec.kind
+        if start < previous:
+            return False
         assert kind is not None
-        node = Node(rec, rec.start_ns, rec.end_ns, kind, None, top)
+        node = Node(rec, start, finish, kind, None, top)
         node.owner = node
         kids.append(node)
-        length = rec.end_ns - rec.start_ns
-        counts[kind] += 1
-        sums[kind] += length
-        tally.top_level_ns += length
-        if kind == "inference":
-            calls.append(node)
-            tally.group_of[rec.span_id] = rec.span_id
-            tally.add_call_span(rec, rec.span_id)
-        else:
-            steps.append(node)
-    tally.step_count = len(records)
-    split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
-    path: list[str] = []
-    segments: list[tuple[Node, int, int]] = []
-    previous = top.start
-    for node in sorted(kids, key=_NODE_START):
-        start, end = node.start, node.end
         if start > previous:
             segments.append((top, previous, start))
             split["overhead"] += start - previous
-        segments.append((node, start, end))
-        split[node.attribution] += end - start
-        path.append(node.rec.step_name or node.rec.name)
-        previous = end
-    if top.end > previous:
-        segments.append((top, previous, top.end))
-        split["overhead"] += top.end - previous
-    return split, path, segments
+        segments.append((node, start, finish))
+        split[kind] += finish - start
+        counts[kind] += 1
+        path.append(rec.step_name or rec.name)
+        (calls if kind == "inference" else steps).append(node)
+        previous = finish
+    if end > previous:
+        segments.append((top, previous, end))
+        split["overhead"] += end - previous
+    # Every step lies whole on the path: each kind's sum is its share of the path.
+    for name in sums:
+        sums[name] = split[name]
+    found.top_level_ns = sum(sums.values())
+    return found
 
 
-_NODE_START: Final = operator.attrgetter("start")
 _SPEECH: Final = frozenset(attr.SPEECH_OPERATIONS)

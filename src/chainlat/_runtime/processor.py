@@ -67,8 +67,9 @@ class _WorkflowState:
         self.records: list[ReadableSpan] = []
         """Its ended descendants (their rollup records are made when it is computed)."""
         self.counter = itertools.count()
-        # Open model calls: span id -> (source convention, model), to spot a twin at its start.
-        self.calls: dict[int, tuple[str, str | None]] = {}
+        # Open model calls: span id -> (source convention, model), to spot a twin at its start;
+        # or the call's attributes as they were at its start, until another call asks.
+        self.calls: dict[int, tuple[str, str | None] | dict[str, object]] = {}
 
 
 class _Metrics:
@@ -217,12 +218,23 @@ class ChainlatSpanProcessor(SpanProcessor):
         """Whether this model call is one already open, seen by another instrumentation
         (a framework's callback span is not made current, so the wire-level span of its
         call starts beside it, not inside): an open call of another source and the same
-        model. The earlier span counts, as in the rollup's ``find_twins``."""
-        source = source_of(attributes)
-        model = conventions.model_of(attributes)
+        model. The earlier span counts, as in the rollup's ``find_twins``.
+
+        A call that starts with no other open (one after another, the common case) keeps a
+        copy of its attributes as they are now, and its source and model are read from it
+        only if another call starts while it is open."""
         calls = state.calls
-        twin = any(s != source and same_model(m, model) for s, m in calls.values())
-        calls[span.context.span_id] = (source, model)
+        twin = False
+        if calls:
+            source = source_of(attributes)
+            model = conventions.model_of(attributes)
+            for span_id, seen in calls.items():
+                if isinstance(seen, dict):
+                    seen = calls[span_id] = (source_of(seen), conventions.model_of(seen))
+                if seen[0] != source and same_model(seen[1], model):
+                    twin = True
+                    break
+        calls[span.context.span_id] = dict(attributes)
         return twin
 
     def _tag_step(
