@@ -367,6 +367,8 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
         >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
         250.0
     """
+    if attributes.keys().isdisjoint(_TTFT_KEYS):  # none there (the common case), asked in C
+        return None
     get = attributes.get
     for key in filter(attributes.__contains__, _TTFT_MS_KEYS):  # absent keys skipped in C
         value = get(key)
@@ -381,6 +383,7 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     return None
 
 
+_TTFT_KEYS: Final = frozenset((*_TTFT_MS_KEYS, *_TTFT_SECONDS_KEYS))
 _MAX_TTFT_MS = 1e12
 """About 31 years: a larger time to first token is no measurement, and in nanoseconds it
 would not fit a span's clock."""
@@ -466,6 +469,8 @@ def speech_input_of(attributes: Mapping[str, object]) -> float | None:
 
 def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
     """The first non-empty, non-placeholder string among ``keys``."""
+    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
+        return None
     get = attributes.get
     for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
         value = get(key)
@@ -478,6 +483,8 @@ def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str 
 
 def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
     """The first token count among ``keys``."""
+    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
+        return None
     get = attributes.get
     for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
         count = _count(get(key))
