@@ -345,6 +345,24 @@ def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
     return first_count(attributes, _OUTPUT_TOKEN_KEYS)
 
 
+def call_readings(
+    attributes: Mapping[str, object],
+) -> tuple[int | None, int | None, float | None, str | None]:
+    """A model call's input and output tokens, time to first token (ms) and model: the four
+    readings above in one call, as the rollup reads them for every model call.
+
+    Example:
+        >>> call_readings({"gen_ai.usage.input_tokens": 12, "gen_ai.request.model": "gpt-4o"})
+        (12, None, None, 'gpt-4o')
+    """
+    return (
+        first_count(attributes, _INPUT_TOKEN_KEYS),
+        first_count(attributes, _OUTPUT_TOKEN_KEYS),
+        ttft_ms_of(attributes),
+        _first_text(attributes, _MODEL_KEYS),
+    )
+
+
 def is_http_level(attributes: Mapping[str, object]) -> bool:
     """Whether a model call was traced at the HTTP level (``http.request.method``, as
     chainlat.httpx writes it): such a span times the call as the server answered it.

@@ -121,13 +121,7 @@ def call_details(
 ) -> tuple[int | None, int | None, float | None, str | None, str]:
     """What any convention says of a model call: input and output tokens, time to first
     token (ms), model and the source convention."""
-    return (
-        conventions.input_tokens_of(attributes),
-        conventions.output_tokens_of(attributes),
-        conventions.ttft_ms_of(attributes),
-        conventions.model_of(attributes),
-        source_of(attributes),
-    )
+    return (*conventions.call_readings(attributes), source_of(attributes))
 
 
 def call_record(
@@ -148,7 +142,8 @@ def call_record(
         if step_name is not None:
             record.step_name = step_name
         return record
-    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
+    tokens_in, tokens_out, ttft, model = conventions.call_readings(attributes)  # call_details
+    source = source_of(attributes)
     record = SpanRecord(
         span_id,
         parent_id,
