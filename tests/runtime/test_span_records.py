@@ -1,5 +1,5 @@
-"""A workflow's spans read from the SDK's slots (`processor.to_records`) give the records
-the public properties give (`processor.to_record`).
+"""A workflow's spans read from the SDK's slots (`span_records.to_records`) give the records
+the public properties give (`span_records.to_record`).
 
 The rollup left to the export reads every span of a workflow; for the SDK's own spans it
 reads the slots behind ``context``, ``parent``, ``name``, the times, the attributes and
@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Span
 
 from chainlat._core.attributes import FIRST_TOKEN_EVENT, OPENINFERENCE_FIRST_TOKEN_EVENT
-from chainlat._runtime.processor import to_record, to_records
+from chainlat._runtime.span_records import to_record, to_records
 
 
 def spans() -> tuple[list[ReadableSpan], list[Span]]:

@@ -10,7 +10,6 @@ with the number of open workflows, never with the number run.
 from __future__ import annotations
 
 import itertools
-import operator
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -31,12 +30,12 @@ from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.records import apply_events
-from chainlat._core.rollup import SpanRecord, call_record, classify, same_model, source_of
+from chainlat._core.rollup import SpanRecord, classify, same_model, source_of
 from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.handover import Handover, first_to_start, sampler_is_blind
 from chainlat._runtime.naming import current_step_name, step_naming
 from chainlat._runtime.span_attributes import attributes_of, set_attributes
+from chainlat._runtime.span_records import to_records
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -456,74 +455,6 @@ class ChainlatSpanProcessor(SpanProcessor):
                 self._metrics.first_output.record(first_output / 1e3, labels)
 
 
-def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
-    """The rollup's view of finished SDK spans.
-
-    A workflow's rollup reads each of its spans once, on the export thread: for the SDK's own
-    spans (the ``ReadableSpan`` it hands to ``on_end``, or a ``Span``), whose public
-    properties are Python calls (``events`` copies the list under a lock), the fields are
-    read from their slots in one C call; any other span is read through :func:`to_record`.
-    Both give the same record (tests/runtime/test_span_records.py).
-    """
-    records: list[SpanRecord] = []
-    append = records.append
-    for span in spans:
-        if type(span) not in _SDK_SPANS:
-            if (record := to_record(span)) is not None:
-                append(record)
-            continue
-        context, parent, name, start, end, bounded, events = _span_slots(span)
-        if context is None or start is None or end is None:
-            continue
-        attributes = getattr(bounded, "_dict", None)
-        if type(attributes) is not dict:
-            attributes = span.attributes or {}
-        # SpanContext is a tuple whose second member is the span id (its ``span_id``).
-        record = call_record(
-            context[1],
-            None if parent is None else parent[1],
-            name,
-            start,
-            end,
-            classify(attributes),
-            attributes,
-        )
-        if getattr(events, "_dq", events):
-            apply_events(record, ((e.name, e.timestamp) for e in span.events))
-        append(record)
-    return records
-
-
-_span_slots: Final = operator.attrgetter(
-    "_context", "_parent", "_name", "_start_time", "_end_time", "_attributes", "_events"
-)
-"""What a record is made of, read from the slots of the SDK's spans that their public
-properties return."""
-_SDK_SPANS: Final = frozenset((ReadableSpan, Span))
-
-
-def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
-    """The rollup's view of a finished SDK span (``attributes``: already read, if at hand)."""
-    context = span.context
-    if context is None or span.start_time is None or span.end_time is None:
-        return None
-    if attributes is None:
-        attributes = attributes_of(span)
-    # Tokens, first token, model and source as any convention writes them (call_record).
-    record = call_record(
-        context.span_id,
-        span.parent.span_id if span.parent is not None else None,
-        span.name,
-        span.start_time,
-        span.end_time,
-        classify(attributes),
-        attributes,
-    )
-    if span.events:  # first-token events of other conventions; events after the end
-        apply_events(record, ((e.name, e.timestamp) for e in span.events))
-    return record
-
-
 _registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()
 
 
@@ -566,6 +497,23 @@ def tracer_for(provider: trace.TracerProvider) -> trace.Tracer:
     return tracer
 
 
+_routes: dict[int, tuple[object, ChainlatSpanProcessor, trace.Tracer]] = {}
+
+
+def route_for(provider: trace.TracerProvider) -> tuple[ChainlatSpanProcessor | None, trace.Tracer]:
+    """:func:`processor_for` and :func:`tracer_for` of ``provider``, as every step start asks
+    them: one dict look-up once the processor is found (the registry's weak-key look-up is
+    Python code)."""
+    cached = _routes.get(id(provider))
+    if cached is not None and cached[0] is provider:
+        return cached[1], cached[2]
+    processor = processor_for(provider)
+    tracer = tracer_for(provider)
+    if processor is not None:  # kept alive with the provider, as its tracer already is
+        _routes[id(provider)] = (provider, processor, tracer)
+    return processor, tracer
+
+
 _default_provider: trace.TracerProvider | None = None
 
 
@@ -583,3 +531,4 @@ def default_provider() -> trace.TracerProvider:
 def register(provider: TracerProvider, processor: ChainlatSpanProcessor) -> None:
     """Record that ``processor`` is already on ``provider``."""
     _registry[provider] = processor
+    _routes.pop(id(provider), None)

@@ -37,8 +37,7 @@ from chainlat._runtime.handles import (
 from chainlat._runtime.processor import (
     OUT_OF_CONTEXT,
     default_provider,
-    processor_for,
-    tracer_for,
+    route_for,
 )
 
 if TYPE_CHECKING:
@@ -60,12 +59,11 @@ def start_step(
     ``start_at_ns``: an earlier start than now, from the same clock (a voice turn that began
     when the caller stopped speaking)."""
     provider = tracer_provider or default_provider()
-    processor = processor_for(provider)
+    processor, tracer = route_for(provider)
     start_ns = processor.clock() if processor is not None else time.time_ns()
     if start_at_ns is not None and start_at_ns < start_ns:
         start_ns = start_at_ns
     span: trace.Span
-    tracer = tracer_for(provider)
     handover = processor.handover(tracer) if processor is not None else None
     try:
         if handover is None:

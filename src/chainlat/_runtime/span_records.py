@@ -1,0 +1,82 @@
+"""A workflow's finished SDK spans read into the rollup's records (:class:`SpanRecord`),
+when its rollup is computed: on the export worker, mostly (see ``deferred.py``)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from opentelemetry.sdk.trace import ReadableSpan, Span
+
+from chainlat._core.records import apply_events
+from chainlat._core.rollup import SpanRecord, call_record, classify
+from chainlat._runtime.span_attributes import attributes_of
+
+
+def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
+    """The rollup's view of finished SDK spans.
+
+    A workflow's rollup reads each of its spans once, on the export thread: for the SDK's own
+    spans (the ``ReadableSpan`` it hands to ``on_end``, or a ``Span``), whose public
+    properties are Python calls (``events`` copies the list under a lock), the fields are
+    read from their slots in one C call; any other span is read through :func:`to_record`.
+    Both give the same record (tests/runtime/test_span_records.py).
+    """
+    records: list[SpanRecord] = []
+    append = records.append
+    for span in spans:
+        if type(span) not in _SDK_SPANS:
+            if (record := to_record(span)) is not None:
+                append(record)
+            continue
+        context, parent, name, start, end, bounded, events = _span_slots(span)
+        if context is None or start is None or end is None:
+            continue
+        attributes = getattr(bounded, "_dict", None)
+        if type(attributes) is not dict:
+            attributes = span.attributes or {}
+        # SpanContext is a tuple whose second member is the span id (its ``span_id``).
+        record = call_record(
+            context[1],
+            None if parent is None else parent[1],
+            name,
+            start,
+            end,
+            classify(attributes),
+            attributes,
+        )
+        if getattr(events, "_dq", events):
+            apply_events(record, ((e.name, e.timestamp) for e in span.events))
+        append(record)
+    return records
+
+
+_span_slots: Final = operator.attrgetter(
+    "_context", "_parent", "_name", "_start_time", "_end_time", "_attributes", "_events"
+)
+"""What a record is made of, read from the slots of the SDK's spans that their public
+properties return."""
+_SDK_SPANS: Final = frozenset((ReadableSpan, Span))
+
+
+def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
+    """The rollup's view of a finished SDK span (``attributes``: already read, if at hand)."""
+    context = span.context
+    if context is None or span.start_time is None or span.end_time is None:
+        return None
+    if attributes is None:
+        attributes = attributes_of(span)
+    # Tokens, first token, model and source as any convention writes them (call_record).
+    record = call_record(
+        context.span_id,
+        span.parent.span_id if span.parent is not None else None,
+        span.name,
+        span.start_time,
+        span.end_time,
+        classify(attributes),
+        attributes,
+    )
+    if span.events:  # first-token events of other conventions; events after the end
+        apply_events(record, ((e.name, e.timestamp) for e in span.events))
+    return record
