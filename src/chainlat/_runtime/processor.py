@@ -182,7 +182,7 @@ class ChainlatSpanProcessor(SpanProcessor):
             state = _WorkflowState(span_id, name, outer)
             self._states[span_id] = state
             if entry is not None:
-                self._tag_step(span, entry[0], "workflow", attributes)
+                self._tag_step(span, span_id, entry[0], "workflow", attributes)
             around = entry[1] if entry is not None else "overhead"
             self._owner[span_id] = (state, around, span_id)
             return
@@ -196,9 +196,9 @@ class ChainlatSpanProcessor(SpanProcessor):
                 if step_name is not None:
                     span.set_attribute(attr.STEP_NAME, step_name)
             if around != kind:  # the same kind nested in itself is one step, not two
-                self._tag_step(span, state, kind, attributes)
+                self._tag_step(span, span_id, state, kind, attributes)
                 step_id = span_id
-                if kind == "inference" and self._beside_twin(span, state, attributes):
+                if kind == "inference" and self._beside_twin(span_id, state, attributes):
                     span.set_attribute(STEP_TWIN, True)
             else:
                 if attr.STEP_KIND not in attributes:
@@ -212,7 +212,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         self._owner[span_id] = (state, around, step_id)
 
     def _beside_twin(
-        self, span: Span, state: _WorkflowState, attributes: Mapping[str, object]
+        self, span_id: int, state: _WorkflowState, attributes: Mapping[str, object]
     ) -> bool:
         """Whether this model call is one already open, seen by another instrumentation
         (a framework's callback span is not made current, so the wire-level span of its
@@ -227,17 +227,22 @@ class ChainlatSpanProcessor(SpanProcessor):
         if calls:
             source = source_of(attributes)
             model = conventions.model_of(attributes)
-            for span_id, seen in calls.items():
+            for open_id, seen in calls.items():
                 if isinstance(seen, dict):
-                    seen = calls[span_id] = (source_of(seen), conventions.model_of(seen))
+                    seen = calls[open_id] = (source_of(seen), conventions.model_of(seen))
                 if seen[0] != source and same_model(seen[1], model):
                     twin = True
                     break
-        calls[span.context.span_id] = dict(attributes)
+        calls[span_id] = dict(attributes)
         return twin
 
     def _tag_step(
-        self, span: Span, state: _WorkflowState, kind: str, attributes: Mapping[str, object]
+        self,
+        span: Span,
+        span_id: int,
+        state: _WorkflowState,
+        kind: str,
+        attributes: Mapping[str, object],
     ) -> None:
         tags: dict[str, str | int] = {
             attr.STEP_INDEX: next(state.counter),
@@ -259,7 +264,7 @@ class ChainlatSpanProcessor(SpanProcessor):
             attributes.update(tags)
         else:
             set_attributes(span, tags)
-        self._tags[span.context.span_id] = tags
+        self._tags[span_id] = tags
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
@@ -272,12 +277,13 @@ class ChainlatSpanProcessor(SpanProcessor):
         context = span.context
         if context is None:
             return
-        entry = self._owner.pop(context.span_id, None)
+        span_id = context.span_id  # a Python property: read once
+        entry = self._owner.pop(span_id, None)
         if entry is not None:
-            self._tags.pop(context.span_id, None)
-        duplicate = bool(self._seen_twice) and context.span_id in self._seen_twice
+            self._tags.pop(span_id, None)
+        duplicate = bool(self._seen_twice) and span_id in self._seen_twice
         if duplicate:
-            self._seen_twice.discard(context.span_id)
+            self._seen_twice.discard(span_id)
         if self._metrics is not None and not duplicate:
             scope = span.instrumentation_scope
             if scope is not None and scope.name == attr.TRACER_NAME:
@@ -286,13 +292,13 @@ class ChainlatSpanProcessor(SpanProcessor):
             return
         state = entry[0]
         if state.calls:
-            state.calls.pop(context.span_id, None)
+            state.calls.pop(span_id, None)
         # The span itself is kept: its rollup record is made when the rollup is computed
         # (by the export, mostly), not here on the application's thread.
-        if context.span_id == state.root_id:
-            self._states.pop(context.span_id, None)
+        if span_id == state.root_id:
+            self._states.pop(span_id, None)
             if self._deferred:
-                deferred = self._deferred.pop(context.span_id, None)
+                deferred = self._deferred.pop(span_id, None)
                 if deferred is not None:
                     span._chainlat_rollup = deferred  # type: ignore[attr-defined]
             if state.parent is not None:
