@@ -22,8 +22,11 @@ def instructions(args: Sequence[str], *, check: bool = True) -> int:
     return sum(thread_instructions(args, check=check))
 
 
-def thread_instructions(args: Sequence[str], *, check: bool = True) -> list[int]:
-    """Instructions ``args`` executed, per thread, the main thread first (hash seed fixed)."""
+def thread_instructions(
+    args: Sequence[str], *, check: bool = True, options: Sequence[str] = ()
+) -> list[int]:
+    """Instructions ``args`` executed, per thread, the main thread first (hash seed fixed).
+    ``options``: more of callgrind's (``--toggle-collect=F`` counts only inside ``F``)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
@@ -31,6 +34,7 @@ def thread_instructions(args: Sequence[str], *, check: bool = True) -> list[int]
                 "valgrind",
                 "--tool=callgrind",
                 "--separate-threads=yes",
+                *options,
                 f"--callgrind-out-file={out}",
                 *args,
             ],

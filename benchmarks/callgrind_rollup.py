@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ import chainlat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _pipeline
+from _callgrind import thread_instructions
 
 WARM_UP = 20
 PHASES = ("records", "compute", "all")
@@ -87,34 +86,13 @@ def run_phase(phase: str, shape: str, count: int) -> None:
 
 
 def phase_instructions(phase: str, shape: str, count: int) -> float:
-    """Instructions per workflow inside the phase's reduce."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--collect-atstart=no",
-                "--toggle-collect=functools_reduce",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--phase",
-                phase,
-                "--shape",
-                shape,
-                "--count",
-                str(count),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        for line in out.read_text().splitlines():
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1]) / count
-    raise SystemExit(f"no instruction count for {phase}")
+    """Instructions per workflow inside the phase's reduce (the main thread: nothing else
+    runs while it does)."""
+    counts = thread_instructions(
+        [sys.executable, __file__, "--phase", phase, "--shape", shape, "--count", str(count)],
+        options=("--collect-atstart=no", "--toggle-collect=functools_reduce"),
+    )
+    return counts[0] / count
 
 
 def main(argv: list[str] | None = None) -> int:
