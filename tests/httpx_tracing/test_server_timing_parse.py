@@ -46,5 +46,6 @@ _PIECES = st.sampled_from(
 @example("q;desc=a;dur=1 ;x, r;dur=2;")
 @example("q;a\nb;dur=1, r;dur=1\n")
 @example(", ".join(f"m{i};dur=1" for i in range(40)))
+@example('db;desc="a;dur=9"\n;')  # a line break inside the parameters: no entry
 def test_one_expression_reads_as_the_two_did(value: str) -> None:
     assert parse_server_timing(value) == reference(value)

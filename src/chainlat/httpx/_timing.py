@@ -213,9 +213,12 @@ def breakdown(
 
 # --- what the server says it spent --------------------------------------------------------
 _TIMING_WITH_DUR: Final = re.compile(
-    r"^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]{1,40})\s*;(?:.*?;)??\s*dur\s*=\s*\"?([0-9]+(?:\.[0-9]+)?)\"?\s*(?:;.*)?$"
+    r"^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]{1,40})\s*;(?:.*?;)??"
+    r"[^\S\n]*dur[^\S\n]*=[^\S\n]*\"?([0-9]+(?:\.[0-9]+)?)\"?[^\S\n]*(?:;.*)?$"
 )
-"""One ``Server-Timing`` entry with a duration: its name, then its first ``dur`` parameter."""
+"""One ``Server-Timing`` entry with a duration: its name, then its first ``dur`` parameter.
+Its parameters hold no line break but a last one (``.`` and ``$``, as they always read):
+the whitespace around ``dur`` is any but ``\n``."""
 MAX_SERVER_TIMING_ENTRIES: Final = 16
 
 
