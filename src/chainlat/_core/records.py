@@ -142,8 +142,7 @@ def call_record(
         if step_name is not None:
             record.step_name = step_name
         return record
-    tokens_in, tokens_out, ttft, model = conventions.call_readings(attributes)  # call_details
-    source = source_of(attributes)
+    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
     record = SpanRecord(
         span_id,
         parent_id,

@@ -185,11 +185,8 @@ def _walk(
             chain_ids.append(rec.span_id)
             on_path.add(id(step))
             step = step.enclosing
-        if len(chain) == 1:
-            path.append(chain[0])
-        else:
-            chain.reverse()
-            path += chain
+        chain.reverse()
+        path += chain
         if pieces is not None:
             chain_ids.reverse()
             last = pieces[-1]

@@ -300,9 +300,9 @@ def flat_tree(
     top.kids = found.kids
     for name in ("inference", "data", "tool"):
         tally.counts[name] = found.counts[name]
-        tally.sums[name] = found.sums[name]
+        tally.sums[name] = found.split[name]  # every step lies whole on the path
     tally.step_count = len(records)
-    tally.top_level_ns = found.top_level_ns
+    tally.top_level_ns = sum(tally.sums.values())
     tally.calls, tally.steps = found.calls, found.steps
     for node in found.calls:
         span_id = node.rec.span_id
@@ -314,19 +314,16 @@ def flat_tree(
 class _Pass:
     """What one pass over a flat workflow's steps found, kept apart until it is taken."""
 
-    __slots__ = ("calls", "counts", "kids", "path", "segments", "split", "steps", "sums",
-                 "top_level_ns")  # fmt: skip
+    __slots__ = ("calls", "counts", "kids", "path", "segments", "split", "steps")
 
     def __init__(self) -> None:
         self.split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
         self.counts = {"inference": 0, "data": 0, "tool": 0}
-        self.sums = {"inference": 0, "data": 0, "tool": 0}
         self.path: list[str] = []
         self.segments: list[tuple[Node, int, int]] = []
         self.kids: list[Node] = []
         self.calls: list[Node] = []
         self.steps: list[Node] = []
-        self.top_level_ns = 0
 
 
 def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[False] | None:
@@ -335,9 +332,7 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
     or overlapping)."""
     root_id, kinds, end = top.rec.span_id, _STEP_KINDS, top.end
     found = _Pass()
-    split, counts, sums, path, segments = (
-        found.split, found.counts, found.sums, found.path, found.segments,
-    )  # fmt: skip
+    split, counts, path, segments = found.split, found.counts, found.path, found.segments
     kids, calls, steps = found.kids, found.calls, found.steps
     previous = top.start
     for rec in records:
@@ -373,10 +368,6 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
     if end > previous:
         segments.append((top, previous, end))
         split["overhead"] += end - previous
-    # Every step lies whole on the path: each kind's sum is its share of the path.
-    for name in sums:
-        sums[name] = split[name]
-    found.top_level_ns = sum(sums.values())
     return found
 
 

@@ -4,8 +4,8 @@ when its rollup is computed: on the export worker, mostly (see ``deferred.py``).
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
@@ -15,28 +15,30 @@ from chainlat._runtime.span_attributes import attributes_of
 
 
 def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
-    """The rollup's view of finished SDK spans.
+    """The rollup's view of finished spans.
 
     A workflow's rollup reads each of its spans once, on the export thread: for the SDK's own
     spans (the ``ReadableSpan`` it hands to ``on_end``, or a ``Span``), whose public
     properties are Python calls (``events`` copies the list under a lock), the fields are
-    read from their slots in one C call; any other span is read through :func:`to_record`.
+    read from their slots in one C call; any other span type through its public properties.
     Both give the same record (tests/runtime/test_span_records.py).
     """
     records: list[SpanRecord] = []
     append = records.append
     for span in spans:
-        if type(span) not in _SDK_SPANS:
-            if (record := to_record(span)) is not None:
-                append(record)
-            continue
-        context, parent, name, start, end, bounded, events = _span_slots(span)
+        if type(span) in _SDK_SPANS:
+            context, parent, name, start, end, bounded, events = _span_slots(span)
+            attributes = getattr(bounded, "_dict", None)
+            if type(attributes) is not dict:
+                attributes = span.attributes or {}
+        else:
+            context, parent, name = span.context, span.parent, span.name
+            start, end, events = span.start_time, span.end_time, span.events
+            attributes = attributes_of(span)
         if context is None or start is None or end is None:
             continue
-        attributes = getattr(bounded, "_dict", None)
-        if type(attributes) is not dict:
-            attributes = span.attributes or {}
-        # SpanContext is a tuple whose second member is the span id (its ``span_id``).
+        # Tokens, first token, model and source as any convention writes them. SpanContext
+        # is a tuple whose second member is the span id (its ``span_id``).
         record = call_record(
             context[1],
             None if parent is None else parent[1],
@@ -46,8 +48,10 @@ def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
             classify(attributes),
             attributes,
         )
+        # First-token events of other conventions; events after the end. (The SDK's
+        # BoundedList answers its length in Python: its deque is asked instead.)
         if getattr(events, "_dq", events):
-            apply_events(record, ((e.name, e.timestamp) for e in span.events))
+            apply_events(record, ((e.name, e.timestamp) for e in events))
         append(record)
     return records
 
@@ -58,25 +62,3 @@ _span_slots: Final = operator.attrgetter(
 """What a record is made of, read from the slots of the SDK's spans that their public
 properties return."""
 _SDK_SPANS: Final = frozenset((ReadableSpan, Span))
-
-
-def to_record(span: ReadableSpan, attributes: Mapping[str, Any] | None = None) -> SpanRecord | None:
-    """The rollup's view of a finished SDK span (``attributes``: already read, if at hand)."""
-    context = span.context
-    if context is None or span.start_time is None or span.end_time is None:
-        return None
-    if attributes is None:
-        attributes = attributes_of(span)
-    # Tokens, first token, model and source as any convention writes them (call_record).
-    record = call_record(
-        context.span_id,
-        span.parent.span_id if span.parent is not None else None,
-        span.name,
-        span.start_time,
-        span.end_time,
-        classify(attributes),
-        attributes,
-    )
-    if span.events:  # first-token events of other conventions; events after the end
-        apply_events(record, ((e.name, e.timestamp) for e in span.events))
-    return record
