@@ -19,7 +19,7 @@ _PART_OF: Final = {
 """The part of the rollup a budget quantity is read from, where the names differ."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Rollup:
     """Where the wall time of one workflow run went, in milliseconds.
 
@@ -27,6 +27,8 @@ class Rollup:
     follows the critical path, so time spent in parallel branches that did not
     decide the end is not in it. The ``*_sum_ms`` fields are plain sums of step
     durations instead, and exceed the wall time when steps overlap.
+
+    Treated as immutable; not frozen for the reader's speed (see ``WorkflowRun``).
     """
 
     total_ms: float

@@ -26,9 +26,12 @@ _COUNTED: Final = frozenset(STEP_KINDS)
 _STEP_KINDS: Final = frozenset((*STEP_KINDS, WORKFLOW_KIND_VALUE))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class StepTiming:
-    """One step of a run: a model call, data stage, tool call or nested workflow."""
+    """One step of a run: a model call, data stage, tool call or nested workflow.
+
+    Treated as immutable; not frozen for the reader's speed (see ``WorkflowRun``).
+    """
 
     name: str
     """The step's key in budgets and reports: its ``chainlat.step.name`` when it has one

@@ -139,9 +139,12 @@ class ReadCounters:
         return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Trace:
-    """One complete trace: its spans as read, each with the attributes chainlat reads."""
+    """One complete trace: its spans as read, each with the attributes chainlat reads.
+
+    Treated as immutable; not frozen for the reader's speed (see ``WorkflowRun``).
+    """
 
     trace_id: str
     """32 lower-case hex digits."""
