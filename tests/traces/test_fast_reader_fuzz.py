@@ -81,3 +81,43 @@ def test_records_and_attributes_are_compared_field_by_field() -> None:
     trace_id, root, span = quick[0]
     moved = dataclasses.replace(span.record, end_ns=span.record.end_ns + 1)
     assert [(trace_id, root, dataclasses.replace(span, record=moved))] != validating(line)
+
+
+def test_every_field_of_a_quick_record_is_set_whatever_the_kind() -> None:
+    """The quick path sets each field without the constructor: a field it forgot would be
+    unset, for a model call and for any other span alike."""
+    for attributes in (
+        [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+        [{"key": "chainlat.step.kind", "value": {"stringValue": "data"}}],
+        [],
+    ):
+        quick = quick_spans(one_line(attributes), ORIGIN)
+        assert quick is not None
+        _, _, span = quick[0]
+        for instance in (span, span.record):
+            unset = [f.name for f in dataclasses.fields(instance) if not hasattr(instance, f.name)]
+            assert unset == []
+        assert quick == validating(one_line(attributes))
+
+
+def test_spans_of_traces_that_take_turns_keep_their_own_trace_ids() -> None:
+    """The trace id is checked and lowered once for spans of one trace that come one after
+    another: traces taking turns, in either case, and a bad id after a good one."""
+    spans = [
+        {
+            "traceId": trace_id,
+            "spanId": f"{number:016x}",
+            "name": "s",
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+        }
+        for number, trace_id in enumerate(("AB" * 16, "cd" * 16, "ab" * 16, "AB" * 16), 1)
+    ]
+    line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    quick = quick_spans(line, ORIGIN)
+    assert quick is not None
+    assert [trace_id for trace_id, _, _ in quick] == ["ab" * 16, "cd" * 16, "ab" * 16, "ab" * 16]
+    assert quick == validating(line)
+    spans.append({**spans[-1], "traceId": "zz" * 16, "spanId": "00000000000000ff"})
+    line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert quick_spans(line, ORIGIN) is None
