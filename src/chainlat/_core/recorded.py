@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -43,7 +44,7 @@ def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
     # Read once per run: the parts checked in C first, named only when one is negative.
     if not (
         min(_REQUIRED_PARTS(recorded)) >= 0
-        and all(v is None or v >= 0 for v in _OPTIONAL_PARTS(recorded))
+        and min(filter(_KNOWN, _OPTIONAL_PARTS(recorded)), default=0.0) >= 0
     ):
         negative = _negative_part(recorded)
         if negative:
@@ -79,6 +80,9 @@ _OPTIONAL_PARTS: Final = operator.attrgetter(
     "first_output_tool_ms", "first_output_overhead_ms", "speech_to_text_ms",
     "text_to_speech_ms", "first_output_speech_to_text_ms", "first_output_text_to_speech_ms",
 )  # fmt: skip
+
+
+_KNOWN: Final = functools.partial(operator.is_not, None)
 
 
 def _negative_part(recorded: Rollup) -> str:
@@ -119,6 +123,13 @@ def _negative_part(recorded: Rollup) -> str:
 
 def _speech_inconsistency(recorded: Rollup) -> str:
     """The speech parts are parts of the inference time (docs/voice.md): never more."""
+    if (
+        recorded.speech_to_text_ms is None
+        and recorded.text_to_speech_ms is None
+        and recorded.first_output_speech_to_text_ms is None
+        and recorded.first_output_text_to_speech_ms is None
+    ):
+        return ""  # no speech: the common case, per run read
     for inference, parts, key in (
         (recorded.inference_ms, (recorded.speech_to_text_ms, recorded.text_to_speech_ms),
          attr.CHAIN_INFERENCE_MS),

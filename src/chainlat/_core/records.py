@@ -213,6 +213,7 @@ _TTS_REQUEST: Final = "tts_request"
 
 
 _SOURCE: Final = operator.attrgetter("source")
+_PARENT: Final = operator.attrgetter("parent_id")
 
 
 def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
@@ -262,7 +263,7 @@ def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanReco
     timed to the end of its last descendant (a copy, marked ``extended``); the same list
     when none does. The workflow span itself keeps its end: its children are clipped to it.
     """
-    if all(r.parent_id == root_id for r in records):
+    if list(map(_PARENT, records)).count(root_id) == len(records):  # a C loop: per run read
         return records  # the common shape, every span a child of the workflow: nothing to do
     by_id: dict[int, SpanRecord] = {}
     twice: set[int] = set()  # ids seen twice in a malformed trace: never extended

@@ -44,7 +44,10 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
     if len(calls) < 2:
         return {}
     first = calls[0].source
-    if all(r.source == first for r in calls):
+    for r in calls:  # a loop, not all() over a generator: this runs for every run read
+        if r.source != first:
+            break
+    else:
         return {}  # the common case: one instrumentation
     by_id = {r.span_id: r for r in records}
     calls = [r for r in calls if not _inside_call(r, by_id, root_id)]
