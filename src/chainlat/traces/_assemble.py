@@ -315,28 +315,36 @@ class Assembler:
         open_traces = self._open
         get = open_traces.get
         added = 0
+        # The spans of a trace mostly come one after another, with one trace id string
+        # (the quick path shares it): the trace is looked up once for them.
+        current: str | None = None
+        trace = _Trace()  # replaced before its first use: current is None
         for trace_id, local_root, span in spans:
-            trace = get(trace_id)
-            if trace is None:
-                early = self._judged.get(trace_id)
-                if early:
-                    # Judged early to keep within the bounds: its later spans (a slow run's
-                    # root among them) make a trace again rather than be dropped, so that
-                    # the run is still judged, by its recorded rollup if not by all its spans.
-                    self._judged.discard(trace_id)
-                    counters.reopened_traces += 1
-                elif early is not None:
-                    if not (trace_id in self._outcomes and is_outcome(span)):
-                        counters.late_spans += 1
-                        late = counters.late_workflows
-                        for name in self._judged.workflows(trace_id):
-                            late[name] = late.get(name, 0) + 1
-                    continue
-                trace = open_traces[trace_id] = _Trace()
-            elif trace.last_line != line:
-                open_traces.move_to_end(trace_id)  # least recently extended first, for eviction
+            if trace_id is not current:
+                found = get(trace_id)
+                if found is None:
+                    early = self._judged.get(trace_id)
+                    if early:
+                        # Judged early to keep within the bounds: its later spans (a slow
+                        # run's root among them) make a trace again rather than be dropped,
+                        # so that the run is still judged, by its recorded rollup if not by
+                        # all its spans.
+                        self._judged.discard(trace_id)
+                        counters.reopened_traces += 1
+                    elif early is not None:
+                        if not (trace_id in self._outcomes and is_outcome(span)):
+                            counters.late_spans += 1
+                            late = counters.late_workflows
+                            for name in self._judged.workflows(trace_id):
+                                late[name] = late.get(name, 0) + 1
+                        continue
+                    found = open_traces[trace_id] = _Trace()
+                elif found.last_line != line:
+                    # least recently extended first, for eviction
+                    open_traces.move_to_end(trace_id)
+                found.last_line = line
+                trace, current = found, trace_id
             trace.spans.append(span)
-            trace.last_line = line
             trace.size += size
             added += 1
             if local_root:
