@@ -125,3 +125,21 @@ def test_a_nonfinite_sample_is_found_whatever_the_order() -> None:
     assert samples.nonfinite() == math.inf
     assert Samples([1.0, 2.0]).nonfinite() is None
     assert Samples([1e308, 1e308]).nonfinite() is None  # the sum overflows, no value does
+
+
+@pytest.mark.parametrize("weight", [1.0, 2.0])
+def test_samples_added_after_a_percentile_was_read_are_in_the_next_one(weight: float) -> None:
+    """The sorted order and the merged hits are remade once a sample comes after them."""
+    samples = Samples()
+    rng = random.Random(7)
+    seen: list[float] = []
+    for _ in range(40):
+        value = rng.uniform(0, 100)
+        cached = rng.random() < 0.3
+        samples.add(value, cached, weight)
+        seen.append(value)
+        assert samples.max() == max(seen)
+        assert samples.sorted() == sorted(seen)
+        assert samples.percentile(50) == percentile(sorted(seen), 50)
+    samples.add(-1.0, False, weight)
+    assert samples.sorted(exclude_cached=False)[0] == -1.0

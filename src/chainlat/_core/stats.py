@@ -85,14 +85,16 @@ class Samples:
     time a percentile is asked for; no Python float is kept per sample.
     """
 
-    __slots__ = ("_hits", "_hits_weights", "_merged", "_plain", "_plain_weights", "_sorted")
+    __slots__ = ("_hits", "_hits_weights", "_merged", "_plain", "_plain_weights", "_sorted_at")
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._plain = array("d", values)
         self._hits = array("d")
         self._plain_weights: array[float] | None = None  # None while every weight is 1
         self._hits_weights: array[float] | None = None
-        self._sorted = len(self._plain) < 2
+        # Samples are only ever added: the sorted order and the merged array are known
+        # fresh by the count they were made at, so that adding one marks nothing.
+        self._sorted_at = -1
         self._merged: array[float] | None = None
 
     def add(self, value_ms: float, cached: bool = False, weight: float = 1.0) -> None:
@@ -102,8 +104,6 @@ class Samples:
                 self._hits.append(value_ms)
             else:
                 self._plain.append(value_ms)
-            self._sorted = False
-            self._merged = None
             return
         if weight != 1.0 and self._plain_weights is None:
             self._plain_weights = array("d", [1.0]) * len(self._plain)
@@ -116,8 +116,6 @@ class Samples:
             self._plain.append(value_ms)
             if self._plain_weights is not None:
                 self._plain_weights.append(weight)
-        self._sorted = False
-        self._merged = None
 
     @property
     def weighted(self) -> bool:
@@ -129,7 +127,7 @@ class Samples:
 
     def _sort(self) -> None:
         """Sort both groups in place (with their weights): their order is read nowhere."""
-        if self._sorted:
+        if self._sorted_at == len(self):
             return
         if self._plain_weights is None or self._hits_weights is None:
             self._plain = _sorted_array(self._plain)
@@ -137,7 +135,7 @@ class Samples:
         else:
             self._plain, self._plain_weights = _sorted_pairs(self._plain, self._plain_weights)
             self._hits, self._hits_weights = _sorted_pairs(self._hits, self._hits_weights)
-        self._sorted = True
+        self._sorted_at = len(self)
 
     def _values(self, exclude_cached: bool) -> array[float]:
         """The samples sorted ascending (without the cache hits when asked)."""
@@ -146,7 +144,7 @@ class Samples:
             return self._plain
         if not self._plain:
             return self._hits
-        if self._merged is None:
+        if self._merged is None or len(self._merged) != len(self):
             self._merged = _sorted_array(self._plain + self._hits)
         return self._merged
 
@@ -380,9 +378,9 @@ class WorkflowStats:
         seen = self.seen_steps.add
         operations = self.operations if self.count_operations else None
         for step in run.steps:
-            seen(step.name)
             stats = steps.get(step.name)
-            if stats is None:
+            if stats is None:  # a name first seen: every name in steps is in seen_steps
+                seen(step.name)
                 stats = steps[step.name] = StepStats(step.name, step.kind)
             stats.duration.add((step.end_ns - step.start_ns) / _NS_PER_MS, step.cache_hit, weight)
             if step.ttft_ms is not None:
