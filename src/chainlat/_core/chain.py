@@ -17,6 +17,13 @@ _PART_OF: Final = {
     "first_output_text_to_speech": "first_output_split",
 }
 """The part of the rollup a budget quantity is read from, where the names differ."""
+_KIND_FIELDS: Final = {
+    "total": "total_ms",
+    "inference": "inference_ms",
+    "data": "data_ms",
+    "tool": "tool_ms",
+    "overhead": "overhead_ms",
+}
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -81,13 +88,8 @@ class Rollup:
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
-        return {
-            "total": self.total_ms,
-            "inference": self.inference_ms,
-            "data": self.data_ms,
-            "tool": self.tool_ms,
-            "overhead": self.overhead_ms,
-        }[kind]
+        value: float = getattr(self, _KIND_FIELDS[kind])
+        return value
 
     def unrecorded_in(self, quantity: str) -> bool:
         """Whether a budget quantity (``inference``, ``first_output``, ``speech_to_text``...)

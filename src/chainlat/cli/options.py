@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core.errors import InputError, shown
 from chainlat._core.exits import EXIT_CODES_HELP
+from chainlat._core.stats import MAX_SAMPLING_WEIGHT
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
@@ -225,8 +226,6 @@ class Sampled:
 
     def add(self, run: WorkflowRun) -> None:
         """Count one run, its weight clamped as the statistics clamp it."""
-        from chainlat._core.stats import MAX_SAMPLING_WEIGHT
-
         weight, biased = run.sampling
         weight = min(weight, MAX_SAMPLING_WEIGHT)
         self.runs += 1
