@@ -132,8 +132,6 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
             return None  # a saved api/v3 response: read as the validating path reads it
         found: list[Parsed] = []
         append = found.append
-        last: str | None = None  # no trace id is None, the empty one included
-        trace_id = ""
         for resource in request.resourceSpans:
             scopes = resource.scopeSpans
             if scopes is None:
@@ -142,16 +140,7 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
                 continue
             for scope in scopes:
                 if scope.spans:
-                    for span in scope.spans:
-                        # The spans of a trace mostly come one after another: their trace
-                        # id is checked and lowered once, and shared (hashed once).
-                        if span.traceId != last:
-                            last = span.traceId
-                            if len(last) != 32:
-                                raise _NotCommon
-                            int(last, 16)
-                            trace_id = last.lower()
-                        append(_span(span, trace_id, origin))
+                    _scope_spans(scope.spans, origin, append)
     except _FALLBACK:
         return None
     return found
@@ -161,11 +150,11 @@ _derived_cache: dict[bytes, Derived] = {}
 _CACHE_ENTRIES: Final = 4096
 
 
-# whole: it runs once per span read; in parts, each part would cost a call per span.
-def _span(
-    raw: _Span,
-    trace_id: str,
+# whole: its loop runs once per span read; in parts, each would cost a call per span.
+def _scope_spans(
+    raws: list[_Span],
     origin: str,
+    append: Callable[[Parsed], None],
     # Bound once: the globals a span needs, looked up millions of times.
     _cache: dict[bytes, Derived] = _derived_cache,
     names: dict[str, str] = names,
@@ -173,87 +162,98 @@ def _span(
     _new: Any = object.__new__,
     _record: type[SpanRecord] = SpanRecord,
     _traced: type[TracedSpan] = TracedSpan,
-) -> Parsed:
-    """One span, as :func:`~chainlat.traces._parse._common_otlp_span` reads it, of the trace
-    ``trace_id`` (checked and lowered by the caller)."""
-    span_hex = raw.spanId
-    if len(span_hex) != 16:
-        raise _NotCommon
-    span_id = int(span_hex, 16)
-    parent = raw.parentSpanId
-    if parent:
-        if len(parent) != 16:
+) -> None:
+    """Each span of a scope, as :func:`~chainlat.traces._parse._common_otlp_span` reads it,
+    handed to ``append``; raises _NotCommon (or a decoding error) on anything else."""
+    last: str | None = None  # no trace id is None, the empty one included
+    trace_id = ""
+    for raw in raws:
+        # The spans of a trace mostly come one after another: their trace id is checked and
+        # lowered once, and shared (hashed once).
+        if raw.traceId != last:
+            last = raw.traceId
+            if len(last) != 32:
+                raise _NotCommon
+            int(last, 16)
+            trace_id = last.lower()
+        span_hex = raw.spanId
+        if len(span_hex) != 16:
             raise _NotCommon
-        parent_id: int | None = int(parent, 16)
-    else:
-        parent_id = None
-    start_ns = int(raw.startTimeUnixNano)
-    end_ns = int(raw.endTimeUnixNano)
-    if not 0 <= start_ns <= end_ns <= MAX_NS:
-        raise _NotCommon
-    derived: Derived | None = NOTHING_DERIVED
-    items: Any = raw.attributes
-    if items is not _unset:
-        # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
-        # on every run: what they give is worked out once per distinct list.
-        blob = bytes(items)
-        derived = _cache.get(blob)
-        if derived is None:
-            nonfinite = tally.nonfinite_values
-            derived = _derive(_decode_attributes(blob))
-            if tally.nonfinite_values == nonfinite:  # counted again on each span that has one
-                if len(_cache) >= _CACHE_ENTRIES:
-                    _cache.clear()
-                _cache[blob] = derived
-    (
-        attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-        step_name, user_facing, cache_read, has_output, ttft_marked, operation,
-    ) = derived  # type: ignore[misc]  # fmt: skip
-    events = raw.events
-    status = raw.status
-    code = status.code if status is not None else None
-    name = raw.name
-    # Every field set here, without the class's __init__: a call of it costs a thousand
-    # instructions more per span (tests/traces/test_fast_reader_*.py compare each field
-    # with the validating path's records, made by the constructor).
-    record = _new(_record)
-    record.span_id = span_id
-    record.parent_id = parent_id
-    record.name = names.setdefault(name, name)
-    record.start_ns = start_ns
-    record.end_ns = end_ns
-    record.kind = kind
-    record.cache_hit = cache_hit
-    record.input_tokens = tokens_in
-    record.output_tokens = tokens_out
-    record.ttft_ms = ttft
-    record.model = model
-    record.source = source
-    record.step_name = step_name
-    record.user_facing = user_facing
-    record.cache_read_tokens = cache_read
-    record.extended = record.failed = record.unrecorded_end = False
-    if kind == "inference":  # what mark_call sets, worked out with the rest
-        record.has_output = has_output
-        record.ttft_marked = ttft_marked
-        record.operation = operation
-    else:
-        record.has_output = record.ttft_marked = False
-        record.operation = None
-    if events:  # the first token by any convention's event; events after the span's end
-        found = [(e.name, int(e.timeUnixNano)) for e in events]  # type: ignore[arg-type]
-        for _, at in found:
-            if not 0 <= at <= MAX_NS:
-                raise _NotCommon  # the checking path skips it, or drops the span
-        apply_events(record, found)
-    local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
-    error = code == 2 or code == "STATUS_CODE_ERROR"
-    traced = _new(_traced)
-    traced.record = record
-    traced.attributes = attributes
-    traced.error = error
-    traced.origin = origin
-    return trace_id, local_root, traced
+        span_id = int(span_hex, 16)
+        parent = raw.parentSpanId
+        if parent:
+            if len(parent) != 16:
+                raise _NotCommon
+            parent_id: int | None = int(parent, 16)
+        else:
+            parent_id = None
+        start_ns = int(raw.startTimeUnixNano)
+        end_ns = int(raw.endTimeUnixNano)
+        if not 0 <= start_ns <= end_ns <= MAX_NS:
+            raise _NotCommon
+        derived: Derived | None = NOTHING_DERIVED
+        items: Any = raw.attributes
+        if items is not _unset:
+            # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
+            # on every run: what they give is worked out once per distinct list.
+            blob = bytes(items)
+            derived = _cache.get(blob)
+            if derived is None:
+                nonfinite = tally.nonfinite_values
+                derived = _derive(_decode_attributes(blob))
+                if tally.nonfinite_values == nonfinite:  # counted again on each span that has one
+                    if len(_cache) >= _CACHE_ENTRIES:
+                        _cache.clear()
+                    _cache[blob] = derived
+        (
+            attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
+            step_name, user_facing, cache_read, has_output, ttft_marked, operation,
+        ) = derived  # type: ignore[misc]  # fmt: skip
+        events = raw.events
+        status = raw.status
+        code = status.code if status is not None else None
+        name = raw.name
+        # Every field set here, without the class's __init__: a call of it costs a thousand
+        # instructions more per span (tests/traces/test_fast_reader_*.py compare each field
+        # with the validating path's records, made by the constructor).
+        record = _new(_record)
+        record.span_id = span_id
+        record.parent_id = parent_id
+        record.name = names.setdefault(name, name)
+        record.start_ns = start_ns
+        record.end_ns = end_ns
+        record.kind = kind
+        record.cache_hit = cache_hit
+        record.input_tokens = tokens_in
+        record.output_tokens = tokens_out
+        record.ttft_ms = ttft
+        record.model = model
+        record.source = source
+        record.step_name = step_name
+        record.user_facing = user_facing
+        record.cache_read_tokens = cache_read
+        record.extended = record.failed = record.unrecorded_end = False
+        if kind == "inference":  # what mark_call sets, worked out with the rest
+            record.has_output = has_output
+            record.ttft_marked = ttft_marked
+            record.operation = operation
+        else:
+            record.has_output = record.ttft_marked = False
+            record.operation = None
+        if events:  # the first token by any convention's event; events after the span's end
+            found = [(e.name, int(e.timeUnixNano)) for e in events]  # type: ignore[arg-type]
+            for _, at in found:
+                if not 0 <= at <= MAX_NS:
+                    raise _NotCommon  # the checking path skips it, or drops the span
+            apply_events(record, found)
+        local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
+        error = code == 2 or code == "STATUS_CODE_ERROR"
+        traced = _new(_traced)
+        traced.record = record
+        traced.attributes = attributes
+        traced.error = error
+        traced.origin = origin
+        append((trace_id, local_root, traced))
 
 
 def _attribute_values(
