@@ -70,12 +70,10 @@ class TracedSpan:
 class WorkflowRun:
     """One finished run of a workflow: its rollup and its steps in start order.
 
-    Treated as immutable, but not frozen, and neither are its rollup and steps: a frozen
-    dataclass sets each field through ``object.__setattr__``, about 1,250 instructions a
-    field, and a run of ten spans read from a trace has 147 fields in them, a fifth of what
-    ``chainlat check`` spent per span (99,167 instructions a span frozen, 80,590 not, by
-    ``benchmarks/callgrind_check.py --small 1000 --large 5000``). They are hashed by value
-    all the same, as frozen ones are.
+    Treated as immutable, but not frozen, nor are its rollup and steps: a frozen dataclass
+    sets each field through ``object.__setattr__``, and the 147 fields of a ten-span run
+    read from a trace cost ``chainlat check`` a fifth of its instructions (BENCHMARKS.md).
+    They are hashed by value all the same, as frozen ones are.
     """
 
     workflow: str

@@ -240,9 +240,8 @@ class _Tallies:
             actual = measure.of(run)
             if actual is None:
                 continue
-            tally = self.runs.get((run.workflow, target))
-            if tally is None:  # not setdefault: that would make a tally per run
-                tally = self.runs[run.workflow, target] = _RunTally()
+            key = (run.workflow, target)  # a tally made once, not per run by setdefault
+            tally = self.runs.get(key) or self.runs.setdefault(key, _RunTally())
             if unrecorded and measure.unrecorded(run):
                 # A bound, not a measurement (rule 13): neither kept nor broken is known.
                 tally.not_judged("unrecorded_end", unrecorded_why(run))
