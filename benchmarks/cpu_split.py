@@ -38,10 +38,11 @@ def _child(variant: str, workflows: int) -> None:
     provider = _pipeline.provider(with_chainlat=True)
     tracer = provider.get_tracer("bench")
 
-    def body() -> object:
+    def body() -> None:
         if chainlat:
-            return _pipeline.chainlat_workflow(provider)
-        return _pipeline.bare_workflow(tracer)
+            _pipeline.chainlat_workflow(provider)
+        else:
+            _pipeline.bare_workflow(tracer)
 
     for _ in range(200):  # warm-up: caches, specialisation, the batch thread started
         body()
