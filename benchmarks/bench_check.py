@@ -9,7 +9,9 @@ by its own CPU time and wall time and its peak RSS, from ``os.wait4``.
 The file looks like chainlat's own output: one workflow run through the real SDK
 pipeline (chainlat's processor, the rollup, the OTLP JSON encoder) on a fake clock,
 then copied with fresh ids and shifted times, 50 workflows (500 spans) per line as a
-batch processor writes them.
+batch processor writes them. What differs from run to run in a real file differs between
+the copies too: each model call's first token and token counts, and the workflow's
+rollup (a reader that remembers repeated attribute lists must not be flattered).
 """
 
 from __future__ import annotations
@@ -81,6 +83,36 @@ def template() -> dict[str, Any]:
         return encode_request(cap.spans())
 
 
+def _varied(attributes: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """A copy's attributes with what differs from run to run in a real file varied: a model
+    call's first token and token counts, the workflow's rollup (its total and its overhead
+    shortened alike, so that it still sums and fits its span); the same list for the
+    others (a data stage's or a tool's attributes repeat on every run)."""
+    keys = {a["key"] for a in attributes}
+    if "gen_ai.usage.input_tokens" in keys:
+        scale = rng.uniform(0.8, 1.0)  # an earlier first token, inside the same span
+        tokens = {"gen_ai.usage.input_tokens": rng.randint(200, 400),
+                  "gen_ai.usage.output_tokens": rng.randint(50, 120)}  # fmt: skip
+        varied = []
+        for a in attributes:
+            key, value = a["key"], a["value"]
+            if key in tokens:
+                value = {"intValue": str(tokens[key])}
+            elif key in ("chainlat.latency.ttft_ms", "gen_ai.response.time_to_first_chunk"):
+                value = {"doubleValue": round(value["doubleValue"] * scale, 9)}
+            varied.append({"key": key, "value": value})
+        return varied
+    if "chainlat.chain.total_ms" in keys:
+        less = round(rng.uniform(0, 20), 6)  # the template's overhead is 29.6 ms
+        return [
+            {"key": a["key"], "value": {"doubleValue": round(a["value"]["doubleValue"] - less, 6)}}
+            if a["key"] in ("chainlat.chain.total_ms", "chainlat.chain.overhead_ms")
+            else a
+            for a in attributes
+        ]
+    return attributes
+
+
 def generate(path: Path, spans: int, seed: int = 0) -> dict[str, int]:
     """Write ``spans`` spans (a multiple of ten) as copies of the template; returns sizes."""
     base = template()
@@ -105,6 +137,8 @@ def generate(path: Path, spans: int, seed: int = 0) -> dict[str, int]:
                         new["parentSpanId"] = ids[span["parentSpanId"]]
                     new["startTimeUnixNano"] = str(int(span["startTimeUnixNano"]) + shift)
                     new["endTimeUnixNano"] = str(int(span["endTimeUnixNano"]) + shift)
+                    if "attributes" in span:
+                        new["attributes"] = _varied(span["attributes"], rng)
                     batch.append(new)
             scope_spans["spans"] = batch
             out.write(orjson.dumps(base) + b"\n")
