@@ -168,11 +168,12 @@ def _flat_steps(root_id: int, records: list[SpanRecord]) -> tuple[StepTiming, ..
         # Every field set here, without the class's __init__: a call of it costs about a
         # thousand instructions more per step (tests/traces/test_fast_reader_check.py holds the
         # steps equal to the full walk's, made by it).
+        start_ns, end_ns = rec.start_ns, rec.end_ns
         step = _new(StepTiming)
         step.name = rec.step_name or rec.name
         step.kind = kind  # a step kind, checked above
-        step.start_ns = start_ns = rec.start_ns
-        step.end_ns = end_ns if (end_ns := rec.end_ns) > start_ns else start_ns
+        step.start_ns = start_ns
+        step.end_ns = end_ns if end_ns > start_ns else start_ns
         step.depth = 0
         step.ttft_ms = rec.ttft_ms
         step.cache_hit = rec.cache_hit
