@@ -355,12 +355,74 @@ def call_readings(
         >>> call_readings({"gen_ai.usage.input_tokens": 12, "gen_ai.request.model": "gpt-4o"})
         (12, None, None, 'gpt-4o')
     """
-    return (
-        first_count(attributes, _INPUT_TOKEN_KEYS),
-        first_count(attributes, _OUTPUT_TOKEN_KEYS),
-        ttft_ms_of(attributes),
-        _first_text(attributes, _MODEL_KEYS),
-    )
+    return read_call(attributes, call_plan(tuple(attributes)))
+
+
+_Keys = tuple[str, ...]
+CallPlan = tuple[_Keys, _Keys, _Keys, _Keys, _Keys]
+"""The keys each reading of :func:`call_readings` would find among a span's keys, in its
+order: input tokens, output tokens, first token in ms, in seconds, model."""
+
+_plans: dict[tuple[str, ...], CallPlan] = {}
+
+
+def call_plan(keys: tuple[str, ...]) -> CallPlan:
+    """Where :func:`call_readings` looks, for spans with these keys (remembered: the model
+    calls of an application or a file carry the same few key lists, their values aside)."""
+    plan = _plans.get(keys)
+    if plan is None:
+        present = frozenset(keys)
+        plan = tuple(  # type: ignore[assignment]
+            tuple(key for key in group if key in present)
+            for group in (
+                _INPUT_TOKEN_KEYS, _OUTPUT_TOKEN_KEYS, _TTFT_MS_KEYS, _TTFT_SECONDS_KEYS,
+                _MODEL_KEYS,
+            )
+        )  # fmt: skip
+        if len(_plans) >= 4096:
+            _plans.clear()  # keys made of ids: do not let them grow the cache
+        _plans[keys] = plan  # type: ignore[assignment]
+    return plan  # type: ignore[return-value]
+
+
+def read_call(
+    attributes: Mapping[str, object], plan: CallPlan
+) -> tuple[int | None, int | None, float | None, str | None]:
+    """:func:`call_readings` of ``attributes``, by the plan of its keys: the same first
+    usable value of each reading (most spans have one key of a reading, or none)."""
+    get = attributes.get
+    in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
+    tokens_in = tokens_out = ttft = model = None
+    for key in in_keys:
+        tokens_in = _count(get(key))
+        if tokens_in is not None:
+            break
+    for key in out_keys:
+        tokens_out = _count(get(key))
+        if tokens_out is not None:
+            break
+    for key in ms_keys:
+        value = get(key)
+        ttft = None if value is None else _duration(value)
+        if ttft is not None:
+            if ttft > _MAX_TTFT_MS:
+                ttft = None
+            break
+    else:
+        for key in seconds_keys:
+            value = get(key)
+            seconds = None if value is None else _duration(value)
+            if seconds is not None:
+                ttft = seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
+                break
+    for key in model_keys:
+        value = get(key)
+        if type(value) is str:
+            text = value.strip()
+            if text and text.casefold() != "unknown":
+                model = text
+                break
+    return tokens_in, tokens_out, ttft, model
 
 
 def is_http_level(attributes: Mapping[str, object]) -> bool:

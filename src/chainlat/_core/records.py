@@ -121,7 +121,18 @@ def call_details(
 ) -> tuple[int | None, int | None, float | None, str | None, str]:
     """What any convention says of a model call: input and output tokens, time to first
     token (ms), model and the source convention."""
-    return (*conventions.call_readings(attributes), source_of(attributes))
+    keys = tuple(attributes)
+    known = _details.get(keys)
+    if known is None:
+        # Both depend on which keys are there, not on their values.
+        known = (conventions.call_plan(keys), source_of(dict.fromkeys(keys)))
+        if len(_details) >= 4096:
+            _details.clear()
+        _details[keys] = known
+    return (*conventions.read_call(attributes, known[0]), known[1])
+
+
+_details: dict[tuple[str, ...], tuple[conventions.CallPlan, str]] = {}
 
 
 def call_record(
