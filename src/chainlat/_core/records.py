@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions, voice
@@ -144,47 +144,60 @@ def call_record(
     kind: SpanKindLabel | None,
     attributes: Mapping[str, object],
     ttft_ms: float | None = None,
+    _new: Any = object.__new__,
 ) -> SpanRecord:
     """A span's record, with :func:`call_details` for a model call."""
-    cache_hit = attributes.get(attr.CACHE_HIT) is True
-    step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
+    # Every field set here, without the class's __init__: a call through the type costs a
+    # thousand instructions more, once per span of every workflow exported
+    # (tests/core/test_call_record.py compares each field with the constructor's record).
+    record: SpanRecord = _new(SpanRecord)
+    record.span_id = span_id
+    record.parent_id = parent_id
+    record.name = name
+    record.start_ns = start_ns
+    record.end_ns = end_ns
+    record.kind = kind
+    record.cache_hit = attributes.get(attr.CACHE_HIT) is True
+    record.step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
+    record.extended = record.failed = record.unrecorded_end = False
     if kind != "inference":
-        record = SpanRecord(span_id, parent_id, name, start_ns, end_ns, kind, cache_hit)
-        if step_name is not None:
-            record.step_name = step_name
+        record.input_tokens = record.output_tokens = record.ttft_ms = record.model = None
+        record.source = record.cache_read_tokens = record.operation = None
+        record.user_facing = record.has_output = record.ttft_marked = False
         return record
     tokens_in, tokens_out, ttft, model, source = call_details(attributes)
-    record = SpanRecord(
-        span_id,
-        parent_id,
-        name,
-        start_ns,
-        end_ns,
-        kind,
-        cache_hit,
-        tokens_in,
-        tokens_out,
-        ttft_ms if ttft_ms is not None else ttft,
-        model,
-        source,
-        step_name,
-        attributes.get(attr.USER_FACING) is True,
-        cache_read_tokens_of(attributes),
-    )
-    mark_call(record, attributes)
+    if ttft_ms is not None:
+        ttft = ttft_ms
+    record.input_tokens = tokens_in
+    record.output_tokens = tokens_out
+    record.ttft_ms = ttft
+    record.model = model
+    record.source = source
+    record.user_facing = attributes.get(attr.USER_FACING) is True
+    record.cache_read_tokens = cache_read_tokens_of(attributes)
+    record.has_output, record.ttft_marked, record.operation = call_marks(attributes, ttft, source)
     return record
 
 
+def call_marks(
+    attributes: Mapping[str, object], ttft_ms: float | None, source: str | None
+) -> tuple[bool, bool, str | None]:
+    """What a model call's attributes say beyond its numbers, for a call of that first token
+    and source: whether it carries its output, whether its first token is the
+    application's own mark, and its operation (the speech split of the rollup reads it)."""
+    return (
+        conventions.has_output(attributes),
+        ttft_ms is not None
+        and source == "chainlat"
+        and attributes.get(attr.LATENCY_TTFT_MS) is not None,
+        voice.operation_of(attributes),
+    )
+
+
 def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
-    """Set what a model call's attributes say beyond its numbers: whether it carries its
-    output, whether its first token is the application's own mark, and its operation
-    (the speech split of the rollup reads it)."""
-    record.has_output = conventions.has_output(attributes)
-    record.operation = voice.operation_of(attributes)
-    record.ttft_marked = (
-        record.ttft_ms is not None
-        and record.source == "chainlat"
-        and attributes.get(attr.LATENCY_TTFT_MS) is not None
+    """Set :func:`call_marks` on a model call's record."""
+    record.has_output, record.ttft_marked, record.operation = call_marks(
+        attributes, record.ttft_ms, record.source
     )
 
 

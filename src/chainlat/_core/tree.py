@@ -330,7 +330,7 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
     """One pass over ``records`` as the steps of a flat workflow, in start order: None when
     one breaks the shape, False when one starts before the previous ended (out of order,
     or overlapping)."""
-    root_id, kinds, end = top.rec.span_id, _STEP_KINDS, top.end
+    root_id, kinds, end, new = top.rec.span_id, _STEP_KINDS, top.end, object.__new__
     found = _Pass()
     split, counts, path, segments = found.split, found.counts, found.path, found.segments
     kids, calls, steps = found.kids, found.calls, found.steps
@@ -353,8 +353,9 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
         if start < previous:
             return False
         assert kind is not None
-        node = Node(rec, start, finish, kind, None, top)
-        node.owner = node
+        node = new(Node)  # every field set: a call through the type costs more, per step
+        node.rec, node.start, node.end, node.attribution = rec, start, finish, kind
+        node.owner, node.parent, node.enclosing, node.kids = node, top, None, []
         kids.append(node)
         if start > previous:
             segments.append((top, previous, start))

@@ -9,9 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.records import mark_call
+from chainlat._core.records import call_marks
 from chainlat._core.rollup import (
-    SpanRecord,
     cache_read_tokens_of,
     call_details,
     classify,
@@ -58,10 +57,9 @@ def derive(
     found: dict[str, object],
     marks: bool = True,
     _classify: Callable[[Mapping[str, object]], Any] = classify,
-    _record: type[SpanRecord] = SpanRecord,
 ) -> Derived:
     """What the kept attributes ``found`` of a span give, as :func:`call_record` and
-    :func:`~chainlat._core.records.mark_call` read them
+    :func:`~chainlat._core.records.call_marks` read them
     (``tests/traces/test_fast_reader_attributes.py`` holds the quick paths to the validating
     one). Without ``marks``, what mark_call sets is left for the caller to set on its record
     (False, False, None here)."""
@@ -96,13 +94,8 @@ def derive(
             found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
             user_facing, cache_read, False, False, None,
         )  # fmt: skip
-    # What mark_call sets, read off a record of this span's values (they are all it reads).
-    probe = _record(
-        0, None, "", 0, 0, kind, cache_hit, tokens_in, tokens_out, ttft, model, source,
-        step_name, user_facing, cache_read,
-    )  # fmt: skip
-    mark_call(probe, found)
+    has_output, ttft_marked, operation = call_marks(found, ttft, source)
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, probe.has_output, probe.ttft_marked, probe.operation,
+        user_facing, cache_read, has_output, ttft_marked, operation,
     )  # fmt: skip

@@ -1,0 +1,105 @@
+"""``call_record`` sets every field of its record itself, without the class's constructor:
+field for field, the record the constructor and ``mark_call`` make of the same span."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chainlat._core import attributes as attr
+from chainlat._core import conventions
+from chainlat._core.convention_table import OUTPUT_KEYS
+from chainlat._core.records import (
+    CACHE_READ_KEYS,
+    SpanRecord,
+    cache_read_tokens_of,
+    call_details,
+    call_record,
+    mark_call,
+    step_name_of,
+)
+from support.fuzz_traces import FUZZ
+
+_KEYS = st.sampled_from(
+    sorted(
+        {
+            attr.CACHE_HIT,
+            attr.STEP_NAME,
+            attr.USER_FACING,
+            attr.STEP_KIND,
+            attr.GEN_AI_OPERATION_NAME,
+            attr.LIVEKIT_RESPONSE_TTFB,
+            *CACHE_READ_KEYS,
+            *OUTPUT_KEYS,
+            *conventions._INPUT_TOKEN_KEYS,
+            *conventions._TTFT_MS_KEYS,
+            *conventions._TTFT_SECONDS_KEYS,
+            *conventions._MODEL_KEYS,
+            "openinference.span.kind",
+            "http.request.method",
+        }
+    )
+)
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-5, max_value=10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["chat", "stt", "tts", "inference", "step-a", "", "12", "0.5", "LLM"]),
+)
+_KINDS = st.sampled_from(["inference", "data", "tool", "workflow", None])
+
+
+def _by_constructor(
+    kind: Any, attributes: Mapping[str, object], ttft_ms: float | None
+) -> SpanRecord:
+    """The record as call_record made it with SpanRecord(...) and mark_call."""
+    cache_hit = attributes.get(attr.CACHE_HIT) is True
+    step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
+    if kind != "inference":
+        record = SpanRecord(7, 3, "span", 10, 20, kind, cache_hit)
+        if step_name is not None:
+            record.step_name = step_name
+        return record
+    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
+    record = SpanRecord(
+        7, 3, "span", 10, 20, kind, cache_hit, tokens_in, tokens_out,
+        ttft_ms if ttft_ms is not None else ttft, model, source, step_name,
+        attributes.get(attr.USER_FACING) is True, cache_read_tokens_of(attributes),
+    )  # fmt: skip
+    mark_call(record, attributes)
+    return record
+
+
+def _fields(record: SpanRecord) -> list[tuple[str, type, Any]]:
+    """Every field, its type and value: a field left unset raises here."""
+    return [
+        (field.name, type(getattr(record, field.name)), getattr(record, field.name))
+        for field in dataclasses.fields(SpanRecord)
+    ]
+
+
+@FUZZ
+@given(_KINDS, st.dictionaries(_KEYS, _VALUES, max_size=8), st.none() | st.floats(0, 1e3))
+def test_every_field_is_the_constructors(
+    kind: Any, attributes: dict[str, object], ttft_ms: float | None
+) -> None:
+    made = call_record(7, 3, "span", 10, 20, kind, attributes, ttft_ms)
+    assert _fields(made) == _fields(_by_constructor(kind, attributes, ttft_ms))
+
+
+def test_a_first_token_the_application_marked_is_marked_either_way() -> None:
+    attributes = {attr.STEP_KIND: "inference", attr.LATENCY_TTFT_MS: 12.5}
+    made = call_record(7, 3, "span", 10, 20, "inference", attributes)
+    assert (made.ttft_ms, made.source, made.ttft_marked) == (12.5, "chainlat", True)
+    assert _fields(made) == _fields(_by_constructor("inference", attributes, None))
+
+
+def test_records_are_compared_field_by_field() -> None:
+    made = call_record(7, 3, "span", 10, 20, "inference", {attr.GEN_AI_OPERATION_NAME: "chat"})
+    assert (made.operation, made.has_output, made.failed) == ("chat", False, False)
+    assert _fields(dataclasses.replace(made, failed=True)) != _fields(made)
