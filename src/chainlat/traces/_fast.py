@@ -22,6 +22,7 @@ refuses the line as not JSON.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -101,7 +102,17 @@ class _Request(Struct, gc=False):
     result: Raw | UnsetType = UNSET
 
 
+class _String(Struct, forbid_unknown_fields=True, gc=False):
+    stringValue: str
+
+
+class _Strings(Struct, gc=False):
+    values: list[_String]
+
+
 _decode: Final = msgspec.json.Decoder(_Request).decode
+_decode_strings: Final = msgspec.json.Decoder(_Strings).decode
+_string_of: Final = operator.attrgetter("stringValue")
 _decode_attributes: Final = msgspec.json.Decoder(list[_KeyValue] | None).decode
 
 
@@ -295,8 +306,11 @@ def _attribute_values(
                 and value.boolValue is _unset
             ):
                 raise _NotCommon
-            array = loads(bytes(value.arrayValue))  # type: ignore[arg-type]
-            found[key] = any_value({"arrayValue": array})  # type: ignore[index]
+            raw = bytes(value.arrayValue)  # type: ignore[arg-type]
+            try:  # an array of strings (a critical path), checked in C
+                found[key] = list(map(_string_of, _decode_strings(raw).values))  # type: ignore[index]
+            except msgspec.DecodeError:  # any other array: read as the validating path reads it
+                found[key] = any_value({"arrayValue": loads(raw)})  # type: ignore[index]
             continue
         inner = value.intValue
         if inner is not _unset:
