@@ -12,33 +12,9 @@ from hypothesis import strategies as st
 
 from chainlat._core import conventions
 from chainlat._core.records import call_details, source_of
-from support.fuzz_traces import FUZZ
+from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
 
-_KEYS = st.sampled_from(
-    sorted(
-        {
-            *conventions._INPUT_TOKEN_KEYS,
-            *conventions._OUTPUT_TOKEN_KEYS,
-            *conventions._TTFT_MS_KEYS,
-            *conventions._TTFT_SECONDS_KEYS,
-            *conventions._MODEL_KEYS,
-            "openinference.span.kind",
-            "traceloop.span.kind",
-            "http.request.method",
-            "chainlat.step.kind",
-            "gen_ai.operation.name",
-            "other.key",
-        }
-    )
-)
-_VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-5, max_value=2**40),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["", " ", "unknown", "UNKNOWN", " gpt-4o ", "12", "-3", "0.25", "1e13", "x"]),
-)
-_ATTRIBUTES = st.dictionaries(_KEYS, _VALUES, max_size=8)
+_ATTRIBUTES = st.dictionaries(CALL_KEYS, CALL_VALUES, max_size=8)
 
 
 def _one_by_one(attributes: dict[str, Any]) -> tuple[Any, ...]:
@@ -57,7 +33,7 @@ def _same(found: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
 
 
 @FUZZ
-@given(_ATTRIBUTES, st.lists(_VALUES, min_size=8, max_size=8))
+@given(_ATTRIBUTES, st.lists(CALL_VALUES, min_size=8, max_size=8))
 def test_readings_by_plan_are_the_readings_one_by_one(
     attributes: dict[str, Any], earlier_values: list[Any]
 ) -> None:

@@ -11,10 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
-from chainlat._core.convention_table import OUTPUT_KEYS
 from chainlat._core.records import (
-    CACHE_READ_KEYS,
     SpanRecord,
     cache_read_tokens_of,
     call_details,
@@ -22,35 +19,8 @@ from chainlat._core.records import (
     mark_call,
     step_name_of,
 )
-from support.fuzz_traces import FUZZ
+from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
 
-_KEYS = st.sampled_from(
-    sorted(
-        {
-            attr.CACHE_HIT,
-            attr.STEP_NAME,
-            attr.USER_FACING,
-            attr.STEP_KIND,
-            attr.GEN_AI_OPERATION_NAME,
-            attr.LIVEKIT_RESPONSE_TTFB,
-            *CACHE_READ_KEYS,
-            *OUTPUT_KEYS,
-            *conventions._INPUT_TOKEN_KEYS,
-            *conventions._TTFT_MS_KEYS,
-            *conventions._TTFT_SECONDS_KEYS,
-            *conventions._MODEL_KEYS,
-            "openinference.span.kind",
-            "http.request.method",
-        }
-    )
-)
-_VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-5, max_value=10**6),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["chat", "stt", "tts", "inference", "step-a", "", "12", "0.5", "LLM"]),
-)
 _KINDS = st.sampled_from(["inference", "data", "tool", "workflow", None])
 
 
@@ -84,7 +54,7 @@ def _fields(record: SpanRecord) -> list[tuple[str, type, Any]]:
 
 
 @FUZZ
-@given(_KINDS, st.dictionaries(_KEYS, _VALUES, max_size=8), st.none() | st.floats(0, 1e3))
+@given(_KINDS, st.dictionaries(CALL_KEYS, CALL_VALUES, max_size=8), st.none() | st.floats(0, 1e3))
 def test_every_field_is_the_constructors(
     kind: Any, attributes: dict[str, object], ttft_ms: float | None
 ) -> None:

@@ -8,6 +8,11 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from chainlat._core import attributes as attr
+from chainlat._core import conventions
+from chainlat._core.convention_table import OUTPUT_KEYS
+from chainlat._core.records import CACHE_READ_KEYS
+
 FUZZ = settings(
     derandomize=True,
     database=None,
@@ -216,3 +221,44 @@ JAEGER_DOC = st.one_of(
     ),
     JSON,
 )
+
+
+def _call_keys() -> list[str]:
+    return sorted(
+        {
+            attr.CACHE_HIT,
+            attr.STEP_NAME,
+            attr.USER_FACING,
+            attr.STEP_KIND,
+            attr.GEN_AI_OPERATION_NAME,
+            attr.LIVEKIT_RESPONSE_TTFB,
+            *CACHE_READ_KEYS,
+            *OUTPUT_KEYS,
+            *conventions._INPUT_TOKEN_KEYS,
+            *conventions._OUTPUT_TOKEN_KEYS,
+            *conventions._TTFT_MS_KEYS,
+            *conventions._TTFT_SECONDS_KEYS,
+            *conventions._MODEL_KEYS,
+            "openinference.span.kind",
+            "traceloop.span.kind",
+            "http.request.method",
+            "other.key",
+        }
+    )
+
+
+CALL_KEYS = st.sampled_from(_call_keys())
+"""Every key a model call's record reads (tokens, first token, model, marks, source), and one
+it does not."""
+_CALL_TEXTS = (
+    *("", " ", "unknown", "UNKNOWN", " gpt-4o ", "12", "-3", "0.25", "1e13", "x"),
+    *("chat", "stt", "tts", "inference", "step-a", "LLM"),
+)
+CALL_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-5, max_value=2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(_CALL_TEXTS),
+)
+"""Values of every type a reading must tell apart, placeholders and numeric strings too."""
