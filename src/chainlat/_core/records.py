@@ -165,17 +165,14 @@ def call_record(
         record.source = record.cache_read_tokens = record.operation = None
         record.user_facing = record.has_output = record.ttft_marked = False
         return record
-    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
+    (record.input_tokens, record.output_tokens, record.ttft_ms, record.model, record.source) = (
+        call_details(attributes)
+    )
     if ttft_ms is not None:
-        ttft = ttft_ms
-    record.input_tokens = tokens_in
-    record.output_tokens = tokens_out
-    record.ttft_ms = ttft
-    record.model = model
-    record.source = source
+        record.ttft_ms = ttft_ms
     record.user_facing = attributes.get(attr.USER_FACING) is True
     record.cache_read_tokens = cache_read_tokens_of(attributes)
-    record.has_output, record.ttft_marked, record.operation = call_marks(attributes, ttft, source)
+    mark_call(record, attributes)
     return record
 
 
