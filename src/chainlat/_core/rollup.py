@@ -143,7 +143,19 @@ def compute_rollup(
     rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
     if tally.unrecorded - tally.at_wire:
         rollup = _unrecorded(rollup, tally, renamed, output_ns, first_output_ns, source)
+    _release(top, tally.stand_ins)
     return rollup
+
+
+def _release(top: Node, stand_ins: list[Node]) -> None:
+    """Unlink the finished tree under ``top``. Its nodes point back at each other (a step
+    owns itself, each node points at its parent), so they would wait for the cyclic garbage
+    collector, which walks every one of them; unlinked, they go when the rollup returns."""
+    stack = [top, *stand_ins]
+    while stack:
+        node = stack.pop()
+        stack += node.kids  # a stand-in's are its parent's: they are unlinked twice
+        node.parent = node.owner = node.enclosing = None
 
 
 def _walk(

@@ -91,6 +91,9 @@ class Tally:
     """Calls an HTTP-level span saw: the wire times them, whatever their other spans say."""
     steps: list[Node] = field(default_factory=list)
     """The counted steps that are not model calls (data stages, tools, nested workflows)."""
+    stand_ins: list[Node] = field(default_factory=list)
+    """Transparent spans and nested workflows, whose children took their place among their
+    parent's: in no node's kids (see `grow`)."""
 
     def add_call_span(self, rec: SpanRecord, key: int) -> None:
         """One span of the counted call ``key``: its tokens and first token, once."""
@@ -164,6 +167,7 @@ def grow(top: Node, plan: Plan, tally: Tally) -> None:
                 # framework span that ends last cannot hide the steps beside it from the
                 # critical path; its own time is its parent's either way.
                 node.kids = p_kids
+                tally.stand_ins.append(node)
             else:
                 p_kids.append(node)
             if span_id in by_parent:
@@ -349,8 +353,10 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
             or (source is not None and source != _OWN)
             or (kind == "inference" and (source != _OWN or rec.operation in _SPEECH))
         ):
+            _abandon(kids)
             return None
         if start < previous:
+            _abandon(kids)
             return False
         assert kind is not None
         node = new(Node)  # every field set: a call through the type costs more, per step
@@ -370,6 +376,13 @@ def _in_start_order(top: Node, records: list[SpanRecord]) -> _Pass | Literal[Fal
         segments.append((top, previous, end))
         split["overhead"] += end - previous
     return found
+
+
+def _abandon(kids: list[Node]) -> None:
+    """Unlink the nodes a pass made before it gave up (each owns itself and points at the
+    workflow's node): the cyclic garbage collector need not find them."""
+    for node in kids:
+        node.owner = node.parent = None
 
 
 _SPEECH: Final = frozenset(attr.SPEECH_OPERATIONS)
