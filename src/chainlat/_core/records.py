@@ -121,18 +121,32 @@ def call_details(
 ) -> tuple[int | None, int | None, float | None, str | None, str]:
     """What any convention says of a model call: input and output tokens, time to first
     token (ms), model and the source convention."""
+    plan, source, _, _ = _by_keys(attributes)
+    return (*conventions.read_call(attributes, plan), source)
+
+
+_ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
+_details: dict[tuple[str, ...], _ByKeys] = {}
+
+
+def _by_keys(attributes: Mapping[str, object]) -> _ByKeys:
+    """What depends on which keys a model call carries, not on their values: where its
+    readings are (:func:`~chainlat._core.conventions.call_plan`), its source, whether it
+    carries its output, and its cache-read keys. Remembered per key list."""
     keys = tuple(attributes)
     known = _details.get(keys)
     if known is None:
-        # Both depend on which keys are there, not on their values.
-        known = (conventions.call_plan(keys), source_of(dict.fromkeys(keys)))
+        present = dict.fromkeys(keys)
+        known = (
+            conventions.call_plan(keys),
+            source_of(present),
+            conventions.has_output(present),
+            tuple(key for key in CACHE_READ_KEYS if key in present),
+        )
         if len(_details) >= 4096:
             _details.clear()
         _details[keys] = known
-    return (*conventions.read_call(attributes, known[0]), known[1])
-
-
-_details: dict[tuple[str, ...], tuple[conventions.CallPlan, str]] = {}
+    return known
 
 
 def call_record(
@@ -165,25 +179,36 @@ def call_record(
         record.source = record.cache_read_tokens = record.operation = None
         record.user_facing = record.has_output = record.ttft_marked = False
         return record
-    (record.input_tokens, record.output_tokens, record.ttft_ms, record.model, record.source) = (
-        call_details(attributes)
+    plan, source, carries_output, cache_keys = _by_keys(attributes)
+    record.input_tokens, record.output_tokens, ttft, record.model = conventions.read_call(
+        attributes, plan
     )
     if ttft_ms is not None:
-        record.ttft_ms = ttft_ms
+        ttft = ttft_ms
+    record.ttft_ms = ttft
+    record.source = source
     record.user_facing = attributes.get(attr.USER_FACING) is True
-    record.cache_read_tokens = cache_read_tokens_of(attributes)
-    mark_call(record, attributes)
+    record.cache_read_tokens = (
+        conventions.first_count(attributes, cache_keys) if cache_keys else None
+    )
+    record.has_output, record.ttft_marked, record.operation = call_marks(
+        attributes, ttft, source, carries_output
+    )
     return record
 
 
 def call_marks(
-    attributes: Mapping[str, object], ttft_ms: float | None, source: str | None
+    attributes: Mapping[str, object],
+    ttft_ms: float | None,
+    source: str | None,
+    carries_output: bool | None = None,
 ) -> tuple[bool, bool, str | None]:
     """What a model call's attributes say beyond its numbers, for a call of that first token
-    and source: whether it carries its output, whether its first token is the
-    application's own mark, and its operation (the speech split of the rollup reads it)."""
+    and source: whether it carries its output (``carries_output``, when already known),
+    whether its first token is the application's own mark, and its operation (the speech
+    split of the rollup reads it)."""
     return (
-        conventions.has_output(attributes),
+        conventions.has_output(attributes) if carries_output is None else carries_output,
         ttft_ms is not None
         and source == "chainlat"
         and attributes.get(attr.LATENCY_TTFT_MS) is not None,

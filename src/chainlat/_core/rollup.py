@@ -290,34 +290,36 @@ def _rollup(
     total = top.end - top.start
     call_keys = [n.rec.span_id for n in tally.calls]
     first = None if output_ns is None or waits is None else (output_ns - top.start) / _NS_PER_MS
+    # Positional, in the order of the fields (a call by keyword costs twice as much), once
+    # per workflow exported.
     return Rollup(
-        total_ms=total / _NS_PER_MS,
-        inference_ms=split["inference"] / _NS_PER_MS,
-        data_ms=split["data"] / _NS_PER_MS,
-        tool_ms=split["tool"] / _NS_PER_MS,
-        overhead_ms=split["overhead"] / _NS_PER_MS,
-        inference_sum_ms=tally.sums["inference"] / _NS_PER_MS,
-        data_sum_ms=tally.sums["data"] / _NS_PER_MS,
-        tool_sum_ms=tally.sums["tool"] / _NS_PER_MS,
-        parallelism=tally.top_level_ns / total if total > 0 else 0.0,
-        step_count=tally.step_count,
-        inference_count=tally.counts["inference"],
-        data_count=tally.counts["data"],
-        tool_count=tally.counts["tool"],
-        cache_hits=sum(map(tally.cached.__contains__, call_keys)),
-        input_tokens=sum(map(tally.tokens_in.get, call_keys, repeat(0))),
-        output_tokens=sum(map(tally.tokens_out.get, call_keys, repeat(0))),
-        critical_path=tuple(path),
-        first_output_ms=first,
-        first_output_inference_ms=None if waits is None else waits["inference"] / _NS_PER_MS,
-        first_output_data_ms=None if waits is None else waits["data"] / _NS_PER_MS,
-        first_output_tool_ms=None if waits is None else waits["tool"] / _NS_PER_MS,
-        first_output_overhead_ms=None if waits is None else waits["overhead"] / _NS_PER_MS,
-        cost_usd=cost,
-        speech_to_text_ms=speech_ms.get("speech_to_text"),
-        text_to_speech_ms=speech_ms.get("text_to_speech"),
-        first_output_speech_to_text_ms=speech_ms.get("first_output.speech_to_text"),
-        first_output_text_to_speech_ms=speech_ms.get("first_output.text_to_speech"),
+        total / _NS_PER_MS,  # total_ms
+        split["inference"] / _NS_PER_MS,  # inference_ms
+        split["data"] / _NS_PER_MS,  # data_ms
+        split["tool"] / _NS_PER_MS,  # tool_ms
+        split["overhead"] / _NS_PER_MS,  # overhead_ms
+        tally.sums["inference"] / _NS_PER_MS,  # inference_sum_ms
+        tally.sums["data"] / _NS_PER_MS,  # data_sum_ms
+        tally.sums["tool"] / _NS_PER_MS,  # tool_sum_ms
+        tally.top_level_ns / total if total > 0 else 0.0,  # parallelism
+        tally.step_count,  # step_count
+        tally.counts["inference"],  # inference_count
+        tally.counts["data"],  # data_count
+        tally.counts["tool"],  # tool_count
+        sum(map(tally.cached.__contains__, call_keys)),  # cache_hits
+        sum(map(tally.tokens_in.get, call_keys, repeat(0))),  # input_tokens
+        sum(map(tally.tokens_out.get, call_keys, repeat(0))),  # output_tokens
+        tuple(path),  # critical_path
+        first,  # first_output_ms
+        None if waits is None else waits["inference"] / _NS_PER_MS,  # first_output_inference_ms
+        None if waits is None else waits["data"] / _NS_PER_MS,  # first_output_data_ms
+        None if waits is None else waits["tool"] / _NS_PER_MS,  # first_output_tool_ms
+        None if waits is None else waits["overhead"] / _NS_PER_MS,  # first_output_overhead_ms
+        cost,  # cost_usd
+        speech_ms.get("speech_to_text"),  # speech_to_text_ms
+        speech_ms.get("text_to_speech"),  # text_to_speech_ms
+        speech_ms.get("first_output.speech_to_text"),  # first_output_speech_to_text_ms
+        speech_ms.get("first_output.text_to_speech"),  # first_output_text_to_speech_ms
     )
 
 
