@@ -48,7 +48,7 @@ Decisions the packages leave open, taken here:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from chainlat._core.attributes import (
@@ -392,37 +392,12 @@ def read_call(
     usable value of each reading (most spans have one key of a reading, or none)."""
     get = attributes.get
     in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
-    tokens_in = tokens_out = ttft = model = None
-    for key in in_keys:
-        tokens_in = _count(get(key))
-        if tokens_in is not None:
-            break
-    for key in out_keys:
-        tokens_out = _count(get(key))
-        if tokens_out is not None:
-            break
-    for key in ms_keys:
-        value = get(key)
-        ttft = None if value is None else _duration(value)
-        if ttft is not None:
-            if ttft > _MAX_TTFT_MS:
-                ttft = None
-            break
-    else:
-        for key in seconds_keys:
-            value = get(key)
-            seconds = None if value is None else _duration(value)
-            if seconds is not None:
-                ttft = seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
-                break
-    for key in model_keys:
-        value = get(key)
-        if type(value) is str:
-            text = value.strip()
-            if text and text.casefold() != "unknown":
-                model = text
-                break
-    return tokens_in, tokens_out, ttft, model
+    return (
+        _count_among(get, in_keys),
+        _count_among(get, out_keys),
+        _ttft_among(get, ms_keys, seconds_keys),
+        _text_among(get, model_keys),
+    )
 
 
 def is_http_level(attributes: Mapping[str, object]) -> bool:
@@ -449,13 +424,22 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     """
     if attributes.keys().isdisjoint(_TTFT_KEYS):  # none there (the common case), asked in C
         return None
-    get = attributes.get
-    for key in filter(attributes.__contains__, _TTFT_MS_KEYS):  # absent keys skipped in C
+    present = attributes.__contains__  # absent keys skipped in C
+    return _ttft_among(
+        attributes.get, filter(present, _TTFT_MS_KEYS), filter(present, _TTFT_SECONDS_KEYS)
+    )
+
+
+def _ttft_among(
+    get: Callable[[str], object], ms_keys: Iterable[str], seconds_keys: Iterable[str]
+) -> float | None:
+    """The first usable first token among ``ms_keys``, else among ``seconds_keys``, in ms."""
+    for key in ms_keys:
         value = get(key)
         ms = None if value is None else _duration(value)
         if ms is not None:
             return ms if ms <= _MAX_TTFT_MS else None
-    for key in filter(attributes.__contains__, _TTFT_SECONDS_KEYS):
+    for key in seconds_keys:
         value = get(key)
         seconds = None if value is None else _duration(value)
         if seconds is not None:
@@ -551,8 +535,12 @@ def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str 
     """The first non-empty, non-placeholder string among ``keys``."""
     if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
         return None
-    get = attributes.get
-    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
+    # Most keys are absent: skipped in C.
+    return _text_among(attributes.get, filter(attributes.__contains__, keys))
+
+
+def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None:
+    for key in keys:
         value = get(key)
         if type(value) is str:
             text = value.strip()
@@ -565,8 +553,12 @@ def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int 
     """The first token count among ``keys``."""
     if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
         return None
-    get = attributes.get
-    for key in filter(attributes.__contains__, keys):  # most keys are absent: skipped in C
+    # Most keys are absent: skipped in C.
+    return _count_among(attributes.get, filter(attributes.__contains__, keys))
+
+
+def _count_among(get: Callable[[str], object], keys: Iterable[str]) -> int | None:
+    for key in keys:
         count = _count(get(key))
         if count is not None:
             return count
