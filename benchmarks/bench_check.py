@@ -113,8 +113,10 @@ def _varied(attributes: list[dict[str, Any]], rng: random.Random) -> list[dict[s
     return attributes
 
 
-def generate(path: Path, spans: int, seed: int = 0) -> dict[str, int]:
-    """Write ``spans`` spans (a multiple of ten) as copies of the template; returns sizes."""
+def generate(path: Path, spans: int, seed: int = 0, *, varied: bool = True) -> dict[str, int]:
+    """Write ``spans`` spans (a multiple of ten) as copies of the template; returns sizes.
+    ``varied=False``: every copy repeats the template's attributes (nothing differs from
+    run to run but ids and times), to price what the varied values cost."""
     base = template()
     scope_spans = base["resourceSpans"][0]["scopeSpans"][0]
     originals = scope_spans["spans"]
@@ -137,7 +139,7 @@ def generate(path: Path, spans: int, seed: int = 0) -> dict[str, int]:
                         new["parentSpanId"] = ids[span["parentSpanId"]]
                     new["startTimeUnixNano"] = str(int(span["startTimeUnixNano"]) + shift)
                     new["endTimeUnixNano"] = str(int(span["endTimeUnixNano"]) + shift)
-                    if "attributes" in span:
+                    if "attributes" in span and varied:
                         new["attributes"] = _varied(span["attributes"], rng)
                     batch.append(new)
             scope_spans["spans"] = batch

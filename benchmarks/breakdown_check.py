@@ -8,7 +8,11 @@ the ones before it:
 * ``read``: the spans of every line (``FileSource``'s reader, quick path included);
 * ``traces``: ... assembled into complete traces;
 * ``runs``: ... and each trace's workflow runs built (steps, rollup);
-* ``check``: ... and judged against the budgets (statistics, verdicts).
+* ``check``: ... and judged against the budgets (statistics, verdicts);
+* ``least``: on its own, the least a Python checker could do for the same budgets'
+  figures (``least_check.py``): a floor for any design in Python;
+* ``least_attributes``, ``least_reader``: the same with one of chainlat's duties added
+  (its attribute reading; its whole quick reader), to price each.
 
 ``--stage NAME`` runs that one stage once, untimed (``callgrind_check.py --stages`` counts
 each stage's instructions this way, a process each).
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from least_check import least
 
 from chainlat.budgets import evaluate, load_budgets
 from chainlat.traces import FileSource, ReadCounters
@@ -45,7 +50,9 @@ def _read(path: Path) -> None:
                 list(otlp_spans(loads_lenient(line), f"{path}:{number}"))
 
 
-STAGES = ("floor", "read", "traces", "runs", "check")
+STAGES = (
+    "floor", "read", "traces", "runs", "check", "least", "least_attributes", "least_reader"
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         "traces": lambda: sum(1 for _ in FileSource(args.file).traces(ReadCounters())),
         "runs": lambda: sum(1 for _ in FileSource(args.file).runs(ReadCounters())),
         "check": lambda: evaluate(FileSource(args.file).runs(ReadCounters()), budgets),
+        "least": lambda: least(args.file),
+        "least_attributes": lambda: least(args.file, "attributes"),
+        "least_reader": lambda: least(args.file, "reader"),
     }
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)

@@ -9,8 +9,10 @@ small) / (large spans − small spans), take out starting Python and importing t
 
 Compare two trees by running it with ``PYTHONPATH=<tree>/src``. With ``--stages``, also
 each stage of ``breakdown_check.py`` (floor, read, traces, runs, check, each including the
-ones before it) in a process of its own: where the instructions per span beyond the floor
-go.
+ones before it, and the lower bound of ``least_check.py`` with and without chainlat's
+duties) in a process of its own: where the instructions per span beyond the floor go. With ``--repeated``, the files repeat one workflow's attributes on every copy (see
+``bench_check.generate``): what the values that differ from run to run cost is the
+difference from a run without it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(__file__).parent / "out")
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--stages", action="store_true", help="count each stage too")
+    parser.add_argument(
+        "--repeated", action="store_true", help="no attribute differs from copy to copy"
+    )
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     budgets = args.workdir / "check-budgets.toml"
@@ -42,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, dict[str, int]] = {}
     for label, spans in (("small", args.small), ("large", args.large)):
         path = args.workdir / f"callgrind-check-{spans}.jsonl"
-        bench_check.generate(path, spans)
+        bench_check.generate(path, spans, varied=not args.repeated)
         counts[label] = {
             "spans": spans,
             "floor": instructions([sys.executable, str(floor), str(path)]),
