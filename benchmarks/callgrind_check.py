@@ -10,7 +10,8 @@ small) / (large spans − small spans), take out starting Python and importing t
 Compare two trees by running it with ``PYTHONPATH=<tree>/src``. With ``--stages``, also
 each stage of ``breakdown_check.py`` (floor, read, traces, runs, check, each including the
 ones before it, and the lower bound of ``least_check.py`` with and without chainlat's
-duties) in a process of its own: where the instructions per span beyond the floor go. With ``--repeated``, the files repeat one workflow's attributes on every copy (see
+duties) in a process of its own: where the instructions per span beyond the floor go.
+With ``--repeated``, the files repeat one workflow's attributes on every copy (see
 ``bench_check.generate``): what the values that differ from run to run cost is the
 difference from a run without it.
 """
