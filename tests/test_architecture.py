@@ -74,3 +74,39 @@ def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_metrics_sdk_is_imported_only_by_a_configure_that_exports_metrics(
+    tmp_path: Path,
+) -> None:
+    # About a tenth of `import chainlat` (and of every command's start): not paid by an
+    # application, or a command, that exports no metrics.
+    code = (
+        "import sys, chainlat\n"
+        "print('opentelemetry.sdk.metrics' in sys.modules)\n"
+        "chainlat.configure('svc', exporter='none')\n"
+        "print('opentelemetry.sdk.metrics' in sys.modules)\n"
+        "from opentelemetry import metrics\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "reader = InMemoryMetricReader()\n"
+        "chainlat.configure('svc', exporter='none', metric_readers=[reader])\n"
+        "with chainlat.workflow('w'):\n"
+        "    pass\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "print(isinstance(metrics.get_meter_provider(), MeterProvider))\n"
+        "data = reader.get_metrics_data()\n"
+        "print(sorted({m.name for r in data.resource_metrics for s in r.scope_metrics "
+        "for m in s.metrics}))\n"
+        "chainlat.shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    first, configured, global_set, names = done.stdout.splitlines()
+    assert (first, configured, global_set) == ("False", "False", "True")
+    assert "chainlat.chain.duration" in names, names

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -46,6 +44,11 @@ from chainlat._runtime.processor import (
 )
 
 if TYPE_CHECKING:
+    # The metrics SDK is imported when a configure() makes a meter provider, not with
+    # chainlat: an application or a command that never exports metrics does not pay for it.
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader
+
     from chainlat._runtime.budgets import OnExceed
     from chainlat.budgets import Budgets
 
@@ -211,6 +214,8 @@ def _meter_provider(
 ) -> MeterProvider | None:
     if not metric_readers:
         return None
+    from opentelemetry.sdk.metrics import MeterProvider
+
     # Metrics describe the same service as the traces, also when the provider was
     # reused from an earlier configure().
     resource = getattr(provider, "resource", None)
@@ -394,8 +399,11 @@ def _set_global(provider: TracerProvider, meter_provider: MeterProvider | None) 
             )
         else:
             trace.set_tracer_provider(provider)
-    if meter_provider is not None and not isinstance(metrics.get_meter_provider(), MeterProvider):
-        metrics.set_meter_provider(meter_provider)
+    if meter_provider is not None:
+        from opentelemetry.sdk.metrics import MeterProvider
+
+        if not isinstance(metrics.get_meter_provider(), MeterProvider):
+            metrics.set_meter_provider(meter_provider)
 
 
 def _shutdown_installed(installed: _Installed, timeout_s: float | None = None) -> bool:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from chainlat._core.errors import ConfigError
 from chainlat._runtime.export import DEFAULT_EXPORT_TIMEOUT_S
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
 
 ExporterName = Literal["file", "otlp", "console", "none"]
 
@@ -106,6 +108,8 @@ def _import_what_requests_imports_per_request() -> None:
 
 
 def otlp_metric_reader() -> MetricReader:
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
     timeout = _export_timeout_s("METRICS")
     if _protocol() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
