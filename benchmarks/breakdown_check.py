@@ -10,7 +10,7 @@ the ones before it:
 * ``runs``: ... and each trace's workflow runs built (steps, rollup);
 * ``check``: ... and judged against the budgets (statistics, verdicts);
 * ``least``: on its own, the least a Python checker could do for the same budgets'
-  figures (``least_check.py``): a floor for any design in Python;
+  figures (``least_check.py``): a practical floor for a checker in Python;
 * ``least_attributes``, ``least_reader``: the same with one of chainlat's duties added
   (its attribute reading; its whole quick reader), to price each.
 

@@ -11,8 +11,9 @@ and the percentiles the budgets ask for. On the benchmark's files its figures eq
 
 It checks no id, time or value, keeps no attribute, builds no rollup, critical path or
 first-output split, reads no convention but chainlat's, and never falls back to a
-validating reader. Its instructions per span beyond the orjson floor are therefore a
-floor for any design in Python (per-run arrays included).
+validating reader. Its instructions per span are therefore a practical floor for a
+checker in Python that decodes every span (per-run arrays included): not a proof, an
+estimate of what is left when every duty is dropped.
 
 Two of chainlat's duties can be added, one at a time, to price them:
 
