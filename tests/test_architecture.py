@@ -51,6 +51,15 @@ def test_the_core_importing_opentelemetry_breaks_the_contract(tmp_path: Path) ->
     assert "chainlat._core.rollup -> opentelemetry (l." in done.stdout
 
 
+def _python(code: str, cwd: Path) -> str:
+    """What ``code`` prints, run by a fresh interpreter (nothing imported before it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
     tmp_path: Path,
 ) -> None:
@@ -65,15 +74,7 @@ def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
         "'chainlat.report', 'chainlat.traces', 'chainlat.budgets')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _python(code, tmp_path).strip() == "[]"
 
 
 def test_the_metrics_sdk_is_imported_only_by_a_configure_that_exports_metrics(
@@ -99,14 +100,6 @@ def test_the_metrics_sdk_is_imported_only_by_a_configure_that_exports_metrics(
         "for m in s.metrics}))\n"
         "chainlat.shutdown()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    first, configured, global_set, names = done.stdout.splitlines()
+    first, configured, global_set, names = _python(code, tmp_path).splitlines()
     assert (first, configured, global_set) == ("False", "False", "True")
     assert "chainlat.chain.duration" in names, names
