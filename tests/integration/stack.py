@@ -246,7 +246,9 @@ def start_scaled_tier(
     """Start ``replicas`` sampling Collectors, the load balancer and Prometheus (with
     ``rules``) exporting to ``jaeger``; raise StackError if one is not ready."""
     base = free_block(10 * replicas)
-    lb_grpc, lb_http, lb_health, lb_metrics, prometheus = free_ports(5)
+    lb_grpc, lb_http, lb_health, lb_metrics, prometheus = free_ports(
+        5, avoid=range(base, base + 10 * replicas)
+    )
     env = {
         **_sampling_env(sampling),
         "CHAINLAT_SAMPLING_REPLICAS": str(replicas),

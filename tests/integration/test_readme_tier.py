@@ -110,7 +110,7 @@ def test_the_three_commands_of_the_readme_fire_the_demo_alert(
     ``collector/build.sh all`` has built them, so the README's first command is cached."""
     build, start, demo = _commands()
     base = free_block(20)
-    ports = free_ports(10)
+    ports = free_ports(10, avoid=range(base, base + 20))
     prometheus = f"http://127.0.0.1:{ports[9]}"
     env = {
         **os.environ,

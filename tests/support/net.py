@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Container
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -58,11 +59,12 @@ def free_block(size: int, attempts: int = 50) -> int:
     raise NoFreePorts(f"no {size} consecutive free ports found in {attempts} attempts")
 
 
-def free_ports(count: int) -> list[int]:
+def free_ports(count: int, avoid: Container[int] = ()) -> list[int]:
     """Distinct free TCP ports on 127.0.0.1 (held together while chosen, then released).
 
     Nothing listens on them when this returns: use one for a server to start, or as
-    an address where a connection is refused.
+    an address where a connection is refused. ``avoid``: ports chosen before and not yet
+    bound (a `free_block`), which are free too, and must not be chosen again.
     """
     rng = random.Random()
     low, high = _span(1)
@@ -72,7 +74,7 @@ def free_ports(count: int) -> list[int]:
             if len(ports) == count:
                 break
             port = rng.randrange(low, high)
-            if port in ports:
+            if port in ports or port in avoid:
                 continue
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             try:
