@@ -21,20 +21,6 @@ NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 """The attributes of a span that has none chainlat keeps (shared, read-only)."""
 
 
-def ttft_from(attributes: Mapping[str, object]) -> float | None:
-    ms = attributes.get(attr.LATENCY_TTFT_MS)
-    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
-        return float(ms)
-    seconds = attributes.get(attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        return float(seconds) * 1000
-    return None
-
-
-_TTFT_MS: Final = attr.LATENCY_TTFT_MS
-_TTFC_S: Final = attr.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
-_TOKENS_IN: Final = attr.GEN_AI_USAGE_INPUT_TOKENS
-_TOKENS_OUT: Final = attr.GEN_AI_USAGE_OUTPUT_TOKENS
 _CACHE_HIT: Final = attr.CACHE_HIT
 _USER_FACING: Final = attr.USER_FACING
 
@@ -66,27 +52,16 @@ def derive(
     if not found:
         return NOTHING_DERIVED
     kind = _classify(found)
-    ttft = found.get(_TTFT_MS)
-    if type(ttft) is not float and (ttft is not None or _TTFC_S in found):
-        ttft = ttft_from(found)
-    tokens_in = found.get(_TOKENS_IN)
-    tokens_out = found.get(_TOKENS_OUT)
     cache_hit = found.get(_CACHE_HIT) is True
     step_name = step_name_of(found)
     if kind != "inference":
         return (
-            found, kind, ttft, tokens_in if type(tokens_in) is int else None,
-            tokens_out if type(tokens_out) is int else None, cache_hit, None, None,
+            found, kind, None, None, None, cache_hit, None, None,
             step_name, False, None, False, False, None,
         )  # fmt: skip
-    # Tokens, first token, model and source by any convention.
-    tokens_in, tokens_out, call_ttft, model, source = call_details(found)
-    if ttft is None:
-        ttft = call_ttft
-    if type(tokens_in) is not int:
-        tokens_in = None
-    if type(tokens_out) is not int:
-        tokens_out = None
+    # Tokens, first token, model and source by any convention, by its one rule for each
+    # (call_record reads the same): a read span gets the record a live one gets.
+    tokens_in, tokens_out, ttft, model, source = call_details(found)
     user_facing = found.get(_USER_FACING) is True
     cache_read = cache_read_tokens_of(found)
     if not marks:

@@ -33,7 +33,6 @@ from chainlat.traces._derive import (
     Derived,
     derive,
 )
-from chainlat.traces._derive import ttft_from as ttft_from
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
     import orjson
