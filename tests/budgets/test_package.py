@@ -11,20 +11,40 @@ import chainlat.budgets
 ROOMS = Path(chainlat.budgets.__file__).parent
 
 
-def test_importing_budgets_loads_neither_pydantic_nor_yaml() -> None:
-    """Only loading (or building) a budget imports them: judging runs needs neither."""
+def test_importing_budgets_loads_neither_pydantic_nor_yaml(tmp_path: Path) -> None:
+    """Only loading (or building) a budget imports pydantic, and only a YAML file YAML's
+    parser: judging runs needs neither, a TOML or JSON file no YAML."""
+    (tmp_path / "chainlat.toml").write_text('[workflows.w]\ntotal = "1s"\n')
+    (tmp_path / "chainlat.json").write_text('{"workflows": {"w": {"total": "1s"}}}')
+    (tmp_path / "chainlat.yaml").write_text("workflows:\n  w:\n    total: 1s\n")
     code = (
         "import sys, chainlat.budgets\n"
         "from chainlat.budgets import BudgetReport, LimitVerdict, evaluate, check_run\n"
-        "print(sorted(m for m in ('pydantic', 'pydantic_core', 'yaml') if m in sys.modules))\n"
+        "def loaded():\n"
+        "    return sorted(m for m in ('pydantic', 'pydantic_core', 'yaml') if m in sys.modules)\n"
+        "print(loaded())\n"
         "chainlat.budgets.parse_budgets({'workflows': {'w': {'total': '1s'}}})\n"
-        "print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))\n"
+        "print(loaded())\n"
+        "for name in ('chainlat.toml', 'chainlat.json', 'chainlat.yaml'):\n"
+        "    budgets = chainlat.budgets.load_budgets(name)\n"
+        "    print(name, budgets.workflows['w'].total, loaded())\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "['pydantic', 'yaml']"]
+    assert done.stdout.splitlines() == [
+        "[]",
+        "['pydantic', 'pydantic_core']",
+        "chainlat.toml 1000.0 ['pydantic', 'pydantic_core']",
+        "chainlat.json 1000.0 ['pydantic', 'pydantic_core']",
+        "chainlat.yaml 1000.0 ['pydantic', 'pydantic_core', 'yaml']",
+    ]
 
 
 def test_every_public_name_resolves() -> None:

@@ -10,15 +10,17 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import yaml
 from pydantic import ValidationError
 
 from chainlat._core.errors import BudgetFileError, reading
 from chainlat.budgets._values import show
 from chainlat.budgets.messages import describe
 from chainlat.budgets.model import Budgets, WorkflowBudget
+
+if TYPE_CHECKING:
+    import yaml
 
 BUDGET_FILE_NAMES: Final = ("chainlat.toml", "chainlat.yaml", "chainlat.yml", "pyproject.toml")
 """What :func:`discover_budgets` looks for, in this order (pyproject.toml only with
@@ -103,7 +105,9 @@ def _load_text(file: Path, text: str) -> Budgets:
                 raise BudgetFileError(f"{file}: no [tool.chainlat] table")
             data, prefix = section, ("tool", "chainlat")
     elif suffix in (".yaml", ".yml"):
-        data, yaml_root = _parse_yaml(file, text)
+        from chainlat.budgets._yaml import parse_yaml  # YAML's parser, only for YAML
+
+        data, yaml_root = parse_yaml(file, text)
     elif suffix == ".json":
         data = _parse_json(file, text)
     else:
@@ -170,57 +174,6 @@ class _DuplicateKey(Exception):
     def __init__(self, key: object, line: int) -> None:
         super().__init__(key, line)
         self.key, self.line = key, line
-
-
-# libyaml's parser when PyYAML has it: the pure-Python one takes seconds on a small file
-# nested a thousand levels deep.
-try:
-    from yaml import CSafeLoader as _SafeLoader
-except ImportError:  # PyYAML built without libyaml
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
-
-
-class _UniqueKeyLoader(_SafeLoader):
-    """YAML's safe loader, but a key given twice in one mapping is an error, as in TOML:
-    PyYAML's own keeps the last, so a duplicated workflow silently loses its limits.
-    Keys merged in with ``<<`` may still be overridden, as YAML means them to."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:
-                continue  # an unhashable key: the constructor reports it
-            if duplicate:
-                raise _DuplicateKey(key, key_node.start_mark.line + 1)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
-
-
-def _parse_yaml(file: Path, text: str) -> tuple[object, yaml.Node | None]:
-    loader = _UniqueKeyLoader(text)
-    try:
-        root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except _DuplicateKey as exc:
-        raise BudgetFileError(
-            f"{file}:{exc.line}: duplicate key {show(exc.key)} (each key may appear once)"
-        ) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(file)
-        problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
-        raise BudgetFileError(f"{where}: invalid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise BudgetFileError(f"{file}: invalid YAML: {' '.join(str(exc).split())}") from None
-    finally:
-        loader.dispose()
-    return data, root
 
 
 def _parse_json(file: Path, text: str) -> object:
