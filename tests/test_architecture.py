@@ -77,6 +77,43 @@ def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
     assert _python(code, tmp_path).strip() == "[]"
 
 
+def test_reading_traces_starts_no_opentelemetry_sdk_and_the_api_loads_on_first_use(
+    tmp_path: Path,
+) -> None:
+    # `import chainlat` names the whole API but imports the SDK, the analysis and the httpx
+    # instrumentation when a name needs them: a command that reads and judges traces (every
+    # CI run of `chainlat check`) starts without them.
+    sdk = ("opentelemetry.sdk", "chainlat._runtime.spans", "chainlat.analysis", "chainlat.httpx")
+    code = (
+        "import sys\n"
+        f"sdk = {sdk!r}\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sdk if m in sys.modules)\n"
+        "import chainlat, chainlat.cli, chainlat.cli.budgets, chainlat.traces, chainlat.budgets\n"
+        "print(loaded())\n"
+        "from chainlat.budgets import evaluate\n"
+        "from chainlat.traces import FileSource\n"
+        "print(loaded())\n"
+        "print(chainlat.workflow.__module__, chainlat.compare.__module__)\n"
+        "print(loaded())\n"
+        "from chainlat import instrument_httpx\n"
+        "print(instrument_httpx.__module__, 'workflow' in dir(chainlat))\n"
+        "try:\n"
+        "    chainlat.no_such_name\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = _python(code, tmp_path).splitlines()
+    assert out == [
+        "[]",
+        "[]",
+        "chainlat._runtime.steps chainlat.analysis.tradeoff",
+        "['chainlat._runtime.spans', 'chainlat.analysis', 'opentelemetry.sdk']",
+        "chainlat.httpx True",
+        "module 'chainlat' has no attribute 'no_such_name'",
+    ]
+
+
 def test_the_metrics_sdk_is_imported_only_by_a_configure_that_exports_metrics(
     tmp_path: Path,
 ) -> None:

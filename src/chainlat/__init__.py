@@ -14,6 +14,9 @@ Example::
 
 from __future__ import annotations
 
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING
+
 from chainlat._core.errors import (
     BudgetFileError,
     ChainlatError,
@@ -27,32 +30,83 @@ from chainlat._core.errors import (
 )
 from chainlat._core.rollup import Rollup
 from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun
-from chainlat._runtime.config import configure, shutdown
-from chainlat._runtime.otlp_json import JsonLinesSpanExporter
-from chainlat._runtime.processor import ChainlatSpanProcessor
-from chainlat._runtime.spans import (
-    DataStage,
-    Inference,
-    InferenceHandle,
-    StepHandle,
-    StepName,
-    Tool,
-    Workflow,
-    WorkflowHandle,
-    bind_context,
-    current_step,
-    current_workflow,
-    data_stage,
-    inference,
-    record_outcome,
-    step,
-    step_name,
-    tool,
-    workflow,
-)
-from chainlat.analysis.tradeoff import Comparison, compare
-from chainlat.analysis.whatif import WhatIfResult, whatif
-from chainlat.httpx import instrument_httpx, uninstrument_httpx
+
+if TYPE_CHECKING:
+    from chainlat._runtime.config import configure, shutdown
+    from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+    from chainlat._runtime.processor import ChainlatSpanProcessor
+    from chainlat._runtime.spans import (
+        DataStage,
+        Inference,
+        InferenceHandle,
+        StepHandle,
+        StepName,
+        Tool,
+        Workflow,
+        WorkflowHandle,
+        bind_context,
+        current_step,
+        current_workflow,
+        data_stage,
+        inference,
+        record_outcome,
+        step,
+        step_name,
+        tool,
+        workflow,
+    )
+    from chainlat.analysis.tradeoff import Comparison, compare
+    from chainlat.analysis.whatif import WhatIfResult, whatif
+    from chainlat.httpx import instrument_httpx, uninstrument_httpx
+
+# Names whose module imports the OpenTelemetry SDK or the analysis: imported on first use,
+# so that a command that only reads traces (``chainlat check``) or the pytest plugin does not
+# start them (``tests/test_exported_members.py`` holds which modules ``import chainlat`` loads).
+_SPANS = "chainlat._runtime.spans"
+_LAZY: dict[str, str] = {
+    "ChainlatSpanProcessor": "chainlat._runtime.processor",
+    "Comparison": "chainlat.analysis.tradeoff",
+    "DataStage": _SPANS,
+    "Inference": _SPANS,
+    "InferenceHandle": _SPANS,
+    "JsonLinesSpanExporter": "chainlat._runtime.otlp_json",
+    "StepHandle": _SPANS,
+    "StepName": _SPANS,
+    "Tool": _SPANS,
+    "WhatIfResult": "chainlat.analysis.whatif",
+    "Workflow": _SPANS,
+    "WorkflowHandle": _SPANS,
+    "bind_context": _SPANS,
+    "compare": "chainlat.analysis.tradeoff",
+    "configure": "chainlat._runtime.config",
+    "current_step": _SPANS,
+    "current_workflow": _SPANS,
+    "data_stage": _SPANS,
+    "inference": _SPANS,
+    "instrument_httpx": "chainlat.httpx",
+    "record_outcome": _SPANS,
+    "shutdown": "chainlat._runtime.config",
+    "step": _SPANS,
+    "step_name": _SPANS,
+    "tool": _SPANS,
+    "uninstrument_httpx": "chainlat.httpx",
+    "whatif": "chainlat.analysis.whatif",
+    "workflow": _SPANS,
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __version__ = "0.1.0"
 

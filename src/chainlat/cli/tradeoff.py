@@ -48,7 +48,6 @@ from chainlat.cli.output import (
     write_file,
 )
 from chainlat.cli.sources import describe, load, read, settle, sources_from
-from chainlat.report import tradeoff as tradeoff_report
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -190,6 +189,7 @@ def _profile(args: argparse.Namespace) -> int:
         save_profiles,
         usage_gaps,
     )
+    from chainlat.report import tradeoff as tradeoff_report
     from chainlat.traces import ReadCounters
 
     sources = sources_from(args)
@@ -234,6 +234,7 @@ def _profile(args: argparse.Namespace) -> int:
 def _whatif(args: argparse.Namespace) -> int:
     from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
+    from chainlat.report import tradeoff as tradeoff_report
 
     budgets = None
     if args.budgets:
@@ -293,6 +294,7 @@ def load_prices(path: str | None) -> dict[str, Price] | None:
 def _compare(args: argparse.Namespace) -> int:
     from chainlat.analysis.tradeoff import compare
     from chainlat.cli.budgets import found_budgets
+    from chainlat.report import tradeoff as tradeoff_report
     from chainlat.report import tradeoff_page
 
     budgets = found_budgets(args.budgets)

@@ -16,8 +16,9 @@ Example::
 
 from __future__ import annotations
 
-from chainlat.report._explorer import RunExplorer, jaeger_ui_url
-from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING
+
 from chainlat.report.jsondoc import check_json, check_schema, diff_json, stats_json
 from chainlat.report.junit import junit_xml
 from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdown
@@ -37,6 +38,20 @@ from chainlat.report.text import (
     stats_text,
 )
 from chainlat.report.waterfall import waterfall
+
+if TYPE_CHECKING:
+    from chainlat.report._explorer import RunExplorer, jaeger_ui_url
+    from chainlat.report.html import html_page, tradeoff_figure, tradeoff_page
+
+# The page and its run explorer import the what-if analysis and their assets: imported on
+# first use, so that a check printed as text, JSON or JUnit does not load them.
+_LAZY: dict[str, str] = {
+    "RunExplorer": "_explorer",
+    "html_page": "html",
+    "jaeger_ui_url": "_explorer",
+    "tradeoff_figure": "html",
+    "tradeoff_page": "html",
+}
 
 __all__ = [
     "RunExplorer",
@@ -65,3 +80,16 @@ __all__ = [
     "tradeoff_page",
     "waterfall",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
