@@ -125,6 +125,34 @@ def call_details(
     return (*conventions.read_call(attributes, plan), source)
 
 
+CallFields = tuple[
+    int | None, int | None, float | None, str | None, str, bool, int | None, bool, bool, str | None
+]
+"""What a model call's attributes give its record: input and output tokens, time to first
+token (ms), model, source convention, user-facing, cache-read tokens, and what
+:func:`call_marks` says (carries its output, first token marked, operation)."""
+
+
+def call_fields(attributes: Mapping[str, object]) -> CallFields:
+    """:data:`CallFields` of a model call, each read once, by the rules :func:`call_record`
+    reads them with (the trace readers' :func:`~chainlat.traces._derive.derive` uses it)."""
+    plan, source, carries_output, cache_keys = _by_keys(attributes)
+    tokens_in, tokens_out, ttft, model = conventions.read_call(attributes, plan)
+    has_output, ttft_marked, operation = call_marks(attributes, ttft, source, carries_output)
+    return (
+        tokens_in,
+        tokens_out,
+        ttft,
+        model,
+        source,
+        attributes.get(attr.USER_FACING) is True,
+        conventions.first_count(attributes, cache_keys) if cache_keys else None,
+        has_output,
+        ttft_marked,
+        operation,
+    )
+
+
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
 _details: dict[tuple[str, ...], _ByKeys] = {}
 

@@ -9,20 +9,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.records import call_marks
-from chainlat._core.rollup import (
-    cache_read_tokens_of,
-    call_details,
-    classify,
-    step_name_of,
-)
+from chainlat._core.records import call_fields
+from chainlat._core.rollup import classify, step_name_of
 
 NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 """The attributes of a span that has none chainlat keeps (shared, read-only)."""
 
 
 _CACHE_HIT: Final = attr.CACHE_HIT
-_USER_FACING: Final = attr.USER_FACING
 
 
 Derived = tuple[
@@ -41,14 +35,11 @@ NOTHING_DERIVED: Final[Derived] = (
 
 def derive(
     found: dict[str, object],
-    marks: bool = True,
     _classify: Callable[[Mapping[str, object]], Any] = classify,
 ) -> Derived:
-    """What the kept attributes ``found`` of a span give, as :func:`call_record` and
-    :func:`~chainlat._core.records.call_marks` read them
+    """What the kept attributes ``found`` of a span give, as :func:`call_record` reads them
     (``tests/traces/test_fast_reader_attributes.py`` holds the quick paths to the validating
-    one). Without ``marks``, what mark_call sets is left for the caller to set on its record
-    (False, False, None here)."""
+    one, ``tests/traces/test_derive_rules.py`` to :func:`call_record`)."""
     if not found:
         return NOTHING_DERIVED
     kind = _classify(found)
@@ -59,17 +50,12 @@ def derive(
             found, kind, None, None, None, cache_hit, None, None,
             step_name, False, None, False, False, None,
         )  # fmt: skip
-    # Tokens, first token, model and source by any convention, by its one rule for each
-    # (call_record reads the same): a read span gets the record a live one gets.
-    tokens_in, tokens_out, ttft, model, source = call_details(found)
-    user_facing = found.get(_USER_FACING) is True
-    cache_read = cache_read_tokens_of(found)
-    if not marks:
-        return (
-            found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-            user_facing, cache_read, False, False, None,
-        )  # fmt: skip
-    has_output, ttft_marked, operation = call_marks(found, ttft, source)
+    # Tokens, first token, model and source by any convention, by its one rule for each,
+    # and what mark_call sets: a read span gets the record a live one gets.
+    (
+        tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
+        ttft_marked, operation,
+    ) = call_fields(found)  # fmt: skip
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
         user_facing, cache_read, has_output, ttft_marked, operation,

@@ -17,7 +17,7 @@ from typing import Any, Final
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
 from chainlat._core.errors import shown
-from chainlat._core.records import apply_events, mark_call
+from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
     SpanRecord,
@@ -373,8 +373,7 @@ def _common_attributes(
             else:
                 found[key] = any_value(item["value"])  # type: ignore[index]
             break
-    # Read once per span here, with no cache: mark_call is left for the record itself.
-    return derive(found, False)
+    return derive(found)
 
 
 def _common_otlp_span(
@@ -418,7 +417,7 @@ def _common_otlp_span(
         raise ValueError
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, _, _, _,
+        user_facing, cache_read, has_output, ttft_marked, operation,
     ) = _attributes(raw.get("attributes"))  # fmt: skip
     events = raw.get("events")
     if events is not None and type(events) is not list:
@@ -443,8 +442,12 @@ def _common_otlp_span(
         user_facing,
         cache_read,
     )
-    if kind == "inference":
-        mark_call(record, attributes)
+    if kind == "inference":  # what mark_call sets
+        record.has_output, record.ttft_marked, record.operation = (
+            has_output,
+            ttft_marked,
+            operation,
+        )
     if events:
         found = [(e["name"], int(e["timeUnixNano"])) for e in events]
         for _, at in found:
