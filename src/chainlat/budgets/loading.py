@@ -171,9 +171,11 @@ def _parse_toml(file: Path, text: str) -> dict[str, Any]:
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key: object, line: int) -> None:
-        super().__init__(key, line)
-        self.key, self.line = key, line
+    """A JSON object's key given twice (its line is found in the text afterwards)."""
+
+    def __init__(self, key: object) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 def _parse_json(file: Path, text: str) -> object:
@@ -195,7 +197,7 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, value in pairs:
         if key in found:
-            raise _DuplicateKey(key, 0)
+            raise _DuplicateKey(key)
         found[key] = value
     return found
 
