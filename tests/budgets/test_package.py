@@ -47,6 +47,29 @@ def test_importing_budgets_loads_neither_pydantic_nor_yaml(tmp_path: Path) -> No
     ]
 
 
+def test_loading_a_budget_parses_no_source() -> None:
+    """The models' field docstrings are read for the JSON Schema only: pydantic's reading of
+    them (``use_attribute_docstrings``) parsed each model class's source, twice, at load."""
+    code = (
+        "import sys\n"
+        "parsed = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'compile':\n"
+        "        source = args[0].decode() if isinstance(args[0], bytes) else args[0]\n"
+        "        if isinstance(source, str) and source.lstrip().startswith('class '):\n"
+        "            parsed.append(source.split('(')[0])\n"
+        "sys.addaudithook(hook)\n"
+        "import chainlat.budgets\n"
+        "chainlat.budgets.parse_budgets({'workflows': {'w': {'total': '1s'}}})\n"
+        "print(parsed)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]"]
+
+
 def test_every_public_name_resolves() -> None:
     for name in chainlat.budgets.__all__:
         assert getattr(chainlat.budgets, name) is not None, name

@@ -79,7 +79,10 @@ def _gather(data: object, groups: dict[str, str]) -> object:
 
 
 class BudgetModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # The string under each field describes it in the JSON Schema (schema.py reads them when
+    # asked): pydantic's own reading of them (``use_attribute_docstrings``) would search the
+    # stack and parse this file's classes each time a budget is first loaded.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     keys_help: ClassVar[str] = ""
 

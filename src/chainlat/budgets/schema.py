@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 from typing import Any
 
+from chainlat.budgets import model
 from chainlat.budgets._values import DURATION_SCHEMA, MONEY_SCHEMA, percentile_schema
 from chainlat.budgets.model import Budgets
 
@@ -17,6 +20,7 @@ def json_schema() -> dict[str, Any]:
         print(json.dumps(chainlat.budgets.json_schema(), indent=2))
     """
     schema = Budgets.model_json_schema()
+    _describe_fields(schema)
     # The pNN keys are gathered into internal mappings by the models; in the file
     # they are plain keys, so the schema shows them as pattern properties.
     defs = schema["$defs"]
@@ -60,3 +64,37 @@ def json_schema() -> dict[str, Any]:
         '"250us", or numbers of milliseconds.'
     )
     return schema
+
+
+def _describe_fields(schema: dict[str, Any]) -> None:
+    """Each model's fields described by the string written under them in ``model.py``, as
+    pydantic's ``use_attribute_docstrings`` would (each property's keys kept in the sorted
+    order pydantic writes them in)."""
+    defs = schema["$defs"]
+    for name, docs in _field_docs().items():
+        found = schema if name == Budgets.__name__ else defs.get(name)
+        if found is None:
+            continue
+        properties = found["properties"]
+        for field, doc in docs.items():
+            if field in properties:
+                properties[field] = dict(sorted({**properties[field], "description": doc}.items()))
+
+
+def _field_docs() -> dict[str, dict[str, str]]:
+    """The string under each annotated field of each class in ``model.py``, by class."""
+    found: dict[str, dict[str, str]] = {}
+    for node in ast.parse(inspect.getsource(model)).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = found[node.name] = {}
+        for field, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return found
