@@ -443,11 +443,8 @@ def _common_otlp_span(
         cache_read,
     )
     if kind == "inference":  # what mark_call sets
-        record.has_output, record.ttft_marked, record.operation = (
-            has_output,
-            ttft_marked,
-            operation,
-        )
+        record.has_output, record.ttft_marked = has_output, ttft_marked
+        record.operation = operation
     if events:
         found = [(e["name"], int(e["timeUnixNano"])) for e in events]
         for _, at in found:
