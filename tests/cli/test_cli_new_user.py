@@ -137,6 +137,39 @@ def test_after_head_has_read_its_lines_the_rest_ends_quietly() -> None:
     assert (done.returncode, done.stderr) == (141, "")
 
 
+def test_the_commands_process_exits_with_mains_code_and_its_files_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console script and ``python -m chainlat.cli`` run ``run()``: :func:`main`, then
+    what is left frozen out of the exit's garbage collections. Its code, its output and the
+    files it wrote are main's."""
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert scripts["project"]["scripts"] == {"chainlat": "chainlat.cli:run"}
+    traces = DATA_DIR / "collector-traces.jsonl"
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.support-chat]\ntotal = "1ms"\n')
+    args = ["check", str(traces), "--budgets", str(budgets), "--format", "json"]
+    in_process = main([*args, "--junit", str(tmp_path / "in.xml")])
+    expected = capsys.readouterr().out
+    code = (
+        "import gc, sys\n"
+        "from chainlat.cli import run\n"
+        f"sys.argv = ['chainlat', *{args!r}, '--junit', {str(tmp_path / 'out.xml')!r}]\n"
+        "code = run()\n"
+        "print('frozen', gc.get_freeze_count() > 0, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (in_process, "frozen True")
+    assert in_process == 1  # the 1 ms total is broken: a verdict, not a clean exit
+    assert json.loads(done.stdout) == json.loads(expected)
+    assert (tmp_path / "out.xml").read_text() == (tmp_path / "in.xml").read_text()
+
+
 # --- --workflow and --variant -------------------------------------------------------------------
 
 

@@ -240,3 +240,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def run() -> int:
+    """The ``chainlat`` command's process (its console script and ``python -m chainlat.cli``):
+    :func:`main`, then every object left frozen out of the garbage collector, so that the
+    interpreter's exit does not walk them all again (about a twentieth of a short
+    ``chainlat check``: BENCHMARKS.md); the process's end frees them. Exit handlers still run.
+    """
+    code = main()
+    gc.freeze()
+    return code

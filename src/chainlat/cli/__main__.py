@@ -1,5 +1,5 @@
 """``python -m chainlat.cli``: the same as the ``chainlat`` command."""
 
-from chainlat.cli import main
+from chainlat.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())
