@@ -258,6 +258,24 @@ def test_json_schema_describes_each_field_by_its_docstring_as_pydantic_reads_the
     assert described == 33  # every documented field but the pNN mappings (pattern properties)
 
 
+def test_json_schema_without_the_models_source_has_no_field_docstrings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Installed without ``model.py``'s source, the schema is still made (pydantic's own
+    reading of the docstrings gave none then either)."""
+    import inspect
+
+    def no_source(obj: object) -> str:
+        raise OSError("could not get source code")
+
+    full = json_schema()
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    bare = json_schema()
+    min_runs = [s["$defs"]["WorkflowBudget"]["properties"]["min_runs"] for s in (full, bare)]
+    assert ["description" in found for found in min_runs] == [True, False]
+    assert bare["$defs"].keys() == full["$defs"].keys()
+
+
 def test_json_schema_is_serialisable() -> None:
     text = json.dumps(json_schema())
     assert '"patternProperties"' in text

@@ -84,7 +84,11 @@ def _describe_fields(schema: dict[str, Any]) -> None:
 def _field_docs() -> dict[str, dict[str, str]]:
     """The string under each annotated field of each class in ``model.py``, by class."""
     found: dict[str, dict[str, str]] = {}
-    for node in ast.parse(inspect.getsource(model)).body:
+    try:
+        source = inspect.getsource(model)
+    except (OSError, TypeError):  # installed without its source: no descriptions, as pydantic
+        return found
+    for node in ast.parse(source).body:
         if not isinstance(node, ast.ClassDef):
             continue
         docs = found[node.name] = {}
