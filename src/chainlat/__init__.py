@@ -59,9 +59,9 @@ if TYPE_CHECKING:
     from chainlat.analysis.whatif import WhatIfResult, whatif
     from chainlat.httpx import instrument_httpx, uninstrument_httpx
 
-# Names whose module imports the OpenTelemetry SDK or the analysis: imported on first use,
-# so that a command that only reads traces (``chainlat check``) or the pytest plugin does not
-# start them (``tests/test_exported_members.py`` holds which modules ``import chainlat`` loads).
+# Names whose module imports the OpenTelemetry SDK, the analysis or the httpx instrumentation:
+# imported on first use, so that a command that only reads traces (``chainlat check``) or the
+# pytest plugin does not start them (``tests/test_architecture.py`` holds it).
 _SPANS = "chainlat._runtime.spans"
 _LAZY: dict[str, str] = {
     "ChainlatSpanProcessor": "chainlat._runtime.processor",
