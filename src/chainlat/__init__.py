@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-from importlib import import_module as _import_module
 from typing import TYPE_CHECKING
 
 from chainlat._core.errors import (
@@ -28,6 +27,7 @@ from chainlat._core.errors import (
     SpecError,
     TraceSourceError,
 )
+from chainlat._core.lazy import lazy_names as _lazy_names
 from chainlat._core.rollup import Rollup
 from chainlat._core.runs import BudgetViolation, StepTiming, WorkflowRun
 
@@ -94,18 +94,11 @@ _LAZY: dict[str, str] = {
     "workflow": _SPANS,
 }
 
+_lazy_getattr, __dir__ = _lazy_names(__name__, _LAZY, globals())
+
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _lazy_getattr(name)
 
 
 __version__ = "0.1.0"

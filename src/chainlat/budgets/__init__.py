@@ -38,9 +38,9 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from chainlat._core.lazy import lazy_names as _lazy_names
 from chainlat.budgets._values import percentile_of_key
 from chainlat.budgets.judge import check_run, evaluate, unjudged_in_run
 from chainlat.budgets.opt_outs import apply_opt_outs, unknown_keys
@@ -94,32 +94,20 @@ __all__ = [
 
 # Names whose module imports pydantic or YAML: imported on first use.
 _LAZY: Final = {
-    "BUDGET_FILE_NAMES": "loading",
-    "Budgets": "model",
-    "QuantityLimits": "model",
-    "StepBudget": "model",
-    "WorkflowBudget": "model",
-    "discover_budgets": "loading",
-    "json_schema": "schema",
-    "load_budgets": "loading",
-    "parse_budgets": "loading",
-    "parse_duration": "_values",
-    "parse_workflow_budget": "loading",
+    "BUDGET_FILE_NAMES": ".loading",
+    "Budgets": ".model",
+    "QuantityLimits": ".model",
+    "StepBudget": ".model",
+    "WorkflowBudget": ".model",
+    "discover_budgets": ".loading",
+    "json_schema": ".schema",
+    "load_budgets": ".loading",
+    "parse_budgets": ".loading",
+    "parse_duration": "._values",
+    "parse_workflow_budget": ".loading",
 }
-_RENAMED: Final = {"_percentile_value": "percentile_of_key"}
-"""Old private names still imported by a module being moved (budgets/rules.py)."""
+_lazy_getattr, __dir__ = _lazy_names(__name__, _LAZY, globals())
 
 
 def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        return globals()[_RENAMED[name]]
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _lazy_getattr(name)

@@ -16,9 +16,9 @@ Example::
 
 from __future__ import annotations
 
-from importlib import import_module as _import_module
 from typing import TYPE_CHECKING
 
+from chainlat._core.lazy import lazy_names as _lazy_names
 from chainlat.report.jsondoc import check_json, check_schema, diff_json, stats_json
 from chainlat.report.junit import junit_xml
 from chainlat.report.markdown import check_markdown, diff_markdown, stats_markdown
@@ -46,11 +46,11 @@ if TYPE_CHECKING:
 # The page and its run explorer import the what-if analysis and their assets: imported on
 # first use, so that a check printed as text, JSON or JUnit does not load them.
 _LAZY: dict[str, str] = {
-    "RunExplorer": "_explorer",
-    "html_page": "html",
-    "jaeger_ui_url": "_explorer",
-    "tradeoff_figure": "html",
-    "tradeoff_page": "html",
+    "RunExplorer": "._explorer",
+    "html_page": ".html",
+    "jaeger_ui_url": "._explorer",
+    "tradeoff_figure": ".html",
+    "tradeoff_page": ".html",
 }
 
 __all__ = [
@@ -81,15 +81,8 @@ __all__ = [
     "waterfall",
 ]
 
+_lazy_getattr, __dir__ = _lazy_names(__name__, _LAZY, globals())
+
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _lazy_getattr(name)
