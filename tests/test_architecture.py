@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.fresh import fresh_python
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -51,15 +53,6 @@ def test_the_core_importing_opentelemetry_breaks_the_contract(tmp_path: Path) ->
     assert "chainlat._core.rollup -> opentelemetry (l." in done.stdout
 
 
-def _python(code: str, cwd: Path) -> str:
-    """What ``code`` prints, run by a fresh interpreter (nothing imported before it)."""
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
     tmp_path: Path,
 ) -> None:
@@ -74,7 +67,7 @@ def test_import_chainlat_and_configure_load_no_analysis_or_rendering_library(
         "'chainlat.report', 'chainlat.traces', 'chainlat.budgets')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    assert _python(code, tmp_path).strip() == "[]"
+    assert fresh_python(code, tmp_path).strip() == "[]"
 
 
 def test_reading_traces_starts_no_opentelemetry_sdk_and_the_api_loads_on_first_use(
@@ -103,7 +96,7 @@ def test_reading_traces_starts_no_opentelemetry_sdk_and_the_api_loads_on_first_u
         "except AttributeError as exc:\n"
         "    print(exc)\n"
     )
-    out = _python(code, tmp_path).splitlines()
+    out = fresh_python(code, tmp_path).splitlines()
     assert out == [
         "[]",
         "[]",
@@ -137,6 +130,6 @@ def test_the_metrics_sdk_is_imported_only_by_a_configure_that_exports_metrics(
         "for m in s.metrics}))\n"
         "chainlat.shutdown()\n"
     )
-    first, configured, global_set, names = _python(code, tmp_path).splitlines()
+    first, configured, global_set, names = fresh_python(code, tmp_path).splitlines()
     assert (first, configured, global_set) == ("False", "False", "True")
     assert "chainlat.chain.duration" in names, names

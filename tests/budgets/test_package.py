@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import chainlat.budgets
+from support.fresh import fresh_python
 
 ROOMS = Path(chainlat.budgets.__file__).parent
 
@@ -29,16 +28,7 @@ def test_importing_budgets_loads_neither_pydantic_nor_yaml(tmp_path: Path) -> No
         "    budgets = chainlat.budgets.load_budgets(name)\n"
         "    print(name, budgets.workflows['w'].total, loaded())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    assert fresh_python(code, tmp_path).splitlines() == [
         "[]",
         "['pydantic', 'pydantic_core']",
         "chainlat.toml 1000.0 ['pydantic', 'pydantic_core']",
@@ -63,11 +53,7 @@ def test_loading_a_budget_parses_no_source() -> None:
         "chainlat.budgets.parse_budgets({'workflows': {'w': {'total': '1s'}}})\n"
         "print(parsed)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]"]
+    assert fresh_python(code).splitlines() == ["[]"]
 
 
 def test_every_public_name_resolves() -> None:
