@@ -96,12 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         import breakdown_check
 
         from chainlat.budgets import evaluate, load_budgets
-        from chainlat.traces import FileSource, ReadCounters
+        from chainlat.traces import FileSource, ReadCounters, _fast
 
         budgets = load_budgets(args.budgets)
         counters = ReadCounters()
-        from chainlat.traces import _fast
-
         evaluate(FileSource(args.file).runs(counters), budgets)
         warm_up, per, args.times = 0, counters.spans, 1
 
