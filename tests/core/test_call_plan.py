@@ -1,4 +1,4 @@
-"""A model call's readings by the plan of its keys (``call_readings``, ``call_details``)
+"""A model call's readings by the plan of its keys (``call_readings``, ``call_fields``)
 against each reading asked on its own: the same tokens, first token, model and source,
 whatever the keys, their order, their values, and the values of an earlier span with the
 same keys."""
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat._core import conventions
-from chainlat._core.records import call_details, source_of
+from chainlat._core.records import call_fields, source_of
 from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
 
 _ATTRIBUTES = st.dictionaries(CALL_KEYS, CALL_VALUES, max_size=8)
@@ -27,6 +27,11 @@ def _one_by_one(attributes: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+def _by_plan(attributes: dict[str, Any]) -> tuple[Any, ...]:
+    """Tokens, first token, model and source, as ``call_fields`` reads them by the plan."""
+    return call_fields(attributes)[:5]
+
+
 def _same(found: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:
     """Equal, type for type (1 is not 1.0 here)."""
     return [(type(v), v) for v in found] == [(type(v), v) for v in expected]
@@ -39,8 +44,8 @@ def test_readings_by_plan_are_the_readings_one_by_one(
 ) -> None:
     # A span with the same keys read first: its plan is the one the second span reads by.
     earlier = dict(zip(attributes, earlier_values, strict=False))
-    assert _same(call_details(earlier), _one_by_one(earlier))
-    assert _same(call_details(attributes), _one_by_one(attributes))
+    assert _same(_by_plan(earlier), _one_by_one(earlier))
+    assert _same(_by_plan(attributes), _one_by_one(attributes))
     assert _same(conventions.call_readings(attributes), _one_by_one(attributes)[:4])
 
 
@@ -53,7 +58,7 @@ def test_the_first_usable_key_wins_in_each_convention_order() -> None:
         "gen_ai.response.time_to_first_chunk": 0.25,
         "chainlat.latency.ttft_ms": -1.0,  # not a duration: the seconds are read
     }
-    assert call_details(attributes) == (120, None, 250.0, "gpt-4o", "other")
+    assert _by_plan(attributes) == (120, None, 250.0, "gpt-4o", "other")
     # A first token in ms past the limit is no reading, and the seconds are not asked.
     attributes["chainlat.latency.ttft_ms"] = 2e12
-    assert call_details(attributes) == (120, None, None, "gpt-4o", "other")
+    assert _by_plan(attributes) == (120, None, None, "gpt-4o", "other")

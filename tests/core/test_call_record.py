@@ -1,5 +1,6 @@
 """``call_record`` sets every field of its record itself, without the class's constructor:
-field for field, the record the constructor and ``mark_call`` make of the same span."""
+field for field, the record the constructor makes of the same span, given the same
+readings (``call_fields``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from hypothesis import strategies as st
 from chainlat._core import attributes as attr
 from chainlat._core.records import (
     SpanRecord,
-    cache_read_tokens_of,
-    call_details,
+    call_fields,
+    call_marks,
     call_record,
-    mark_call,
     step_name_of,
 )
 from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
@@ -27,7 +27,7 @@ _KINDS = st.sampled_from(["inference", "data", "tool", "workflow", None])
 def _by_constructor(
     kind: Any, attributes: Mapping[str, object], ttft_ms: float | None
 ) -> SpanRecord:
-    """The record as call_record made it with SpanRecord(...) and mark_call."""
+    """The record as call_record made it with SpanRecord(...)."""
     cache_hit = attributes.get(attr.CACHE_HIT) is True
     step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
     if kind != "inference":
@@ -35,14 +35,17 @@ def _by_constructor(
         if step_name is not None:
             record.step_name = step_name
         return record
-    tokens_in, tokens_out, ttft, model, source = call_details(attributes)
-    record = SpanRecord(
+    (
+        tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
+        ttft_marked, operation,
+    ) = call_fields(attributes)  # fmt: skip
+    if ttft_ms is not None:  # a first token given: the marks are read for it
+        has_output, ttft_marked, operation = call_marks(attributes, ttft_ms, source)
+    return SpanRecord(
         7, 3, "span", 10, 20, kind, cache_hit, tokens_in, tokens_out,
-        ttft_ms if ttft_ms is not None else ttft, model, source, step_name,
-        attributes.get(attr.USER_FACING) is True, cache_read_tokens_of(attributes),
+        ttft_ms if ttft_ms is not None else ttft, model, source, step_name, user_facing,
+        cache_read, False, has_output, ttft_marked, operation,
     )  # fmt: skip
-    mark_call(record, attributes)
-    return record
 
 
 def _fields(record: SpanRecord) -> list[tuple[str, type, Any]]:

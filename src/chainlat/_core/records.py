@@ -116,15 +116,6 @@ def source_of(attributes: Mapping[str, object]) -> str:
     return "other"
 
 
-def call_details(
-    attributes: Mapping[str, object],
-) -> tuple[int | None, int | None, float | None, str | None, str]:
-    """What any convention says of a model call: input and output tokens, time to first
-    token (ms), model and the source convention."""
-    plan, source, _, _ = _by_keys(attributes)
-    return (*conventions.read_call(attributes, plan), source)
-
-
 CallFields = tuple[
     int | None, int | None, float | None, str | None, str, bool, int | None, bool, bool, str | None
 ]
@@ -193,7 +184,7 @@ def call_record(
     ttft_ms: float | None = None,
     _new: Any = object.__new__,
 ) -> SpanRecord:
-    """A span's record, with :func:`call_details` for a model call."""
+    """A span's record, with a model call's fields read as :func:`call_fields` reads them."""
     # Every field set here, without the class's __init__: a call through the type costs a
     # thousand instructions more, once per span of every workflow exported
     # (tests/core/test_call_record.py compares each field with the constructor's record).
@@ -246,13 +237,6 @@ def call_marks(
         and source == "chainlat"
         and attributes.get(attr.LATENCY_TTFT_MS) is not None,
         voice.operation_of(attributes),
-    )
-
-
-def mark_call(record: SpanRecord, attributes: Mapping[str, object]) -> None:
-    """Set :func:`call_marks` on a model call's record."""
-    record.has_output, record.ttft_marked, record.operation = call_marks(
-        attributes, record.ttft_ms, record.source
     )
 
 
@@ -389,8 +373,3 @@ def step_name_of(attributes: Mapping[str, object]) -> str | None:
     """``chainlat.step.name``, when it is a non-blank string."""
     name = attributes.get(attr.STEP_NAME)
     return name if type(name) is str and name.strip() else None
-
-
-def cache_read_tokens_of(attributes: Mapping[str, object]) -> int | None:
-    """Input tokens read from a prompt cache, as any convention writes them."""
-    return conventions.first_count(attributes, CACHE_READ_KEYS)

@@ -24,8 +24,8 @@ Derived = tuple[
 ]
 """What a span's kept attributes give, read once for both quick paths: the attributes,
 kind, first token, input and output tokens (ints or None), cache hit, model, source, step
-name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.mark_call`
-sets on a model call (carries its output, first token marked, operation)."""
+name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.call_marks`
+says of a model call (carries its output, first token marked, operation)."""
 
 NOTHING_DERIVED: Final[Derived] = (
     NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, False,
@@ -51,7 +51,7 @@ def derive(
             step_name, False, None, False, False, None,
         )  # fmt: skip
     # Tokens, first token, model and source by any convention, by its one rule for each,
-    # and what mark_call sets: a read span gets the record a live one gets.
+    # and what call_marks says: a read span gets the record a live one gets.
     (
         tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
         ttft_marked, operation,

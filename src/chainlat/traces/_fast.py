@@ -244,7 +244,7 @@ def _scope_spans(
         record.user_facing = user_facing
         record.cache_read_tokens = cache_read
         record.extended = record.failed = record.unrecorded_end = False
-        if kind == "inference":  # what mark_call sets, worked out with the rest
+        if kind == "inference":  # what call_marks says, worked out with the rest
             record.has_output = has_output
             record.ttft_marked = ttft_marked
             record.operation = operation

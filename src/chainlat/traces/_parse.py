@@ -442,7 +442,7 @@ def _common_otlp_span(
         user_facing,
         cache_read,
     )
-    if kind == "inference":  # what mark_call sets
+    if kind == "inference":  # what call_marks says
         record.has_output, record.ttft_marked = has_output, ttft_marked
         record.operation = operation
     if events:
