@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from chainlat._core import attributes as attr
@@ -56,8 +56,19 @@ def _fields(record: SpanRecord) -> list[tuple[str, type, Any]]:
     ]
 
 
+_MARKED: dict[str, object] = {
+    attr.STEP_KIND: "inference",
+    attr.USER_FACING: True,
+    attr.CACHE_HIT: True,
+    attr.STEP_NAME: "answer",
+}
+"""A call with every mark that reads True: the fuzzed attributes rarely hold one."""
+
+
 @FUZZ
 @given(_KINDS, st.dictionaries(CALL_KEYS, CALL_VALUES, max_size=8), st.none() | st.floats(0, 1e3))
+@example("inference", _MARKED, None)
+@example("tool", _MARKED, None)
 def test_every_field_is_the_constructors(
     kind: Any, attributes: dict[str, object], ttft_ms: float | None
 ) -> None:
