@@ -278,3 +278,38 @@ def test_the_variant_filter_selects_the_same_runs_in_every_command(
     code, out, err = run(capsys, "profile", traces, "--variant", "small", "--format", "json")
     assert code == EXIT_OK, err
     assert set(json.loads(out)["models"]) == {"small"}
+
+
+# --- a file that is not UTF-8, in every role a command reads one in ----------------------
+
+_TRACES = Path(__file__).resolve().parents[1] / "data" / "collector-traces.jsonl"
+_NOT_UTF8: dict[str, tuple[str, bytes, list[str]]] = {
+    # role: (file name, content with a bad byte on line 2, column 4, the command)
+    "budgets": ("b.toml", b"[workflows.x]\np95\xff = 1\n", ["check", str(_TRACES), "--budgets"]),
+    "budgets validate": ("b.toml", b"[workflows.x]\np95\xff = 1\n", ["budgets", "validate"]),
+    "profiles": (
+        "p.toml",
+        b"[models.m]\nttf\xff_base_ms = 1\n",
+        ["whatif", str(_TRACES), "--prompt-scale", "0.5", "--profiles"],
+    ),
+    "sim profiles": ("p.toml", b"[models.m]\nttf\xff_base_ms = 1\n", ["sim", "--profiles"]),
+    "outcomes": (
+        "o.jsonl",
+        b'{"trace_id": "' + b"0" * 32 + b'", "success": true}\n{"t\xff": 1}\n',
+        ["compare", str(_TRACES), "--outcomes"],
+    ),
+    "traces": ("t.json", b'{\n "r\xffsourceSpans": []\n}\n', ["report"]),
+}
+
+
+@pytest.mark.parametrize("role", list(_NOT_UTF8))
+def test_a_file_that_is_not_utf8_is_named_at_its_line_and_column(
+    role: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, content, command = _NOT_UTF8[role]
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, _, err = run(capsys, *command, path)
+    assert code == EXIT_INPUT
+    assert err.count("\n") == 1
+    assert f"{path}:2: " in err and "not UTF-8 text: byte 0xff at column 4" in err, err

@@ -21,6 +21,8 @@ from support.check_input import (
     workflow_request,
 )
 
+_NAN_ATTRIBUTE = {"key": "x", "value": {"doubleValue": float("nan")}}
+
 BAD_FILES: dict[str, tuple[Callable[[], bytes], str]] = {
     # name: (content, what the message must mention besides the file name)
     # A corrupt line among good ones is skipped and counted (tests/traces/test_hostile_traces.py);
@@ -29,6 +31,15 @@ BAD_FILES: dict[str, tuple[Callable[[], bytes], str]] = {
     "truncated": (lambda: json.dumps(workflow_request()).encode()[:500], ":1: truncated"),
     "empty": (lambda: b"", "empty file"),
     "binary": (lambda: bytes(range(256)) * 40, ":1: not valid JSON"),
+    # JSON the standard library reads (NaN) and chainlat refuses: the line's own reason.
+    "NaN for a number": (
+        lambda: edited(set_field(0, "attributes", [_NAN_ATTRIBUTE])).encode(),
+        ":1: not valid JSON (",
+    ),
+    "bad UTF-8 on the second line of one document": (
+        lambda: json.dumps(workflow_request(), indent=1).encode().replace(b'"', b'"\xff', 1),
+        ":2: not valid JSON (",
+    ),
     "wrong-typed start time": (
         lambda: edited(set_field(0, "startTimeUnixNano", {"nano": 1})).encode(),
         "startTimeUnixNano: expected an integer",

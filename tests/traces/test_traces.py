@@ -223,6 +223,23 @@ def test_a_file_where_no_line_parses_names_the_first(tmp_path: Path) -> None:
     assert _error(path).startswith(f"{path}:1: not valid JSON (")
 
 
+def test_a_document_the_standard_library_reads_is_refused_where_orjson_stops(
+    tmp_path: Path,
+) -> None:
+    """NaN is JSON to the standard library, not to chainlat: the line and column it is at."""
+    lines = ["{", ' "resourceSpans": [', "  {", '   "x": NaN', "  }", " ]", "}"]
+    path = tmp_path / "t.json"
+    path.write_text("\n".join(lines) + "\n")
+    assert _error(path).startswith(f"{path}:4: not valid JSON (")
+    assert "at column 9" in _error(path)
+
+
+def test_bad_utf8_in_a_document_is_named_at_its_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{\n "resourceSpans": [\n  "ab\xffc"\n ]\n}\n')
+    assert _error(path) == (f"{path}:3: not valid JSON (not UTF-8 text: byte 0xff at column 6)")
+
+
 def test_truncated_file_is_named_as_such(tmp_path: Path) -> None:
     text = (DATA_DIR / "collector-traces.jsonl").read_text()
     path = tmp_path / "t.jsonl"

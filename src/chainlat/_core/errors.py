@@ -116,6 +116,16 @@ def forget_warnings() -> None:
     _warned.clear()
 
 
+def undecodable(exc: UnicodeDecodeError) -> tuple[int, str]:
+    """Where text stopped decoding, as the line of its first bad byte and a phrase naming the
+    byte and its column: ``(3, "not UTF-8 text: byte 0xff at column 6")``."""
+    data, start = exc.object, exc.start
+    line = data.count(b"\n", 0, start) + 1
+    column = start - data.rfind(b"\n", 0, start)
+    encoding = exc.encoding.upper()
+    return line, f"not {encoding} text: byte 0x{data[start]:02x} at column {column}"
+
+
 @contextmanager
 def reading(
     name: object, error: type[InputError], missing: str, directory: str | None = None

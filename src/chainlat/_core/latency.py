@@ -37,7 +37,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chainlat._core.errors import ProfileError, reading
+from chainlat._core.errors import ProfileError, reading, undecodable
 
 __all__ = [
     "LatencyProfile",
@@ -248,9 +248,10 @@ def load_profiles(path: str | os.PathLike[str]) -> dict[str, LatencyProfile]:
     file = Path(path)
     try:
         with reading(file, ProfileError, "no such profile file"):
-            text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ProfileError(f"{file}: not UTF-8 text") from None
+            text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, why = undecodable(exc)
+        raise ProfileError(f"{file}:{line}: {why}") from None
     data: object
     suffix = file.suffix.lower()
     if suffix not in (".toml", ".json", ""):

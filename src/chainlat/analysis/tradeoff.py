@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from chainlat._core.errors import InputError, shorten, shown
+from chainlat._core.errors import InputError, shorten, shown, undecodable
 from chainlat._core.stats import percentile
 from chainlat.analysis.whatif import KINDS, Percentiles
 
@@ -164,11 +164,14 @@ def load_outcomes(path: str | os.PathLike[str]) -> dict[str, Outcome]:
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise InputError(f"{file}: no such outcomes file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        at, why = undecodable(exc)
+        raise InputError(f"{file}:{at}: {why}") from None
     found: dict[str, Outcome] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
-from chainlat._core.errors import BudgetFileError, reading
+from chainlat._core.errors import BudgetFileError, reading, undecodable
 from chainlat.budgets._values import show
 from chainlat.budgets.messages import describe
 from chainlat.budgets.model import Budgets, WorkflowBudget
@@ -81,8 +81,8 @@ def load_budgets(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise BudgetFileError(f"{file}:{line}: not UTF-8 text") from None
+        line, why = undecodable(exc)
+        raise BudgetFileError(f"{file}:{line}: {why}") from None
 
     try:
         return _load_text(file, text)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.errors import TraceSourceError, reading, shown
+from chainlat._core.errors import TraceSourceError, reading, shown, undecodable
 from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome
 from chainlat.traces._assemble import (
     DEFAULT_IDLE_LINES,
@@ -224,7 +224,7 @@ class FileSource:
             except ValueError as exc:
                 if not line.endswith(b"\n"):
                     if first_problem and not seen_content:
-                        raise TraceSourceError(first_problem) from None
+                        raise TraceSourceError(self._document_problem or first_problem) from None
                     raise TraceSourceError(
                         f"{self.name}:{line_no}: truncated: the file ends in the middle of a "
                         "record (was it still being written?)"
@@ -320,25 +320,33 @@ class FileSource:
             return None
         try:
             doc = loads_lenient(data)
-        except (ValueError, RecursionError):
-            self._document_problem = self._json_error(data)
+        except (ValueError, RecursionError) as exc:
+            self._document_problem = self._json_error(data, exc)
             return None
         del data
         return self._whole_document(doc, assembler)
 
-    def _json_error(self, data: bytes) -> str:
-        """Where the document is not JSON, from the standard library's better message."""
+    def _json_error(self, data: bytes, ours: Exception) -> str:
+        """Where the document is not JSON, from the standard library's better message, or
+        from ``ours``, orjson's, when the standard library reads it (NaN, say)."""
         try:
             json.loads(data)
         except json.JSONDecodeError as exc:
             if exc.pos >= len(data.rstrip()):
                 return f"{self.name}:{exc.lineno}: truncated: the document ends early"
             return f"{self.name}:{exc.lineno}: not valid JSON ({_json_problem(exc)})"
+        except UnicodeDecodeError as exc:
+            line, why = undecodable(exc)
+            return f"{self.name}:{line}: not valid JSON ({why})"
         except ValueError as exc:
             return f"{self.name}: not valid JSON ({_json_problem(exc)})"
         except RecursionError:
+            if isinstance(ours, json.JSONDecodeError):
+                return f"{self.name}:{ours.lineno}: not valid JSON (nested too deep)"
             return f"{self.name}: not valid JSON (nested too deep)"
-        return f"{self.name}: not valid JSON"
+        if isinstance(ours, json.JSONDecodeError):
+            return f"{self.name}:{ours.lineno}: not valid JSON ({_json_problem(ours)})"
+        return ""
 
     def _whole_document(self, doc: object, assembler: Assembler) -> Iterator[Trace]:
         documents = doc if isinstance(doc, list) else [doc]
@@ -446,6 +454,8 @@ def _size(n_bytes: int) -> str:
 
 
 def _json_problem(exc: ValueError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return undecodable(exc)[1]
     message = getattr(exc, "msg", None) or str(exc)
     column = getattr(exc, "colno", None)
     message = re.sub(r":? line \d+ column \d+ \(char \d+\)$", "", message)
