@@ -159,9 +159,10 @@ def _failure(report: BudgetReport, what: str) -> str | None:
     """The failure message of a report whose exit code is not 0: the limits broken, those
     not judged and why, a waterfall, and the summary line."""
     from chainlat._core.amounts import over
+    from chainlat._core.redact import visible
     from chainlat._core.runs import BudgetViolation
     from chainlat.report import waterfall
-    from chainlat.report.common import unjudged_lines, visible
+    from chainlat.report.common import unjudged_lines
 
     broken = report.broken
     if not broken and not report.unjudged:
@@ -462,6 +463,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
     """The session's verdicts as plain lines that fit ``width`` columns (at least 60): one
     block per budgeted workflow, its statistics then its limits, then the worst run of each
     broken per-run limit and the conclusion."""
+    from chainlat._core.redact import visible
     from chainlat.report import waterfall
     from chainlat.report.common import (
         actual_text,
@@ -472,7 +474,6 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
         stat_rows,
         verdict_label,
         verdict_runs,
-        visible,
     )
     from chainlat.report.text import conclusion_lines
 

@@ -158,6 +158,49 @@ def test_the_commands_with_their_own_parser_state_the_exit_codes_too(
     assert EXIT_CODES_HELP in _flat(capsys.readouterr().out)
 
 
+_HOSTILE_VALUE = "http://user:hunter2@host/\x1b[31mred"
+"""An argument value no command accepts for a number: a password, and a terminal escape."""
+_NUMBER_OPTION = {"demo": "--requests", "sim": "--port"}
+"""An option taking a number, for the commands that parse their own options."""
+
+
+def _number_option(parser: argparse.ArgumentParser) -> str | None:
+    """An option of ``parser`` whose value is converted (not taken as text), if any."""
+    for action in parser._actions:
+        if action.option_strings and action.type is not None and action.nargs is None:
+            return action.option_strings[-1]
+    return None
+
+
+_BAD_ARGUMENTS = [
+    *((f"{name}, unknown option", [*name.split(), f"--{_HOSTILE_VALUE}"]) for name in COMMANDS),
+    *(
+        (f"{name}, bad value", [*name.split(), flag, _HOSTILE_VALUE])
+        for name in COMMANDS
+        if (flag := _NUMBER_OPTION.get(name) or _number_option(COMMANDS[name]))
+    ),
+]
+
+
+@pytest.mark.parametrize("argv", [pytest.param(a, id=case) for case, a in sorted(_BAD_ARGUMENTS)])
+def test_a_bad_argument_is_one_scrubbed_line_and_exit_2_in_every_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse's usage dump is never printed, nor the password or the escape it quotes."""
+    code: object
+    try:
+        code = main(argv)
+    except SystemExit as exited:
+        code = exited.code
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT, err
+    assert err.count("\n") == 1 and err.startswith("chainlat"), err
+    assert "usage:" not in err
+    assert "hunter2" not in err and "\x1b" not in err
+    if "@host" in err:  # the value quoted (not only a missing argument named)
+        assert "user:[REDACTED]@host" in err and "\\x1b[31mred" in err
+
+
 def test_exit_codes_are_defined_in_one_module_only() -> None:
     """No module but ``_core/exits.py`` names an exit code, and the commands return the
     table's names, never a bare number."""

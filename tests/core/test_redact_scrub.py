@@ -167,3 +167,12 @@ def test_scrub_redacts_known_key_shapes_anywhere(key: str, template: str) -> Non
 
 def test_scrub_redacts_a_partially_masked_openai_key() -> None:
     assert scrub("got sk-abc1***************************xyz9 back") == f"got {REDACTED} back"
+
+
+@pytest.mark.parametrize("prefix", ["--", "-", "1", "+.", "x-"])
+def test_a_url_glued_to_characters_a_scheme_may_not_start_with_is_still_scrubbed(
+    prefix: str,
+) -> None:
+    """An option name typed as a URL (``--http://u:p@h``) in an argparse error."""
+    text = f"unrecognized arguments: {prefix}http://user:{PLAIN_SECRET}@host/x"
+    assert scrub(text) == f"unrecognized arguments: {prefix}http://user:{REDACTED}@host/x"

@@ -2,7 +2,9 @@ r"""One credential scrubber for everything chainlat records, exports or prints.
 
 Span attributes, exception messages and events, status descriptions, log lines and CLI
 errors pass through `scrub` before they leave the process; header allow-lists pass
-through `is_secret_header`. Pure and standard library only, so every layer may use it.
+through `is_secret_header`; whatever is printed or drawn passes through `visible` (the
+scrubber, and control characters escaped). Pure and standard library only, so every layer
+may use it.
 
 The text comes from the outside world (an error body, a URL, a bytes repr), so it may be
 large or hostile: a pattern that scans a run starts only where the run starts (behind a
@@ -100,7 +102,9 @@ _CAMEL: Final = re.compile(r"([a-z0-9])([A-Z])")
 _ACRONYM: Final = re.compile(r"([A-Z])([A-Z][a-z])")
 _NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
 
-_URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s'\"<>\\`]*+")
+# A URL's scheme starts with a letter, but the run of scheme characters before "://" is
+# taken whole (``--http://u:p@h``, an option name typed as a URL, still has its password).
+_URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z0-9+.-]++://[^\s'\"<>\\`]*+")
 
 _AUTHORITY_END: Final = re.compile(r"[/?#\s]")
 _PARAM: Final = re.compile(r"(?<=[?&#;])(?P<name>[^=&#?;\s]*+)=(?P<value>[^&#?;\s]*+)")
@@ -322,3 +326,26 @@ def _redact_shape(match: re.Match[str]) -> str:
 
 def _scrub_shapes(text: str) -> str:
     return _SHAPES.sub(_redact_shape, text)
+
+
+# C0 controls, DEL and C1 controls, and the bidirectional controls and line separators that
+# reorder or break what a terminal shows (U+202E turns "exe.txt" into "txt.exe"); newline
+# is kept or not by the caller.
+_BIDI: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS: Final = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_CONTROLS_AND_NEWLINE: Final = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
+_SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str, *, newline: bool = False) -> str:
+    """A name or value as chainlat shows it anywhere (terminal, page, document, error line):
+    credentials scrubbed (:func:`scrub`), control and bidirectional characters as
+    ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
+    U+FFFD."""
+    text = scrub(_SURROGATES.sub("\ufffd", text))
+    return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chainlat._core import errors as _errors
+from chainlat._core.error_lines import Parser, one_line
 from chainlat._core.errors import ChainlatError, shorten
 from chainlat._core.exits import (
     EXIT_BROKEN_PIPE,
@@ -31,18 +32,9 @@ from chainlat._core.exits import (
     EXIT_INTERRUPTED,
     EXIT_OK,
 )
-from chainlat._core.redact import scrub
 from chainlat.cli import budgets as _cli_budgets
 from chainlat.cli import tradeoff as _cli_tradeoff
 from chainlat.cli.options import Command, add_command
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse's own usage errors are bad input too: one line, exit 2. They quote the
-        # argument given, which may be a URL with a password.
-        self.exit(EXIT_INPUT, f"{_line(f'{self.prog}: error: {message}')}\n")
-
 
 # Exceptions a parser raises on input it did not expect: the input's fault, so exit 2,
 # even in chainlat's own test suite. (pydantic's ValidationError is a ValueError.)
@@ -53,13 +45,6 @@ _INPUT_FAILURES: tuple[type[BaseException], ...] = (
     ValueError,
 )
 _INPUT_ARGUMENTS = ("sources", "budgets", "outcomes", "profiles", "baseline", "current", "file")
-
-
-def _line(text: str) -> str:
-    """An error as the CLI prints it: one line, no credential, no control character."""
-    from chainlat.report.common import visible
-
-    return visible(" ".join(line.strip() for line in scrub(text).splitlines()))
 
 
 def _inputs(args: argparse.Namespace) -> str:
@@ -138,13 +123,13 @@ _PASSTHROUGH: dict[str, Command] = {"demo": _demo, "sim": _sim}
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``chainlat`` command."""
-    parser = _Parser(
+    parser = Parser(
         prog="chainlat",
         description="Latency of multi-step AI workflows: traced, rolled up, budgeted.",
         epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     # Listed here for the overview; they parse their own options (see _PASSTHROUGH).
     demo = add_command(
@@ -219,13 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except ChainlatError as exc:
         # InputError and its kinds name the file and the place themselves.
-        print(_line(f"chainlat: {exc}"), file=sys.stderr)
+        print(one_line(f"chainlat: {exc}"), file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except _INPUT_FAILURES as exc:
         print(
-            _line(f"chainlat {command}: cannot use {_inputs(args)}: {_reason(exc)}"),
+            one_line(f"chainlat {command}: cannot use {_inputs(args)}: {_reason(exc)}"),
             file=sys.stderr,
         )
         return EXIT_INPUT
@@ -233,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _errors.RAISE_INTERNAL_ERRORS:
             raise  # chainlat's own tests: a bug stays a traceback
         print(
-            _line(
+            one_line(
                 f"chainlat {command}: internal error ({_reason(exc)}) while reading "
                 f"{_inputs(args)}; please report it"
             ),

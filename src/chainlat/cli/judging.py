@@ -66,7 +66,8 @@ def require_budgets(budgets: Budgets, chosen: RunFilter, budgeted: list[str]) ->
 def warn_unjudged(result: BudgetReport) -> None:
     """One line on stderr per limit that could not be judged and fails the gate (one per
     workflow or step for a name no run has), or one saying nothing was judged."""
-    from chainlat.report.common import source_name, unjudged_key, visible
+    from chainlat._core.redact import visible
+    from chainlat.report.common import source_name, unjudged_key
 
     source = source_name(result.budgets_source)
     lines = dict.fromkeys(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlat
+from chainlat._core.error_lines import Parser
 from chainlat._core.errors import InputError
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 
@@ -281,7 +282,7 @@ def summary(console: Console, runs: list[Run], spans: list[ReadableSpan]) -> Non
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     """The demo's arguments, checked; ``--requests`` defaults by mode."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="chainlat demo", description=__doc__.splitlines()[0], epilog=EXIT_CODES_HELP
     )
     parser.add_argument(

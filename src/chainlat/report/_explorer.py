@@ -26,11 +26,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import InputError
-from chainlat._core.redact import is_secret_header, scrub_url, scrub_value
+from chainlat._core.redact import is_secret_header, scrub_url, scrub_value, visible
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
 from chainlat.report._critical import critical_path, step_spans
-from chainlat.report.common import shown_name, visible
+from chainlat.report.common import shown_name
 from chainlat.report.waterfall import first_output_ms, row_of
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core.amounts import agreeing, amount
+from chainlat._core.redact import visible
 from chainlat._core.stats import (
     FIRST_OUTPUT,
     QUANTITIES,
@@ -29,31 +30,6 @@ if TYPE_CHECKING:
     from chainlat.budgets import LimitVerdict
 
 DASH: Final = "-"
-
-# C0 controls, DEL and C1 controls, and the bidirectional controls and line separators that
-# reorder or break what a terminal shows (U+202E turns "exe.txt" into "txt.exe"); newline
-# is kept or not by the caller.
-_BIDI: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_CONTROLS: Final = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
-_CONTROLS_AND_NEWLINE: Final = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
-_SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
-
-
-def _escape_control(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: str, *, newline: bool = False) -> str:
-    """A name or value as chainlat shows it anywhere (terminal, page, document): credentials
-    scrubbed (:func:`chainlat._core.redact.scrub`), control and bidirectional characters as
-    ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
-    U+FFFD."""
-    from chainlat._core.redact import scrub
-
-    text = scrub(_SURROGATES.sub("\ufffd", text))
-    return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)
-
 
 MAX_NAME_CHARS: Final = 200
 """The longest name a page or chart shows whole; longer ones are cut, saying so."""

@@ -6,6 +6,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from chainlat._core.redact import visible
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Samples,
@@ -19,7 +20,6 @@ from chainlat.report.common import (
     shown_name,
     source_name,
     stat_rows,
-    visible,
 )
 from chainlat.report.waterfall import waterfall
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from chainlat._core.redact import visible
 from chainlat._core.runs import BudgetViolation
 from chainlat._core.stats import (
     format_percentile,
@@ -15,7 +16,6 @@ from chainlat.report.common import (
     limit_text,
     source_name,
     verdict_label,
-    visible,
 )
 from chainlat.report.waterfall import waterfall
 

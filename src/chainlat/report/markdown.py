@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from chainlat._core.redact import visible
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Stats,
@@ -26,7 +27,6 @@ from chainlat.report.common import (
     unjudged_lines,
     verdict_label,
     verdict_runs,
-    visible,
 )
 
 if TYPE_CHECKING:

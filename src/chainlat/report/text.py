@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from chainlat._core.redact import visible
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import (
     Stats,
@@ -26,7 +27,6 @@ from chainlat.report.common import (
     verdict_label,
     verdict_runs,
     verdict_style,
-    visible,
 )
 
 if TYPE_CHECKING:

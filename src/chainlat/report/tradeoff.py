@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chainlat._core.redact import visible
 from chainlat.report.common import (
     DASH,
     count,
@@ -20,7 +21,6 @@ from chainlat.report.common import (
     share,
     source_name,
     unjudged_lines,
-    visible,
     whole_ms,
 )
 

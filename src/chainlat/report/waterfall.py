@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.amounts import over
+from chainlat._core.redact import visible
 from chainlat._core.runs import BudgetViolation, WorkflowRun
-from chainlat.report.common import limit_text, shown_name, source_name, visible
+from chainlat.report.common import limit_text, shown_name, source_name
 
 if TYPE_CHECKING:
     from chainlat._core.chain import Rollup

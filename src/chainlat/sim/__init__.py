@@ -543,8 +543,14 @@ class _TrackedProtocol(asyncio.StreamReaderProtocol):
 
 
 def _traces_url(endpoint: str) -> str:
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    parts = urlsplit("")
+    try:
+        parts = urlsplit(endpoint)
+        usable = parts.scheme in ("http", "https") and bool(parts.netloc)
+        usable = usable and (parts.port or 0) >= 0  # a port that is not a number raises
+    except ValueError:  # a bracket left open (``http://[::1``)
+        usable = False
+    if not usable:
         raise ValueError(f"otlp_endpoint: expected an http(s) URL, got {endpoint!r}")
     if parts.path in ("", "/"):
         return endpoint.rstrip("/") + "/v1/traces"

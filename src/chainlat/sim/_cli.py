@@ -12,6 +12,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
+from chainlat._core.error_lines import Parser, one_line
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 from chainlat.sim._profiles import read_profiles
 
@@ -20,9 +21,9 @@ class _UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
-        # One line, no usage dump: the message already names the bad argument.
+        # Raised, not exited: main returns its exit code (as a library call too).
         raise _UsageError(message)
 
 
@@ -96,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         sim.start()
     except (_UsageError, ValueError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(one_line(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_INPUT
     except OSError as exc:
         print(
-            f"{prog}: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            one_line(
+                f"{prog}: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+            ),
             file=sys.stderr,
         )
         return EXIT_INPUT
