@@ -332,9 +332,14 @@ def _scrub_shapes(text: str) -> str:
 # reorder or break what a terminal shows (U+202E turns "exe.txt" into "txt.exe"); newline
 # is kept or not by the caller.
 _BIDI: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_CONTROLS: Final = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
-_CONTROLS_AND_NEWLINE: Final = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
-_SURROGATES: Final = re.compile(r"[\ud800-\udfff]")
+
+
+@functools.cache
+def _unshown(newline: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """What :func:`visible` replaces: lone surrogates, and the control characters (newline
+    among them unless ``newline``). Compiled on first use, not when a command starts."""
+    low = "\\x00-\\x09\\x0b-\\x1f" if newline else "\\x00-\\x1f"
+    return re.compile(r"[\ud800-\udfff]"), re.compile(f"[{low}\\x7f-\\x9f{_BIDI}]")
 
 
 def _escape_control(match: re.Match[str]) -> str:
@@ -347,5 +352,5 @@ def visible(text: str, *, newline: bool = False) -> str:
     credentials scrubbed (:func:`scrub`), control and bidirectional characters as
     ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
     U+FFFD."""
-    text = scrub(_SURROGATES.sub("\ufffd", text))
-    return (_CONTROLS if newline else _CONTROLS_AND_NEWLINE).sub(_escape_control, text)
+    surrogates, controls = _unshown(newline)
+    return controls.sub(_escape_control, scrub(surrogates.sub("\ufffd", text)))
