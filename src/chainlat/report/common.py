@@ -4,7 +4,8 @@ the cleaning of names that come from traces before any format prints them.
 Names (workflows, steps, sources) come from trace files and so from anyone: they may
 hold rich markup (``load [/mnt/data]``), control characters (tab, ESC, NUL), lone
 surrogates, or a credential in a source URL. Every renderer passes them through
-:func:`visible` (and source names through :func:`source_name`) at print time.
+:func:`~chainlat._core.redact.visible`, the cleaning the CLI's error lines share (and source
+names through :func:`source_name`) at print time.
 """
 
 from __future__ import annotations
