@@ -265,6 +265,24 @@ def test_every_reading_command_prints_the_readers_warnings(
 
 
 @pytest.mark.parametrize("command", READING)
+def test_every_reading_command_scrubs_what_its_warnings_quote(
+    command: str, cap: Capture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A warning quotes the first bad line's problem, and with it what the file holds."""
+    (tmp_path / "budgets.toml").write_text('[workflows.agent]\np95 = "5s"\n')
+    traces = write_variant_runs(cap, tmp_path / "traces.jsonl")
+    span = {"traceId": "0" * 32, "spanId": _HOSTILE_VALUE, "name": "x"}
+    bad = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    with traces.open("a") as out:
+        out.write(json.dumps(bad) + "\n")
+    code, _out, err = run(capsys, *_args(command, traces))
+    assert code == EXIT_OK, err
+    assert "lines are not spans and were skipped" in err and "spanId" in err
+    assert "hunter2" not in err and "user:[REDACTED]@host" in err
+    assert "\x1b" not in err
+
+
+@pytest.mark.parametrize("command", READING)
 @pytest.mark.parametrize(
     ("flag", "name", "seen"),
     [("--workflow", "agnet", "workflows seen: 'agent'"),

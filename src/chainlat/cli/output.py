@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core import attributes as attr
+from chainlat._core.error_lines import one_line
 from chainlat._core.errors import InputError
 
 if TYPE_CHECKING:
@@ -120,7 +121,9 @@ def warn(line: str) -> None:
 
 
 def _warn(line: str) -> None:
-    print(f"chainlat: {line}", file=sys.stderr)
+    # A warning may quote what a file holds (its first bad line's problem): a password in a
+    # URL, a terminal escape.
+    print(one_line(f"chainlat: {line}"), file=sys.stderr)
 
 
 def _warn_limits(sources: Iterable[TraceSource], counters: ReadCounters) -> None:
