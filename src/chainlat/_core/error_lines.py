@@ -1,7 +1,7 @@
-"""What every command keeps of the CLI contract when its arguments are bad: one line on
-stderr, credentials scrubbed and control characters escaped, and exit 2; never argparse's
-usage dump. ``chainlat`` and the commands that parse their own options (``demo``, ``sim``)
-print their errors through it."""
+"""How every command prints an error or a warning: one line on stderr, credentials scrubbed
+and control characters escaped; and a bad argument the same way, with exit 2, never
+argparse's usage dump. ``chainlat`` and the commands that parse their own options
+(``demo``, ``sim``) print through it."""
 
 from __future__ import annotations
 
