@@ -115,5 +115,7 @@ def test_invalid_profile_and_server_arguments_raise() -> None:
         SimServer([ModelProfile("x"), ModelProfile("x")])
     with pytest.raises(ValueError, match="network_delay_ms"):
         SimServer(network_delay_ms=-1)
-    with pytest.raises(ValueError, match="otlp_endpoint"):
-        SimServer(otlp_endpoint="localhost:4318")
+    # Not a URL, a bracket left open, a port that is not a number: refused before serving.
+    for endpoint in ("localhost:4318", "http://[::1", "http://h:port"):
+        with pytest.raises(ValueError, match="otlp_endpoint: expected an http"):
+            SimServer(otlp_endpoint=endpoint)

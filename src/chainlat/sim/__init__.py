@@ -543,7 +543,6 @@ class _TrackedProtocol(asyncio.StreamReaderProtocol):
 
 
 def _traces_url(endpoint: str) -> str:
-    parts = urlsplit("")
     try:
         parts = urlsplit(endpoint)
         usable = parts.scheme in ("http", "https") and bool(parts.netloc)
