@@ -62,7 +62,7 @@ _MARKED: dict[str, object] = {
     attr.CACHE_HIT: True,
     attr.STEP_NAME: "answer",
 }
-"""A call with every mark that reads True: the fuzzed attributes rarely hold one."""
+"""A call user-facing, a cache hit and named: marks the fuzzed attributes rarely hold."""
 
 
 @FUZZ

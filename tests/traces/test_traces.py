@@ -237,7 +237,7 @@ def test_a_document_the_standard_library_reads_is_refused_where_orjson_stops(
 def test_bad_utf8_in_a_document_is_named_at_its_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_bytes(b'{\n "resourceSpans": [\n  "ab\xffc"\n ]\n}\n')
-    assert _error(path) == (f"{path}:3: not valid JSON (not UTF-8 text: byte 0xff at column 6)")
+    assert _error(path) == f"{path}:3: not valid JSON (not UTF-8 text: byte 0xff at column 6)"
 
 
 def test_truncated_file_is_named_as_such(tmp_path: Path) -> None:
