@@ -62,6 +62,13 @@ STACKS = (
     "openinference-llama-index",
 )
 
+# The Node.js stacks (the Vercel AI SDK, node/README.md): set up by npm, their agent run by
+# node; the rest of the block (sim, reference, judge) in a Python stack's environment.
+sys.path.append(str(HERE / "node"))
+import node_stack  # type: ignore[import-not-found]  # noqa: E402  # on sys.path just above
+
+STACKS = (*STACKS, *node_stack.STACKS)
+
 CASES = (
     # name, wrapped in chainlat.workflow("agent"), chainlat.instrument_httpx()
     ("wrapped+httpx", True, True),
@@ -93,6 +100,8 @@ FIRST_TOKEN_IN_SPANS = frozenset(
 Event"): each of their runs must give the answer a time to first token, as the
 reference's wire does, with the wire or without it. Other stacks' spans record none
 (docs/integrations.md), or were not checked for one."""
+
+FIRST_TOKEN_IN_SPANS |= node_stack.FIRST_TOKEN_IN_SPANS
 
 SEED = 7
 RUNS = 5
@@ -130,6 +139,12 @@ def _last_line(text: str) -> str:
 
 def setup(stack: str, repo: Path) -> tuple[Path, float]:
     """The stack's environment, created if missing; and the seconds spent on it."""
+    if stack in node_stack.STACKS:
+        venv, seconds = setup(node_stack.PYTHON_STACK, repo)
+        try:
+            return venv, seconds + node_stack.setup(cache_root())
+        except node_stack.NodeSetupError as exc:
+            raise SetupError(f"{stack}: {exc}") from None
     venv = venv_dir(stack)
     stamp = venv / ".chainlat-interop"
     wanted = json.dumps({"repo": str(repo), "pyproject": _digest(repo / "pyproject.toml")})
@@ -273,8 +288,9 @@ class Agent:
     def __init__(
         self, venv: Path, script: str, traces: Path, base_url: str, wrapped: bool, httpx: bool
     ) -> None:
-        argv = [str(_bin(venv, "python")), "-P", str(AGENTS / script), "--paced"]
-        argv += ["--traces", str(traces), "--base-url", base_url]
+        node = node_stack.agent_argv(script.removesuffix(".py"), cache_root())
+        argv = node or [str(_bin(venv, "python")), "-P", str(AGENTS / script)]
+        argv += ["--paced", "--traces", str(traces), "--base-url", base_url]
         argv += ["--wrapped"] * wrapped + ["--httpx"] * httpx
         # No exporter of a framework's own may reach the network; no telemetry either.
         env = dict(

