@@ -60,6 +60,9 @@ STACKS = (
     "strands-agents",
     "openllmetry-anthropic",
     "openinference-llama-index",
+    "haystack",
+    "google-adk",
+    "smolagents",
 )
 
 # The Node.js stacks (the Vercel AI SDK, node/README.md): set up by npm, their agent run by
