@@ -69,6 +69,11 @@ const QUESTION = "Where is my order A-1042, and can I still return it?";
 const SYSTEM = "You are a support agent. Use the tools when an order number is mentioned.";
 const TOOL_NAME = "lookup_order";
 const TOOL_DESCRIPTION = "Look up an order's status by its id.";
+const TOOL_PARAMETERS = {
+  type: "object",
+  properties: { order_id: { type: "string", description: "The order id." } },
+  required: ["order_id"],
+};
 const SUMMARY_PROMPT = "Summarise the order status in one sentence: ";
 const POLICY_PROMPT = "Say whether the return policy allows a return now: ";
 const ANSWER_PROMPT = "Write the answer to the customer from these notes: ";
@@ -155,10 +160,9 @@ if (args.httpx) {
 }
 
 // The AI SDK is imported after the provider is global, as an application does at start-up.
-const { generateText, registerTelemetry, stepCountIs, streamText, tool } = await import("ai");
+const { generateText, jsonSchema, registerTelemetry, stepCountIs, streamText, tool } = await import("ai");
 const { createOpenAI } = await import("@ai-sdk/openai");
 const { LegacyOpenTelemetry, OpenTelemetry } = await import("@ai-sdk/otel");
-const { z } = await import("zod");
 
 registerTelemetry(args.format === "legacy" ? new LegacyOpenTelemetry() : new OpenTelemetry());
 
@@ -206,13 +210,21 @@ function retrieve() {
   return withSpan("retrieval faq-index", attributes, () => searchIndex(QUESTION));
 }
 
+function pythonJson(object) {
+  // The reference's text of the result (Python's json.dumps: ", " and ": "), so that the
+  // sim counts the same input tokens for the call that reads it.
+  return `{${Object.entries(object).map(([k, v]) => `${JSON.stringify(k)}: ${JSON.stringify(v)}`).join(", ")}}`;
+}
+
 const lookupOrder = tool({
   description: TOOL_DESCRIPTION,
-  inputSchema: z.object({ order_id: z.string().describe("The order id.") }),
+  // The reference's JSON schema as it is: a zod schema would add `additionalProperties`
+  // and `$schema`, 20 more input tokens per planning call (the sim counts what is sent).
+  inputSchema: jsonSchema(TOOL_PARAMETERS),
   execute: async ({ order_id }) =>
     ownInterval("tool", async () => {
       await sleep(TOOL_MS);
-      return JSON.stringify({ order_id: order_id ?? "A-1042", status: "shipped", delivered_days_ago: 3 });
+      return pythonJson({ order_id: order_id ?? "A-1042", status: "shipped", delivered_days_ago: 3 });
     }),
 });
 
