@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import internal_errors
 from chainlat._core.rollup import compute_rollup
+from chainlat._runtime.otel_compat import attribute_dict, attributes_lock, bounded_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -102,11 +103,13 @@ class DeferredRollup:
                 return
             self._written = True
             values = self._compute().to_attributes()
-            bounded = span._attributes  # checked for room when the rollup was deferred
-            inner = bounded._dict  # type: ignore[union-attr]
+            bounded = bounded_attributes(span)  # checked for room when the rollup was deferred
+            inner = attribute_dict(bounded)
+            if bounded is None or inner is None:
+                return  # not an SDK span's dict: never deferred (defer_rollup checks it)
             # The span has ended (its attributes are read-only to the SDK's setters);
             # the exporters read it only after this, each export having called it.
-            with bounded._lock:  # type: ignore[union-attr]
+            with attributes_lock(bounded):
                 if not inner.keys().isdisjoint(values):
                     for key in values:
                         inner.pop(key, None)  # replaced values move to the end, as the SDK does

@@ -30,8 +30,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
-from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.context import attach, detach, set_value
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
@@ -41,6 +40,7 @@ from opentelemetry.sdk.trace.export import (
 
 from chainlat._core.errors import internal_errors, logger
 from chainlat._runtime import deferred
+from chainlat._runtime.otel_compat import SUPPRESS_INSTRUMENTATION_KEY, accepts_meter_provider
 from chainlat._runtime.scrubbing import describe
 
 if TYPE_CHECKING:
@@ -432,7 +432,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
             s["max_export_batch_size"],
             s["export_timeout_millis"],
         )
-        if meter_provider is not None and _accepts_meter_provider(BatchSpanProcessor):
+        if meter_provider is not None and accepts_meter_provider(BatchSpanProcessor):
             super().__init__(guard, *args, meter_provider=meter_provider)
         else:
             super().__init__(guard, *args)
@@ -499,11 +499,12 @@ class CountingSimpleSpanProcessor(SimpleSpanProcessor):
         *,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        if meter_provider is not None and _accepts_meter_provider(SimpleSpanProcessor):
+        if meter_provider is not None and accepts_meter_provider(SimpleSpanProcessor):
             super().__init__(guard.inner, meter_provider=meter_provider)
         else:
             super().__init__(guard.inner)
         self._guard = guard
+        self._stopped = False  # its own flag: the SDK's processor has one only from 1.45
 
     @property
     def counts(self) -> ExportCounts:
@@ -512,10 +513,10 @@ class CountingSimpleSpanProcessor(SimpleSpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
-        if not (context is not None and context.trace_flags.sampled) or self._shutdown:
+        if not (context is not None and context.trace_flags.sampled) or self._stopped:
             return
         self._guard.counts.offer()
-        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        token = attach(set_value(SUPPRESS_INSTRUMENTATION_KEY, True))
         try:
             self._guard.export((span,))
         finally:
@@ -526,9 +527,9 @@ class CountingSimpleSpanProcessor(SimpleSpanProcessor):
 
     def shutdown_by(self, deadline: float) -> bool:
         """Shut the exporter down (nothing is queued here) and report; True if nothing was lost."""
-        if self._shutdown:
+        if self._stopped:
             return self._guard.counts.lost == 0
-        self._shutdown = True
+        self._stopped = True
         self._guard.set_deadline(deadline)
         run_bounded(self._guard.shutdown, deadline - time.monotonic(), "export-shutdown")
         return self._guard.counts.report() == 0
@@ -559,13 +560,6 @@ def export_processor(
     if batch:
         return BoundedBatchSpanProcessor(guard, meter_provider=meter_provider)
     return CountingSimpleSpanProcessor(guard, meter_provider=meter_provider)
-
-
-def _accepts_meter_provider(cls: type[SpanProcessor]) -> bool:
-    # The keyword arrived in SDK 1.39; chainlat supports 1.38.
-    import inspect
-
-    return "meter_provider" in inspect.signature(cls).parameters
 
 
 def _at_fork(

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 
 from chainlat._core.errors import ConfigError
 from chainlat._runtime.export import DEFAULT_EXPORT_TIMEOUT_S
+from chainlat._runtime.otel_compat import exporter_endpoint
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def describe(exporter: SpanExporter) -> str:
     """How log lines name where spans go."""
     if isinstance(exporter, JsonLinesSpanExporter):
         return exporter.path
-    endpoint = getattr(exporter, "_endpoint", None)  # the OTLP exporters keep their URL here
+    endpoint = exporter_endpoint(exporter)
     return str(endpoint) if endpoint else type(exporter).__name__
 
 

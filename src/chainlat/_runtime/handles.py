@@ -22,6 +22,7 @@ from chainlat._core.errors import internal_errors, shown, warn_once
 from chainlat._core.rollup import Rollup, SpanRecord
 from chainlat._runtime import hooks
 from chainlat._runtime.deferred import DeferredRollup
+from chainlat._runtime.otel_compat import move_start, span_lock, start_time
 from chainlat._runtime.outcomes import emit_outcome, outcome_attributes
 from chainlat._runtime.processor import ChainlatSpanProcessor
 from chainlat._runtime.scrubbing import exception_type, record_error
@@ -501,8 +502,8 @@ def _move_start(span: trace.Span, start_ns: int) -> None:
     ``_start_time``, read by every exporter once the span ended."""
     if not span.is_recording():
         return  # nothing exported: nothing to move
-    lock = getattr(span, "_lock", None)
-    if lock is None or not isinstance(getattr(span, "_start_time", None), int):
+    lock = span_lock(span)
+    if lock is None or not isinstance(start_time(span), int):
         warn_once(
             "user_stopped_speaking.span",
             "chainlat: user_stopped_speaking(): the span (%s) is not an SDK span; its start "
@@ -511,7 +512,7 @@ def _move_start(span: trace.Span, start_ns: int) -> None:
         )
         return
     with lock:
-        span._start_time = start_ns  # type: ignore[attr-defined]
+        move_start(span, start_ns)
 
 
 def _no_rollup(name: str, provider: object, no_processor: bool) -> None:

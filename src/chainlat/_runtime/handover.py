@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import SpanProcessor
-from opentelemetry.sdk.trace import sampling as _sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+from chainlat._runtime.otel_compat import BLIND_SAMPLERS, sampler_delegates
 
 
 class Handover(threading.local):
@@ -28,20 +29,6 @@ class Handover(threading.local):
     values: Mapping[str, Any] | None = None
 
 
-_BLIND_SAMPLERS: Final = (
-    _sampling.StaticSampler,
-    _sampling.TraceIdRatioBased,
-    _sampling.ParentBasedTraceIdRatio,
-    _sampling.ParentBased,
-    _sampling.AlwaysRecordSampler,
-)
-_DELEGATES: Final = (
-    "_root",
-    "_remote_parent_sampled",
-    "_remote_parent_not_sampled",
-    "_local_parent_sampled",
-    "_local_parent_not_sampled",
-)
 _IDLE_STARTS: Final = frozenset(
     (SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start)
 )
@@ -50,10 +37,9 @@ _IDLE_STARTS: Final = frozenset(
 def sampler_is_blind(sampler: object, depth: int = 0) -> bool:
     """Whether ``sampler`` decides without reading attributes: one of the SDK's samplers (its
     exact type, not a subclass that may override ``should_sample``), delegating only to such."""
-    if type(sampler) not in _BLIND_SAMPLERS or depth > 4:
+    if type(sampler) not in BLIND_SAMPLERS or depth > 4:
         return False
-    delegates = [getattr(sampler, name) for name in _DELEGATES if hasattr(sampler, name)]
-    return all(sampler_is_blind(delegate, depth + 1) for delegate in delegates)
+    return all(sampler_is_blind(delegate, depth + 1) for delegate in sampler_delegates(sampler))
 
 
 def first_to_start(processors: tuple[object, ...], ours: object) -> bool:

@@ -34,6 +34,12 @@ from chainlat._core.rollup import SpanRecord, classify, same_model, source_of
 from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.handover import Handover, first_to_start, sampler_is_blind
 from chainlat._runtime.naming import current_step_name, step_naming
+from chainlat._runtime.otel_compat import (
+    attribute_dict,
+    bounded_attributes,
+    multi_processors,
+    provider_processors,
+)
 from chainlat._runtime.span_attributes import attributes_of, set_attributes
 from chainlat._runtime.span_records import to_records
 
@@ -250,11 +256,12 @@ class ChainlatSpanProcessor(SpanProcessor):
         }
         if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
             tags[attr.STEP_KIND] = kind
-        bounded = span._attributes
+        bounded = bounded_attributes(span)
         if (
             type(attributes) is dict  # the span's own dict (attributes_of)
-            and bounded.max_value_len is None  # type: ignore[union-attr]
-            and (bounded.maxlen is None or len(attributes) + len(tags) <= bounded.maxlen)  # type: ignore[union-attr]
+            and bounded is not None
+            and bounded.max_value_len is None
+            and (bounded.maxlen is None or len(attributes) + len(tags) <= bounded.maxlen)
         ):
             # The span is starting, in this thread: no other holds it yet, so no lock, and
             # the tags are a string and ints, already what the SDK would keep.
@@ -348,12 +355,13 @@ class ChainlatSpanProcessor(SpanProcessor):
             return False
         if not self._exports_resolve_on(provider):
             return False
-        bounded = getattr(span, "_attributes", None)
-        inner = getattr(bounded, "_dict", None)
+        bounded = bounded_attributes(span)
+        inner = attribute_dict(bounded)
         if (
-            type(inner) is not dict
-            or bounded.max_value_len is not None  # type: ignore[union-attr]
-            or (bounded.maxlen is not None and len(inner) + ROLLUP_KEYS > bounded.maxlen)  # type: ignore[union-attr]
+            bounded is None
+            or inner is None
+            or bounded.max_value_len is not None
+            or (bounded.maxlen is not None and len(inner) + ROLLUP_KEYS > bounded.maxlen)
         ):
             return False
         self._deferred[span_id] = deferred
@@ -363,7 +371,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         """Where a step starting on ``tracer`` leaves its attributes for this processor's
         ``on_start`` to write (see ``handover.py``); None: pass them to ``start_span``."""
         multi = getattr(tracer, "span_processor", None)
-        processors = getattr(multi, "_span_processors", None)
+        processors = multi_processors(multi)
         seen_tracer, seen, result = self._hands_over
         if seen is processors and seen_tracer is tracer:
             return self._handover if result else None
@@ -379,8 +387,7 @@ class ChainlatSpanProcessor(SpanProcessor):
 
     def _exports_resolve_on(self, provider: object) -> bool:
         # The SDK replaces its tuple of processors when one is added: one check per tuple.
-        multi = getattr(provider, "_active_span_processor", None)
-        processors = getattr(multi, "_span_processors", None)
+        processors = provider_processors(provider)
         if type(processors) is not tuple:
             return False
         seen, result = self._exports_resolve

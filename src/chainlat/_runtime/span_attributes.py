@@ -8,6 +8,13 @@ import operator
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from chainlat._runtime.otel_compat import (
+    attribute_parts,
+    attributes_lock,
+    has_ended,
+    span_attribute_dict,
+)
+
 if TYPE_CHECKING:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import ReadableSpan
@@ -21,8 +28,8 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     processor reads about ten keys per span, so it takes the plain dict underneath
     when the SDK has one, and the public view otherwise.
     """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if type(inner) is dict:
+    inner = span_attribute_dict(span)
+    if inner is not None:
         return inner
     return span.attributes or {}
 
@@ -38,25 +45,23 @@ def set_attributes(span: trace.Span, values: Mapping[str, Any]) -> None:
     a limit on value length, an ended or non-SDK span) goes through ``set_attributes``.
     """
     try:
-        bounded = span._attributes  # type: ignore[attr-defined]
-        inner = bounded._dict
-        lock = span._lock  # type: ignore[attr-defined]
+        bounded, inner, lock = attribute_parts(span)
         maxlen = bounded.maxlen
         fast = (
-            type(inner) is dict
+            inner is not None
             and bounded.max_value_len is None
             and (maxlen is None or len(inner) + len(values) <= maxlen)
             and _plain(values)
         )
     except AttributeError:  # not an SDK span
         fast = False
-    if not fast:
+    if not fast or inner is None:
         span.set_attributes(values)
         return
     with lock:
-        ended = getattr(span, "_end_time", None) is not None
+        ended = has_ended(span)
         if not ended:
-            with bounded._lock:
+            with attributes_lock(bounded):
                 if inner and not inner.keys().isdisjoint(values):
                     for key in values:
                         inner.pop(key, None)  # replaced values move to the end, as the SDK does

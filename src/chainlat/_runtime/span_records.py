@@ -3,7 +3,6 @@ when its rollup is computed: on the export worker, mostly (see ``deferred.py``).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from typing import Final
 
@@ -11,6 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord, call_record, classify
+from chainlat._runtime.otel_compat import attribute_dict, event_count_source, span_slots
 from chainlat._runtime.span_attributes import attributes_of
 
 
@@ -27,10 +27,9 @@ def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
     append = records.append
     for span in spans:
         if type(span) in _SDK_SPANS:
-            context, parent, name, start, end, bounded, events = _span_slots(span)
-            attributes = getattr(bounded, "_dict", None)
-            if type(attributes) is not dict:
-                attributes = span.attributes or {}
+            context, parent, name, start, end, bounded, events = span_slots(span)
+            found = attribute_dict(bounded)
+            attributes = found if found is not None else span.attributes or {}
         else:
             context, parent, name = span.context, span.parent, span.name
             start, end, events = span.start_time, span.end_time, span.events
@@ -50,15 +49,10 @@ def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
         )
         # First-token events of other conventions; events after the end. (The SDK's
         # BoundedList answers its length in Python: its deque is asked instead.)
-        if getattr(events, "_dq", events):
+        if event_count_source(events):
             apply_events(record, ((e.name, e.timestamp) for e in events))
         append(record)
     return records
 
 
-_span_slots: Final = operator.attrgetter(
-    "_context", "_parent", "_name", "_start_time", "_end_time", "_attributes", "_events"
-)
-"""What a record is made of, read from the slots of the SDK's spans that their public
-properties return."""
 _SDK_SPANS: Final = frozenset((ReadableSpan, Span))

@@ -47,6 +47,7 @@ from chainlat.httpx._call import (
     failed,
     module_of,
 )
+from chainlat.httpx._httpx_compat import held_client, set_transports, transports
 from chainlat.httpx._routes import DEFAULT_ROUTES, Format, Matcher, RequestInfo, Route
 from chainlat.httpx._streams import wrap_stream
 
@@ -325,7 +326,7 @@ def _http_client(client: Any) -> Any:
     """The httpx/httpx2 client of ``client``: itself, or the one a model SDK's client holds."""
     if module_of(client, "Client", "AsyncClient") is not None:
         return client
-    inner = getattr(client, "_client", None)
+    inner = held_client(client)
     if inner is not None and module_of(inner, "Client", "AsyncClient") is not None:
         return inner
     raise TypeError(
@@ -341,28 +342,37 @@ def _instrument_client(client: Any, options: Options) -> None:
     is_async = isinstance(client, module.AsyncClient)
     with _lock:
         _restore_client(client)
-        transport, mounts = client._transport, dict(client._mounts)
+        transport, mounts = transports(client)
         _clients[client] = (transport, mounts)
-        client._transport = _wrap(transport, options, is_async)
-        client._mounts = {key: _wrap(value, options, is_async) for key, value in mounts.items()}
+        set_transports(
+            client,
+            _wrap(transport, options, is_async),
+            {key: _wrap(value, options, is_async) for key, value in mounts.items()},
+        )
 
 
 def _restore_client(client: Any) -> None:
     if module_of(client, "Client", "AsyncClient") is None:
-        client = getattr(client, "_client", client)
+        held = held_client(client)
+        client = client if held is None else held
     with _lock:
         saved = _clients.pop(client, None)
         if saved is None:
             return
         transport, mounts = saved
-        if isinstance(client._transport, (TracingTransport, AsyncTracingTransport)):
-            client._transport = transport
-        client._mounts = {
-            key: mounts.get(key, value)
-            if isinstance(value, (TracingTransport, AsyncTracingTransport))
-            else value
-            for key, value in client._mounts.items()
-        }
+        current, current_mounts = transports(client)
+        if not isinstance(current, (TracingTransport, AsyncTracingTransport)):
+            transport = current  # replaced since it was wrapped: left as it is
+        set_transports(
+            client,
+            transport,
+            {
+                key: mounts.get(key, value)
+                if isinstance(value, (TracingTransport, AsyncTracingTransport))
+                else value
+                for key, value in current_mounts.items()
+            },
+        )
 
 
 def _traced_init(original: Callable[..., None]) -> Callable[..., None]:

@@ -58,7 +58,8 @@ from chainlat.httpx._formats import (
     request_attributes,
     request_model,
 )
-from chainlat.httpx._propagation import header_triples, inject
+from chainlat.httpx._httpx_compat import header_triples
+from chainlat.httpx._propagation import inject
 from chainlat.httpx._routes import (
     MAX_BODY_BYTES,
     Matcher,

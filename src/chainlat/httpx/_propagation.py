@@ -13,6 +13,9 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from chainlat._runtime.otel_compat import composite_members
+from chainlat.httpx._httpx_compat import header_triples
+
 _w3c: list[object] = [None, None]
 """[the global propagator last seen, its baggage propagator if it is the W3C default pair]."""
 
@@ -21,7 +24,7 @@ def _w3c_default(textmap: object) -> W3CBaggagePropagator | None:
     # OTEL_PROPAGATORS unset (or "tracecontext,baggage"): W3C trace context, then baggage.
     if type(textmap) is not CompositePropagator:
         return None
-    found = tuple(getattr(textmap, "_propagators", ()))
+    found = composite_members(textmap)
     if (
         len(found) == 2
         and type(found[0]) is TraceContextTextMapPropagator
@@ -68,15 +71,6 @@ def _set(headers: Any, name: str, value: str) -> None:
             triples.append((key, key, value.encode("ascii")))
             return
     headers[name] = value
-
-
-def header_triples(headers: Any) -> list[tuple[bytes, bytes, bytes]] | None:
-    """The (name, lower-case name, value) triples an httpx ``Headers`` keeps, to read (and
-    append to) without its per-call copies; None for anything else."""
-    triples = getattr(headers, "_list", None)
-    if type(triples) is list and (not triples or len(triples[0]) == 3):
-        return triples
-    return None
 
 
 _second = itemgetter(1)
