@@ -15,7 +15,10 @@ ADK streams per run, not per call: the run is made with ``StreamingMode.SSE`` fo
 answer to stream, so every model call of it is a stream (the planner's and the two fast
 calls too, as with strands), their usage asked for by LiteLlm (``include_usage``).
 
-ADK 2.13 pins ``opentelemetry-sdk<=1.44``, so this stack runs on SDK 1.44.0, not 1.45.
+ADK 2.13 marks ``SequentialAgent`` and ``ParallelAgent`` deprecated in favour of its graph
+``Workflow`` (a ``DeprecationWarning`` in the agent's log); they still run, and the
+``Workflow`` graph API was not tried here. ADK 2.13 pins
+``opentelemetry-sdk<=1.44``, so this stack runs on SDK 1.44.0, not 1.45.
 """
 
 # mypy: ignore-errors
