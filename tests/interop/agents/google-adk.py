@@ -35,9 +35,8 @@ sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
 
-# No usage telemetry or web requests of ADK's or LiteLLM's own.
+# LiteLLM reads its model cost map from the package, not the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("ADK_DISABLE_TELEMETRY", "1")
 
 APP = "interop"
 USER = "user"
