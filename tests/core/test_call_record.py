@@ -29,7 +29,7 @@ def _by_constructor(
 ) -> SpanRecord:
     """The record as call_record made it with SpanRecord(...)."""
     cache_hit = attributes.get(attr.CACHE_HIT) is True
-    step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
+    step_name = step_name_of(attributes)
     if kind != "inference":
         record = SpanRecord(7, 3, "span", 10, 20, kind, cache_hit)
         if step_name is not None:

@@ -22,6 +22,8 @@ from support.convention_samples import (
     GENAI_TOOL,
     GENAI_WORKFLOW,
     HTTP_CLIENT,
+    HTTP_CLIENT_OLD,
+    HTTP_CLIENT_OTHER_ROUTE,
 )
 
 # --- chainlat and the GenAI conventions ------------------------------------------------
@@ -104,8 +106,14 @@ def test_a_database_span_by_the_old_attribute_is_data() -> None:
     assert classify(DB_OLD) == "data"
 
 
-def test_an_http_client_span_is_transparent() -> None:
-    assert classify(HTTP_CLIENT) is None
+def test_an_http_client_span_to_a_model_route_is_a_model_call() -> None:
+    """Any language's HTTP instrumentation: its POST to a model route is the call's wire span."""
+    assert classify(HTTP_CLIENT) == "inference"
+    assert classify(HTTP_CLIENT_OLD) == "inference"
+
+
+def test_an_http_client_span_to_another_route_is_transparent() -> None:
+    assert classify(HTTP_CLIENT_OTHER_ROUTE) is None
 
 
 def test_an_unknown_operation_is_transparent() -> None:

@@ -334,6 +334,70 @@ HTTP_CLIENT: Attributes = {
     "http.response.status_code": 200,
 }
 
+HTTP_CLIENT_OLD: Attributes = {
+    "http.method": "POST",
+    "http.url": "http://127.0.0.1:8000/v1/chat/completions",
+    "http.status_code": 200,
+}
+
+HTTP_CLIENT_OTHER_ROUTE: Attributes = {
+    "http.request.method": "GET",
+    "url.full": "https://example.com/orders/42",
+}
+
+AI_SDK_DO_STREAM: Attributes = {
+    "ai.operationId": "ai.streamText.doStream",
+    "ai.model.id": "sim-answer",
+    "ai.model.provider": "openai.chat",
+    "gen_ai.system": "openai.chat",
+    "gen_ai.request.model": "sim-answer",
+    "ai.response.msToFirstChunk": 45.5,
+    "ai.response.finishReason": "stop",
+    "ai.usage.inputTokens": 53,
+    "ai.usage.outputTokens": 20,
+    "gen_ai.usage.input_tokens": 53,
+    "gen_ai.usage.output_tokens": 20,
+}
+
+AI_SDK_V4_DO_GENERATE: Attributes = {
+    "ai.operationId": "ai.generateText.doGenerate",
+    "ai.model.id": "gpt-4o-mini",
+    "ai.usage.promptTokens": 12,
+    "ai.usage.completionTokens": 7,
+    "ai.stream.msToFirstChunk": 30.0,
+    "ai.response.id": "chatcmpl-1",
+}
+
+AI_SDK_GENERATE_TEXT: Attributes = {
+    "ai.operationId": "ai.generateText",
+    "ai.telemetry.functionId": "support-chat",
+    "ai.usage.inputTokens": 285,
+}
+
+AI_SDK_TOOL_CALL: Attributes = {
+    "ai.operationId": "ai.toolCall",
+    "ai.toolCall.name": "lookup_order",
+}
+
+HAYSTACK_CHAT_GENERATOR: Attributes = {
+    "haystack.component.name": "answer",
+    "haystack.component.type": "OpenAIChatGenerator",
+}
+
+HAYSTACK_RETRIEVER: Attributes = {
+    "haystack.component.name": "retriever",
+    "haystack.component.type": "InMemoryBM25Retriever",
+}
+
+HAYSTACK_AGENT_TOOL: Attributes = {"haystack.tool.name": "lookup_order"}
+
+HAYSTACK_PIPELINE: Attributes = {"haystack.pipeline.name": "support"}
+
+MODEL_AND_TOKENS_ONLY: Attributes = {
+    "gen_ai.request.model": "gpt-4o",
+    "gen_ai.usage.input_tokens": 10,
+}
+
 SAMPLES: dict[str, Attributes] = {
     name: value
     for name, value in globals().items()

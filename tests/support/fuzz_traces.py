@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
+from chainlat._core import call_readings
 from chainlat._core.convention_table import OUTPUT_KEYS
-from chainlat._core.records import CACHE_READ_KEYS
+from chainlat._core.records import CACHE_READ_KEYS, STEP_NAME_KEYS
 
 FUZZ = settings(
     derandomize=True,
@@ -234,11 +234,15 @@ def _call_keys() -> list[str]:
             attr.LIVEKIT_RESPONSE_TTFB,
             *CACHE_READ_KEYS,
             *OUTPUT_KEYS,
-            *conventions._INPUT_TOKEN_KEYS,
-            *conventions._OUTPUT_TOKEN_KEYS,
-            *conventions._TTFT_MS_KEYS,
-            *conventions._TTFT_SECONDS_KEYS,
-            *conventions._MODEL_KEYS,
+            *call_readings.INPUT_TOKEN_KEYS,
+            *call_readings.OUTPUT_TOKEN_KEYS,
+            *call_readings.TTFT_MS_KEYS,
+            *call_readings.TTFT_SECONDS_KEYS,
+            *call_readings.MODEL_KEYS,
+            *STEP_NAME_KEYS,
+            "ai.operationId",
+            "haystack.component.type",
+            "url.full",
             "openinference.span.kind",
             "traceloop.span.kind",
             "http.request.method",

@@ -330,6 +330,45 @@ LIVEKIT_INTERRUPTED: Final = "lk.interrupted"
 LIVEKIT_E2E_LATENCY: Final = "lk.e2e_latency"
 """Seconds, on ``agent_turn``: from the user's end of speech to the agent starting to speak."""
 
+# --- the Vercel AI SDK (JavaScript), its ``ai.*`` spans ----------------------------------
+# ai 3 to 6 by default, ``LegacyOpenTelemetry`` of @ai-sdk/otel in ai 7: one span per call
+# of the SDK (``ai.generateText``), one per provider call under it
+# (``ai.generateText.doGenerate``), one per tool call (``ai.toolCall``).
+AI_OPERATION_ID: Final = "ai.operationId"
+"""The span's operation (``ai.streamText.doStream``): what classifies an ``ai.*`` span."""
+AI_TELEMETRY_FUNCTION_ID: Final = "ai.telemetry.functionId"
+"""The ``functionId`` the application gave the call's telemetry: the run's name."""
+AI_MODEL_ID: Final = "ai.model.id"
+AI_MODEL_PROVIDER: Final = "ai.model.provider"
+AI_USAGE_INPUT_TOKENS: Final = "ai.usage.inputTokens"
+AI_USAGE_OUTPUT_TOKENS: Final = "ai.usage.outputTokens"
+AI_USAGE_PROMPT_TOKENS: Final = "ai.usage.promptTokens"
+"""ai 3 and 4's spelling of ``ai.usage.inputTokens``."""
+AI_USAGE_COMPLETION_TOKENS: Final = "ai.usage.completionTokens"
+AI_RESPONSE_MS_TO_FIRST_CHUNK: Final = "ai.response.msToFirstChunk"
+"""Milliseconds from a ``doStream`` span's start to the stream's first chunk."""
+AI_STREAM_MS_TO_FIRST_CHUNK: Final = "ai.stream.msToFirstChunk"
+"""ai 3 and 4's spelling of ``ai.response.msToFirstChunk``."""
+AI_RESPONSE_FINISH_REASON: Final = "ai.response.finishReason"
+AI_RESPONSE_ID: Final = "ai.response.id"
+AI_TOOL_CALL_NAME: Final = "ai.toolCall.name"
+
+# --- Haystack, through its OpenTelemetry tracer ------------------------------------------
+HAYSTACK_COMPONENT_TYPE: Final = "haystack.component.type"
+"""The class of the component a ``haystack.component.run`` span ran (``OpenAIChatGenerator``)."""
+HAYSTACK_COMPONENT_NAME: Final = "haystack.component.name"
+HAYSTACK_TOOL_NAME: Final = "haystack.tool.name"
+"""On an agent's tool step: the tool it ran."""
+HAYSTACK_PIPELINE_NAME: Final = "haystack.pipeline.name"
+
+# --- HTTP client spans of any language (OpenTelemetry's HTTP conventions) ----------------
+HTTP_METHOD: Final = "http.method"
+"""The HTTP conventions' older spelling of ``http.request.method``."""
+URL_FULL: Final = "url.full"
+"""The request's whole URL, on a CLIENT span (a server span writes ``url.path``)."""
+HTTP_URL: Final = "http.url"
+"""The HTTP conventions' older spelling of ``url.full``."""
+
 # --- metrics ----------------------------------------------------------------------
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"

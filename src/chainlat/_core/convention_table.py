@@ -7,12 +7,24 @@ from it, so the table is what runs; ``docs/integrations.md`` is the same table f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
 from chainlat._core.attributes import (
     AGENT_NAME,
+    AI_MODEL_ID,
+    AI_MODEL_PROVIDER,
+    AI_OPERATION_ID,
+    AI_RESPONSE_FINISH_REASON,
+    AI_RESPONSE_ID,
+    AI_RESPONSE_MS_TO_FIRST_CHUNK,
+    AI_STREAM_MS_TO_FIRST_CHUNK,
+    AI_TELEMETRY_FUNCTION_ID,
+    AI_USAGE_COMPLETION_TOKENS,
+    AI_USAGE_INPUT_TOKENS,
+    AI_USAGE_OUTPUT_TOKENS,
+    AI_USAGE_PROMPT_TOKENS,
     AUDIO_INPUT_SECONDS,
     DB_SYSTEM,
     DB_SYSTEM_NAME,
@@ -44,6 +56,9 @@ from chainlat._core.attributes import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_PROMPT_TOKENS,
     GEN_AI_WORKFLOW_NAME,
+    HAYSTACK_COMPONENT_TYPE,
+    HAYSTACK_PIPELINE_NAME,
+    HAYSTACK_TOOL_NAME,
     HTTP_REQUEST_METHOD,
     LANGSMITH_SPAN_KIND,
     LATENCY_TTFT_MS,
@@ -77,6 +92,7 @@ from chainlat._core.attributes import (
     TRACELOOP_SPAN_KIND,
 )
 from chainlat._core.attributes import SpanKind as StepKind
+from chainlat._core.model_routes import METHOD_KEYS, URL_KEYS
 
 ANY_VALUE: Final = "*"
 """In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""
@@ -92,12 +108,29 @@ class Convention:
         kinds: Attribute key -> value -> step kind; None marks a value known to be
             transparent, so it is not mistaken for one nobody has checked.
         reads: The other keys read from its spans: model, provider, tokens, TTFT, names.
+        suffixes: Attribute key -> (value suffix, step kind) pairs, tried in order when
+            the value is none of ``kinds``' (a class name, ``OpenAIChatGenerator``).
+        names: Span name -> step kind, for spans with no attribute that says.
+        roots: Span names that make a run at the top of their trace.
+        containers: Span names of sessions: never a run, the turns inside are.
     """
 
     name: str
     checked: tuple[str, ...]
     kinds: Mapping[str, Mapping[str, StepKind | None]]
     reads: tuple[str, ...] = ()
+    suffixes: Mapping[str, tuple[tuple[str, StepKind | None], ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    names: Mapping[str, StepKind | None] = field(default_factory=lambda: MappingProxyType({}))
+    """Span name -> step kind, for spans that carry no attribute saying what they are."""
+    roots: tuple[str, ...] = ()
+    """Span names that make a run when they are the top of their trace (a pipeline's run)."""
+    containers: tuple[str, ...] = ()
+    """Span names of sessions and conversations: never a run, their turns are."""
+    shapes: tuple[str, ...] = ()
+    """Rules that classify by what a span carries rather than by one key's value, as
+    :func:`chainlat._core.conventions.classify` applies them last."""
 
 
 def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
@@ -124,6 +157,8 @@ OUTPUT_KEYS: Final = (
     LLM_OUTPUT_MESSAGE_ROLE,
     GEN_AI_COMPLETION_ROLE,
     GEN_AI_COMPLETION_FINISH_REASON,
+    AI_RESPONSE_ID,
+    AI_RESPONSE_FINISH_REASON,
 )
 """Any of these on a model call span says the call answered (see :func:`has_output`)."""
 
@@ -394,6 +429,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                 PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
             }
         ),
+        # The conversation span (turn_trace_observer.py) holds every turn of the call.
+        containers=("conversation",),
         reads=(
             PIPECAT_TTFB,
             PIPECAT_USER_BOT_LATENCY,
@@ -414,11 +451,107 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                 LIVEKIT_RESPONSE_TTFB: {ANY_VALUE: "inference"},
             }
         ),
+        # agent_session (an invoke_workflow, voice/agent_session.py 988-1012) spans the
+        # whole call, the wait for the caller included: a container of turns.
+        containers=("agent_session",),
         reads=(
             LIVEKIT_RESPONSE_TTFT,
             LIVEKIT_INTERRUPTED,
             LIVEKIT_E2E_LATENCY,
         ),
+    ),
+    Convention(
+        name="ai-sdk",
+        checked=(
+            "ai==7.0.185 with @ai-sdk/otel==1.0.185 (LegacyOpenTelemetry), "
+            "packages/ai/src/telemetry, docs/ai-sdk-core/telemetry: collected data",
+        ),
+        kinds=_frozen(
+            {
+                # The SDK's call (``ai.generateText``) holds its provider calls and tools, as
+                # ``invoke_agent`` does in the SDK's GenAI format: a run; the provider calls
+                # are the model calls. ``ai.embed`` holds ``ai.embed.doEmbed``, the call.
+                AI_OPERATION_ID: {
+                    **_all(
+                        "workflow",
+                        "ai.generateText",
+                        "ai.streamText",
+                        "ai.generateObject",
+                        "ai.streamObject",
+                    ),
+                    **_all(
+                        "inference",
+                        "ai.generateText.doGenerate",
+                        "ai.streamText.doStream",
+                        "ai.generateObject.doGenerate",
+                        "ai.streamObject.doStream",
+                        "ai.embed.doEmbed",
+                        "ai.embedMany.doEmbed",
+                    ),
+                    "ai.toolCall": "tool",
+                    "ai.embed": None,
+                    "ai.embedMany": None,
+                },
+            }
+        ),
+        reads=(
+            AI_TELEMETRY_FUNCTION_ID,
+            AI_MODEL_ID,
+            AI_MODEL_PROVIDER,
+            AI_USAGE_INPUT_TOKENS,
+            AI_USAGE_OUTPUT_TOKENS,
+            AI_USAGE_PROMPT_TOKENS,
+            AI_USAGE_COMPLETION_TOKENS,
+            AI_RESPONSE_MS_TO_FIRST_CHUNK,
+            AI_STREAM_MS_TO_FIRST_CHUNK,
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+        ),
+    ),
+    Convention(
+        name="haystack",
+        checked=(
+            "haystack-ai==3.4.1 haystack/tracing/tracer.py, haystack/core/pipeline, "
+            "haystack/components/agents/agent.py",
+            "opentelemetry-haystack==2.0.0",
+        ),
+        kinds=_frozen({HAYSTACK_TOOL_NAME: {ANY_VALUE: "tool"}}),
+        # A component run is classified by its component's class: Haystack's own and the
+        # integrations' follow these names (InMemoryBM25Retriever, OpenAIChatGenerator,
+        # SentenceTransformersDocumentEmbedder, ToolInvoker).
+        suffixes=MappingProxyType(
+            {
+                HAYSTACK_COMPONENT_TYPE: (
+                    ("Retriever", "data"),
+                    ("Ranker", "data"),
+                    ("ChatGenerator", "inference"),
+                    ("Generator", "inference"),
+                    ("TextEmbedder", "inference"),
+                    ("DocumentEmbedder", "inference"),
+                    ("ToolInvoker", "tool"),
+                ),
+            }
+        ),
+        # An agent's model call is a span with no key but its content (written only with
+        # HAYSTACK_CONTENT_TRACING_ENABLED): its name says what it is.
+        names=MappingProxyType({"haystack.agent.step.llm": "inference"}),
+        roots=("haystack.pipeline.run", "haystack.async_pipeline.run", "haystack.agent.run"),
+        reads=(HAYSTACK_PIPELINE_NAME,),
+    ),
+    Convention(
+        name="shape",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2 (HTTP client spans, stable and older)",
+            "@opentelemetry/instrumentation-undici==0.33.0 (Node.js)",
+        ),
+        kinds=_frozen({}),
+        shapes=(
+            "an HTTP client span (http.request.method or http.method, url.full or http.url) "
+            "of a POST to a model route (chainlat._core.model_routes): a model call at the wire",
+            "a request or response model and token usage, with nothing else that classifies "
+            "the span: a model call",
+        ),
+        reads=(*METHOD_KEYS, *URL_KEYS),
     ),
     Convention(
         name="db",

@@ -3,9 +3,10 @@
 chainlat reads traces written by many instrumentations. Each names the same things
 differently, so every fact chainlat takes from a span goes through this module: the
 step kind (:func:`classify`), whether the span makes a workflow run
-(:func:`is_run_root`), the run's name (:func:`workflow_name_of`), and a model call's
-model, provider, tokens and time to first token. :data:`KEYS` lists every attribute key
-read here, so a trace reader can drop the rest as it parses.
+(:func:`is_run_root`, :func:`is_container`), the run's name (:func:`workflow_name_of`),
+and, through :mod:`chainlat._core.call_readings` (re-exported here), a model call's model,
+provider, tokens and time to first token. :data:`KEYS` lists every attribute key read by
+either, so a trace reader can drop the rest as it parses.
 
 Which convention decides the kind, first match wins:
 
@@ -17,8 +18,12 @@ Which convention decides the kind, first match wins:
 3. ``openinference.span.kind``, ``traceloop.span.kind``, ``langsmith.span.kind``,
    OpenLLMetry's older ``llm.request.type``, then the presence of ``db.system`` or
    ``db.system.name`` (databases and vector stores are data stages).
-4. Anything else is transparent (None): framework glue, HTTP spans, chains, unknown
-   conventions.
+4. The Vercel AI SDK's ``ai.operationId``, Haystack's tool and component type (by the
+   class name's suffix), then what the span carries (:func:`_by_shape`): an HTTP client
+   span's POST to a model route, or a model with token usage, is a model call.
+5. Anything else is transparent (None): framework glue, other HTTP spans, chains, unknown
+   conventions. A few spans that carry no key that says what they are are known by their
+   name, where a trace is read (:func:`kind_by_name`: Haystack's ``haystack.agent.step.llm``).
 
 :data:`CONVENTIONS` is the table: per convention, the packages whose source it was read
 in (name and version), the keys that classify a span with each value's kind, and the
@@ -47,76 +52,54 @@ Decisions the packages leave open, taken here:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 from chainlat._core.attributes import (
     AGENT_NAME,
-    AUDIO_INPUT_SECONDS,
+    AI_OPERATION_ID,
+    AI_TELEMETRY_FUNCTION_ID,
     DB_SYSTEM,
     DB_SYSTEM_NAME,
-    DECISION_MODEL_NAME,
-    DECISION_PROVIDER,
-    DECISION_REQUEST_MODEL_NAME,
-    DECISION_RESPONSE_MODEL_NAME,
-    DECISION_SYSTEM,
-    DECISION_TOKEN_COUNT_INPUT,
-    DECISION_TOKEN_COUNT_OUTPUT,
-    EMBEDDING_MODEL_NAME,
-    END_REASONS,
-    GEN_AI_AGENT_INVOCATION_END_REASON,
     GEN_AI_AGENT_NAME,
-    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
     GEN_AI_OPERATION_NAME,
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_MODEL,
-    GEN_AI_RESPONSE_MODEL,
-    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
-    GEN_AI_SYSTEM,
-    GEN_AI_USAGE_COMPLETION_TOKENS,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    GEN_AI_USAGE_PROMPT_TOKENS,
     GEN_AI_WORKFLOW_NAME,
-    HTTP_REQUEST_METHOD,
+    HAYSTACK_COMPONENT_TYPE,
+    HAYSTACK_PIPELINE_NAME,
+    HAYSTACK_TOOL_NAME,
     LANGSMITH_SPAN_KIND,
-    LATENCY_TTFT_MS,
-    LIVEKIT_E2E_LATENCY,
-    LIVEKIT_INTERRUPTED,
     LIVEKIT_RESPONSE_TTFB,
-    LIVEKIT_RESPONSE_TTFT,
-    LLM_MODEL_NAME,
-    LLM_PROVIDER,
-    LLM_REQUEST_MODEL_NAME,
     LLM_REQUEST_TYPE,
-    LLM_RESPONSE_MODEL_NAME,
-    LLM_SYSTEM,
-    LLM_TOKEN_COUNT_COMPLETION,
-    LLM_TOKEN_COUNT_PROMPT,
     LOGFIRE_SPAN_TYPE,
-    OP_SPEECH_TO_TEXT,
-    OP_TEXT_TO_SPEECH,
     OPENINFERENCE_SPAN_KIND,
-    PIPECAT_ENDED_BY_CONVERSATION_END,
-    PIPECAT_TTFB,
     PIPECAT_TURN_NUMBER,
-    PIPECAT_USER_BOT_LATENCY,
-    PIPECAT_WAS_INTERRUPTED,
     PYDANTIC_AI_AGENT_NAME,
-    RERANKER_MODEL_NAME,
-    SPEECH_INPUT_CHARACTERS,
     STEP_KIND,
     TRACELOOP_ENTITY_NAME,
     TRACELOOP_SPAN_KIND,
 )
 from chainlat._core.attributes import SpanKind as StepKind
+from chainlat._core.call_readings import INPUT_TOKEN_KEYS, MODEL_KEYS, OUTPUT_TOKEN_KEYS, first_text
+from chainlat._core.call_readings import CallPlan as CallPlan
+from chainlat._core.call_readings import call_plan as call_plan
+from chainlat._core.call_readings import call_readings as call_readings
+from chainlat._core.call_readings import end_reason_of as end_reason_of
+from chainlat._core.call_readings import first_count as first_count
+from chainlat._core.call_readings import has_output as has_output
+from chainlat._core.call_readings import input_tokens_of as input_tokens_of
+from chainlat._core.call_readings import is_http_level as is_http_level
+from chainlat._core.call_readings import model_of as model_of
+from chainlat._core.call_readings import output_tokens_of as output_tokens_of
+from chainlat._core.call_readings import provider_of as provider_of
+from chainlat._core.call_readings import read_call as read_call
+from chainlat._core.call_readings import speech_input_of as speech_input_of
+from chainlat._core.call_readings import ttft_ms_of as ttft_ms_of
+from chainlat._core.call_readings import user_bot_latency_ms_of as user_bot_latency_ms_of
 from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
 from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
 from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
-from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
 from chainlat._core.convention_table import Convention as Convention
+from chainlat._core.model_routes import model_operation
 
 
 def _values_of(key: str) -> dict[str, StepKind | None]:
@@ -133,56 +116,24 @@ _LANGSMITH_KINDS: Final = _values_of(LANGSMITH_SPAN_KIND)
 _OPENINFERENCE_KINDS: Final = _values_of(OPENINFERENCE_SPAN_KIND)
 _TRACELOOP_KINDS: Final = _values_of(TRACELOOP_SPAN_KIND)
 _REQUEST_TYPE_KINDS: Final = _values_of(LLM_REQUEST_TYPE)
+_AI_SDK_KINDS: Final = _values_of(AI_OPERATION_ID)
+_HAYSTACK_SUFFIXES: Final = tuple(
+    pair
+    for convention in CONVENTIONS
+    for pair in convention.suffixes.get(HAYSTACK_COMPONENT_TYPE, ())
+)
 _LANGSMITH_RELABELLED: Final = frozenset({"chat", "embeddings"})
 """Operations LangSmith writes for more than one run type (``prompt`` is ``chat`` too)."""
 _PENDING_SPAN: Final = "pending_span"
 
-_MODEL_KEYS: Final = (
-    GEN_AI_RESPONSE_MODEL,
-    LLM_RESPONSE_MODEL_NAME,
-    DECISION_RESPONSE_MODEL_NAME,
-    GEN_AI_REQUEST_MODEL,
-    LLM_REQUEST_MODEL_NAME,
-    DECISION_REQUEST_MODEL_NAME,
-    LLM_MODEL_NAME,
-    DECISION_MODEL_NAME,
-    EMBEDDING_MODEL_NAME,
-    RERANKER_MODEL_NAME,
-)
-_PROVIDER_KEYS: Final = (
-    GEN_AI_PROVIDER_NAME,
-    GEN_AI_SYSTEM,
-    LLM_PROVIDER,
-    LLM_SYSTEM,
-    DECISION_PROVIDER,
-    DECISION_SYSTEM,
-)
-_INPUT_TOKEN_KEYS: Final = (
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_PROMPT_TOKENS,
-    LLM_TOKEN_COUNT_PROMPT,
-    DECISION_TOKEN_COUNT_INPUT,
-)
-_OUTPUT_TOKEN_KEYS: Final = (
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    GEN_AI_USAGE_COMPLETION_TOKENS,
-    LLM_TOKEN_COUNT_COMPLETION,
-    DECISION_TOKEN_COUNT_OUTPUT,
-)
-_TTFT_MS_KEYS: Final = (LATENCY_TTFT_MS, GEN_AI_SERVER_TIME_TO_FIRST_TOKEN)
-_TTFT_SECONDS_KEYS: Final = (
-    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
-    PIPECAT_TTFB,
-    LIVEKIT_RESPONSE_TTFT,
-    LIVEKIT_RESPONSE_TTFB,  # from the TTS's first text: records.anchor_first_audio places it
-)
 _WORKFLOW_NAME_KEYS: Final = (
     GEN_AI_WORKFLOW_NAME,
     TRACELOOP_ENTITY_NAME,
     GEN_AI_AGENT_NAME,
     AGENT_NAME,
     PYDANTIC_AI_AGENT_NAME,
+    AI_TELEMETRY_FUNCTION_ID,
+    HAYSTACK_PIPELINE_NAME,
 )
 """The span's own name first: ``traceloop.workflow.name`` and ``chainlat.workflow.name``
 are stamped on every span under a workflow, so they name the enclosing one, and are not
@@ -190,7 +141,11 @@ read."""
 _WORKFLOW_PREFIXES: Final = ("invoke_workflow ", "invoke_agent ")
 
 KEYS: Final[frozenset[str]] = frozenset(
-    {key for convention in CONVENTIONS for key in (*convention.kinds, *convention.reads)}
+    {
+        key
+        for convention in CONVENTIONS
+        for key in (*convention.kinds, *convention.suffixes, *convention.reads)
+    }
 )
 """Every attribute key a function here reads: a trace reader may drop all others."""
 
@@ -250,13 +205,70 @@ def _foreign(attributes: Mapping[str, object]) -> StepKind | None:
     value = attributes.get(LLM_REQUEST_TYPE)
     if type(value) is str and value in _REQUEST_TYPE_KINDS:
         return _REQUEST_TYPE_KINDS[value]
+    value = attributes.get(AI_OPERATION_ID)
+    if type(value) is str and value in _AI_SDK_KINDS:
+        return _AI_SDK_KINDS[value]
     if DB_SYSTEM in attributes or DB_SYSTEM_NAME in attributes:
         return "data"
     if PIPECAT_TURN_NUMBER in attributes:
         return "workflow"
     if LIVEKIT_RESPONSE_TTFB in attributes:
         return "inference"
+    if HAYSTACK_TOOL_NAME in attributes:
+        return "tool"
+    value = attributes.get(HAYSTACK_COMPONENT_TYPE)
+    if type(value) is str:
+        for suffix, kind in _HAYSTACK_SUFFIXES:
+            if value.endswith(suffix):
+                return kind
+    return _by_shape(attributes)
+
+
+def _by_shape(attributes: Mapping[str, object]) -> StepKind | None:
+    """The kind by what a span carries, when no convention named it: a POST to a model route
+    on an HTTP client span (:func:`~chainlat._core.model_routes.model_operation`), or a model
+    and token usage together, are a model call."""
+    if model_operation(attributes) is not None:
+        return "inference"
+    if not attributes.keys().isdisjoint(MODEL_KEYS) and (
+        not attributes.keys().isdisjoint(INPUT_TOKEN_KEYS)
+        or not attributes.keys().isdisjoint(OUTPUT_TOKEN_KEYS)
+    ):
+        return "inference"
     return None
+
+
+_KINDS_BY_NAME: Final[dict[str, tuple[StepKind | None, str]]] = {
+    name: (kind, convention.name)
+    for convention in CONVENTIONS
+    for name, kind in convention.names.items()
+}
+_ROOT_NAMES: Final = frozenset(name for convention in CONVENTIONS for name in convention.roots)
+_CONTAINER_NAMES: Final = frozenset(
+    name for convention in CONVENTIONS for name in convention.containers
+)
+
+
+def kind_by_name(span_name: str) -> tuple[StepKind | None, str] | None:
+    """The step kind and source of a span that no attribute classifies, by its name alone
+    (Haystack's ``haystack.agent.step.llm``); None for every other name.
+
+    Example:
+        >>> kind_by_name("haystack.agent.step.llm")
+        ('inference', 'haystack')
+    """
+    return _KINDS_BY_NAME.get(span_name)
+
+
+def is_container(span_name: str) -> bool:
+    """Whether a run-root span is a session that holds turns (LiveKit's ``agent_session``,
+    Pipecat's ``conversation``): never a run itself; the turns inside it are.
+
+    Example:
+        >>> is_container("agent_session")
+        True
+    """
+    return span_name in _CONTAINER_NAMES
 
 
 def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: bool) -> bool:
@@ -264,12 +276,12 @@ def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: 
 
     A span classified ``workflow`` always does. A framework chain does when it is the
     top of its trace (OpenInference ``CHAIN``, LangSmith ``chain``): LangChain and
-    LangGraph name no workflow, so the outermost chain is the run.
+    LangGraph name no workflow, so the outermost chain is the run; so does a pipeline's
+    run (Haystack's ``haystack.pipeline.run``) at the top of its trace.
 
     Args:
         attributes: The span's attributes.
-        span_name: The span's name; no rule reads it today, it is here so callers hand
-            this function what they hand :func:`workflow_name_of`.
+        span_name: The span's name (a pipeline's run is known by it).
         top_level: The span has no parent in its trace.
 
     Example:
@@ -280,6 +292,8 @@ def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: 
         return True
     if not top_level:
         return False
+    if span_name in _ROOT_NAMES:
+        return True
     return (
         attributes.get(OPENINFERENCE_SPAN_KIND) == "CHAIN"
         or attributes.get(LANGSMITH_SPAN_KIND) == "chain"
@@ -296,295 +310,10 @@ def workflow_name_of(attributes: Mapping[str, object], span_name: str) -> str:
         >>> workflow_name_of({}, "invoke_workflow support-chat")
         'support-chat'
     """
-    name = _first_text(attributes, _WORKFLOW_NAME_KEYS)
+    name = first_text(attributes, _WORKFLOW_NAME_KEYS)
     if name is not None:
         return name
     for prefix in _WORKFLOW_PREFIXES:
         if span_name.startswith(prefix) and len(span_name) > len(prefix):
             return span_name[len(prefix) :]
     return span_name
-
-
-def model_of(attributes: Mapping[str, object]) -> str | None:
-    """The model of a model call: the response's, else the request's, else any convention's.
-
-    Example:
-        >>> model_of({"gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-0806"})
-        'gpt-4o-0806'
-    """
-    return _first_text(attributes, _MODEL_KEYS)
-
-
-def provider_of(attributes: Mapping[str, object]) -> str | None:
-    """The model provider, as the instrumentation named it (``openai``, ``aws.bedrock``).
-
-    Example:
-        >>> provider_of({"gen_ai.system": "openai"})
-        'openai'
-    """
-    return _first_text(attributes, _PROVIDER_KEYS)
-
-
-def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
-    """Input (prompt) tokens of a model call.
-
-    Example:
-        >>> input_tokens_of({"llm.token_count.prompt": "120"})
-        120
-    """
-    return first_count(attributes, _INPUT_TOKEN_KEYS)
-
-
-def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
-    """Output (completion) tokens of a model call.
-
-    Example:
-        >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
-        30
-    """
-    return first_count(attributes, _OUTPUT_TOKEN_KEYS)
-
-
-def call_readings(
-    attributes: Mapping[str, object],
-) -> tuple[int | None, int | None, float | None, str | None]:
-    """A model call's input and output tokens, time to first token (ms) and model: the four
-    readings above in one call, as the rollup reads them for every model call.
-
-    Example:
-        >>> call_readings({"gen_ai.usage.input_tokens": 12, "gen_ai.request.model": "gpt-4o"})
-        (12, None, None, 'gpt-4o')
-    """
-    return read_call(attributes, call_plan(tuple(attributes)))
-
-
-_Keys = tuple[str, ...]
-CallPlan = tuple[_Keys, _Keys, _Keys, _Keys, _Keys]
-"""The keys each reading of :func:`call_readings` would find among a span's keys, in its
-order: input tokens, output tokens, first token in ms, in seconds, model."""
-
-_plans: dict[tuple[str, ...], CallPlan] = {}
-
-
-def call_plan(keys: tuple[str, ...]) -> CallPlan:
-    """Where :func:`call_readings` looks, for spans with these keys (remembered: the model
-    calls of an application or a file carry the same few key lists, their values aside)."""
-    plan = _plans.get(keys)
-    if plan is None:
-        present = frozenset(keys)
-        plan = tuple(  # type: ignore[assignment]
-            tuple(key for key in group if key in present)
-            for group in (
-                _INPUT_TOKEN_KEYS, _OUTPUT_TOKEN_KEYS, _TTFT_MS_KEYS, _TTFT_SECONDS_KEYS,
-                _MODEL_KEYS,
-            )
-        )  # fmt: skip
-        if len(_plans) >= 4096:
-            _plans.clear()  # keys made of ids: do not let them grow the cache
-        _plans[keys] = plan  # type: ignore[assignment]
-    return plan  # type: ignore[return-value]
-
-
-def read_call(
-    attributes: Mapping[str, object], plan: CallPlan
-) -> tuple[int | None, int | None, float | None, str | None]:
-    """:func:`call_readings` of ``attributes``, by the plan of its keys: the same first
-    usable value of each reading (most spans have one key of a reading, or none)."""
-    get = attributes.get
-    in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
-    return (
-        _count_among(get, in_keys),
-        _count_among(get, out_keys),
-        _ttft_among(get, ms_keys, seconds_keys),
-        _text_among(get, model_keys),
-    )
-
-
-def is_http_level(attributes: Mapping[str, object]) -> bool:
-    """Whether a model call was traced at the HTTP level (``http.request.method``, as
-    chainlat.httpx writes it): such a span times the call as the server answered it.
-
-    Example:
-        >>> is_http_level({"chainlat.step.kind": "inference", "http.request.method": "POST"})
-        True
-    """
-    return HTTP_REQUEST_METHOD in attributes
-
-
-def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
-    """Time to first token in milliseconds; finite and non-negative, else None.
-
-    ``chainlat.latency.ttft_ms`` and strands-agents' ``gen_ai.server.time_to_first_token``
-    are milliseconds; the GenAI keys (also pydantic-ai's) are seconds. First-token span
-    events (:data:`FIRST_TOKEN_EVENTS`) are read by the readers and the span processor.
-
-    Example:
-        >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
-        250.0
-    """
-    if attributes.keys().isdisjoint(_TTFT_KEYS):  # none there (the common case), asked in C
-        return None
-    present = attributes.__contains__  # absent keys skipped in C
-    return _ttft_among(
-        attributes.get, filter(present, _TTFT_MS_KEYS), filter(present, _TTFT_SECONDS_KEYS)
-    )
-
-
-def _ttft_among(
-    get: Callable[[str], object], ms_keys: Iterable[str], seconds_keys: Iterable[str]
-) -> float | None:
-    """The first usable first token among ``ms_keys``, else among ``seconds_keys``, in ms."""
-    for key in ms_keys:
-        value = get(key)
-        ms = None if value is None else _duration(value)
-        if ms is not None:
-            return ms if ms <= _MAX_TTFT_MS else None
-    for key in seconds_keys:
-        value = get(key)
-        seconds = None if value is None else _duration(value)
-        if seconds is not None:
-            return seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
-    return None
-
-
-_TTFT_KEYS: Final = frozenset((*_TTFT_MS_KEYS, *_TTFT_SECONDS_KEYS))
-_MAX_TTFT_MS = 1e12
-"""About 31 years: a larger time to first token is no measurement, and in nanoseconds it
-would not fit a span's clock."""
-
-
-def has_output(attributes: Mapping[str, object]) -> bool:
-    """Whether a model call span carries its output: an output message, a response id or
-    finish reasons (small keys only: a reader keeps every key read here).
-
-    Example:
-        >>> has_output({"gen_ai.response.id": "r1"}), has_output({"llm.model_name": "gpt-4o"})
-        (True, False)
-    """
-    return not attributes.keys().isdisjoint(_OUTPUT_KEYS)  # in C, for a dict
-
-
-def end_reason_of(attributes: Mapping[str, object]) -> str | None:
-    """How a voice turn ended, one of ``completed``, ``interrupted`` (barge-in) and
-    ``session_closed``; None when the span does not say.
-
-    ``gen_ai.agent.invocation.end_reason``, else Pipecat's ``turn.was_interrupted``: an
-    interrupted Pipecat turn that ``turn.ended_by_conversation_end`` was closed with the
-    session, not by the caller speaking over the answer; else LiveKit's ``lk.interrupted``.
-
-    Example:
-        >>> end_reason_of({"turn.was_interrupted": True})
-        'interrupted'
-    """
-    value = attributes.get(GEN_AI_AGENT_INVOCATION_END_REASON)
-    if isinstance(value, str) and value in END_REASONS:
-        return value
-    interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
-    if interrupted is None:
-        interrupted = attributes.get(LIVEKIT_INTERRUPTED)
-    if interrupted is True:
-        ended = attributes.get(PIPECAT_ENDED_BY_CONVERSATION_END) is True
-        return "session_closed" if ended else "interrupted"
-    return "completed" if interrupted is False else None
-
-
-def user_bot_latency_ms_of(attributes: Mapping[str, object]) -> float | None:
-    """A voice framework's own measure of a turn's first audio, in milliseconds: from the
-    caller's end of speech to the bot starting to speak (Pipecat's
-    ``turn.user_bot_latency_seconds``, LiveKit's ``lk.e2e_latency``), which chainlat's
-    first output is checked against (docs/voice.md); None if absent.
-
-    Example:
-        >>> user_bot_latency_ms_of({"turn.user_bot_latency_seconds": 0.75})
-        750.0
-    """
-    value = attributes.get(PIPECAT_USER_BOT_LATENCY)
-    if value is None:
-        value = attributes.get(LIVEKIT_E2E_LATENCY)
-    seconds = None if value is None else _duration(value)
-    return None if seconds is None else seconds * 1000.0
-
-
-_SPEECH_INPUT: Final = {
-    OP_TEXT_TO_SPEECH: SPEECH_INPUT_CHARACTERS,
-    OP_SPEECH_TO_TEXT: AUDIO_INPUT_SECONDS,
-}
-_MAX_SPEECH_INPUT: Final = 1e9
-
-
-def speech_input_of(attributes: Mapping[str, object]) -> float | None:
-    """A speech call's input, what its latency profile is fitted on: the characters spoken
-    (text to speech) or the seconds of audio heard (speech to text); None if absent.
-
-    Example:
-        >>> speech_input_of({"gen_ai.operation.name": "text_to_speech",
-        ...                  "chainlat.speech.input_characters": 42})
-        42.0
-    """
-    operation = attributes.get(GEN_AI_OPERATION_NAME)
-    key = _SPEECH_INPUT.get(operation) if isinstance(operation, str) else None
-    if key is None:
-        return None
-    value = attributes.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and 0 <= value <= _MAX_SPEECH_INPUT else None
-
-
-def _first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
-    """The first non-empty, non-placeholder string among ``keys``."""
-    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
-        return None
-    # Most keys are absent: skipped in C.
-    return _text_among(attributes.get, filter(attributes.__contains__, keys))
-
-
-def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None:
-    for key in keys:
-        value = get(key)
-        if type(value) is str:
-            text = value.strip()
-            if text and text.casefold() != "unknown":
-                return text
-    return None
-
-
-def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
-    """The first token count among ``keys``."""
-    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
-        return None
-    # Most keys are absent: skipped in C.
-    return _count_among(attributes.get, filter(attributes.__contains__, keys))
-
-
-def _count_among(get: Callable[[str], object], keys: Iterable[str]) -> int | None:
-    for key in keys:
-        count = _count(get(key))
-        if count is not None:
-            return count
-    return None
-
-
-def _count(value: object) -> int | None:
-    """A non-negative int, a string of ASCII digits (OTLP JSON's 64-bit ints), or a whole float."""
-    if type(value) is int:
-        return value if value >= 0 else None
-    if type(value) is str:
-        return int(value) if value.isascii() and value.isdigit() else None
-    if type(value) is float and value.is_integer() and value >= 0:
-        return int(value)
-    return None
-
-
-def _duration(value: object) -> float | None:
-    """A finite, non-negative number, also from a numeric string (protobuf JSON doubles)."""
-    if type(value) is float or type(value) is int:
-        number = float(value)
-    elif type(value) is str:
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None

@@ -113,6 +113,10 @@ def source_of(attributes: Mapping[str, object]) -> str:
         return LIVEKIT
     if attr.GEN_AI_OPERATION_NAME in attributes:
         return "gen_ai"
+    if attr.AI_OPERATION_ID in attributes:
+        return "ai-sdk"
+    if attr.HAYSTACK_COMPONENT_TYPE in attributes:
+        return "haystack"
     return "other"
 
 
@@ -196,7 +200,9 @@ def call_record(
     record.end_ns = end_ns
     record.kind = kind
     record.cache_hit = attributes.get(attr.CACHE_HIT) is True
-    record.step_name = step_name_of(attributes) if attr.STEP_NAME in attributes else None
+    record.step_name = (
+        None if attributes.keys().isdisjoint(STEP_NAME_KEYS) else step_name_of(attributes)
+    )
     record.extended = record.failed = record.unrecorded_end = False
     if kind != "inference":
         record.input_tokens = record.output_tokens = record.ttft_ms = record.model = None
@@ -369,7 +375,21 @@ CACHE_READ_KEYS: Final = (
 )
 
 
+STEP_NAME_KEYS: Final = (
+    attr.STEP_NAME,
+    attr.HAYSTACK_COMPONENT_NAME,
+    attr.HAYSTACK_TOOL_NAME,
+    attr.AI_TOOL_CALL_NAME,
+)
+"""Where a step's name is: chainlat's ``chainlat.step.name``, else the name a framework gave
+the step where its span names only the kind of span (``haystack.component.run``,
+``ai.toolCall``)."""
+
+
 def step_name_of(attributes: Mapping[str, object]) -> str | None:
-    """``chainlat.step.name``, when it is a non-blank string."""
-    name = attributes.get(attr.STEP_NAME)
-    return name if type(name) is str and name.strip() else None
+    """The step's name (:data:`STEP_NAME_KEYS`, the first that is a non-blank string)."""
+    for key in STEP_NAME_KEYS:
+        name = attributes.get(key)
+        if type(name) is str and name.strip():
+            return name
+    return None

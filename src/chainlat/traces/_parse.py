@@ -20,6 +20,7 @@ from chainlat._core.errors import shown
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
+    STEP_NAME_KEYS,
     SpanRecord,
     call_record,
     classify,
@@ -114,7 +115,7 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         attr.ERROR_TYPE,
         *CACHE_READ_KEYS,
         # named steps and the first output
-        attr.STEP_NAME,
+        *STEP_NAME_KEYS,
         attr.USER_FACING,
         attr.WORKFLOW_FIRST_OUTPUT_MS,
         # sampled sources

@@ -1,0 +1,413 @@
+"""What a model call's span says, by any convention: its model, provider, tokens, time to
+first token, output, and a voice turn's end and the framework's own latency figure.
+
+Every convention names these differently; each reading here takes the first usable value
+of its keys in a fixed order (the response's model before the request's, the GenAI keys
+before the older ones), so a call gets the same reading from any reader.
+:mod:`chainlat._core.conventions` classifies spans and re-exports these readings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from chainlat._core.attributes import (
+    AI_MODEL_ID,
+    AI_MODEL_PROVIDER,
+    AI_RESPONSE_MS_TO_FIRST_CHUNK,
+    AI_STREAM_MS_TO_FIRST_CHUNK,
+    AI_USAGE_COMPLETION_TOKENS,
+    AI_USAGE_INPUT_TOKENS,
+    AI_USAGE_OUTPUT_TOKENS,
+    AI_USAGE_PROMPT_TOKENS,
+    AUDIO_INPUT_SECONDS,
+    DECISION_MODEL_NAME,
+    DECISION_PROVIDER,
+    DECISION_REQUEST_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    DECISION_SYSTEM,
+    DECISION_TOKEN_COUNT_INPUT,
+    DECISION_TOKEN_COUNT_OUTPUT,
+    EMBEDDING_MODEL_NAME,
+    END_REASONS,
+    GEN_AI_AGENT_INVOCATION_END_REASON,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
+    GEN_AI_SYSTEM,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    HTTP_METHOD,
+    HTTP_REQUEST_METHOD,
+    LATENCY_TTFT_MS,
+    LIVEKIT_E2E_LATENCY,
+    LIVEKIT_INTERRUPTED,
+    LIVEKIT_RESPONSE_TTFB,
+    LIVEKIT_RESPONSE_TTFT,
+    LLM_MODEL_NAME,
+    LLM_PROVIDER,
+    LLM_REQUEST_MODEL_NAME,
+    LLM_RESPONSE_MODEL_NAME,
+    LLM_SYSTEM,
+    LLM_TOKEN_COUNT_COMPLETION,
+    LLM_TOKEN_COUNT_PROMPT,
+    OP_SPEECH_TO_TEXT,
+    OP_TEXT_TO_SPEECH,
+    PIPECAT_ENDED_BY_CONVERSATION_END,
+    PIPECAT_TTFB,
+    PIPECAT_USER_BOT_LATENCY,
+    PIPECAT_WAS_INTERRUPTED,
+    RERANKER_MODEL_NAME,
+    SPEECH_INPUT_CHARACTERS,
+)
+from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
+from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
+from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
+from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
+from chainlat._core.convention_table import Convention as Convention
+
+MODEL_KEYS: Final = (
+    GEN_AI_RESPONSE_MODEL,
+    LLM_RESPONSE_MODEL_NAME,
+    DECISION_RESPONSE_MODEL_NAME,
+    GEN_AI_REQUEST_MODEL,
+    LLM_REQUEST_MODEL_NAME,
+    DECISION_REQUEST_MODEL_NAME,
+    LLM_MODEL_NAME,
+    DECISION_MODEL_NAME,
+    EMBEDDING_MODEL_NAME,
+    RERANKER_MODEL_NAME,
+    AI_MODEL_ID,
+)
+PROVIDER_KEYS: Final = (
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_SYSTEM,
+    LLM_PROVIDER,
+    LLM_SYSTEM,
+    DECISION_PROVIDER,
+    DECISION_SYSTEM,
+    AI_MODEL_PROVIDER,
+)
+INPUT_TOKEN_KEYS: Final = (
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_PROMPT_TOKENS,
+    LLM_TOKEN_COUNT_PROMPT,
+    DECISION_TOKEN_COUNT_INPUT,
+    AI_USAGE_INPUT_TOKENS,
+    AI_USAGE_PROMPT_TOKENS,
+)
+OUTPUT_TOKEN_KEYS: Final = (
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_COMPLETION_TOKENS,
+    LLM_TOKEN_COUNT_COMPLETION,
+    DECISION_TOKEN_COUNT_OUTPUT,
+    AI_USAGE_OUTPUT_TOKENS,
+    AI_USAGE_COMPLETION_TOKENS,
+)
+TTFT_MS_KEYS: Final = (
+    LATENCY_TTFT_MS,
+    GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
+    AI_RESPONSE_MS_TO_FIRST_CHUNK,
+    AI_STREAM_MS_TO_FIRST_CHUNK,
+)
+TTFT_SECONDS_KEYS: Final = (
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    PIPECAT_TTFB,
+    LIVEKIT_RESPONSE_TTFT,
+    LIVEKIT_RESPONSE_TTFB,  # from the TTS's first text: records.anchor_first_audio places it
+)
+
+
+def model_of(attributes: Mapping[str, object]) -> str | None:
+    """The model of a model call: the response's, else the request's, else any convention's.
+
+    Example:
+        >>> model_of({"gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-0806"})
+        'gpt-4o-0806'
+    """
+    return first_text(attributes, MODEL_KEYS)
+
+
+def provider_of(attributes: Mapping[str, object]) -> str | None:
+    """The model provider, as the instrumentation named it (``openai``, ``aws.bedrock``).
+
+    Example:
+        >>> provider_of({"gen_ai.system": "openai"})
+        'openai'
+    """
+    return first_text(attributes, PROVIDER_KEYS)
+
+
+def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Input (prompt) tokens of a model call.
+
+    Example:
+        >>> input_tokens_of({"llm.token_count.prompt": "120"})
+        120
+    """
+    return first_count(attributes, INPUT_TOKEN_KEYS)
+
+
+def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
+    """Output (completion) tokens of a model call.
+
+    Example:
+        >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
+        30
+    """
+    return first_count(attributes, OUTPUT_TOKEN_KEYS)
+
+
+def call_readings(
+    attributes: Mapping[str, object],
+) -> tuple[int | None, int | None, float | None, str | None]:
+    """A model call's input and output tokens, time to first token (ms) and model: the four
+    readings above in one call, as the rollup reads them for every model call.
+
+    Example:
+        >>> call_readings({"gen_ai.usage.input_tokens": 12, "gen_ai.request.model": "gpt-4o"})
+        (12, None, None, 'gpt-4o')
+    """
+    return read_call(attributes, call_plan(tuple(attributes)))
+
+
+_Keys = tuple[str, ...]
+CallPlan = tuple[_Keys, _Keys, _Keys, _Keys, _Keys]
+"""The keys each reading of :func:`call_readings` would find among a span's keys, in its
+order: input tokens, output tokens, first token in ms, in seconds, model."""
+
+_plans: dict[tuple[str, ...], CallPlan] = {}
+
+
+def call_plan(keys: tuple[str, ...]) -> CallPlan:
+    """Where :func:`call_readings` looks, for spans with these keys (remembered: the model
+    calls of an application or a file carry the same few key lists, their values aside)."""
+    plan = _plans.get(keys)
+    if plan is None:
+        present = frozenset(keys)
+        plan = tuple(  # type: ignore[assignment]
+            tuple(key for key in group if key in present)
+            for group in (
+                INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS, TTFT_MS_KEYS, TTFT_SECONDS_KEYS,
+                MODEL_KEYS,
+            )
+        )  # fmt: skip
+        if len(_plans) >= 4096:
+            _plans.clear()  # keys made of ids: do not let them grow the cache
+        _plans[keys] = plan  # type: ignore[assignment]
+    return plan  # type: ignore[return-value]
+
+
+def read_call(
+    attributes: Mapping[str, object], plan: CallPlan
+) -> tuple[int | None, int | None, float | None, str | None]:
+    """:func:`call_readings` of ``attributes``, by the plan of its keys: the same first
+    usable value of each reading (most spans have one key of a reading, or none)."""
+    get = attributes.get
+    in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
+    return (
+        _count_among(get, in_keys),
+        _count_among(get, out_keys),
+        _ttft_among(get, ms_keys, seconds_keys),
+        _text_among(get, model_keys),
+    )
+
+
+def is_http_level(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call was traced at the HTTP level (``http.request.method``, as
+    chainlat.httpx and every HTTP instrumentation of the stable conventions write it, or the
+    older ``http.method``): such a span times the call as the server answered it.
+
+    Example:
+        >>> is_http_level({"chainlat.step.kind": "inference", "http.request.method": "POST"})
+        True
+    """
+    return HTTP_REQUEST_METHOD in attributes or HTTP_METHOD in attributes
+
+
+def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
+    """Time to first token in milliseconds; finite and non-negative, else None.
+
+    ``chainlat.latency.ttft_ms`` and strands-agents' ``gen_ai.server.time_to_first_token``
+    are milliseconds; the GenAI keys (also pydantic-ai's) are seconds. First-token span
+    events (:data:`FIRST_TOKEN_EVENTS`) are read by the readers and the span processor.
+
+    Example:
+        >>> ttft_ms_of({"gen_ai.response.time_to_first_chunk": 0.25})
+        250.0
+    """
+    if attributes.keys().isdisjoint(_TTFT_KEYS):  # none there (the common case), asked in C
+        return None
+    present = attributes.__contains__  # absent keys skipped in C
+    return _ttft_among(
+        attributes.get, filter(present, TTFT_MS_KEYS), filter(present, TTFT_SECONDS_KEYS)
+    )
+
+
+def _ttft_among(
+    get: Callable[[str], object], ms_keys: Iterable[str], seconds_keys: Iterable[str]
+) -> float | None:
+    """The first usable first token among ``ms_keys``, else among ``seconds_keys``, in ms."""
+    for key in ms_keys:
+        value = get(key)
+        ms = None if value is None else _duration(value)
+        if ms is not None:
+            return ms if ms <= _MAX_TTFT_MS else None
+    for key in seconds_keys:
+        value = get(key)
+        seconds = None if value is None else _duration(value)
+        if seconds is not None:
+            return seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
+    return None
+
+
+_TTFT_KEYS: Final = frozenset((*TTFT_MS_KEYS, *TTFT_SECONDS_KEYS))
+_MAX_TTFT_MS = 1e12
+"""About 31 years: a larger time to first token is no measurement, and in nanoseconds it
+would not fit a span's clock."""
+
+
+def has_output(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call span carries its output: an output message, a response id or
+    finish reasons (small keys only: a reader keeps every key read here).
+
+    Example:
+        >>> has_output({"gen_ai.response.id": "r1"}), has_output({"llm.model_name": "gpt-4o"})
+        (True, False)
+    """
+    return not attributes.keys().isdisjoint(_OUTPUT_KEYS)  # in C, for a dict
+
+
+def end_reason_of(attributes: Mapping[str, object]) -> str | None:
+    """How a voice turn ended, one of ``completed``, ``interrupted`` (barge-in) and
+    ``session_closed``; None when the span does not say.
+
+    ``gen_ai.agent.invocation.end_reason``, else Pipecat's ``turn.was_interrupted``: an
+    interrupted Pipecat turn that ``turn.ended_by_conversation_end`` was closed with the
+    session, not by the caller speaking over the answer; else LiveKit's ``lk.interrupted``.
+
+    Example:
+        >>> end_reason_of({"turn.was_interrupted": True})
+        'interrupted'
+    """
+    value = attributes.get(GEN_AI_AGENT_INVOCATION_END_REASON)
+    if isinstance(value, str) and value in END_REASONS:
+        return value
+    interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
+    if interrupted is None:
+        interrupted = attributes.get(LIVEKIT_INTERRUPTED)
+    if interrupted is True:
+        ended = attributes.get(PIPECAT_ENDED_BY_CONVERSATION_END) is True
+        return "session_closed" if ended else "interrupted"
+    return "completed" if interrupted is False else None
+
+
+def user_bot_latency_ms_of(attributes: Mapping[str, object]) -> float | None:
+    """A voice framework's own measure of a turn's first audio, in milliseconds: from the
+    caller's end of speech to the bot starting to speak (Pipecat's
+    ``turn.user_bot_latency_seconds``, LiveKit's ``lk.e2e_latency``), which chainlat's
+    first output is checked against (docs/voice.md); None if absent.
+
+    Example:
+        >>> user_bot_latency_ms_of({"turn.user_bot_latency_seconds": 0.75})
+        750.0
+    """
+    value = attributes.get(PIPECAT_USER_BOT_LATENCY)
+    if value is None:
+        value = attributes.get(LIVEKIT_E2E_LATENCY)
+    seconds = None if value is None else _duration(value)
+    return None if seconds is None else seconds * 1000.0
+
+
+_SPEECH_INPUT: Final = {
+    OP_TEXT_TO_SPEECH: SPEECH_INPUT_CHARACTERS,
+    OP_SPEECH_TO_TEXT: AUDIO_INPUT_SECONDS,
+}
+_MAX_SPEECH_INPUT: Final = 1e9
+
+
+def speech_input_of(attributes: Mapping[str, object]) -> float | None:
+    """A speech call's input, what its latency profile is fitted on: the characters spoken
+    (text to speech) or the seconds of audio heard (speech to text); None if absent.
+
+    Example:
+        >>> speech_input_of({"gen_ai.operation.name": "text_to_speech",
+        ...                  "chainlat.speech.input_characters": 42})
+        42.0
+    """
+    operation = attributes.get(GEN_AI_OPERATION_NAME)
+    key = _SPEECH_INPUT.get(operation) if isinstance(operation, str) else None
+    if key is None:
+        return None
+    value = attributes.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= _MAX_SPEECH_INPUT else None
+
+
+def first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str | None:
+    """The first non-empty, non-placeholder string among ``keys``."""
+    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
+        return None
+    # Most keys are absent: skipped in C.
+    return _text_among(attributes.get, filter(attributes.__contains__, keys))
+
+
+def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None:
+    for key in keys:
+        value = get(key)
+        if type(value) is str:
+            text = value.strip()
+            if text and text.casefold() != "unknown":
+                return text
+    return None
+
+
+def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
+    """The first token count among ``keys``."""
+    if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
+        return None
+    # Most keys are absent: skipped in C.
+    return _count_among(attributes.get, filter(attributes.__contains__, keys))
+
+
+def _count_among(get: Callable[[str], object], keys: Iterable[str]) -> int | None:
+    for key in keys:
+        count = _count(get(key))
+        if count is not None:
+            return count
+    return None
+
+
+def _count(value: object) -> int | None:
+    """A non-negative int, a string of ASCII digits (OTLP JSON's 64-bit ints), or a whole float."""
+    if type(value) is int:
+        return value if value >= 0 else None
+    if type(value) is str:
+        return int(value) if value.isascii() and value.isdigit() else None
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def _duration(value: object) -> float | None:
+    """A finite, non-negative number, also from a numeric string (protobuf JSON doubles)."""
+    if type(value) is float or type(value) is int:
+        number = float(value)
+    elif type(value) is str:
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
