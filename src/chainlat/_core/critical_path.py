@@ -3,6 +3,12 @@
 Walk back from the workflow's end: the last child to end, then the child that ended
 last before that one started, recursing into each child (the method of Jaeger's
 critical-path view). The tree walked is built by :func:`chainlat._core.rollup.compute_rollup`.
+
+"Before" allows for the clock: a trace whose clock writes starts to the millisecond
+(OpenTelemetry JS) shows a sibling starting up to a millisecond before its predecessor
+ended, although it started after. Both walks take ``slack_ns``, the resolution of the
+trace's clock (:func:`chainlat._core.clock.resolution_ns`): a child that ends no more than
+that after the walk's instant is taken, cut at the instant, as if it ended there.
 """
 
 from __future__ import annotations
@@ -71,14 +77,15 @@ _end: Final = operator.attrgetter("end")
 _start_end: Final = operator.attrgetter("start", "end")
 
 
-def critical_segments(top: Node) -> tuple[list[tuple[Node, int, int]], bool]:
+def critical_segments(top: Node, slack_ns: int = 0) -> tuple[list[tuple[Node, int, int]], bool]:
     """The critical path as (node, start, end) pieces, in time order, and whether the
     children of every node the walk entered are disjoint in time (touching allowed).
 
     When they are, the walk takes every child of every node it enters, one after the
     other, and `wait_segments` to any instant gives these same pieces, cut at that
     instant: no two children of one node can tie or cross there, so neither the cut
-    nor its tie-break changes a choice.
+    nor its tie-break changes a choice. Children that overlap within ``slack_ns`` are not
+    disjoint: the walk cuts the earlier one, and `wait_segments` must walk again.
     """
     segments: list[tuple[Node, int, int]] = []
     disjoint = True
@@ -86,7 +93,7 @@ def critical_segments(top: Node) -> tuple[list[tuple[Node, int, int]], bool]:
     # sorted by end (ties: longest last, so it wins), and the next candidate.
     stack: list[tuple[Node, int, list[Node], int]] = []
 
-    def push(node: Node) -> None:
+    def push(node: Node, limit: int) -> None:
         nonlocal disjoint
         kids = [k for k in node.kids if k.end > k.start]
         # By end, ties longest last (so it wins): two stable sorts with keys read in C,
@@ -100,37 +107,41 @@ def critical_segments(top: Node) -> tuple[list[tuple[Node, int, int]], bool]:
                     disjoint = False
                     break
                 previous_end = kid.end
-        stack.append((node, node.end, kids, len(kids) - 1))
+        stack.append((node, node.end if node.end < limit else limit, kids, len(kids) - 1))
 
-    push(top)
+    push(top, top.end)
     while stack:
         node, t, kids, i = stack.pop()
-        while i >= 0 and (kids[i].end > t or kids[i].start >= t):
+        reach = t + slack_ns
+        while i >= 0 and (kids[i].end > reach or kids[i].start >= t):
             i -= 1
         if i < 0:
             if node.start < t:
                 segments.append((node, node.start, t))
             continue
         child = kids[i]
-        if child.end < t:
-            segments.append((node, child.end, t))
+        child_end = child.end if child.end < t else t
+        if child_end < t:
+            segments.append((node, child_end, t))
         stack.append((node, child.start, kids, i - 1))
         if child.kids:
-            push(child)
+            push(child, child_end)
         else:  # a leaf lies on the path from its start to its end (push keeps end > start)
-            segments.append((child, child.start, child.end))
+            segments.append((child, child.start, child_end))
     segments.reverse()
     return segments, disjoint
 
 
-def wait_segments(top: Node, cut: int, favoured: set[int]) -> list[tuple[Node, int, int]]:
+def wait_segments(
+    top: Node, cut: int, favoured: set[int], slack_ns: int = 0
+) -> list[tuple[Node, int, int]]:
     """The critical path to the instant ``cut``, as if the run had ended then (every span
     cut there), where the ``favoured`` nodes (by ``id``) win ties of end time: the same
-    walk as :func:`critical_segments`."""
+    walk as :func:`critical_segments`, with the same allowance for the clock."""
     segments: list[tuple[Node, int, int]] = []
     stack: list[tuple[Node, int, list[tuple[int, bool, int, int, Node]], int]] = []
 
-    def push(node: Node) -> None:
+    def push(node: Node, limit: int) -> None:
         # Decorated tuples rather than a key function: this runs at every workflow's end.
         ordered = sorted(
             [
@@ -139,24 +150,26 @@ def wait_segments(top: Node, cut: int, favoured: set[int]) -> list[tuple[Node, i
                 if k.start < cut and k.end > k.start
             ]
         )
-        stack.append((node, node.end if node.end < cut else cut, ordered, len(ordered) - 1))
+        end = node.end if node.end < cut else cut
+        stack.append((node, end if end < limit else limit, ordered, len(ordered) - 1))
 
-    push(top)
+    push(top, cut)
     while stack:
         node, t, kids, i = stack.pop()
-        while i >= 0 and (kids[i][0] > t or kids[i][4].start >= t):
+        reach = t + slack_ns
+        while i >= 0 and (kids[i][0] > reach or kids[i][4].start >= t):
             i -= 1
         if i < 0:
             if node.start < t:
                 segments.append((node, node.start, t))
             continue
-        child_end = kids[i][0]
+        child_end = kids[i][0] if kids[i][0] < t else t
         child = kids[i][4]
         if child_end < t:
             segments.append((node, child_end, t))
         stack.append((node, child.start, kids, i - 1))
         if child.kids:
-            push(child)
+            push(child, child_end)
         else:
             segments.append((child, child.start, child_end))
     segments.reverse()

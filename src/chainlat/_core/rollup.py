@@ -26,7 +26,7 @@ from itertools import repeat
 from typing import Final
 
 from chainlat._core import attributes as attr
-from chainlat._core import critical_path, voice
+from chainlat._core import clock, critical_path, voice
 from chainlat._core.chain import Rollup
 from chainlat._core.critical_path import (
     Node,
@@ -37,6 +37,7 @@ from chainlat._core.critical_path import (
 from chainlat._core.prices import Prices, price_of
 from chainlat._core.records import (
     CACHE_READ_KEYS,
+    STEP_NAME_KEYS,
     WIRE,
     SpanKindLabel,
     SpanRecord,
@@ -50,6 +51,7 @@ from chainlat._core.twins import find_twins, normalised, same_model
 
 __all__ = [
     "CACHE_READ_KEYS",
+    "STEP_NAME_KEYS",
     "WIRE",
     "PathPiece",
     "Rollup",
@@ -109,6 +111,7 @@ def compute_rollup(
     flat = flat_tree(top, records, tally) if pieces is None else None
     renamed: Mapping[int, str] = {}
     speech: list[Node] | None = None
+    slack = 0
     if flat is not None:
         split, path, segments = flat
         disjoint = True
@@ -120,7 +123,9 @@ def compute_rollup(
         # A voice run's path gives the overhead a streaming model call runs through to
         # that call (see `voice.fill_model_gaps`); other runs' paths are not changed.
         speech = tally.calls if voice.has_speech(tally.calls) else None
-        split, path, segments, disjoint = _walk(top, renamed, pieces, speech)
+        # Siblings that overlap by no more than the rounding of their starts are sequential.
+        slack = clock.slack_ns(_starts(root, records), _ends(root, records))
+        split, path, segments, disjoint = _walk(top, renamed, pieces, speech, slack)
     output_ns = first_output_ns
     source: Node | None = None
     if output_ns is None and tally.calls:
@@ -129,7 +134,7 @@ def compute_rollup(
     wait_path: list[tuple[Node, int, int]] | None = None
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
-        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, speech, split)
+        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, speech, split, slack)
     cost = None
     if prices is not None and tally.calls:
         cost = _cost(
@@ -154,19 +159,33 @@ def _release(top: Node, stand_ins: list[Node]) -> None:
         node.parent = node.owner = node.enclosing = None
 
 
+def _starts(root: SpanRecord, records: list[SpanRecord]) -> Iterable[int]:
+    yield root.start_ns
+    for rec in records:
+        yield rec.start_ns
+
+
+def _ends(root: SpanRecord, records: list[SpanRecord]) -> Iterable[int]:
+    yield root.end_ns
+    for rec in records:
+        yield rec.end_ns
+
+
 def _walk(
     top: Node,
     renamed: Mapping[int, str],
     pieces: list[PathPiece] | None,
     speech: list[Node] | None = None,
+    slack_ns: int = 0,
 ) -> tuple[dict[str, int], list[str], list[tuple[Node, int, int]], bool]:
     """Phase 3: the critical path's split by kind, its step names, its segments, and
     whether the children of every node it entered are disjoint (see `critical_segments`);
-    ``speech``: the model calls of a run with a speech call, whose gaps the path fills."""
+    ``speech``: the model calls of a run with a speech call, whose gaps the path fills;
+    ``slack_ns``: the resolution of the trace's clock, when coarser than a nanosecond."""
     split = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     path: list[str] = []
     on_path: set[int] = set()
-    segments, disjoint = critical_segments(top)
+    segments, disjoint = critical_segments(top, slack_ns)
     if speech is not None:
         segments = voice.fill_model_gaps(segments, speech)
     for node, seg_start, seg_end in segments:
@@ -217,10 +236,12 @@ def _wait(
     disjoint: bool,
     speech: list[Node] | None,
     split: Mapping[str, int],
+    slack_ns: int = 0,
 ) -> tuple[dict[str, int], list[tuple[Node, int, int]]]:
     """Phase 4: the wait for the first output at ``output_ns``, split by kind along the
     critical path to that instant; and that path, kept for a run with a speech call.
-    ``split``: the whole path's split by kind, summed from ``segments``."""
+    ``split``: the whole path's split by kind, summed from ``segments``; ``slack_ns``: as
+    for `_walk`."""
     waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     wait_path: list[tuple[Node, int, int]] = []
     if disjoint and critical_path.SHORTCUT and speech is None:
@@ -250,7 +271,7 @@ def _wait(
     while source is not None:
         favoured.add(id(source))
         source = source.parent
-    wait_path = critical_path.wait_segments(top, output_ns, favoured)
+    wait_path = critical_path.wait_segments(top, output_ns, favoured, slack_ns)
     if speech is not None:
         wait_path = voice.fill_model_gaps(wait_path, speech)
     for node, seg_start, seg_end in wait_path:
