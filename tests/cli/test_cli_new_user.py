@@ -104,7 +104,7 @@ def _piped_into_a_closed_reader(*args: str) -> subprocess.CompletedProcess[str]:
 )
 def test_a_closed_pipe_ends_quietly_as_sigpipe_would(args: tuple[str, ...]) -> None:
     done = _piped_into_a_closed_reader(*args)
-    assert done.stderr == ""
+    assert _not_warnings(done.stderr) == []
     # 128 + SIGPIPE: what a shell reports for `yes | head`.
     assert done.returncode == 141
 
@@ -134,7 +134,13 @@ def test_after_head_has_read_its_lines_the_rest_ends_quietly() -> None:
         )
     finally:
         os.close(write_end)
-    assert (done.returncode, done.stderr) == (141, "")
+    assert (done.returncode, _not_warnings(done.stderr)) == (141, [])
+
+
+def _not_warnings(stderr: str) -> list[str]:
+    """The lines of ``stderr`` other than the read's warnings (the sample's model calls are
+    timed by their framework's spans, which a warning says before any output is written)."""
+    return [line for line in stderr.splitlines() if not line.startswith("chainlat: warning: ")]
 
 
 def test_the_commands_process_exits_with_mains_code_and_its_files_whole(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from chainlat._core.rollup import SpanKindLabel, SpanRecord
-from chainlat._core.runs import TracedSpan, runs_of_trace
+from chainlat._core.runs import TracedSpan
+from chainlat._core.trace_runs import runs_of_trace
 
 MS = 1_000_000
 

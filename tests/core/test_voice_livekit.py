@@ -265,8 +265,10 @@ def test_livekit_text_mode_turn_is_a_model_call_in_a_session(
     )  # fmt: skip
     tr.model_call(turn, 100, 700)
     turn.end(end_time=T0 + 720 * MS)
-    session, run = tr.runs(exporter, 800)
-    assert session.workflow == "agent_session"
+    # The session is a container, never a run (docs/attributes.md, rule 14): its turn is.
+    (run,) = tr.runs(exporter, 800)
+    assert run.workflow == "Assistant"
+    assert not run.nested
     assert ttfts(run) == {"llm_request": 200.0}
     assert run.first_output_ms == pytest.approx(205.0)
     assert run.rollup.first_output_text_to_speech_ms is None

@@ -14,11 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat import report
-from chainlat._core import runs as runs_module
 from chainlat._core import steps as steps_module
+from chainlat._core import trace_runs as runs_module
 from chainlat._core.errors import TraceSourceError
 from chainlat._core.rollup import SpanRecord
-from chainlat._core.runs import TracedSpan, runs_of_trace
+from chainlat._core.runs import TracedSpan
+from chainlat._core.trace_runs import runs_of_trace
 from chainlat.budgets import Budgets, evaluate
 from chainlat.cli import main
 from chainlat.traces import _files
@@ -56,7 +57,11 @@ def _budgets_for(path: Path, tmp_path: Path) -> Path:
     return budgets
 
 
-@pytest.mark.parametrize("path", sorted(DATA_DIR.iterdir()), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in DATA_DIR.rglob("*") if p.suffix in (".json", ".jsonl")),
+    ids=lambda p: str(p.relative_to(DATA_DIR)),
+)
 def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_full_walk(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

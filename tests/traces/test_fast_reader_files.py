@@ -44,7 +44,11 @@ def test_the_jaeger_download_is_left_to_the_validating_path() -> None:
         assert not assert_agree(line)
 
 
-@pytest.mark.parametrize("path", sorted(DATA_DIR.iterdir()), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in DATA_DIR.rglob("*") if p.suffix in (".json", ".jsonl")),
+    ids=lambda p: str(p.relative_to(DATA_DIR)),
+)
 def test_every_data_file_gives_the_same_runs_by_either_path(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -330,7 +330,7 @@ def test_work_per_workflow_is_constant_under_one_long_lived_span(
 ) -> None:
     """Counts the spans visited while judging (deterministic): linear in the workflows.
     Before the rewrite of runs_of_trace, time grew 4x per doubling (41.6 s for 8k)."""
-    from chainlat._core import runs as runs_module
+    from chainlat._core import trace_runs as runs_module
 
     visits = [0]
     real_get = runs_module.is_outcome

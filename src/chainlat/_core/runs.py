@@ -4,13 +4,8 @@ Pure and stdlib only. A :class:`WorkflowRun` is built the same way from a live w
 (the span processor's records) and from a trace (the readers' :class:`TracedSpan`), so a
 run judged in the application and in CI gets the same numbers. Budgets and statistics read
 its rollup and steps; the trade-off analysis (profiles, what-if, compare) reads its span
-tree, variant and outcome, which runs read from traces carry.
-
-Outcomes recorded after the fact (``chainlat.record_outcome(trace_id=...)``) are
-small ``record_outcome`` spans in the run's trace; :func:`runs_of_trace` merges
-them onto the workflow: the workflow span they are a child of, else the trace's
-only top-level workflow. An outcome on the workflow span itself comes first;
-later outcome spans override it, in order of their end time.
+tree, variant and outcome, which runs read from traces carry. Which spans of a trace make
+runs, and with which steps and outcomes, is :mod:`chainlat._core.trace_runs`.
 
 Which spans are *steps* here follows the rollup: a span classified as
 inference, data or tool counts, unless it sits inside a step of the same kind
@@ -26,11 +21,9 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
 from chainlat._core.amounts import amount
 from chainlat._core.prices import Prices
 from chainlat._core.recorded import inconsistency as inconsistency
-from chainlat._core.recorded import recorded_rollup
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     Rollup,
@@ -176,7 +169,7 @@ class WorkflowRun:
     ) -> WorkflowRun:
         """A run from its workflow span and descendants, with the rollup computed from them."""
         kept = tuple(spans)
-        return _built(
+        return built_run(
             workflow,
             root.record,
             [s.record for s in kept],
@@ -251,12 +244,12 @@ def build_run(
     origin: str = "",
 ) -> WorkflowRun:
     """A run from its workflow span and descendants; the rollup is computed when not given."""
-    return _built(
+    return built_run(
         workflow, root, list(spans), rollup=rollup, trace_id=trace_id, error=error, origin=origin
     )
 
 
-def _built(
+def built_run(
     workflow: str,
     root: SpanRecord,
     records: list[SpanRecord],
@@ -320,15 +313,6 @@ def record_of(
     return record
 
 
-def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
-    success = attributes.get(attr.OUTCOME_SUCCESS)
-    score = attributes.get(attr.OUTCOME_SCORE)
-    number: float | None = None
-    if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
-        number = float(score)
-    return (success if isinstance(success, bool) else None), number
-
-
 def marked_first_output(root: TracedSpan) -> int | None:
     """The first output the application marked on a workflow span (``run.first_output()``)."""
     value = root.attributes.get(attr.WORKFLOW_FIRST_OUTPUT_MS)
@@ -340,260 +324,3 @@ def marked_first_output(root: TracedSpan) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return root.record.start_ns + round(value * _NS_PER_MS)
-
-
-def is_outcome(span: TracedSpan) -> bool:
-    """A ``record_outcome`` span: an outcome graded after the run, not a step."""
-    return span.record.name == attr.OUTCOME_SPAN_NAME and span.record.kind is None
-
-
-def workflow_name(span: TracedSpan) -> str:
-    """The name of the workflow a run-root span ran: one rule for every command."""
-    return conventions.workflow_name_of(span.attributes, span.record.name)
-
-
-def runs_of_trace(
-    trace_id: str, spans: Iterable[TracedSpan], *, origin: str = "", roots: bool = False
-) -> list[WorkflowRun]:
-    """Every workflow run of one trace, with outcomes merged, in start order.
-
-    A run is made by every span classified ``workflow`` (chainlat's workflow, GenAI
-    ``invoke_workflow`` / ``invoke_agent``, OpenLLMetry workflows and agents,
-    OpenInference agents), by a top-level span that a convention marks as a run
-    root (an OpenInference CHAIN without a parent), and with ``roots`` by every local
-    root of the trace (a span whose parent is not in it: ``POST /chat``), so that a
-    plain service with model calls can be budgeted. A workflow nested in another is
-    a run of its own (``nested=True``: budgets judge it) and a step of the outer run.
-    Runs get their recorded rollup when the workflow span carries one
-    (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
-    the trace for workflows that do not nest.
-    """
-    if not isinstance(spans, (list, tuple)):
-        spans = list(spans)
-    flat = _flat_run(spans)
-    if flat is not None:
-        top, descendants = flat
-        return [_run(top, descendants, trace_id, origin, _outcome(top.attributes))]
-    by_id, children, workflows, late = _index(spans, roots=roots)
-    cycles = _parent_cycles(list(by_id.values()), by_id) if roots else {}
-    workflows.extend(by_id[span_id] for span_id in cycles)
-    if not workflows:
-        return []
-    if len(workflows) > 1:
-        workflows.sort(key=lambda s: (s.record.start_ns, s.record.span_id))
-    run_ids = {w.record.span_id for w in workflows}
-    nested = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
-    tops = [w for w in workflows if not nested[id(w)]]
-
-    outcomes = _merged_outcomes(workflows, tops, late)
-
-    return [
-        _run(
-            top,
-            _descendants(top, children),
-            trace_id,
-            origin,
-            outcomes[top.record.span_id],
-            nested=nested[id(top)],
-            incomplete=cycles.get(top.record.span_id),
-        )
-        for top in workflows
-    ]
-
-
-def _run(
-    top: TracedSpan,
-    descendants: list[TracedSpan],
-    trace_id: str,
-    origin: str,
-    outcome: tuple[bool | None, float | None],
-    *,
-    nested: bool = False,
-    incomplete: str | None = None,
-) -> WorkflowRun:
-    """The run of the run root ``top`` and its ``descendants``, with its recorded rollup
-    when it can be trusted."""
-    records = [span.record for span in descendants]
-    root = top.record
-    steps = steps_of(root, records)
-    marked = marked_first_output(top)
-    recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
-    variant = top.attributes.get(attr.VARIANT)
-    success, score = outcome
-    return _built(
-        workflow_name(top),
-        root,
-        records,
-        rollup=recorded,
-        steps=steps,
-        traced=top,
-        spans=tuple(descendants),
-        trace_id=trace_id,
-        error=top.error,
-        origin=origin or top.origin,
-        variant=str(variant) if variant is not None else None,
-        success=success,
-        score=score,
-        nested=nested,
-        rebuilt=rebuilt,
-        incomplete=incomplete,
-    )
-
-
-def _flat_run(spans: Sequence[TracedSpan]) -> tuple[TracedSpan, list[TracedSpan]] | None:
-    """The workflow span and its steps in one loop when the trace is that alone (the common
-    shape: no parent, each step a child of it with a step kind, ids distinct), else None:
-    the run :func:`_index` and :func:`_descendants` would find, with no loop of theirs."""
-    top: TracedSpan | None = None
-    others: list[TracedSpan] = []
-    append = others.append
-    for span in spans:
-        kind = span.record.kind
-        if kind == "workflow":
-            if top is not None or span.record.parent_id is not None:
-                return None
-            top = span
-        elif kind is None:
-            return None  # perhaps a run root, or an outcome span
-        else:
-            append(span)
-    if top is None:
-        return None
-    top_id = top.record.span_id
-    ids = {top_id}
-    add = ids.add
-    for span in others:
-        rec = span.record
-        if rec.parent_id != top_id:
-            return None
-        add(rec.span_id)
-    if len(ids) != len(others) + 1:
-        return None  # an id twice: the walk keeps the first
-    return top, others
-
-
-def _index(
-    spans: Iterable[TracedSpan], *, roots: bool
-) -> tuple[dict[int, TracedSpan], dict[int, list[TracedSpan]], list[TracedSpan], list[TracedSpan]]:
-    """A trace's spans by id and by parent, its run roots (see :func:`runs_of_trace`), and
-    its outcome spans."""
-    by_id: dict[int, TracedSpan] = {}
-    children: dict[int, list[TracedSpan]] = {}
-    workflows: list[TracedSpan] = []
-    late: list[TracedSpan] = []
-    untyped: list[TracedSpan] = []  # no kind: a run root or an outcome, perhaps
-    outcome_name = attr.OUTCOME_SPAN_NAME
-    for span in spans:
-        rec = span.record
-        by_id[rec.span_id] = span
-        parent_id = rec.parent_id
-        if parent_id is not None:
-            siblings = children.get(parent_id)
-            if siblings is None:
-                children[parent_id] = [span]
-            else:
-                siblings.append(span)
-        kind = rec.kind
-        if kind == "workflow":
-            workflows.append(span)
-        elif kind is None:
-            untyped.append(span)
-            if rec.name == outcome_name:
-                late.append(span)
-    for span in untyped:
-        rec = span.record
-        if (rec.parent_id is None or rec.parent_id not in by_id) and (
-            (roots and not is_outcome(span)) or is_run_root(span)
-        ):
-            workflows.append(span)
-    return by_id, children, workflows, late
-
-
-def _merged_outcomes(
-    workflows: list[TracedSpan], tops: list[TracedSpan], late: list[TracedSpan]
-) -> dict[int, tuple[bool | None, float | None]]:
-    """Each run's outcome (by its root's span id): its own, then the ``record_outcome``
-    spans in order of their end, each onto its parent, else onto the only top-level run."""
-    outcomes = {w.record.span_id: _outcome(w.attributes) for w in workflows}
-    late.sort(key=lambda s: s.record.end_ns)
-    for span in late:
-        parent_id = span.record.parent_id
-        if parent_id is not None and parent_id in outcomes:
-            target = parent_id
-        elif len(tops) == 1:
-            target = tops[0].record.span_id
-        else:
-            continue
-        success, score = _outcome(span.attributes)
-        old_success, old_score = outcomes[target]
-        outcomes[target] = (
-            success if success is not None else old_success,
-            score if score is not None else old_score,
-        )
-    return outcomes
-
-
-def _descendants(top: TracedSpan, children: Mapping[int, list[TracedSpan]]) -> list[TracedSpan]:
-    """The spans under a run's root, outcome spans left out (merged onto the run instead)."""
-    found: list[TracedSpan] = []
-    stack = [top.record.span_id]
-    seen = set(stack)
-    outcome_name = attr.OUTCOME_SPAN_NAME
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            rec = child.record
-            child_id = rec.span_id
-            if child_id in seen:  # a cycle in a malformed trace
-                continue
-            seen.add(child_id)
-            if rec.kind is None and rec.name == outcome_name:  # is_outcome(child)
-                continue
-            found.append(child)
-            stack.append(child_id)
-    return found
-
-
-def _parent_cycles(spans: list[TracedSpan], by_id: Mapping[int, TracedSpan]) -> dict[int, str]:
-    """One span of each cycle of parents (a span that is its own parent, or a ring of them):
-    no root leads to them, so ``roots`` makes it a run, marked incomplete, rather than let a
-    request vanish."""
-    found: dict[int, str] = {}
-    done: set[int] = set()
-    for span in spans:
-        path: list[int] = []
-        on_path: dict[int, int] = {}
-        span_id: int | None = span.record.span_id
-        while span_id is not None and span_id in by_id and span_id not in done:
-            if span_id in on_path:
-                ring = path[on_path[span_id] :]
-                first = min(ring, key=lambda i: (by_id[i].record.start_ns, i))
-                found[first] = (
-                    "its root span is its own parent"
-                    if len(ring) == 1
-                    else f"its root span is part of a cycle of {len(ring)} parents"
-                )
-                break
-            on_path[span_id] = len(path)
-            path.append(span_id)
-            span_id = by_id[span_id].record.parent_id
-        done.update(path)
-    return found
-
-
-def is_run_root(span: TracedSpan) -> bool:
-    """A top-level span that a convention marks as a run (an OpenInference CHAIN root)."""
-    return conventions.is_run_root(span.attributes, span.record.name, top_level=True)
-
-
-def _inside_run(span: TracedSpan, by_id: Mapping[int, TracedSpan], run_ids: set[int]) -> bool:
-    seen = {span.record.span_id}
-    parent_id = span.record.parent_id
-    while parent_id is not None and parent_id not in seen:
-        parent = by_id.get(parent_id)
-        if parent is None:
-            return False
-        if parent_id in run_ids:
-            return True
-        seen.add(parent_id)
-        parent_id = parent.record.parent_id
-    return False

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from chainlat._core.runs import (
-    TracedSpan,
-    WorkflowRun,
-    is_outcome,
-    runs_of_trace,
-    workflow_name,
-)
+from chainlat._core import clock
+from chainlat._core.records import WIRE, SpanRecord
+from chainlat._core.runs import TracedSpan, WorkflowRun
+from chainlat._core.trace_runs import is_outcome, runs_of_trace, workflow_name
 from chainlat.traces._parse import Parsed
 
 DEFAULT_SETTLE_LINES: Final = 8
+_OWN_SOURCES: Final = frozenset(("chainlat", None))
+"""Sources of model calls timed by the application itself (``chainlat.inference``)."""
 DEFAULT_IDLE_LINES: Final[int | None] = None
 """By default a trace is never judged on a line count alone (see :class:`Assembler`)."""
 DEFAULT_MAX_OPEN_TRACES: Final = 100_000
@@ -70,6 +70,20 @@ class ReadCounters:
     negative_span_example: str = ""
     """Where one of them is, and what it says."""
 
+    side_by_side_traces: int = 0
+    """Traces whose top-level runs lie side by side under a span that is no run (an agent
+    framework's calls under a plain request span): each is judged apart, not the request."""
+    side_by_side_runs: int = 0
+    coarse_clock_runs: int = 0
+    """Runs whose spans' starts are whole milliseconds or microseconds and their ends finer
+    (OpenTelemetry JS): siblings that overlap by no more than that are taken as one after
+    the other."""
+    coarse_clock_ns: int = 0
+    """The coarsest such resolution seen."""
+    framework_timed_runs: int = 0
+    """Runs with a model call traced by a framework and by no HTTP-level span: their
+    inference includes the framework's own time inside its model-call spans."""
+
     rebuilt_rollups: int = 0
     """Rollups recorded on workflow spans that are impossible for their span (a negative
     part, a total longer than the span, parts that do not sum), rebuilt from the spans."""
@@ -80,7 +94,7 @@ class ReadCounters:
         """Add ``other``'s counts (peaks: the larger) to these."""
         for name, value in vars(other).items():
             mine = getattr(self, name)
-            if name.startswith("peak_"):
+            if name.startswith("peak_") or name == "coarse_clock_ns":
                 setattr(self, name, max(mine, value))
             elif isinstance(value, dict):
                 for key, count in value.items():
@@ -119,6 +133,24 @@ class ReadCounters:
             found.append(
                 f"{self.orphan_spans} spans have a parent missing from their trace "
                 "(sampling or a partial trace); read without it"
+            )
+        if self.side_by_side_traces:
+            found.append(
+                f"{self.side_by_side_traces} traces hold {self.side_by_side_runs} runs side by "
+                "side under a span that is no run (an agent's calls in one request): each is "
+                "judged as a run of its own; --roots judges the request around them"
+            )
+        if self.coarse_clock_runs:
+            found.append(
+                f"{self.coarse_clock_runs} runs were timed by a clock that rounds span starts to "
+                f"{clock.describe(self.coarse_clock_ns)} and writes ends finer (OpenTelemetry "
+                "JS): steps that overlap by no more than that are taken as one after the other"
+            )
+        if self.framework_timed_runs:
+            found.append(
+                f"{self.framework_timed_runs} runs have model calls that no HTTP-level span "
+                "timed: their inference includes the framework's own time inside its model-call "
+                "spans (trace the HTTP client to time them at the wire)"
             )
         if self.rebuilt_rollups:
             found.append(
@@ -183,7 +215,57 @@ def runs_of(
                 counters.rebuilt_rollups += 1
                 if not counters.first_rebuilt:
                     counters.first_rebuilt = f"{run.origin or run.workflow}: {run.rebuilt}"
+            if not run.nested:
+                _count_clock(run, counters)
+        if len(runs) > 1 and not roots:
+            beside = side_by_side(trace, runs)
+            if beside:
+                counters.side_by_side_traces += 1
+                counters.side_by_side_runs += beside
         yield from runs
+
+
+def side_by_side(trace: Trace, runs: list[WorkflowRun]) -> int:
+    """How many top-level runs of ``trace`` lie under a span of the trace that is no run (0
+    when fewer than two do): the request around them is not judged."""
+    ids = {span.record.span_id for span in trace.spans}
+    under = 0
+    for run in runs:
+        root = run.root
+        if not run.nested and root is not None and root.record.parent_id in ids:
+            under += 1
+    return under if under > 1 else 0
+
+
+def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
+    """What a run's spans say of how it was timed: its clock's resolution, and whether a
+    framework's span alone times a model call."""
+    root = run.root
+    if root is None:
+        return
+    records = [span.record for span in run.spans]
+    slack = clock.slack_ns(
+        itertools.chain((root.record.start_ns,), (r.start_ns for r in records)),
+        itertools.chain((root.record.end_ns,), (r.end_ns for r in records)),
+    )
+    if slack:
+        counters.coarse_clock_runs += 1
+        counters.coarse_clock_ns = max(counters.coarse_clock_ns, slack)
+    if framework_timed(records):
+        counters.framework_timed_runs += 1
+
+
+def framework_timed(records: list[SpanRecord]) -> bool:
+    """Whether a model call of a framework (not chainlat's own) has no HTTP-level span in
+    the run to time it at the wire."""
+    foreign = wire = False
+    for rec in records:
+        if rec.kind == "inference":
+            if rec.source == WIRE:
+                wire = True
+            elif rec.source not in _OWN_SOURCES:
+                foreign = True
+    return foreign and not wire
 
 
 # --- assembling spans into traces ---------------------------------------------------------

@@ -14,7 +14,8 @@ from typing import IO, Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import TraceSourceError, reading, shown, undecodable
-from chainlat._core.runs import TracedSpan, WorkflowRun, is_outcome
+from chainlat._core.runs import TracedSpan, WorkflowRun
+from chainlat._core.trace_runs import is_outcome
 from chainlat.traces._assemble import (
     DEFAULT_IDLE_LINES,
     DEFAULT_MAX_OPEN_BYTES,

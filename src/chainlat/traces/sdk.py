@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from chainlat._core.runs import TracedSpan, WorkflowRun, record_of, runs_of_trace
+from chainlat._core.runs import TracedSpan, WorkflowRun, record_of
+from chainlat._core.trace_runs import runs_of_trace
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
