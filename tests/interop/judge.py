@@ -140,6 +140,10 @@ def inside_ms(
             key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns),
         )
         beyond = (call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])
+        # Steps of other kinds inside the call's span (the AI SDK's legacy ``ai.toolCall``
+        # is a child of the ``doGenerate`` that asked for it, which ends after the tool)
+        # are judged as themselves, not as the client's time inside the call.
+        beyond -= _nested_steps_ns(call, records)
         # Never below zero: a span shorter than the server's work (a stream span ended at
         # its first token) has lost the model's time, which is judged, not taken out.
         inference += max(0, beyond) / 1e6
@@ -157,6 +161,32 @@ def inside_ms(
             span_ns = inner.end_ns - inner.start_ns
             out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
     return out
+
+
+def _nested_steps_ns(call: SpanRecord, records: list[SpanRecord]) -> int:
+    """The time inside ``call``'s span covered by its descendants read as data or tool."""
+    by_id = {r.span_id: r for r in records}
+
+    def under(rec: SpanRecord) -> bool:
+        parent = by_id.get(rec.parent_id) if rec.parent_id is not None else None
+        while parent is not None:
+            if parent.span_id == call.span_id:
+                return True
+            parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+        return False
+
+    spans = sorted(
+        (max(r.start_ns, call.start_ns), min(r.end_ns, call.end_ns))
+        for r in records
+        if r.kind in ("data", "tool") and under(r)
+    )
+    covered, reach = 0, call.start_ns
+    for start, end in spans:
+        start = max(start, reach)
+        if end > start:
+            covered += end - start
+            reach = end
+    return covered
 
 
 def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> SpanRecord | None:
