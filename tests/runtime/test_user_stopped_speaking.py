@@ -159,3 +159,34 @@ def test_without_an_sdk_provider_it_does_nothing() -> None:
     with chainlat.workflow("voice-turn", tracer_provider=NoOpTracerProvider()) as turn:
         turn.user_stopped_speaking()
     assert turn.end_ns is not None
+
+
+@pytest.mark.parametrize(
+    "started_at_ns",
+    [-1, 123_456_789_000],  # below zero; a time.monotonic_ns() reading, 1.8e12 ms too early
+)
+@pytest.mark.usefixtures("fresh_warnings")
+def test_started_at_ns_from_another_clock_is_refused_and_logged(
+    cap: Capture, caplog: pytest.LogCaptureFixture, started_at_ns: int
+) -> None:
+    """``started_at_ns`` is checked as ``at_ns`` is: a value from another clock is logged and
+    the workflow starts where it opened, never exported with an impossible start."""
+    p = cap.provider
+    t0 = cap.clock()
+    with caplog.at_level(logging.ERROR, logger="chainlat"):
+        with chainlat.workflow(
+            "voice-turn", started_at_ns=started_at_ns, tracer_provider=p
+        ) as turn:
+            cap.clock.advance(300)
+    assert cap.workflows()[0].start_time == t0
+    assert turn.duration_ms == 300.0
+    assert "workflow(started_at_ns=" in caplog.text
+
+
+def test_started_at_ns_within_a_day_of_now_is_the_start(cap: Capture) -> None:
+    p = cap.provider
+    t0 = cap.clock()
+    day_before = t0 - 86_400_000 * MS
+    with chainlat.workflow("voice-turn", started_at_ns=day_before, tracer_provider=p):
+        cap.clock.advance(300)
+    assert cap.workflows()[0].start_time == day_before

@@ -81,19 +81,26 @@ def _refuse_tokens(where: str, value: object) -> None:
     )
 
 
-def _outside_run(where: str, at_ns: int, start_ns: int, now_ns: int) -> bool:
-    """Whether ``at_ns`` falls outside the step so far: a value from another clock."""
+def outside_span_clock(
+    where: str, at_ns: int, start_ns: int, now_ns: int, *, argument: str = "at_ns"
+) -> bool:
+    """Whether ``at_ns`` falls outside ``start_ns`` to ``now_ns`` (the step so far, or the
+    earliest start a workflow may be given): a value from another clock, logged once as an
+    error. Every instant an application hands in (``at_ns=``, ``started_at_ns=``) is checked
+    here, so that none is exported as a time the span clock never read."""
     if start_ns <= at_ns <= now_ns:
         return False
     warn_once(
         f"{where}.clock",
-        "chainlat: %s(at_ns=%d) lies outside the step (%d to %d ns): at_ns is read from the "
+        "chainlat: %s(%s=%d) lies outside the step (%d to %d ns): %s is read from the "
         "span clock, time.time_ns(), not time.monotonic_ns() or perf_counter_ns(); "
         "no mark recorded (this error is logged once)",
         where,
+        argument,
         at_ns,
         start_ns,
         now_ns,
+        argument,
         level=logging.ERROR,
     )
     return True
@@ -269,7 +276,7 @@ class InferenceHandle(StepHandle):
                 return
             if at_ns is None:
                 now = self._now()
-            elif _outside_run("first_token", at_ns, self.start_ns, self._now()):
+            elif outside_span_clock("first_token", at_ns, self.start_ns, self._now()):
                 return
             else:
                 now = at_ns
@@ -377,7 +384,7 @@ class WorkflowHandle(StepHandle):
                 return
             if at_ns is None:
                 now = self._now()
-            elif _outside_run("first_output", at_ns, self.start_ns, self._now()):
+            elif outside_span_clock("first_output", at_ns, self.start_ns, self._now()):
                 return
             else:
                 now = at_ns
@@ -431,7 +438,7 @@ class WorkflowHandle(StepHandle):
             opened = self._opened_ns if self._opened_ns is not None else self.start_ns
             if at_ns is None:
                 mark = self._now()
-            elif _outside_run("user_stopped_speaking", at_ns, opened, self._now()):
+            elif outside_span_clock("user_stopped_speaking", at_ns, opened, self._now()):
                 return
             else:
                 mark = at_ns

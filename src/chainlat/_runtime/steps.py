@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -33,6 +33,7 @@ from chainlat._runtime.handles import (
     StepHandle,
     WorkflowHandle,
     current,
+    outside_span_clock,
 )
 from chainlat._runtime.processor import (
     OUT_OF_CONTEXT,
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
 H = TypeVar("H", bound=StepHandle)
+
+MAX_EARLIER_START_NS: Final = 86_400 * 1_000_000_000
+"""How long before now a run may be said to have started (``started_at_ns``): a day. An
+earlier instant is no end of speech but a reading of another clock (``time.monotonic_ns()``
+counts from boot: a turn of decades), or no instant at all (``-1``)."""
 
 
 def start_step(
@@ -57,11 +63,23 @@ def start_step(
 ) -> H:
     """Start a step's span without making it current; ``attributes`` are kept, not copied.
     ``start_at_ns``: an earlier start than now, from the same clock (a voice turn that began
-    when the caller stopped speaking)."""
+    when the caller stopped speaking); one more than :data:`MAX_EARLIER_START_NS` before now
+    (below zero, or read from ``time.monotonic_ns()``) is from another clock: logged as
+    ``at_ns`` is, and the step starts now."""
     provider = tracer_provider or default_provider()
     processor, tracer = route_for(provider)
     start_ns = processor.clock() if processor is not None else time.time_ns()
-    if start_at_ns is not None and start_at_ns < start_ns:
+    if (
+        start_at_ns is not None
+        and start_at_ns < start_ns
+        and not outside_span_clock(
+            "workflow",
+            start_at_ns,
+            max(start_ns - MAX_EARLIER_START_NS, 0),
+            start_ns,
+            argument="started_at_ns",
+        )
+    ):
         start_ns = start_at_ns
     span: trace.Span
     handover = processor.handover(tracer) if processor is not None else None
@@ -246,7 +264,9 @@ def workflow(
         started_at_ns: The run began earlier, at this instant of the processor's clock
             (``time.time_ns()`` by default): a voice turn starts when the caller stopped
             speaking, which the end-of-turn detector knows only after the fact
-            (docs/voice.md). A later instant than now, or not an int, is ignored.
+            (docs/voice.md). A later instant than now, or not an int, is ignored; one
+            more than a day before now, or below zero (read from another clock, such as
+            ``time.monotonic_ns()``), is logged as an error and the run starts now.
         tracer_provider: Default: the one ``configure()`` set up.
         **attributes: More span attributes.
 
