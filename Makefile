@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: system-deps install demo test unit lint format bench bench-quick integration interop interop-report jaeger pipeline rules clean
+.PHONY: system-deps install demo test unit lint sizes format bench bench-quick integration interop interop-report jaeger pipeline rules clean
 
 install: $(STAMP)
 
@@ -27,10 +27,14 @@ demo: $(DEMO_STAMP)  ## run the demo agent (traces to a fresh chainlat-traces.js
 	$(BIN)/chainlat demo
 
 lint: install  ## ruff (lint + format check) and the strict type check
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks scripts
+	$(BIN)/ruff format --check src tests examples benchmarks scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@$(BIN)/python scripts/sizes.py
+
+sizes:  ## the long modules and functions: a reason to look, never a gate
+	$(PYTHON) scripts/sizes.py
 
 format: install
 	$(BIN)/ruff format src tests examples benchmarks

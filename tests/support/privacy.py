@@ -164,35 +164,3 @@ def reaches(package: Path = PACKAGE) -> list[Reach]:
                 # A private member of an object made elsewhere (``handle._processor``).
                 found.append(Reach(path, node.lineno, f"uses .{node.attr} of another module"))
     return found
-
-
-MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
-WHOLE_MARK = "# whole:"
-"""A function longer than MAX_FUNCTION_LINES says why it is better whole, in a comment
-starting ``# whole:`` on the line above its ``def``."""
-
-
-def long_modules(package: Path = PACKAGE) -> list[str]:
-    found = []
-    for path in sorted(package.rglob("*.py")):
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_MODULE_LINES:
-            found.append(f"{path}: {lines} lines")
-    return found
-
-
-def long_functions(package: Path = PACKAGE) -> list[str]:
-    found = []
-    for path in sorted(package.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text, str(path))):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            length = (node.end_lineno or node.lineno) - first + 1
-            said = first >= 2 and lines[first - 2].strip().startswith(WHOLE_MARK)
-            if length > MAX_FUNCTION_LINES and not said:
-                found.append(f"{path}:{node.lineno}: {node.name} is {length} lines")
-    return found
