@@ -1,0 +1,148 @@
+"""A request body as the OTLP/JSON document chainlat's files hold, or why it cannot be one.
+
+The one ``{"resourceSpans": [...]}`` object per line of :mod:`chainlat._runtime.otlp_json`:
+protobuf is converted with ``google.protobuf.json_format.MessageToDict`` (lowerCamelCase
+keys, 64-bit integers as strings, enums as integers), then its trace and span ids are
+written as hex, as OTLP/JSON spells them (protobuf's own JSON mapping writes bytes as
+base64). A JSON body is checked for the shape of an ``ExportTraceServiceRequest`` and kept
+as sent. A body is decompressed with a cap on its decompressed size, so that a small gzip
+bomb is refused without being inflated.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+Json = dict[str, Any]
+
+PROTOBUF: Final = "application/x-protobuf"
+JSON: Final = "application/json"
+_ID_KEYS: Final = ("traceId", "spanId", "parentSpanId")
+_CHUNK: Final = 64 * 1024
+
+
+class BadBody(Exception):
+    """A body that is not an OTLP trace request: ``status`` is the HTTP answer (400 bad,
+    413 too large, 415 an unknown content type)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def decompress(body: bytes, encoding: str, max_bytes: int) -> bytes:
+    """``body`` decoded from its ``Content-Encoding`` (``gzip``, ``deflate`` or none), at
+    most ``max_bytes`` of it: BadBody 413 past that, 400 when it is not what it says."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        if len(body) > max_bytes:
+            raise BadBody(413, f"body over {max_bytes} bytes")
+        return body
+    if encoding == "gzip":
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        decoder = zlib.decompressobj()
+    else:
+        raise BadBody(415, f"unsupported Content-Encoding {encoding!r}")
+    out = bytearray()
+    try:
+        # Inflated a chunk at a time and never past the cap: a bomb costs max_bytes at most.
+        data = body
+        while data:
+            out += decoder.decompress(data, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise BadBody(413, f"body over {max_bytes} bytes decompressed")
+            data = decoder.unconsumed_tail
+        if not decoder.eof:
+            raise BadBody(400, f"truncated {encoding} body")
+    except zlib.error as exc:
+        raise BadBody(400, f"bad {encoding} body: {exc}") from None
+    return bytes(out)
+
+
+def from_protobuf(body: bytes) -> Json:
+    """An ``ExportTraceServiceRequest`` in protobuf as an OTLP/JSON document."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise BadBody(400, f"not an OTLP protobuf trace request: {exc}") from None
+    return from_message(request)
+
+
+def from_message(request: ExportTraceServiceRequest) -> Json:
+    """A parsed request (OTLP/gRPC's, or a protobuf body's) as an OTLP/JSON document."""
+    from google.protobuf.json_format import MessageToDict
+
+    document: Json = MessageToDict(request, use_integers_for_enums=True)
+    for span in _spans(document):
+        _hex_ids(span)
+        for link in span.get("links", ()):
+            _hex_ids(link)
+    document.setdefault("resourceSpans", [])
+    return document
+
+
+def _hex_ids(item: Json) -> None:
+    for key in _ID_KEYS:
+        value = item.get(key)
+        if isinstance(value, str):
+            item[key] = base64.b64decode(value).hex()
+
+
+def from_json(body: bytes) -> Json:
+    """An OTLP/JSON body, checked for the shape of a trace request."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise BadBody(400, f"not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise BadBody(400, "not an OTLP/JSON trace request: expected an object")
+    resource_spans = document.setdefault("resourceSpans", [])
+    if not isinstance(resource_spans, list):
+        raise BadBody(400, "not an OTLP/JSON trace request: resourceSpans is not a list")
+    for resource in resource_spans:
+        scopes = resource.get("scopeSpans", []) if isinstance(resource, dict) else None
+        if not isinstance(scopes, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("spans", []), list) for s in scopes
+        ):
+            raise BadBody(400, "not an OTLP/JSON trace request: resourceSpans[].scopeSpans")
+        for scope in scopes:
+            if not all(isinstance(span, dict) for span in scope.get("spans", [])):
+                raise BadBody(400, "not an OTLP/JSON trace request: a span is not an object")
+    return document
+
+
+def decode(body: bytes, content_type: str, encoding: str, max_bytes: int) -> Json:
+    """A request body, by its content type and encoding, as an OTLP/JSON document."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind not in (PROTOBUF, JSON):
+        raise BadBody(415, f"unsupported Content-Type {kind or '(none)'!r}")
+    data = decompress(body, encoding, max_bytes)
+    return from_protobuf(data) if kind == PROTOBUF else from_json(data)
+
+
+def _spans(document: Json) -> Iterator[Json]:
+    for resource in document.get("resourceSpans", ()):
+        for scope in resource.get("scopeSpans", ()):
+            yield from scope.get("spans", ())
+
+
+def span_count(document: Json) -> int:
+    """The spans a checked document holds."""
+    return sum(1 for _ in _spans(document))

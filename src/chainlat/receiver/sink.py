@@ -1,0 +1,139 @@
+"""Where every request received goes: one OTLP/JSON line in the output file, counted.
+
+The file is chainlat's own format (:class:`chainlat.JsonLinesSpanExporter`'s): one
+``{"resourceSpans": [...]}`` object per line, readable by every command. Both servers (HTTP
+and gRPC, in their own threads) write through one :class:`Sink`, a line at a time under
+its lock, so that lines never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+Json = dict[str, Any]
+
+
+@dataclass
+class ReceiverCounters:
+    """What the receiver saw; read while it runs and after it stopped."""
+
+    requests: int = 0
+    """Requests written to the file (an empty one too)."""
+    spans: int = 0
+    bad_requests: int = 0
+    """Bodies refused as not a trace request (HTTP 400, or 415 for a content type)."""
+    too_large: int = 0
+    """Bodies refused past the size cap, compressed or decompressed (HTTP 413)."""
+    timed_out: int = 0
+    """Requests whose body did not arrive within the deadline."""
+    refused_connections: int = 0
+    """Connections closed at once because the most allowed were open."""
+    first_problem: str = ""
+    """What was wrong with the first request refused, for the warning."""
+    last_request_s: float = field(default_factory=time.monotonic)
+    """When the last request (good or bad) ended, on the monotonic clock."""
+    in_flight: int = 0
+    """Requests being received now."""
+
+    def warnings(self) -> list[str]:
+        """One line per kind of bad input seen, as the readers word theirs."""
+        lines = []
+        if self.bad_requests:
+            lines.append(
+                f"{_count(self.bad_requests, 'request')} refused as not OTLP trace data "
+                f"(HTTP 400/415; the first: {self.first_problem})"
+            )
+        if self.too_large:
+            lines.append(f"{_count(self.too_large, 'request')} refused as too large (HTTP 413)")
+        if self.timed_out:
+            lines.append(
+                f"{_count(self.timed_out, 'request')} timed out before the whole body arrived"
+            )
+        if self.refused_connections:
+            lines.append(
+                f"{_count(self.refused_connections, 'connection')} refused: too many open at once"
+            )
+        return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class Sink:
+    """The output file and the counters; ``on_document`` sees every document written.
+
+    Example::
+
+        sink = Sink("received.jsonl")
+        sink.write({"resourceSpans": []}, spans=0)
+        sink.close()
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], on_document: Callable[[Json], None] | None = None
+    ) -> None:
+        self.path = os.fspath(path)
+        self.counters = ReceiverCounters()
+        self._on_document = on_document
+        self._lock = threading.Lock()
+        directory = os.path.dirname(self.path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        # Written anew: the summary judges what this receiver received, nothing older.
+        self._file: IO[bytes] | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
+
+    def write(self, document: Json, spans: int) -> None:
+        """One request as one line of the file."""
+        line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+        # As chainlat's exporter and the Collector's encoder do: U+2028/9 end a line elsewhere.
+        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        data = (line + "\n").encode("utf-8", errors="replace")
+        with self._lock:
+            if self._file is None:
+                raise RuntimeError("the receiver's file is closed")
+            self._file.write(data)
+            self.counters.requests += 1
+            self.counters.spans += spans
+        if self._on_document is not None and spans:
+            self._on_document(document)
+
+    def refused(self, status: int, reason: str) -> None:
+        """One request refused (HTTP ``status``), counted by kind."""
+        with self._lock:
+            if status == 413:
+                self.counters.too_large += 1
+            elif status == 408:
+                self.counters.timed_out += 1
+            else:
+                self.counters.bad_requests += 1
+            if not self.counters.first_problem:
+                self.counters.first_problem = reason[:200]
+
+    def connection_refused(self) -> None:
+        with self._lock:
+            self.counters.refused_connections += 1
+
+    def started(self) -> None:
+        """A request began arriving."""
+        with self._lock:
+            self.counters.in_flight += 1
+
+    def ended(self) -> None:
+        """A request was answered (or abandoned)."""
+        with self._lock:
+            self.counters.in_flight -= 1
+            self.counters.last_request_s = time.monotonic()
+
+    def close(self) -> None:
+        """Close the file; the lines are already on disk (it is unbuffered)."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
