@@ -33,6 +33,7 @@ from chainlat._core.exits import (
     EXIT_OK,
 )
 from chainlat.cli import budgets as _cli_budgets
+from chainlat.cli import serve as _cli_serve
 from chainlat.cli import tradeoff as _cli_tradeoff
 from chainlat.cli.options import Command, add_command
 
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cli_budgets.add_commands(sub)  # check, report, diff, budgets
     _cli_tradeoff.add_commands(sub)  # profile, whatif, compare
+    _cli_serve.add_commands(sub)  # serve, run
     return parser
 
 

@@ -155,16 +155,23 @@ def _runs(sources: list[TraceSource], counters: ReadCounters, roots: bool = Fals
 
 
 def _check(args: argparse.Namespace) -> int:
-    from chainlat import report
-    from chainlat.budgets import evaluate, load_budgets
-    from chainlat.traces import ReadCounters
+    from chainlat.budgets import load_budgets
 
     if args.prometheus:
         return _cli_prometheus.check(args)
-    budgets = load_budgets(args.budgets)
+    return check_sources(args, sources_from(args), load_budgets(args.budgets))
+
+
+def check_sources(args: argparse.Namespace, sources: list[TraceSource], budgets: Budgets) -> int:
+    """``chainlat check`` over ``sources``: judged, printed in ``args.format`` (and
+    ``--junit``), its exit code returned; ``serve`` and ``run`` judge what they received
+    with it."""
+    from chainlat import report
+    from chainlat.budgets import evaluate
+    from chainlat.traces import ReadCounters
+
     if not budgets.workflows:
         raise InputError(f"{budgets.source}: no workflows to judge (add [workflows.NAME])")
-    sources = sources_from(args)
     counters = ReadCounters()
     chosen = RunFilter(args)
     budgeted = list(budgets.workflows)
@@ -174,6 +181,7 @@ def _check(args: argparse.Namespace) -> int:
         budgets,
         allow=allowed_reasons(args),
         late_spans=counters.late_workflows,
+        dropped_runs=counters.dropped_workflows,
     )
     settle(sources, counters, chosen)
     require_budgets(budgets, chosen, budgeted)
@@ -192,11 +200,16 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    return report_sources(args, sources_from(args))
+
+
+def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
+    """``chainlat report`` over ``sources``, printed in ``args.format``; ``serve`` and
+    ``run`` report with it what they received when there is no budget file."""
     from chainlat import report
     from chainlat._core.stats import aggregate
     from chainlat.traces import ReadCounters
 
-    sources = sources_from(args)
     counters = ReadCounters()
     chosen = RunFilter(args)
     tally = None
