@@ -86,3 +86,42 @@ def test_a_negative_span_in_a_jaeger_json_file_costs_that_span_alone(
     budgets.write_text('[workflows.chat]\ntotal = "1s"\n', encoding="utf-8")
     assert main(["check", str(path), "--budgets", str(budgets)]) == 1
     assert "1 spans end before they start and were dropped" in capsys.readouterr().err
+
+
+def _negative_workflow_file(tmp_path: Path) -> Path:
+    """Two fast runs of ``chat``; the second's workflow span ends before it starts."""
+    good = _line(0.1, negative=False)
+    document = json.loads(_line(0.1, negative=False))
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                if span["name"] == "invoke_workflow chat":
+                    span["endTimeUnixNano"] = str(int(span["startTimeUnixNano"]) - 1)
+    path = tmp_path / "t.jsonl"
+    path.write_text(good + json.dumps(document) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "options", [[], ["--format", "json"], ["--format", "markdown"], ["--junit", "JUNIT"]]
+)
+def test_a_dropped_workflow_span_leaves_its_workflows_limits_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str]
+) -> None:
+    """A run whose workflow span ends before it starts cannot be read: the limits of its
+    workflow are not judged (exit 2) in every format, never kept on the other runs."""
+    traces = _negative_workflow_file(tmp_path)
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text('[workflows.chat]\ntotal = "1s"\n', encoding="utf-8")
+    options = [str(tmp_path / "junit.xml") if o == "JUNIT" else o for o in options]
+    assert main(["check", str(traces), "--budgets", str(budgets), *options]) == 2
+    out, err = capsys.readouterr()
+    assert "invoke_workflow chat" in err
+    if options[:2] == ["--format", "json"]:
+        (verdict,) = json.loads(out)["verdicts"]
+        assert (verdict["status"], verdict["reason"]) == ("not_judged", "incomplete_run")
+        assert "ends before it starts" in verdict["why"]
+    elif options and options[0] == "--junit":
+        assert 'name="exit_code" value="2"' in (tmp_path / "junit.xml").read_text()
+    else:
+        assert "FAILED: 0 of 1 limit broken, 1 not judged" in out

@@ -13,16 +13,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chainlat._core.errors import shown
-from chainlat._core.runs import (
-    BudgetViolation,
-    StepTiming,
-    Unit,
-    WorkflowRun,
-)
-from chainlat._core.stats import FIRST_OUTPUT, Samples, Stats, WorkflowStats
-from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
+from chainlat._core.runs import BudgetViolation, Unit, WorkflowRun
+from chainlat._core.stats import Samples, Stats, WorkflowStats
 from chainlat.budgets._cost import run_cost
 from chainlat.budgets._values import percentile_of_key
+from chainlat.budgets.measures import Measure, over, run_checks, worse
 from chainlat.budgets.messages import operation_target, step_target, target_of
 from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
 from chainlat.budgets.unrecorded import Unrecorded, unrecorded_why
@@ -38,105 +33,6 @@ if TYPE_CHECKING:
     from chainlat.budgets.model import Budgets, WorkflowBudget
 
 
-"""Every budget quantity of a run."""
-
-
-def _occurrences(run: WorkflowRun, step: str) -> list[StepTiming]:
-    return [s for s in run.steps if s.name == step]
-
-
-def _run_checks(budget: WorkflowBudget) -> list[tuple[str, float, _Measure]]:
-    checks: list[tuple[str, float, _Measure]] = []
-    for quantity, limit in budget.run_limits().items():
-        checks.append((quantity, limit, _QuantityMeasure(quantity)))
-    for step, limits in budget.steps.items():
-        if limits.max is not None:
-            checks.append((step_target(step, "max"), limits.max, _StepMeasure(step, False)))
-        if limits.ttft is not None:
-            checks.append((step_target(step, "ttft"), limits.ttft, _StepMeasure(step, True)))
-    for operation, op_limits in budget.operations.items():
-        if op_limits.latency is not None:
-            target = operation_target(operation, "latency")
-            checks.append((target, op_limits.latency, _OperationMeasure(operation, False)))
-        if op_limits.first_output is not None:
-            target = operation_target(operation, "first_output")
-            checks.append((target, op_limits.first_output, _OperationMeasure(operation, True)))
-    return checks
-
-
-class _Measure:
-    def of(self, run: WorkflowRun) -> float | None:
-        """The run's worst value of this measure, None when the run does not have it."""
-        raise NotImplementedError
-
-    def unrecorded(self, run: WorkflowRun) -> bool:
-        """Whether the run's value depends on a model call's end its trace does not hold."""
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class _QuantityMeasure(_Measure):
-    quantity: str
-
-    def of(self, run: WorkflowRun) -> float | None:
-        if self.quantity == FIRST_OUTPUT:
-            return run.rollup.first_output_ms
-        if self.quantity in SPEECH_QUANTITIES:
-            return speech_ms(run.rollup, self.quantity)
-        return run.rollup.kind_ms(self.quantity)
-
-    def unrecorded(self, run: WorkflowRun) -> bool:
-        return run.rollup.unrecorded_in(self.quantity)
-
-
-@dataclass(frozen=True)
-class _StepMeasure(_Measure):
-    step: str
-    ttft: bool
-
-    def of(self, run: WorkflowRun) -> float | None:
-        values = [s.ttft_ms if self.ttft else s.duration_ms for s in _occurrences(run, self.step)]
-        found = [v for v in values if v is not None]
-        return max(found) if found else None
-
-    def unrecorded(self, run: WorkflowRun) -> bool:
-        return not self.ttft and self.step in run.rollup.unrecorded
-
-
-@dataclass(frozen=True)
-class _OperationMeasure(_Measure):
-    """The worst call of one operation in a run: its duration, or its first output."""
-
-    operation: str
-    first_output: bool
-
-    def of(self, run: WorkflowRun) -> float | None:
-        calls = [s for s in run.steps if s.operation == self.operation and s.kind == "inference"]
-        values = [s.ttft_ms if self.first_output else s.duration_ms for s in calls]
-        found = [v for v in values if v is not None]
-        return max(found) if found else None
-
-    def unrecorded(self, run: WorkflowRun) -> bool:
-        # A call's first output is measured; its duration is a bound when its end is not
-        # recorded, and the operation of such a call is not kept: fail closed.
-        return not self.first_output and bool(run.rollup.unrecorded)
-
-
-def _over(actual: float, limit: float) -> bool:
-    """Whether a measured value breaks a limit. A value that is not a finite number (a
-    recorded rollup of ``"NaN"``) breaks every limit: it cannot be shown to keep one, and a
-    gate that passed it would pass a run it never measured."""
-    return not (math.isfinite(actual) and actual <= limit)
-
-
-def _worse(actual: float, than: float | None) -> bool:
-    if than is None:
-        return True
-    if not math.isfinite(actual):
-        return math.isfinite(than)
-    return math.isfinite(than) and actual > than
-
-
 def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]:
     """The per-run limits of ``budget`` that ``run`` broke (percentiles are not judged here).
 
@@ -149,11 +45,11 @@ def check_run(run: WorkflowRun, budget: WorkflowBudget) -> list[BudgetViolation]
         assert not broken, "; ".join(map(str, broken))
     """
     violations: list[BudgetViolation] = []
-    for target, limit, measure in _run_checks(budget):
+    for target, limit, measure in run_checks(budget):
         actual = measure.of(run)
-        if actual is not None and _over(actual, limit):
+        if actual is not None and over(actual, limit):
             violations.append(BudgetViolation(run.workflow, target, limit, actual))
-    if budget.cost is not None and run.cost_usd is not None and _over(run.cost_usd, budget.cost):
+    if budget.cost is not None and run.cost_usd is not None and over(run.cost_usd, budget.cost):
         violations.append(BudgetViolation(run.workflow, "cost", budget.cost, run.cost_usd, "USD"))
     return violations
 
@@ -203,7 +99,7 @@ class _Tallies:
 
     def __init__(self, budgets: Budgets) -> None:
         self.budgets = budgets
-        self.checks = {name: _run_checks(budget) for name, budget in budgets.workflows.items()}
+        self.checks = {name: run_checks(budget) for name, budget in budgets.workflows.items()}
         self.runs: dict[tuple[str, str], _RunTally] = {}
         self.unpriced: dict[str, _RunTally] = {}
         """Runs whose cost is unknown, for the cost percentiles."""
@@ -265,6 +161,7 @@ def evaluate(
     *,
     allow: Iterable[NotJudgedReason] = (),
     late_spans: Mapping[str, int] | None = None,
+    dropped_runs: Mapping[str, int] | None = None,
 ) -> BudgetReport:
     """Judge runs against budgets: per-run limits on each run, percentiles over all of them.
 
@@ -279,7 +176,8 @@ def evaluate(
     ``late_spans``: spans a reader dropped from runs it had handed out (they came after the
     settle window), by workflow, as :class:`~chainlat.traces.ReadCounters` fills it while
     ``runs`` is read: the limits of those workflows that were not broken are not judged
-    (``incomplete_run``).
+    (``incomplete_run``). ``dropped_runs``: runs a reader could not read at all (their
+    workflow span ends before it starts), by workflow, likewise.
 
     Example::
 
@@ -308,7 +206,7 @@ def evaluate(
         found = absent_verdicts(found, name, budget, stats, budgets.source)
         if budget.operations:
             found = [_no_call(v, budget, workflow_stats) for v in found]
-        why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()))
+        why = _incomplete_why(name, late_spans, incomplete.get(name, _RunTally()), dropped_runs)
         if why:
             found = [_incomplete(v, why) for v in found]
         verdicts.extend(found)
@@ -317,9 +215,9 @@ def evaluate(
 
 def _count(tally: _RunTally, actual: float, limit: float, run: WorkflowRun) -> None:
     tally.judged += 1
-    if _over(actual, limit):
+    if over(actual, limit):
         tally.broken += 1
-    if _worse(actual, tally.worst):
+    if worse(actual, tally.worst):
         tally.worst, tally.worst_run = actual, run
 
 
@@ -331,7 +229,18 @@ def _incomplete(verdict: LimitVerdict, why: str) -> LimitVerdict:
     return replace(verdict, status="not_judged", reason="incomplete_run", why=why)
 
 
-def _incomplete_why(name: str, late_spans: Mapping[str, int] | None, runs: _RunTally) -> str:
+def _incomplete_why(
+    name: str,
+    late_spans: Mapping[str, int] | None,
+    runs: _RunTally,
+    dropped_runs: Mapping[str, int] | None = None,
+) -> str:
+    dropped = dropped_runs.get(name, 0) if dropped_runs else 0
+    if dropped:
+        return (
+            f"{dropped} of its runs have a workflow span that ends before it starts and were "
+            "left out unread: a run the gate cannot see may be the slow one"
+        )
     late = late_spans.get(name, 0) if late_spans else 0
     if late:
         return (
@@ -361,7 +270,7 @@ def _cost_unknown(verdict: LimitVerdict, unpriced: _RunTally) -> LimitVerdict:
 def _run_verdicts(
     name: str,
     budget: WorkflowBudget,
-    checks: list[tuple[str, float, _Measure]],
+    checks: list[tuple[str, float, Measure]],
     tallies: dict[tuple[str, str], _RunTally],
 ) -> list[LimitVerdict]:
     run_limits: list[tuple[str, float, Unit]] = [
@@ -502,7 +411,7 @@ def _percentile_verdicts(
             actual, status = odd, "broken"
         elif count < min_runs:
             status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
-        elif _over(actual, limit):
+        elif over(actual, limit):
             status = "broken"
         elif (lowest := samples.sorted(exclude_cached=exclude)[0]) < 0:
             status, reason = "not_judged", "impossible_value"

@@ -69,6 +69,9 @@ class ReadCounters:
     """Spans that end before they start, dropped alone (their line's other spans are read)."""
     negative_span_example: str = ""
     """Where one of them is, and what it says."""
+    dropped_workflows: dict[str, int] = field(default_factory=dict)
+    """Workflow spans among them, by workflow: runs that could not be read at all, so the
+    judge does not pass the limits of their workflow (``incomplete_run``)."""
 
     side_by_side_traces: int = 0
     """Traces whose top-level runs lie side by side under a span that is no run (an agent

@@ -9,7 +9,9 @@ from chainlat.traces._parse import (
     MAX_NS,
     NO_ATTRIBUTES,
     BadSpan,
+    NegativeDuration,
     Parsed,
+    dropped_run,
     ends_before_start,
     finite,
     hex_id,
@@ -79,8 +81,8 @@ def jaeger_trace(
         if duration_us < 0:
             # One impossible span costs itself, as in OTLP files, not the trace's other spans.
             why = ends_before_start(name, span_id, start_us * 1000, (start_us + duration_us) * 1000)
-            tally.negative_spans += 1
-            tally.last_negative_span = f"{origin}: {at}: {why}"
+            workflow = dropped_run(_jaeger_tags(raw.get("tags"), f"{at}.tags"), name)
+            tally.negative(f"{origin}: {at}: {why}", NegativeDuration(at, why, workflow))
             continue
         attributes = _jaeger_tags(raw.get("tags"), f"{at}.tags")
         error = attributes.get("error") is True or attributes.get("otel.status_code") == "ERROR"

@@ -58,6 +58,22 @@ class Tally:
     """Spans that end before they start, dropped (the rest of their line is kept)."""
     last_negative_span: str = ""
     """Where the latest of them is, and what it says."""
+    negative_runs: list[tuple[int, str]]
+    """The run roots among them: (their count in ``negative_spans``, their workflow's name).
+    A run without its root span cannot be read at all, and the gate must not pass its
+    workflow on the others."""
+
+    def __init__(self) -> None:
+        self.negative_runs = []
+
+    def negative(self, where: str, exc: NegativeDuration) -> None:
+        """Count one span dropped for ending before it starts."""
+        self.negative_spans += 1
+        self.last_negative_span = where
+        if exc.workflow is not None:
+            if len(self.negative_runs) >= 4096:
+                del self.negative_runs[:2048]  # read long ago: every reader took its share
+            self.negative_runs.append((self.negative_spans, exc.workflow))
 
     def dropped_since(self, counters: Any, negative_spans: int) -> None:
         """Add the spans dropped since the count was ``negative_spans`` to ``counters``."""
@@ -66,6 +82,10 @@ class Tally:
             counters.negative_span_example = (
                 counters.negative_span_example or self.last_negative_span
             )
+            dropped = counters.dropped_workflows
+            for count, workflow in self.negative_runs:
+                if count > negative_spans:
+                    dropped[workflow] = dropped.get(workflow, 0) + 1
 
 
 tally: Final = Tally()
@@ -191,6 +211,19 @@ class BadSpan(Exception):
 
 class NegativeDuration(BadSpan):
     """A span that ends before it starts: dropped alone, counted."""
+
+    def __init__(self, where: str, message: str, workflow: str | None = None) -> None:
+        super().__init__(where, message)
+        self.workflow = workflow
+        """The workflow's name when the span is a run root (a workflow span)."""
+
+
+def dropped_run(attributes: Mapping[str, object], name: object) -> str | None:
+    """The workflow a dropped span was the root of, None when it is no workflow span."""
+    text = name if isinstance(name, str) else str(name)
+    by_name = conventions.kind_by_name(text)
+    kind = by_name[0] if by_name is not None else conventions.classify(attributes)
+    return conventions.workflow_name_of(attributes, text) if kind == "workflow" else None
 
 
 def hex_id(value: object, n_bytes: int, where: str) -> str:
@@ -492,7 +525,11 @@ def _otlp_span(raw: object, where: str, origin: str) -> Parsed:
     remote = isinstance(flags, int) and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     name = raw.get("name", "")
     if end_ns < start_ns:
-        raise NegativeDuration(where, ends_before_start(name, span_id, start_ns, end_ns))
+        raise NegativeDuration(
+            where,
+            ends_before_start(name, span_id, start_ns, end_ns),
+            dropped_run(attributes, name),
+        )
     return make_span(
         trace_id=trace_id,
         span_id=span_id,
@@ -542,7 +579,6 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                     except NegativeDuration as exc:
                         # One impossible span costs itself, not the line's other spans (a
                         # whole run, and the gate would pass without it).
-                        tally.negative_spans += 1
-                        tally.last_negative_span = f"{origin}: {exc}"
+                        tally.negative(f"{origin}: {exc}", exc)
                         continue
                 yield parsed
