@@ -1,0 +1,81 @@
+"""Traces of frameworks run for real (tests/data/foreign/, each README says how they were
+made), read by the commands as a new user would: the runs, counts and warnings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chainlat._core.exits import EXIT_OK
+from chainlat.cli import main
+from support.tracegen import DATA_DIR
+
+FOREIGN = DATA_DIR / "foreign"
+
+
+def _report(capsys: pytest.CaptureFixture[str], path: Path, *args: str) -> dict[str, Any]:
+    code = main(["report", "--format", "json", *args, str(path)])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
+def _counts(workflow: dict[str, Any]) -> dict[str, int]:
+    """Steps by kind, each step's count of calls in the one run."""
+    counts: dict[str, int] = {}
+    for step in workflow["steps"].values():
+        counts[step["kind"]] = counts.get(step["kind"], 0) + step["duration"]["count"]
+    return counts
+
+
+@pytest.mark.parametrize("name", ["legacy", "legacy-undici", "genai", "genai-undici"])
+def test_a_vercel_ai_sdk_request_is_one_run_with_roots(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The interop agent's request (retrieval, a plan call asking for a tool, the tool, a
+    second plan call, two calls in parallel, a streamed answer): five model calls."""
+    found = _report(capsys, FOREIGN / "ai-sdk" / f"{name}.jsonl", "--roots")
+    assert list(found["workflows"]) == ["agent"]
+    agent = found["workflows"]["agent"]
+    assert agent["runs"] == 1
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    assert agent["quantities"]["first_output"]["count"] == 1
+    clock = [w for w in found["warnings"] if "rounds span starts to 1 ms" in w]
+    assert len(clock) == 1
+    framework = [w for w in found["warnings"] if "no HTTP-level span timed" in w]
+    assert bool(framework) == ("undici" not in name)
+
+
+def test_without_roots_the_ai_sdks_calls_side_by_side_are_said_to_be(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    found = _report(capsys, FOREIGN / "ai-sdk" / "legacy.jsonl")
+    [line] = [w for w in found["warnings"] if "side by side" in w]
+    assert line.startswith("1 traces hold 4 runs side by side") and "--roots" in line
+
+
+@pytest.mark.parametrize("name", ["unwrapped", "legacy"])
+def test_a_google_adk_invocation_is_one_run(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """ADK's invocation span and its agent span share the agent's name: one run, its
+    sub-agents steps of it."""
+    found = _report(capsys, FOREIGN / "google-adk" / f"{name}.jsonl")
+    assert found["runs"] == 1
+    [(workflow, stats)] = found["workflows"].items()
+    assert (workflow, stats["runs"]) == ("agent", 1)
+
+
+def test_a_haystack_pipeline_is_one_run_with_its_retriever_agent_and_tool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    found = _report(capsys, FOREIGN / "haystack" / "unwrapped.jsonl")
+    [(workflow, stats)] = found["workflows"].items()
+    assert (workflow, stats["runs"]) == ("haystack.pipeline.run", 1)
+    steps = {name: step["kind"] for name, step in stats["steps"].items()}
+    assert steps["retriever"] == "data"
+    assert steps["haystack.agent.step.llm"] == "inference"
+    assert steps["lookup_order"] == "tool"
