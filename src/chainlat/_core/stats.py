@@ -156,6 +156,16 @@ class Samples:
         """How many samples (without the cache hits when asked)."""
         return len(self._plain) if exclude_cached else len(self)
 
+    def effective_count(self, *, exclude_cached: bool = False) -> float:
+        """How many samples the weighted ones are worth (Kish's effective sample size,
+        ``(Σw)² / Σw²``): the count when every weight is 1, about 1 when one sample holds
+        nearly all the weight, however many stand beside it."""
+        if self._plain_weights is None:
+            return float(self.count(exclude_cached=exclude_cached))
+        weights = self._weight_arrays(exclude_cached)
+        squares = math.fsum(w * w for w in weights)
+        return math.fsum(weights) ** 2 / squares if squares > 0 else 0.0
+
     def nonfinite(self, *, exclude_cached: bool = False) -> float | None:
         """The smallest NaN or infinite sample in sorted order, None when all are finite."""
         values = self._values(exclude_cached)

@@ -349,6 +349,15 @@ def _no_samples(
     return verdict
 
 
+def _effective(samples: Samples, exclude_cached: bool, min_runs: int) -> float | None:
+    """The effective sample size of weighted samples when it is below ``min_runs`` (with a
+    rounding's leeway: twenty runs of one weight are worth twenty), else None."""
+    if not samples.weighted:
+        return None
+    worth = samples.effective_count(exclude_cached=exclude_cached)
+    return worth if worth < min_runs * (1 - 1e-9) else None
+
+
 def _too_few(count: int, min_runs: int) -> str:
     return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
 
@@ -411,6 +420,13 @@ def _percentile_verdicts(
             actual, status = odd, "broken"
         elif count < min_runs:
             status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
+        elif (worth := _effective(samples, exclude, min_runs)) is not None:
+            status, reason = "not_judged", "not_enough_runs"
+            why = (
+                f"{count} runs weighted by their sampling probability have effective sample "
+                f"size {worth:.1f} ((Σw)²/Σw², Kish), fewer than the {min_runs} runs min_runs "
+                "asks for: a few heavy runs decide the percentile"
+            )
         elif over(actual, limit):
             status = "broken"
         elif (lowest := samples.sorted(exclude_cached=exclude)[0]) < 0:
