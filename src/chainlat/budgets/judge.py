@@ -358,6 +358,16 @@ def _effective(samples: Samples, exclude_cached: bool, min_runs: int) -> float |
     return worth if worth < min_runs * (1 - 1e-9) else None
 
 
+def _left_out(stats: WorkflowStats | None) -> str:
+    """What the percentiles left out and why, when voice turns were interrupted."""
+    if stats is None or not stats.interrupted or stats.include_interrupted:
+        return ""
+    return (
+        f" ({stats.interrupted} interrupted turns left out of the percentiles: "
+        "include_interrupted = true counts them)"
+    )
+
+
 def _too_few(count: int, min_runs: int) -> str:
     return f"{count} of the {min_runs} runs min_runs asks for: record more runs or lower min_runs"
 
@@ -419,7 +429,8 @@ def _percentile_verdicts(
             # No percentile of a set holding NaN means anything: broken, whatever min_runs.
             actual, status = odd, "broken"
         elif count < min_runs:
-            status, reason, why = "not_judged", "not_enough_runs", _too_few(count, min_runs)
+            status, reason = "not_judged", "not_enough_runs"
+            why = _too_few(count, min_runs) + _left_out(stats)
         elif (worth := _effective(samples, exclude, min_runs)) is not None:
             status, reason = "not_judged", "not_enough_runs"
             why = (

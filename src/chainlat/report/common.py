@@ -148,11 +148,19 @@ class StatRow:
 
 
 def runs_heading(workflow: WorkflowStats) -> str:
-    """``12 runs``, and how many failed: they are not in the percentiles unless asked."""
+    """``12 runs``, and how many failed and how many were voice turns interrupted by
+    barge-in: neither is in the percentiles unless asked, and every format says so."""
     text = count(workflow.runs, "run")
     if workflow.errors:
         where = "in" if workflow.include_errors else "not in"
         text += f" ({workflow.errors} failed, {where} the percentiles)"
+    if workflow.interrupted:
+        text += f" ({workflow.interrupted} interrupted (barge-in), " + (
+            "in the percentiles)"
+            if workflow.include_interrupted
+            else "not in the percentiles: an interrupted answer was cut; "
+            "include_interrupted = true counts them)"
+        )
     return text
 
 

@@ -33,6 +33,8 @@ def _workflow_json(workflow: WorkflowStats) -> dict[str, Any]:
         "runs": workflow.runs,
         "errors": workflow.errors,
         "errors_in_percentiles": workflow.include_errors,
+        "interrupted": workflow.interrupted,
+        "interrupted_in_percentiles": workflow.include_interrupted,
         "quantities": {
             q: summary_json(workflow.quantities[q].summary()) for q in (*QUANTITIES, FIRST_OUTPUT)
         },

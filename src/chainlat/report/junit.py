@@ -14,6 +14,7 @@ from chainlat.report.common import (
     actual_text,
     count,
     limit_text,
+    runs_heading,
     source_name,
     verdict_label,
 )
@@ -56,6 +57,10 @@ def junit_xml(report: BudgetReport) -> str:
     )
     ET.SubElement(properties, "property", name="exit_code", value=str(report.exit_code))
     ET.SubElement(properties, "property", name="summary", value=_xml(report.summary))
+    for name, workflow in report.stats.workflows.items():
+        # What each workflow's percentiles leave out (failed runs, interrupted turns).
+        heading = runs_heading(workflow)
+        ET.SubElement(properties, "property", name=_xml(f"runs.{name}"), value=_xml(heading))
     for v in report.verdicts:
         case = ET.SubElement(
             suite,

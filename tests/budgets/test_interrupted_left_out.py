@@ -1,0 +1,70 @@
+"""Interrupted voice turns left out of the percentiles are said to be, in every output of
+``check`` and ``report``; a percentile left with fewer than ``min_runs`` is not judged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+import chainlat
+from chainlat._runtime.otlp_json import JsonLinesSpanExporter
+from chainlat.cli import main
+from chainlat.testing import capture
+
+LEFT_OUT = "19 interrupted (barge-in), not in the percentiles"
+
+
+def _turns(path: Path) -> None:
+    """Nineteen slow turns (2 s) the caller interrupted, and one fast (100 ms) completed."""
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        cap.provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+        for n in range(20):
+            with chainlat.workflow("voice-turn", tracer_provider=cap.provider) as turn:
+                cap.clock.advance(100 if n == 19 else 2000)
+                turn.end_reason("completed" if n == 19 else "interrupted")
+
+
+@pytest.mark.parametrize(
+    "options", [[], ["--format", "json"], ["--format", "markdown"], ["--junit", "JUNIT"]]
+)
+def test_check_says_how_many_turns_were_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str]
+) -> None:
+    traces = tmp_path / "t.jsonl"
+    _turns(traces)
+    budgets = tmp_path / "b.toml"
+    budgets.write_text('min_runs = 20\n[workflows.voice-turn]\np95 = "500ms"\n')
+    junit = tmp_path / "junit.xml"
+    options = [str(junit) if o == "JUNIT" else o for o in options]
+    assert main(["check", str(traces), "--budgets", str(budgets), *options]) == 2
+    out = capsys.readouterr().out
+    if options[:2] == ["--format", "json"]:
+        document = json.loads(out)
+        stats = document["workflows"]["voice-turn"]
+        assert (stats["interrupted"], stats["interrupted_in_percentiles"]) == (19, False)
+        (verdict,) = document["verdicts"]
+        assert (verdict["status"], verdict["reason"]) == ("not_judged", "not_enough_runs")
+        assert "19 interrupted turns left out" in verdict["why"]
+    elif options and options[0] == "--junit":
+        text = junit.read_text()
+        assert LEFT_OUT in text
+        assert 'name="exit_code" value="2"' in text
+    else:
+        assert LEFT_OUT in out
+
+
+@pytest.mark.parametrize("options", [[], ["--format", "json"]])
+def test_report_says_how_many_turns_were_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str]
+) -> None:
+    traces = tmp_path / "t.jsonl"
+    _turns(traces)
+    assert main(["report", str(traces), *options]) == 0
+    out = capsys.readouterr().out
+    if options:
+        assert json.loads(out)["workflows"]["voice-turn"]["interrupted"] == 19
+    else:
+        assert LEFT_OUT in out
