@@ -6,7 +6,8 @@ aiohttp parses the requests (chunked bodies included); what is bounded here, and
 - a body over ``max_body_bytes``, as sent or decompressed, is answered 413 without being
   held or inflated past the cap (``Content-Length`` is checked first, the rest as it comes);
 - a body that has not all arrived ``body_timeout_s`` after its headers is answered 408 and
-  its connection closed; a connection that sends no complete request head for
+  its connection closed (after at most a second more of the body read and dropped, so
+  that the client reads the answer); a connection that sends no complete request head for
   ``idle_timeout_s`` (before its first request or after its last) is closed by aiohttp's
   keep-alive timer, which starts when the connection opens;
 - past ``max_connections`` open connections, a new one is closed at once (counted);
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 TRACES_PATH: Final = "/v1/traces"
 _CHUNK: Final = 64 * 1024
+_LINGER_S: Final = 1.0
 
 
 class HttpReceiver:
@@ -88,17 +90,31 @@ class HttpReceiver:
             access_log=None,
             shutdown_timeout=1.0,
             keepalive_timeout=self._limits.idle_timeout_s,
+            # After a refusal, what is left of the body is read and dropped this long at
+            # most, so that the client can read the answer before the connection closes.
+            lingering_time=_LINGER_S,
             auto_decompress=False,  # decompressed here, with a cap (decoding.decompress)
         )
         await self._runner.setup()
         handler_factory = self._runner.server
         assert handler_factory is not None
         limit = self._limits.max_connections
+        loop = self._loop
+        accepting = [0]
+        """Connections accepted whose handler aiohttp has not listed yet: a burst of them is
+        accepted in one go, before any is made."""
+
+        def listed() -> None:
+            accepting[0] -= 1
 
         def factory() -> asyncio.BaseProtocol:
-            if len(handler_factory.connections) >= limit:
+            if len(handler_factory.connections) + accepting[0] >= limit:
                 self._sink.connection_refused()
                 return _Closing()
+            # The transport made for this handler calls its connection_made (which lists it)
+            # at the loop's next turn; listed() runs at the turn after.
+            accepting[0] += 1
+            loop.call_soon(loop.call_soon, listed)
             return handler_factory()
 
         self._server = await self._loop.create_server(factory, self._host, self._port)
