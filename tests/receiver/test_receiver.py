@@ -238,3 +238,20 @@ def test_each_run_is_handed_out_live_once_its_trace_is_complete(tmp_path: Path) 
     with Receiver(out, port=0, grpc_port=None, on_run=lambda r: seen.append(r.total_ms)) as rec:
         _export_run(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{rec.port}/v1/traces"), 40)
         assert _until(lambda: seen == [pytest.approx(42.0)])
+
+
+def test_grpc_refuses_garbage_and_a_message_over_the_cap_and_keeps_serving(
+    receiver: Receiver,
+) -> None:
+    import grpc
+
+    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
+        export = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+        with pytest.raises(grpc.RpcError) as garbage:
+            export(b"not a protobuf at all", timeout=10)
+        with pytest.raises(grpc.RpcError) as too_large:
+            export(b"\x0a" + b"\xff" * (65 * 1024 * 1024), timeout=30)
+        assert export(b"", timeout=10) == b""
+    assert garbage.value.code() == grpc.StatusCode.INTERNAL
+    assert too_large.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
