@@ -16,7 +16,9 @@
 #   NAME   one of jaeger, collector, replica-K, lb, prometheus
 #
 # Then: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 chainlat demo
-#       and open http://127.0.0.1:16686 (placeholder UI page; the API is complete).
+#       and open http://127.0.0.1:16686: Jaeger's UI from CHAINLAT_JAEGER_UI (a built
+#       jaeger-ui directory) or else from `collector/build.sh jaeger-ui`'s cache, if built;
+#       otherwise the binary's placeholder page (the query API is complete either way).
 #
 # Addresses and sampling knobs are the environment variables the configs read (see
 # collector/README.md); this script only fills in the defaults it needs to know. Pid
@@ -70,6 +72,8 @@ PROMETHEUS_HOST=${CHAINLAT_PROMETHEUS_HOST:-127.0.0.1}
 PROMETHEUS_PORT=${CHAINLAT_PROMETHEUS_PORT:-9090}
 SCRAPE_INTERVAL=${CHAINLAT_PROMETHEUS_SCRAPE_INTERVAL:-15s}
 PROMETHEUS_RULES=${CHAINLAT_PROMETHEUS_RULES:-}
+# Jaeger's web UI: a built jaeger-ui directory (its index.html and static/).
+JAEGER_UI=${CHAINLAT_JAEGER_UI:-}
 
 log() { echo "run.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -230,9 +234,22 @@ write_prometheus_config() {
   } >"$RUN_DIR/prometheus.yml"
 }
 
+# The built UI Jaeger is to serve: CHAINLAT_JAEGER_UI, else the one `build.sh jaeger-ui`
+# left in its cache; nothing (the binary's placeholder page) without either.
+jaeger_ui_dir() {
+  local dir=$JAEGER_UI
+  if [[ -n $dir ]]; then
+    [[ -f $dir/index.html ]] ||
+      die "CHAINLAT_JAEGER_UI=$dir holds no built UI (index.html); build one with collector/build.sh jaeger-ui"
+    (cd "$dir" && pwd)
+  else
+    "$HERE/build.sh" --check jaeger-ui 2>/dev/null || true
+  fi
+}
+
 start_one() {
-  local name=$1 bin pid log_file deadline addr marker
-  local -a settings
+  local name=$1 bin pid log_file deadline addr marker ui
+  local -a settings extra
   if pid=$(running_pid "$name"); then
     log "$name already running (pid $pid)"
     return 0
@@ -246,9 +263,23 @@ start_one() {
   if [[ $name == jaeger ]]; then mkdir -p "$CHAINLAT_JAEGER_DATA_DIR"; fi
   marker=$(marker_of "$name")
   mapfile -t settings < <(env_of "$name")
+  extra=()
+  if [[ $name == jaeger ]]; then
+    ui=$(jaeger_ui_dir) || exit 1
+    if [[ -n $ui ]]; then
+      # Set on the command line, and only when there is a UI, so that jaeger.yaml stays
+      # valid alone: the configs give every ${env:...} a non-empty default, and an empty
+      # assets_path would mean the UI compiled into the binary anyway.
+      extra=("--set=extensions::jaeger_query::ui::assets_path=$ui")
+      log "jaeger serves the Jaeger UI from $ui"
+    else
+      log "jaeger serves a placeholder page at / (a binary built from Go modules has no UI; the API is complete)"
+      log "for the real UI: collector/build.sh jaeger-ui, or CHAINLAT_JAEGER_UI=DIR of a built jaeger-ui"
+    fi
+  fi
   # env and nohup exec the binary, so $! is its pid; it outlives this script.
   # shellcheck disable=SC2046
-  env "${settings[@]}" nohup "$bin" $(args_of "$name") >"$log_file" 2>&1 </dev/null &
+  env "${settings[@]}" nohup "$bin" $(args_of "$name") "${extra[@]}" >"$log_file" 2>&1 </dev/null &
   pid=$!
   echo "$pid" >"$(pid_file "$name")"
   if [[ -n ${CHAINLAT_STOP_WITH_PID:-} ]]; then
@@ -380,7 +411,7 @@ case $cmd in
     exit "$failed"
     ;;
   *)
-    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
