@@ -122,11 +122,14 @@ def start_jaeger(
     *,
     max_traces: int = 100_000,
     storage: Literal["memstore", "badger"] = "memstore",
+    ui: Path | None = None,
 ) -> Jaeger:
     """Start Jaeger on free ports; raise StackError with its log if it is not ready.
 
     ``memstore`` keeps traces in memory (the tests that need no restart); ``badger``
-    on disk in ``run_dir``, as shipped.
+    on disk in ``run_dir``, as shipped. ``ui`` is a built jaeger-ui for it to serve
+    (``CHAINLAT_JAEGER_UI``); without it, run.sh's choice (the environment's, the one
+    ``build.sh jaeger-ui`` cached, or the placeholder page).
     """
     otlp_grpc, otlp_http, query, query_grpc, health = free_ports(5)
     env = {
@@ -140,6 +143,8 @@ def start_jaeger(
         "CHAINLAT_JAEGER_STORAGE": storage,
         "CHAINLAT_JAEGER_DATA_DIR": str(run_dir / "jaeger-data"),
     }
+    if ui is not None:
+        env["CHAINLAT_JAEGER_UI"] = str(ui)
     _run_sh("start", "jaeger", run_dir=run_dir, env=env)
     return Jaeger(
         query_url=f"http://127.0.0.1:{query}",
