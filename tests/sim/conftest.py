@@ -4,6 +4,9 @@ sim_options  SimOptions     PROFILE (``sim-test``) and the default profiles, wit
                             NETWORK_MS network delay: what ``sim`` serves in tests/sim
                             (a module that wants another server overrides it)
 client       openai.OpenAI  an OpenAI client of ``sim``, its first call already made
+fast_sim     SimServer      a server that answers at once: chat model ``fast-chat``, voices
+                            ``fast-tts`` and ``fast-stt`` (for tests of what is answered,
+                            not when)
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from chainlat.sim import DEFAULT_PROFILES, SimServer
-from support import SimOptions
+from chainlat.sim import DEFAULT_PROFILES, ModelProfile, SimServer, VoiceProfile
+from support import SimOptions, StartSim
 from support.sim_checks import NETWORK_MS, PROFILE
 
 
@@ -32,3 +35,20 @@ def client(sim: SimServer) -> Iterator[openai.OpenAI]:
         # of the measurements.
         c.models.list()
         yield c
+
+
+@pytest.fixture
+def fast_sim(start_sim: StartSim) -> SimServer:
+    """A server whose models answer at once: ``fast-chat``, ``fast-tts`` and ``fast-stt``."""
+    chat = ModelProfile("fast-chat", ttft_base_ms=0.0, decode_ms_per_token=0.0, output_tokens=2)
+    voices = [
+        VoiceProfile("fast-tts", "text_to_speech", first_byte_ms=0.0, real_time_factor=1e6),
+        VoiceProfile(
+            "fast-stt",
+            "speech_to_text",
+            first_byte_ms=0.0,
+            ms_per_audio_second=0.0,
+            ms_per_word=0.0,
+        ),
+    ]
+    return start_sim(profiles=[chat], voices=voices)

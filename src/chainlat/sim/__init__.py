@@ -11,7 +11,10 @@ Endpoints:
     ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI, streaming or not),
     ``POST /v1/embeddings`` (prefill only), ``POST /v1/messages`` (Anthropic, streaming or
     not), ``GET /v1/models``, ``GET /v1/models/{id}`` and ``GET /health``. An unknown model
-    is a 404 and a body that is not JSON a 400, in the provider's error format. The
+    is a 404 and a body that is not JSON a 400, in the provider's error format; so is a
+    field of the wrong type (named in ``param``), JSON nested over 128 levels, speech
+    ``input`` over 4,096 characters, an upload over 25 MB (413), a wav header that does
+    not add up or over 1,500 seconds of audio (``docs/operating.md``). The
     Responses API (``/v1/responses``) is not served: point the OpenAI Agents SDK at
     chat completions (``OpenAIChatCompletionsModel``).
 

@@ -16,6 +16,7 @@ from chainlat.sim._formats import (
     count_tokens,
     dump_json,
     flag,
+    invalid_type,
     message_list,
     message_text,
     model_name,
@@ -87,10 +88,11 @@ class Messages(Api):
         body = require_dict(raw)
         model = model_name(body)
         messages = message_list(body)
+        system = body.get("system")
+        if not isinstance(system, str | list) and system is not None:
+            raise invalid_type("system", "a string or an array", system)
         prompt = (
-            content_text(body.get("system"))
-            + "".join(message_text(m) for m in messages)
-            + tools_text(body)
+            content_text(system) + "".join(message_text(m) for m in messages) + tools_text(body)
         )
         tools = _anthropic_tools(body)
         mode, forced, parallel = _anthropic_tool_choice(body, tools)
@@ -109,7 +111,9 @@ class Messages(Api):
             parallel_tool_calls=parallel,
         )
 
-    def error(self, status: int, message: str, code: str | None = None) -> bytes:
+    def error(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> bytes:
         return anthropic_error(status, message)
 
     def _stop_reason(self, job: Job) -> str:

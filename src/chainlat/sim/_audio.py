@@ -8,6 +8,11 @@ filler words: JSON, plain text, or a stream of ``transcript.text.delta`` events 
 real time as the profile says: wav, pcm (24 kHz, 16-bit mono) or mp3 (48 kHz mono), as
 chunked bytes, or as ``speech.audio.delta`` events with ``stream_format="sse"``.
 
+Both keep to OpenAI's limits, so that no request can grow the server without bound:
+``input`` is at most `MAX_SPEECH_CHARACTERS` (4,096) characters and the audio is made a
+chunk at a time; an upload is read as ``_upload`` says (a file of at most 25 MB, a wav
+header that agrees with itself and the file, at most 1,500 seconds of audio).
+
 The latency model of a `VoiceProfile`:
 
 - text to speech: the first audio byte ``first_byte_ms`` (plus
@@ -21,24 +26,31 @@ The latency model of a `VoiceProfile`:
 from __future__ import annotations
 
 import base64
-import email.parser
-import email.policy
 import json
 import math
 import struct
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from chainlat._core.errors import ProfileError
-from chainlat.sim._formats import ApiError, count_tokens, generate_tokens
+from chainlat.sim._formats import (
+    ApiError,
+    count_tokens,
+    generate_tokens,
+    invalid_type,
+    load_json,
+)
 from chainlat.sim._http import Headers, Request, Responder
+from chainlat.sim._upload import audio_seconds, parse_form
 
 AUDIO_PATHS: Final = frozenset(
     {"/v1/audio/transcriptions", "/v1/audio/translations", "/v1/audio/speech"}
 )
 AUDIO_FORMATS: Final = ("wav", "pcm", "mp3")
 """The audio formats the simulator speaks."""
+MAX_SPEECH_CHARACTERS: Final = 4096
+"""The longest ``input`` text to speech takes, OpenAI's limit."""
 PCM_RATE: Final = 24_000
 """Samples per second of wav and pcm output (16-bit mono), as OpenAI's ``pcm`` format."""
 _MP3_FRAME: Final = bytes([0xFF, 0xFB, 0x94, 0xC0]) + bytes(380)
@@ -144,53 +156,25 @@ def _wav_header(data_bytes: int) -> bytes:
     )
 
 
-def silent_chunks(fmt: str, audio_ms: float, chunks: int) -> list[bytes]:
+def silent_chunks(fmt: str, audio_ms: float, chunks: int) -> Iterator[bytes]:
     """``audio_ms`` of valid silence in ``fmt``, cut into ``chunks`` pieces (the wav header,
-    when there is one, at the front of the first); every piece holds whole frames."""
+    when there is one, at the front of the first); every piece holds whole frames. Made one
+    piece at a time, so a long recording never sits in memory whole."""
     if fmt == "mp3":
         frames = max(1, math.ceil(audio_ms / _MP3_FRAME_MS))
-        per = [frames // chunks + (1 if i < frames % chunks else 0) for i in range(chunks)]
-        return [_MP3_FRAME * n for n in per]
+        for i in range(chunks):
+            yield _MP3_FRAME * (frames // chunks + (1 if i < frames % chunks else 0))
+        return
     samples = max(1, round(audio_ms * PCM_RATE / 1000))
-    per = [samples // chunks + (1 if i < samples % chunks else 0) for i in range(chunks)]
-    out = [bytes(2 * n) for n in per]
-    if fmt == "wav":
-        out[0] = _wav_header(2 * samples) + out[0]
-    return out
-
-
-def audio_seconds(data: bytes) -> float:
-    """The length of an uploaded recording: from its header when it is wav, else read as
-    16 kHz 16-bit mono."""
-    if len(data) >= 44 and data[:4] == b"RIFF" and data[8:12] == b"WAVE":
-        byte_rate: int = struct.unpack("<I", data[28:32])[0]
-        if byte_rate > 0:
-            return max(len(data) - 44, 0) / byte_rate
-    return len(data) / 32_000
+    for i in range(chunks):
+        piece = bytes(2 * (samples // chunks + (1 if i < samples % chunks else 0)))
+        yield _wav_header(2 * samples) + piece if fmt == "wav" and i == 0 else piece
 
 
 # --- requests ------------------------------------------------------------------------------
-def parse_form(request: Request) -> dict[str, bytes]:
-    """The fields of a ``multipart/form-data`` body, by name."""
-    content_type = request.headers.get("content-type", "")
-    if not content_type.lower().startswith("multipart/form-data"):
-        raise ApiError(400, "expected a multipart/form-data body")
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + request.body)
-    fields: dict[str, bytes] = {}
-    if not message.is_multipart():
-        raise ApiError(400, "malformed multipart body")
-    for part in message.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True)
-        if isinstance(name, str) and isinstance(payload, bytes):
-            fields[name] = payload
-    return fields
-
-
-def _field(fields: dict[str, bytes], name: str) -> str | None:
+def _field(fields: dict[str, memoryview], name: str) -> str | None:
     value = fields.get(name)
-    return value.decode("utf-8", "replace") if value is not None else None
+    return bytes(value).decode("utf-8", "replace") if value is not None else None
 
 
 Sleep = Callable[[int], Awaitable[None]]
@@ -207,9 +191,11 @@ class AudioRoutes:
     def names(self) -> Sequence[str]:
         return tuple(self._profiles)
 
-    def _profile(self, model: str | None, operation: VoiceOperation) -> VoiceProfile:
-        if not model:
-            raise ApiError(400, "missing required parameter: 'model'")
+    def _profile(self, model: object, operation: VoiceOperation) -> VoiceProfile:
+        if model is None or model == "":
+            raise ApiError(400, "missing required parameter: 'model'", param="model")
+        if not isinstance(model, str):
+            raise invalid_type("model", "a string", model)
         profile = self._profiles.get(model)
         if profile is None or profile.operation != operation:
             message = f"The model `{model}` does not exist or you do not have access to it."
@@ -233,6 +219,28 @@ class AudioRoutes:
         else:
             await self._transcribe(request, responder, start_ns, sleep_until, headers, finish)
 
+    def _speech_request(self, body: object) -> tuple[VoiceProfile, str, str, bool]:
+        """(voice, input, response_format, streamed as SSE) of a speech request."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        profile = self._profile(body.get("model"), "text_to_speech")
+        text = body.get("input")
+        if text is None or text == "":
+            raise ApiError(400, "missing required parameter: 'input'", param="input")
+        if not isinstance(text, str):
+            raise invalid_type("input", "a string", text)
+        if len(text) > MAX_SPEECH_CHARACTERS:
+            message = f"'input' is {len(text)} characters long, at most {MAX_SPEECH_CHARACTERS}"
+            raise ApiError(400, message, "string_above_max_length", "input")
+        fmt = body.get("response_format", "mp3")
+        if not isinstance(fmt, str) or fmt not in AUDIO_FORMATS:
+            message = f"response_format {fmt!r}: the simulator speaks wav, pcm, mp3"
+            raise ApiError(400, message, param="response_format")
+        stream_format = body.get("stream_format")
+        if not isinstance(stream_format, str) and stream_format is not None:
+            raise invalid_type("stream_format", "a string", stream_format)
+        return profile, text, fmt, stream_format == "sse"
+
     async def _speech(
         self,
         request: Request,
@@ -242,23 +250,10 @@ class AudioRoutes:
         headers: Callable[[], Headers],
         finish: Callable[[int], None],
     ) -> None:
-        try:
-            body = json.loads(request.body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        profile = self._profile(body.get("model"), "text_to_speech")
-        text = body.get("input")
-        if not isinstance(text, str) or not text:
-            raise ApiError(400, "missing required parameter: 'input'")
-        fmt = body.get("response_format", "mp3")
-        if fmt not in AUDIO_FORMATS:
-            raise ApiError(400, f"response_format {fmt!r}: the simulator speaks wav, pcm, mp3")
-        sse = body.get("stream_format") == "sse"
+        profile, text, fmt, sse = self._speech_request(load_json(request.body))
         offsets = profile.chunk_offsets_ms(text)
-        chunks = silent_chunks(str(fmt), profile.audio_ms(text), len(offsets))
-        content_type = "text/event-stream" if sse else _MIME[str(fmt)]
+        chunks = silent_chunks(fmt, profile.audio_ms(text), len(offsets))
+        content_type = "text/event-stream" if sse else _MIME[fmt]
         await responder.start_chunked(200, [("content-type", content_type), *headers()])
         for offset_ms, chunk in zip(offsets, chunks, strict=True):
             await sleep_until(start_ns + round(offset_ms * 1e6))
@@ -290,11 +285,11 @@ class AudioRoutes:
         headers: Callable[[], Headers],
         finish: Callable[[int], None],
     ) -> None:
-        fields = parse_form(request)
+        fields = parse_form(request.headers.get("content-type", ""), request.body)
         profile = self._profile(_field(fields, "model"), "speech_to_text")
         audio = fields.get("file")
         if audio is None:
-            raise ApiError(400, "missing required parameter: 'file'")
+            raise ApiError(400, "missing required parameter: 'file'", param="file")
         seconds = audio_seconds(audio)
         words = generate_tokens(self._seed, profile.name, str(len(audio)), profile.words(seconds))
         text = "".join(words)

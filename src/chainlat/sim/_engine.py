@@ -25,7 +25,14 @@ from chainlat._core import attributes as attrs
 from chainlat._core.errors import internal_errors
 from chainlat.sim._anthropic import Messages
 from chainlat.sim._audio import AUDIO_PATHS, AudioRoutes, VoiceProfile
-from chainlat.sim._formats import Api, ApiError, Job, generate_tokens, openai_error
+from chainlat.sim._formats import (
+    Api,
+    ApiError,
+    Job,
+    generate_tokens,
+    load_json,
+    openai_error,
+)
 from chainlat.sim._http import Headers, Request, Responder
 from chainlat.sim._openai import ChatCompletions, Completions, Embeddings
 from chainlat.sim._tools import plan_tool_calls
@@ -350,9 +357,9 @@ class Engine:
         self, record: _Record, responder: Responder, error: ApiError, extra: Headers | None = None
     ) -> None:
         if record.api is not None:
-            body = record.api.error(error.status, error.message, error.code)
+            body = record.api.error(error.status, error.message, error.code, error.param)
         else:
-            body = openai_error(error.status, error.message, error.code)
+            body = openai_error(error.status, error.message, error.code, error.param)
         headers = [_JSON, *self._headers(record), *(extra or [])]
         self._finish(record, error.status)
         await responder.send(error.status, headers, body)
@@ -362,10 +369,7 @@ class Engine:
     ) -> None:
         request = record.request
         try:
-            try:
-                raw = json.loads(request.body)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+            raw = load_json(request.body)
             job = api.parse(raw, record.request_id.removeprefix("req_"))
             profile = self._profiles.get(job.model)
             if profile is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -22,6 +23,10 @@ ToolMode = Literal["none", "auto", "required"]
 
 SYSTEM_FINGERPRINT = "fp_chainlat_sim"
 DEFAULT_EMBEDDING_DIMENSIONS = 16
+MAX_JSON_DEPTH = 128
+"""The deepest nesting of arrays and objects a JSON body may have: far past what SDKs
+send (a chat request with nested tool schemas is a few dozen levels), well short of the
+interpreter's recursion limit, which the decoder and the sim's own walks would hit."""
 
 
 # Three-letter words, so that every generated token after the first is exactly four
@@ -38,11 +43,15 @@ WORDS = (
 class ApiError(Exception):
     """A request the endpoint rejects, answered in the provider's error format."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.param = param
+        """The request field at fault, as OpenAI names it (``messages[0].role``)."""
 
 
 def count_tokens(text: str) -> int:
@@ -75,12 +84,80 @@ def sse_event(name: str, value: object) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + dump_json(value) + b"\n\n"
 
 
-def openai_error(status: int, message: str, code: str | None = None) -> bytes:
+def openai_error(
+    status: int, message: str, code: str | None = None, param: str | None = None
+) -> bytes:
     """An error body in the OpenAI format."""
     kind = {429: "requests", 500: "server_error", 503: "server_error"}.get(
         status, "invalid_request_error"
     )
-    return dump_json({"error": {"message": message, "type": kind, "param": None, "code": code}})
+    return dump_json({"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+
+def load_json(body: bytes) -> object:
+    """A request body decoded as strict JSON, or a 400 saying in one line why not.
+
+    Strict as OpenAI's API is: no ``NaN`` or ``Infinity``, no number too large for a
+    float, nesting at most `MAX_JSON_DEPTH` deep.
+    """
+    try:
+        value = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise _too_deep() from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        # ValueError besides JSONDecodeError: an integer past Python's digit limit.
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ApiError(400, f"request body is not valid JSON: {reason}") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise _too_deep()
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
+def _too_deep() -> ApiError:
+    return ApiError(400, f"request body is nested more than {MAX_JSON_DEPTH} levels deep")
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    # A loop, not recursion: the walk must not fail the way it guards against.
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = []
+    if isinstance(value, dict | list):
+        stack.append((value, 1))
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+_JSON_TYPES: dict[type, str] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+def invalid_type(param: str, expected: str, value: object) -> ApiError:
+    """OpenAI's answer to a field of the wrong type, naming the field (``param``)."""
+    got = _JSON_TYPES.get(type(value), "a value of another type")
+    message = f"Invalid type for '{param}': expected {expected}, but got {got} instead."
+    return ApiError(400, message, "invalid_type", param)
 
 
 @dataclass(frozen=True)
@@ -156,8 +233,10 @@ def require_dict(body: object) -> dict[str, Any]:
 
 def model_name(body: dict[str, Any]) -> str:
     model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "'model' is required and must be a string")
+    if model is None or model == "":
+        raise ApiError(400, "'model' is required and must be a string", param="model")
+    if not isinstance(model, str):
+        raise invalid_type("model", "a string", model)
     return model
 
 
@@ -167,7 +246,7 @@ def positive_int(body: dict[str, Any], *names: str) -> int | None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ApiError(400, f"'{name}' must be an integer >= 1")
+            raise ApiError(400, f"'{name}' must be an integer >= 1", param=name)
         return value
     return None
 
@@ -175,7 +254,7 @@ def positive_int(body: dict[str, Any], *names: str) -> int | None:
 def flag(body: dict[str, Any], name: str) -> bool:
     value = body.get(name, False)
     if not isinstance(value, bool) and value is not None:
-        raise ApiError(400, f"'{name}' must be a boolean")
+        raise invalid_type(name, "a boolean", value)
     return bool(value)
 
 
@@ -215,10 +294,24 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def message_list(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages, each an object with a string ``role`` and a ``content``
+    that is text, an array of objects (parts, blocks) or null, as both APIs require."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "'messages' must be a non-empty array")
-    return [m for m in messages if isinstance(m, dict)]
+        raise ApiError(400, "'messages' must be a non-empty array", param="messages")
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise invalid_type(where, "an object", message)
+        if not isinstance(role := message.get("role"), str):
+            raise invalid_type(f"{where}.role", "a string", role)
+        content = message.get("content")
+        if not isinstance(content, str | list) and content is not None:
+            raise invalid_type(f"{where}.content", "a string or an array", content)
+        for part_index, part in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(part, dict):
+                raise invalid_type(f"{where}.content[{part_index}]", "an object", part)
+    return messages
 
 
 def _messages_text(body: dict[str, Any]) -> str:
@@ -248,8 +341,10 @@ class Api:
         """Validate a decoded JSON body into a `Job` (output tokens are the engine's call)."""
         raise NotImplementedError
 
-    def error(self, status: int, message: str, code: str | None = None) -> bytes:
-        return openai_error(status, message, code)
+    def error(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> bytes:
+        return openai_error(status, message, code, param)
 
     def response(self, job: Job, tokens: list[str]) -> object:
         raise NotImplementedError

@@ -19,6 +19,7 @@ from chainlat.sim._formats import (
     ToolMode,
     count_tokens,
     flag,
+    invalid_type,
     message_list,
     message_text,
     model_name,
@@ -29,6 +30,11 @@ from chainlat.sim._formats import (
 )
 from chainlat.sim._schema import is_int
 from chainlat.sim._tools import declared_tools, known_tool, tool_results_of
+
+MAX_EMBEDDING_DIMENSIONS = 3072
+"""The most ``dimensions`` an embedding may ask for, as text-embedding-3-large gives."""
+MAX_EMBEDDING_INPUTS = 2048
+"""The most inputs one embeddings request may carry, OpenAI's limit."""
 
 
 def _openai_tools(body: dict[str, Any]) -> list[Tool]:
@@ -54,11 +60,17 @@ def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMo
         return mode, None
     function = choice.get("function") if isinstance(choice, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
-    if not isinstance(choice, dict) or choice.get("type") != "function" or not name:
+    if (
+        not isinstance(choice, dict)
+        or choice.get("type") != "function"
+        or not isinstance(name, str)
+        or not name
+    ):
         raise ApiError(
             400,
             "'tool_choice' must be 'none', 'auto', 'required' or "
             '{"type": "function", "function": {"name": ...}}',
+            param="tool_choice",
         )
     return "required", known_tool(name, tools)
 
@@ -66,8 +78,15 @@ def _openai_tool_choice(body: dict[str, Any], tools: list[Tool]) -> tuple[ToolMo
 def _stream_usage(body: dict[str, Any]) -> tuple[bool, bool]:
     """(stream, include_usage): a stream ends with a usage chunk only when asked."""
     stream = flag(body, "stream")
-    options = body.get("stream_options") or {}
-    return stream, stream and isinstance(options, dict) and options.get("include_usage") is True
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not isinstance(options, dict):
+        raise invalid_type("stream_options", "an object", options)
+    usage = options.get("include_usage")
+    if not isinstance(usage, bool) and usage is not None:
+        raise invalid_type("stream_options.include_usage", "a boolean", usage)
+    return stream, stream and usage is True
 
 
 def _stream_end(last: dict[str, Any], usage: dict[str, Any] | None) -> list[bytes]:
@@ -96,7 +115,7 @@ class ChatCompletions(Api):
         mode, forced = _openai_tool_choice(body, tools)
         parallel = body.get("parallel_tool_calls", True)
         if not isinstance(parallel, bool) and parallel is not None:
-            raise ApiError(400, "'parallel_tool_calls' must be a boolean")
+            raise invalid_type("parallel_tool_calls", "a boolean", parallel)
         return Job(
             api=self,
             id=self.id_prefix + job_id,
@@ -218,7 +237,7 @@ class Completions(Api):
         if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
             prompt = "".join(prompt)
         if not isinstance(prompt, str):
-            raise ApiError(400, "'prompt' must be a string or an array of strings")
+            raise ApiError(400, "'prompt' must be a string or an array of strings", param="prompt")
         stream, include_usage = _stream_usage(body)
         return Job(
             api=self,
@@ -286,11 +305,19 @@ class Embeddings(Api):
         ):
             inputs = [list(v) for v in value]
         else:
-            raise ApiError(400, "'input' must be a string, strings, or token arrays")
+            message = "'input' must be a string, strings, or token arrays"
+            raise ApiError(400, message, param="input")
+        if len(inputs) > MAX_EMBEDDING_INPUTS:
+            message = f"'input' holds {len(inputs)} inputs, at most {MAX_EMBEDDING_INPUTS}"
+            raise ApiError(400, message, param="input")
         dimensions = positive_int(body, "dimensions") or DEFAULT_EMBEDDING_DIMENSIONS
+        if dimensions > MAX_EMBEDDING_DIMENSIONS:
+            message = f"'dimensions' must be at most {MAX_EMBEDDING_DIMENSIONS}"
+            raise ApiError(400, message, param="dimensions")
         encoding_format = body.get("encoding_format") or "float"
         if encoding_format not in ("float", "base64"):
-            raise ApiError(400, "'encoding_format' must be 'float' or 'base64'")
+            message = "'encoding_format' must be 'float' or 'base64'"
+            raise ApiError(400, message, param="encoding_format")
         tokens = sum(len(i) if isinstance(i, list) else count_tokens(i) for i in inputs)
         return Job(
             api=self,

@@ -10,6 +10,9 @@ from chainlat.sim._formats import WORDS
 
 MAX_SCHEMA_DEPTH = 6
 """Deeper (or recursive) schemas get an empty object, array or a word."""
+MAX_STRING_CHARS = 256
+"""The longest string a ``minLength`` may ask for: a schema's length is the request's
+word, not a licence to fill the server's memory."""
 
 
 _FORMATS = {
@@ -101,8 +104,10 @@ def _clamp(schema: dict[str, Any], value: float) -> float:
 def _string(schema: dict[str, Any], rng: random.Random) -> str:
     word = rng.choice(WORDS)
     fmt = schema.get("format")
+    if not isinstance(fmt, str):
+        fmt = None  # a schema is the request's, so any JSON value may stand here
     if fmt in _FORMATS:
-        return _FORMATS[str(fmt)]
+        return _FORMATS[fmt]
     if fmt == "email":
         return f"{word}@example.com"
     if fmt in ("uri", "url", "iri"):
@@ -111,6 +116,7 @@ def _string(schema: dict[str, Any], rng: random.Random) -> str:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
     least, most = schema.get("minLength"), schema.get("maxLength")
     if is_int(least) and len(word) < least:
+        least = min(least, MAX_STRING_CHARS)
         word = (word * (least // len(word) + 1))[:least]
     if is_int(most) and len(word) > most:
         word = word[:most]
