@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Final
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions
+from chainlat._core import conventions, turn_start
 from chainlat._core.recorded import recorded_rollup
 from chainlat._core.rollup import SpanRecord, call_record
 from chainlat._core.runs import (
@@ -100,6 +102,7 @@ def runs_of_trace(
             outcomes[top.record.span_id],
             nested=nested[id(top)],
             incomplete=cycles.get(top.record.span_id),
+            spans=by_id,
         )
         for top in workflows
     ]
@@ -114,11 +117,26 @@ def _run(
     *,
     nested: bool = False,
     incomplete: str | None = None,
+    spans: Mapping[int, TracedSpan] | None = None,
 ) -> WorkflowRun:
     """The run of the run root ``top`` and its ``descendants``, with its recorded rollup
-    when it can be trusted."""
+    when it can be trusted; a framework's voice turn started where the caller stopped
+    speaking (`chainlat._core.turn_start`; ``spans``: the trace's, by id)."""
     records = [span.record for span in descendants]
+    end_of_turn: int | None = None
+    if spans is not None and turn_start.is_voice_turn(top.record, top.attributes):
+        found = turn_start.turn_start(top, spans.values(), _children_of(descendants, top))
+        if found is not None and found.speech_end_ns <= top.record.end_ns:
+            top = TracedSpan(
+                replace(top.record, start_ns=found.speech_end_ns),
+                top.attributes,
+                top.error,
+                top.origin,
+            )
+            end_of_turn = found.end_of_turn_ns
     root = top.record
+    if incomplete is None:
+        incomplete = _ended_after(root, records)
     steps = steps_of(root, records)
     marked = marked_first_output(top)
     recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
@@ -141,7 +159,33 @@ def _run(
         nested=nested,
         rebuilt=rebuilt,
         incomplete=incomplete,
+        end_of_turn_ns=end_of_turn,
     )
+
+
+def _children_of(descendants: list[TracedSpan], top: TracedSpan) -> dict[int, list[TracedSpan]]:
+    """The children of ``top`` among its descendants, by parent id (the rules read them)."""
+    top_id = top.record.span_id
+    return {top_id: [s for s in descendants if s.record.parent_id == top_id]}
+
+
+def _ended_after(root: SpanRecord, records: list[SpanRecord]) -> str | None:
+    """Why a run is not whole when a step of it ended after its workflow span (a model call
+    read from a generator after the ``with`` block exited): the workflow's figures, recorded
+    or rebuilt within its span, do not hold the step's time; None when none did."""
+    end = root.end_ns
+    late = next((rec for rec in records if rec.end_ns > end and rec.kind in _STEP_KINDS), None)
+    if late is None:
+        return None
+    after_ms = (late.end_ns - end) / 1_000_000
+    return (
+        f"step `{late.label}` ended after its workflow, {after_ms:g} ms past its end "
+        "(finished out of its context: a generator or task read after the block exited), so "
+        "the run's total, split and first output do not hold it"
+    )
+
+
+_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
 
 
 def _flat_run(spans: Sequence[TracedSpan]) -> tuple[TracedSpan, list[TracedSpan]] | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from chainlat._core import clock
+from chainlat._core import clock, turn_start
 from chainlat._core.records import WIRE, SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.trace_runs import is_outcome, runs_of_trace, workflow_name
@@ -16,7 +17,12 @@ from chainlat.traces._parse import Parsed
 
 DEFAULT_SETTLE_LINES: Final = 8
 _OWN_SOURCES: Final = frozenset(("chainlat", None))
-"""Sources of model calls timed by the application itself (``chainlat.inference``)."""
+"""Sources of model calls timed by the application itself (``chainlat.inference``), and
+the None of every record that is no model call."""
+_RECORD: Final = operator.attrgetter("record")
+_SOURCE: Final = operator.attrgetter("source")
+_START: Final = operator.attrgetter("start_ns")
+_END: Final = operator.attrgetter("end_ns")
 DEFAULT_IDLE_LINES: Final[int | None] = None
 """By default a trace is never judged on a line count alone (see :class:`Assembler`)."""
 DEFAULT_MAX_OPEN_TRACES: Final = 100_000
@@ -92,6 +98,11 @@ class ReadCounters:
     part, a total longer than the span, parts that do not sum), rebuilt from the spans."""
     first_rebuilt: str = ""
     """Where the first such rollup is and what is wrong with it."""
+    incomplete_runs: int = 0
+    """Runs that could not be read whole (a step that ended after its workflow, a root that
+    is its own parent): the judge does not pass their workflow's limits."""
+    first_incomplete: str = ""
+    """Where the first of them is and why."""
 
     def add(self, other: ReadCounters) -> None:
         """Add ``other``'s counts (peaks: the larger) to these."""
@@ -160,6 +171,11 @@ class ReadCounters:
                 f"{self.rebuilt_rollups} rollups recorded on workflow spans are impossible for "
                 f"their span and were rebuilt from the spans (the first: {self.first_rebuilt})"
             )
+        if self.incomplete_runs:
+            found.append(
+                f"{self.incomplete_runs} runs could not be read whole and their workflow's "
+                f"limits are not judged (the first: {self.first_incomplete})"
+            )
         if self.negative_spans:
             found.append(
                 f"{self.negative_spans} spans end before they start and were dropped, the "
@@ -218,6 +234,10 @@ def runs_of(
                 counters.rebuilt_rollups += 1
                 if not counters.first_rebuilt:
                     counters.first_rebuilt = f"{run.origin or run.workflow}: {run.rebuilt}"
+            if run.incomplete is not None:
+                counters.incomplete_runs += 1
+                if not counters.first_incomplete:
+                    counters.first_incomplete = f"{run.origin or run.workflow}: {run.incomplete}"
             if not run.nested:
                 _count_clock(run, counters)
         if len(runs) > 1 and not roots:
@@ -246,10 +266,12 @@ def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
     root = run.root
     if root is None:
         return
-    records = [span.record for span in run.spans]
+    # Per run read: the loops over its spans run in C (map), and the resolution's stops at
+    # the first start that is not a whole unit, the root's for a nanosecond clock.
+    records = list(map(_RECORD, run.spans))
     slack = clock.slack_ns(
-        itertools.chain((root.record.start_ns,), (r.start_ns for r in records)),
-        itertools.chain((root.record.end_ns,), (r.end_ns for r in records)),
+        itertools.chain((root.record.start_ns,), map(_START, records)),
+        itertools.chain((root.record.end_ns,), map(_END, records)),
     )
     if slack:
         counters.coarse_clock_runs += 1
@@ -260,15 +282,9 @@ def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
 
 def framework_timed(records: list[SpanRecord]) -> bool:
     """Whether a model call of a framework (not chainlat's own) has no HTTP-level span in
-    the run to time it at the wire."""
-    foreign = wire = False
-    for rec in records:
-        if rec.kind == "inference":
-            if rec.source == WIRE:
-                wire = True
-            elif rec.source not in _OWN_SOURCES:
-                foreign = True
-    return foreign and not wire
+    the run to time it at the wire (only a model call's record has a source)."""
+    sources = set(map(_SOURCE, records))
+    return WIRE not in sources and not sources <= _OWN_SOURCES
 
 
 # --- assembling spans into traces ---------------------------------------------------------
@@ -515,16 +531,18 @@ class Assembler:
         Both are common in real traces (skewed clocks, sampling, partial answers), so
         they are counted and reported once, not errors.
         """
-        starts = {s.record.span_id: s.record.start_ns for s in spans}
+        by_id = {s.record.span_id: s for s in spans}
         orphans = skewed = 0
         for span in spans:
             parent_id = span.record.parent_id
             if parent_id is None:
                 continue
-            parent_start = starts.get(parent_id)
-            if parent_start is None:
+            parent = by_id.get(parent_id)
+            if parent is None:
                 orphans += 1
-            elif span.record.start_ns < parent_start:
+            elif span.record.start_ns < parent.record.start_ns and not (
+                turn_start.backdated_on_purpose(span, parent)  # Pipecat's stt: no skew
+            ):
                 skewed += 1
         self._counters.orphan_spans += max(orphans - remote_parents, 0)
         self._counters.skewed_spans += skewed
