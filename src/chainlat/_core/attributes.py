@@ -141,6 +141,11 @@ CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.first_output.speec
 """The part of ``chainlat.chain.first_output.inference_ms`` spent in ``speech_to_text`` calls."""
 CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS: Final = "chainlat.chain.first_output.text_to_speech_ms"
 """The part of ``chainlat.chain.first_output.inference_ms`` spent in ``text_to_speech`` calls."""
+CHAIN_FIRST_OUTPUT_END_OF_TURN_MS: Final = "chainlat.chain.first_output.end_of_turn_ms"
+"""The part of ``chainlat.chain.first_output.overhead_ms`` spent waiting for the end of the
+caller's turn to be detected (endpointing): from the end of their words to the instant the
+framework decided they had finished; set on voice turns whose trace says both
+(docs/voice.md)."""
 SAMPLING_PROBABILITY: Final = "chainlat.sampling.probability"
 """The probability a sampler kept this trace with (0 < p <= 1), set by the Collector tier:
 percentiles weight each run by 1/p."""
@@ -316,6 +321,10 @@ PIPECAT_TTFB: Final = "metrics.ttfb"
 PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
 PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
 PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"
+PIPECAT_TURN_SPAN: Final = "turn"
+PIPECAT_STT_SPAN: Final = "stt"
+"""Pipecat's speech-to-text span: opened at the start of the caller's speech (backdated by
+its VAD's ``start_secs``), ended on the final transcript."""
 
 # --- LiveKit Agents (voice agents) ---------------------------------------------------
 # livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py; units and spans from the
@@ -329,6 +338,13 @@ LIVEKIT_INTERRUPTED: Final = "lk.interrupted"
 """On ``agent_turn``: the speech was interrupted."""
 LIVEKIT_E2E_LATENCY: Final = "lk.e2e_latency"
 """Seconds, on ``agent_turn``: from the user's end of speech to the agent starting to speak."""
+LIVEKIT_AGENT_TURN_SPAN: Final = "agent_turn"
+LIVEKIT_USER_SPEAKING_SPAN: Final = "user_speaking"
+"""One stretch of the caller's speech, ended at the VAD's end of speech backdated by the
+silence it waited on (voice/agent_session.py 2263-2284, voice/agent_activity.py 2469-2488)."""
+LIVEKIT_EOU_WAIT_SPAN: Final = "eou_wait"
+"""The end-of-turn wait: from the caller's last speech to the turn decision
+(voice/audio_recognition.py 373, 2133-2180)."""
 
 # --- the Vercel AI SDK (JavaScript), its ``ai.*`` spans ----------------------------------
 # ai 3 to 6 by default, ``LegacyOpenTelemetry`` of @ai-sdk/otel in ai 7: one span per call

@@ -15,6 +15,7 @@ _PART_OF: Final = {
     "text_to_speech": "inference",
     "first_output_speech_to_text": "first_output_split",
     "first_output_text_to_speech": "first_output_split",
+    "first_output_end_of_turn": "first_output_split",
 }
 """The part of the rollup a budget quantity is read from, where the names differ."""
 _KIND_FIELDS: Final = {
@@ -77,6 +78,11 @@ class Rollup:
     text_to_speech_ms: float | None = None
     first_output_speech_to_text_ms: float | None = None
     first_output_text_to_speech_ms: float | None = None
+    first_output_end_of_turn_ms: float | None = None
+    """The part of ``first_output_overhead_ms`` the caller waited for the end of their turn to
+    be detected (endpointing): from the end of their words, the run's start, to the instant
+    the framework decided the turn was over; None when the trace does not say when that was
+    (see `chainlat._core.voice.end_of_turn_cut` and docs/voice.md)."""
     unrecorded: tuple[str, ...] = ()
     """Model calls (step keys) whose end the trace does not record (their span ended before
     their own events): the parts named in ``unrecorded_parts`` are lower or upper bounds,
@@ -144,6 +150,7 @@ class Rollup:
             (attr.CHAIN_TEXT_TO_SPEECH_MS, self.text_to_speech_ms),
             (attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS, self.first_output_speech_to_text_ms),
             (attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS, self.first_output_text_to_speech_ms),
+            (attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS, self.first_output_end_of_turn_ms),
         ):
             if value is not None:
                 found[key] = value
@@ -187,6 +194,7 @@ class Rollup:
                 _optional_float(get(attr.CHAIN_TEXT_TO_SPEECH_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS)),
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS)),
+                _optional_float(get(attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS)),
                 _strings(unrecorded) if (unrecorded := get(attr.CHAIN_UNRECORDED)) else (),
                 _strings(parts) if (parts := get(attr.CHAIN_UNRECORDED_PARTS)) else (),
             )

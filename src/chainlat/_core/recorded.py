@@ -26,6 +26,7 @@ def with_first_output(recorded: Rollup, computed: Rollup) -> Rollup:
         first_output_overhead_ms=computed.first_output_overhead_ms,
         first_output_speech_to_text_ms=computed.first_output_speech_to_text_ms,
         first_output_text_to_speech_ms=computed.first_output_text_to_speech_ms,
+        first_output_end_of_turn_ms=computed.first_output_end_of_turn_ms,
     )
 
 
@@ -79,6 +80,7 @@ _OPTIONAL_PARTS: Final = operator.attrgetter(
     "cost_usd", "first_output_ms", "first_output_inference_ms", "first_output_data_ms",
     "first_output_tool_ms", "first_output_overhead_ms", "speech_to_text_ms",
     "text_to_speech_ms", "first_output_speech_to_text_ms", "first_output_text_to_speech_ms",
+    "first_output_end_of_turn_ms",
 )  # fmt: skip
 
 
@@ -114,6 +116,7 @@ def _negative_part(recorded: Rollup) -> str:
         attr.CHAIN_TEXT_TO_SPEECH_MS: recorded.text_to_speech_ms,
         attr.CHAIN_FIRST_OUTPUT_SPEECH_TO_TEXT_MS: recorded.first_output_speech_to_text_ms,
         attr.CHAIN_FIRST_OUTPUT_TEXT_TO_SPEECH_MS: recorded.first_output_text_to_speech_ms,
+        attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS: recorded.first_output_end_of_turn_ms,
     }
     for key, value in parts.items():
         if value is not None and value < 0:
@@ -129,7 +132,7 @@ def _speech_inconsistency(recorded: Rollup) -> str:
         and recorded.first_output_speech_to_text_ms is None
         and recorded.first_output_text_to_speech_ms is None
     ):
-        return ""  # no speech: the common case, per run read
+        return _end_of_turn_inconsistency(recorded)  # no speech: the common case, per run read
     for inference, parts, key in (
         (recorded.inference_ms, (recorded.speech_to_text_ms, recorded.text_to_speech_ms),
          attr.CHAIN_INFERENCE_MS),
@@ -140,6 +143,17 @@ def _speech_inconsistency(recorded: Rollup) -> str:
         speech = sum(p for p in parts if p is not None)
         if speech > (inference or 0.0) + _TOLERANCE_MS:
             return f"the speech parts of {key} are {speech:g} ms, more than it"
+    return _end_of_turn_inconsistency(recorded)
+
+
+def _end_of_turn_inconsistency(recorded: Rollup) -> str:
+    """The end-of-turn wait is a part of the first output's overhead (docs/voice.md)."""
+    waited = recorded.first_output_end_of_turn_ms
+    if waited is not None and waited > (recorded.first_output_overhead_ms or 0.0) + _TOLERANCE_MS:
+        return (
+            f"{attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS} {waited:g} is more than "
+            f"{attr.CHAIN_FIRST_OUTPUT_OVERHEAD_MS}"
+        )
     return ""
 
 

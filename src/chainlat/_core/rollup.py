@@ -20,6 +20,7 @@ work, not the model's (docs/attributes.md, rules of the rollup).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from itertools import repeat
@@ -77,6 +78,7 @@ def compute_rollup(
     first_output_ns: int | None = None,
     prices: Prices | None = None,
     pieces: list[PathPiece] | None = None,
+    end_of_turn_ns: int | None = None,
 ) -> Rollup:
     """Roll the spans of one workflow up into chain latency.
 
@@ -97,6 +99,10 @@ def compute_rollup(
             (a waterfall draws the path from the rollup's own walk).
         prices: Model prices: the cost of the run's model calls, when each has a price
             and token counts.
+        end_of_turn_ns: For a voice turn started at the end of the caller's words: the
+            instant the framework decided their turn was over. The wait for the first
+            output before it is the end-of-turn wait (``first_output_end_of_turn_ms``, a
+            part of the overhead; `voice.end_of_turn_cut`).
     """
     # Runs for every workflow (on the export worker, or in the application's thread when
     # it reads the rollup) and for every run the CLI reads: written for speed (locals, no
@@ -134,13 +140,17 @@ def compute_rollup(
     wait_path: list[tuple[Node, int, int]] | None = None
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
-        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, speech, split, slack)
+        waits, wait_path = _wait(
+            top, output_ns, source, segments, disjoint, speech, split, slack, end_of_turn_ns
+        )
     cost = None
     if prices is not None and tally.calls:
         cost = _cost(
             tally.calls, prices, tally.tokens_in, tally.tokens_out, records, tally.group_of
         )
     speech_ms = _speech_ms(segments, wait_path) if speech is not None else {}
+    if end_of_turn_ns is not None and output_ns is not None:
+        speech_ms["first_output.end_of_turn"] = _end_of_turn_ms(top, end_of_turn_ns, output_ns)
     rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
     if tally.unrecorded - tally.at_wire:
         rollup = _unrecorded(rollup, tally, renamed, output_ns, first_output_ns, source)
@@ -159,16 +169,20 @@ def _release(top: Node, stand_ins: list[Node]) -> None:
         node.parent = node.owner = node.enclosing = None
 
 
-def _starts(root: SpanRecord, records: list[SpanRecord]) -> Iterable[int]:
-    yield root.start_ns
-    for rec in records:
-        yield rec.start_ns
+def _starts(root: SpanRecord, records: list[SpanRecord]) -> list[int]:
+    found = list(map(_START_NS, records))  # a C loop: this runs for every run rolled up
+    found.append(root.start_ns)
+    return found
 
 
-def _ends(root: SpanRecord, records: list[SpanRecord]) -> Iterable[int]:
-    yield root.end_ns
-    for rec in records:
-        yield rec.end_ns
+def _ends(root: SpanRecord, records: list[SpanRecord]) -> list[int]:
+    found = list(map(_END_NS, records))
+    found.append(root.end_ns)
+    return found
+
+
+_START_NS: Final = operator.attrgetter("start_ns")
+_END_NS: Final = operator.attrgetter("end_ns")
 
 
 def _walk(
@@ -237,14 +251,16 @@ def _wait(
     speech: list[Node] | None,
     split: Mapping[str, int],
     slack_ns: int = 0,
+    end_of_turn_ns: int | None = None,
 ) -> tuple[dict[str, int], list[tuple[Node, int, int]]]:
     """Phase 4: the wait for the first output at ``output_ns``, split by kind along the
-    critical path to that instant; and that path, kept for a run with a speech call.
-    ``split``: the whole path's split by kind, summed from ``segments``; ``slack_ns``: as
-    for `_walk`."""
+    critical path to that instant; and that path, kept for a run with a speech call or an
+    end of turn. ``split``: the whole path's split by kind, summed from ``segments``;
+    ``slack_ns``: as for `_walk`; ``end_of_turn_ns``: as for `compute_rollup`."""
     waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     wait_path: list[tuple[Node, int, int]] = []
-    if disjoint and critical_path.SHORTCUT and speech is None:
+    keep = speech is not None or end_of_turn_ns is not None
+    if disjoint and critical_path.SHORTCUT and not keep:
         # The same cut, from the other end: the whole path's split, less what lies after
         # the output (segments are in time order, and end to end). The output mostly comes
         # late in a run, so this reads a few segments rather than most.
@@ -261,10 +277,9 @@ def _wait(
             if seg_start >= output_ns:
                 break
             seg_end = seg_end if seg_end < output_ns else output_ns
-            waits[node.attribution] += seg_end - seg_start
-            if speech is not None:
-                wait_path.append((node, seg_start, seg_end))
-        return waits, wait_path
+            wait_path.append((node, seg_start, seg_end))
+        wait_path = _cut(wait_path, top, end_of_turn_ns)
+        return _waits_of(wait_path), wait_path
     # At the output's instant the walk goes through the call that gave it, whatever else
     # ends there too (everything running at that instant is cut).
     favoured: set[int] = set()
@@ -274,9 +289,27 @@ def _wait(
     wait_path = critical_path.wait_segments(top, output_ns, favoured, slack_ns)
     if speech is not None:
         wait_path = voice.fill_model_gaps(wait_path, speech)
-    for node, seg_start, seg_end in wait_path:
+    wait_path = _cut(wait_path, top, end_of_turn_ns)
+    return _waits_of(wait_path), wait_path
+
+
+def _cut(
+    path: list[tuple[Node, int, int]], top: Node, end_of_turn_ns: int | None
+) -> list[tuple[Node, int, int]]:
+    """The wait's path with its end-of-turn stretch given to the run (`voice.end_of_turn_cut`)."""
+    return path if end_of_turn_ns is None else voice.end_of_turn_cut(path, top, end_of_turn_ns)[0]
+
+
+def _waits_of(path: list[tuple[Node, int, int]]) -> dict[str, int]:
+    waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
+    for node, seg_start, seg_end in path:
         waits[node.attribution] += seg_end - seg_start
-    return waits, wait_path
+    return waits
+
+
+def _end_of_turn_ms(top: Node, end_of_turn_ns: int, output_ns: int) -> float:
+    """The stretch of the wait `_cut` gave to the run: from its start to the decision."""
+    return max(min(end_of_turn_ns, output_ns) - top.start, 0) / _NS_PER_MS
 
 
 def _speech_ms(
@@ -337,6 +370,7 @@ def _rollup(
         speech_ms.get("text_to_speech"),  # text_to_speech_ms
         speech_ms.get("first_output.speech_to_text"),  # first_output_speech_to_text_ms
         speech_ms.get("first_output.text_to_speech"),  # first_output_text_to_speech_ms
+        speech_ms.get("first_output.end_of_turn"),  # first_output_end_of_turn_ms
     )
 
 

@@ -187,7 +187,21 @@ class WorkflowRun:
         """The rollup computed afresh from the run's spans (the recorded one may be older);
         with ``prices``, its cost too."""
         marked = marked_first_output(self.root) if self.root is not None else None
-        return compute_rollup(self.root_record, self.records, first_output_ns=marked, prices=prices)
+        return compute_rollup(
+            self.root_record,
+            self.records,
+            first_output_ns=marked,
+            prices=prices,
+            end_of_turn_ns=self.end_of_turn_ns,
+        )
+
+    @property
+    def end_of_turn_ns(self) -> int | None:
+        """For a voice turn whose trace says when its end was decided: that instant (the
+        run starts at the end of the caller's words, `chainlat._core.turn_start`), kept in
+        the rollup as the end-of-turn part of the first output's wait."""
+        waited = self.rollup.first_output_end_of_turn_ms
+        return None if waited is None else self.start_ns + round(waited * _NS_PER_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,13 +281,17 @@ def built_run(
     nested: bool = False,
     rebuilt: str = "",
     incomplete: str | None = None,
+    end_of_turn_ns: int | None = None,
 ) -> WorkflowRun:
     """The one builder of a run, live or read (``traced``: the workflow span read from a
     trace, kept on the run with its descendants ``spans``); the rollup and the steps are
-    computed from the records when not given."""
+    computed from the records when not given (``end_of_turn_ns``: as for
+    `compute_rollup`)."""
     if rollup is None:
         marked = marked_first_output(traced) if traced is not None else None
-        rollup = compute_rollup(root, records, first_output_ns=marked)
+        rollup = compute_rollup(
+            root, records, first_output_ns=marked, end_of_turn_ns=end_of_turn_ns
+        )
     return WorkflowRun(
         workflow=workflow,
         rollup=rollup,

@@ -49,9 +49,11 @@ SPEECH_QUANTITIES: Final = (
     "text_to_speech",
     "first_output_speech_to_text",
     "first_output_text_to_speech",
+    "first_output_end_of_turn",
 )
-"""Budget quantities of voice runs: the critical-path time in each speech operation, for
-the whole run and for the wait for the first output."""
+"""Quantities of voice runs: the critical-path time in each speech operation, for the whole
+run and for the wait for the first output, and the wait for the end of the caller's turn to
+be detected (`end_of_turn_cut`)."""
 
 
 def speech_ms(rollup: object, quantity: str) -> float | None:
@@ -123,6 +125,32 @@ def fill_model_gaps(
             else:
                 out.append((piece, low, high))
     return out
+
+
+def end_of_turn_cut(
+    path: list[tuple[N, int, int]], top: N, committed_ns: int
+) -> tuple[list[tuple[N, int, int]], int]:
+    """The wait for the first output with its stretch before ``committed_ns`` given to the
+    run itself (overhead), and that stretch's length: the end-of-turn wait.
+
+    The run starts where the caller stopped speaking; the framework answers only once it
+    has decided they finished (endpointing: a VAD's silence, an end-of-utterance model),
+    at ``committed_ns``. Whatever a span of the turn did before that instant (Pipecat's
+    ``stt`` opens when the caller starts speaking; LiveKit can start a reply early) did not
+    bring the answer closer than the decision: the caller waited for the decision. The
+    stretch is overhead, ``first_output_end_of_turn_ms`` names it (a part of
+    ``first_output_overhead_ms``, as the speech parts are parts of the inference time).
+    ``path``: the wait's segments, in time order, end to end from the run's start.
+    """
+    if not path or committed_ns <= path[0][1]:
+        return path, 0
+    start = path[0][1]
+    out: list[tuple[N, int, int]] = [(top, start, min(committed_ns, path[-1][2]))]
+    for node, low, high in path:
+        if high <= committed_ns:
+            continue
+        out.append((node, max(low, committed_ns), high))
+    return out, out[0][2] - start
 
 
 _OPERATIONS: Final = {

@@ -1,0 +1,151 @@
+"""Where a voice turn starts: the end of the caller's words, whoever wrote the trace.
+
+What a caller waits for is the time from the end of their words to the first sound of the
+answer (docs/voice.md). A framework opens its turn span elsewhere: Pipecat's ``turn`` when
+the caller *starts* speaking, LiveKit's ``agent_turn`` after the end-of-turn wait (482 to
+591 ms after the caller stopped, in the runs of docs/voice.md). Each rule below finds the
+end of the words in what the framework wrote, and the instant it decided the turn was over
+when the trace says so (the end-of-turn wait between them is a part of the first output's
+split, `chainlat._core.voice.end_of_turn_cut`). chainlat's own turns need no rule: the
+workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` already.
+
+- **LiveKit Agents** (livekit-agents 1.8.9): the end of the last ``user_speaking`` span of
+  the turn, the caller's speech ended at the VAD's end of speech backdated by the silence
+  it waited on (voice/agent_session.py 2263-2284, fed by voice/agent_activity.py
+  2469-2488); the turn's ``user_speaking`` is the last one to start before the
+  ``agent_turn`` opens and to end after the turn before it opened (a caller speaking over
+  an answer starts the next turn). The decision: the end of the ``eou_wait`` span
+  (voice/audio_recognition.py 2133-2180, ended ``committed`` at 1881) started within
+  that speech or after it, else the ``agent_turn``'s opening.
+- **Pipecat** (pipecat-ai 1.14.0): the end of the turn's last ``stt`` span less its
+  ``metrics.ttfb``. Pipecat's STT time to first byte counts from the VAD's stop less
+  ``stop_secs`` (services/stt_service.py 636-644: "the actual speech end time"), as its
+  ``turn.user_bot_latency_seconds`` does (observers/user_bot_latency_observer.py 648-653),
+  to the finalized transcript (stt_service.py 529-541), and the span ends on that
+  transcript (utils/tracing/service_decorators.py 755-760). With ``stop_secs = 0`` Pipecat
+  measures no STT time to first byte (stt_service.py 637-638): the turn then starts where
+  Pipecat opened it. No span says when the VAD stopped: the wait for it stays in the
+  speech-to-text part, as Pipecat counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from chainlat._core import attributes as attr
+from chainlat._core.records import SpanRecord
+
+_NS_PER_MS: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """The end of the caller's words, and the instant the turn was decided if known."""
+
+    speech_end_ns: int
+    end_of_turn_ns: int | None
+    """When the framework decided the caller had finished; None when the trace does not
+    say (the end-of-turn wait is then not split out)."""
+    rule: str
+    """Which rule found it: ``livekit.user_speaking``, ``pipecat.stt_ttfb``."""
+
+
+class _Span(Protocol):
+    """What the rules read of a span: its record and its attributes (a ``TracedSpan``)."""
+
+    @property
+    def record(self) -> SpanRecord: ...
+    @property
+    def attributes(self) -> Mapping[str, object]: ...
+
+
+def is_voice_turn(record: SpanRecord, attributes: Mapping[str, object]) -> bool:
+    """Whether a run root is a framework's voice turn that a rule here may move."""
+    if record.name == attr.LIVEKIT_AGENT_TURN_SPAN:
+        return True
+    return record.name == attr.PIPECAT_TURN_SPAN and attr.PIPECAT_TURN_NUMBER in attributes
+
+
+def backdated_on_purpose(child: _Span, parent: _Span) -> bool:
+    """Whether a span that starts before its parent was started there by its framework on
+    purpose, not by a skewed clock: Pipecat's ``stt`` starts at the start of the caller's
+    speech (its VAD's ``start_secs`` before the VAD said so: utils/tracing/
+    service_decorators.py 632-640, 676-679), the turn it belongs to opens when the turn
+    tracker hears of that speech, a few ms later. And a framework's voice turn inside the
+    application's workflow (docs/voice.md, "Wrapped"): the workflow starts at the end of the
+    caller's words (``user_stopped_speaking()``), the framework's turn when they started
+    speaking. The rollup clips such a child to its parent as any child (docs/voice.md, "A
+    turn"); the readers do not call it clock skew."""
+    if child.record.name == attr.PIPECAT_STT_SPAN:
+        return (
+            parent.record.name == attr.PIPECAT_TURN_SPAN
+            and attr.PIPECAT_TURN_NUMBER in parent.attributes
+        )
+    return is_voice_turn(child.record, child.attributes) and parent.record.kind == "workflow"
+
+
+def turn_start(
+    turn: _Span, spans: Iterable[_Span], children: Mapping[int, Sequence[_Span]]
+) -> TurnStart | None:
+    """Where the voice turn rooted at ``turn`` starts, by its framework's rule; None when no
+    rule applies or the trace does not say. ``spans``: every span of the trace;
+    ``children``: them by parent id."""
+    rec = turn.record
+    if rec.name == attr.LIVEKIT_AGENT_TURN_SPAN:
+        return _livekit(rec, spans)
+    if rec.name == attr.PIPECAT_TURN_SPAN and attr.PIPECAT_TURN_NUMBER in turn.attributes:
+        return _pipecat(rec, children.get(rec.span_id, ()))
+    return None
+
+
+def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
+    speaking: list[SpanRecord] = []
+    waits: list[SpanRecord] = []
+    before = None  # the start of the agent turn before this one
+    for span in spans:
+        rec = span.record
+        if rec.name == attr.LIVEKIT_USER_SPEAKING_SPAN:
+            speaking.append(rec)
+        elif rec.name == attr.LIVEKIT_EOU_WAIT_SPAN:
+            # Not asked whether it ended "committed" (the trace readers keep no such key):
+            # a wait ended by the caller resuming started before the speech that resumed.
+            waits.append(rec)
+        elif (
+            rec.name == attr.LIVEKIT_AGENT_TURN_SPAN
+            and rec.start_ns < turn.start_ns
+            and (before is None or rec.start_ns > before)
+        ):
+            before = rec.start_ns
+    mine = [
+        s
+        for s in speaking
+        if s.start_ns < turn.start_ns
+        and s.end_ns <= turn.end_ns
+        and (before is None or s.end_ns > before)
+    ]
+    if not mine:
+        return None
+    speech = max(mine, key=lambda s: (s.start_ns, s.end_ns))
+    decided = [w.end_ns for w in waits if speech.start_ns <= w.start_ns <= turn.start_ns]
+    end_of_turn = max(decided) if decided else turn.start_ns
+    return TurnStart(speech.end_ns, max(end_of_turn, speech.end_ns), "livekit.user_speaking")
+
+
+def _pipecat(turn: SpanRecord, kids: Iterable[_Span]) -> TurnStart | None:
+    last: SpanRecord | None = None
+    for span in kids:
+        rec = span.record
+        if (
+            rec.name == attr.PIPECAT_STT_SPAN
+            and rec.ttft_ms is not None
+            and (last is None or rec.end_ns > last.end_ns)
+        ):
+            last = rec
+    if last is None or last.ttft_ms is None:
+        return None
+    speech_end = last.end_ns - round(last.ttft_ms * _NS_PER_MS)
+    if not last.start_ns <= speech_end <= last.end_ns:
+        return None  # a time to first byte longer than the span: not this span's speech
+    return TurnStart(speech_end, None, "pipecat.stt_ttfb")
