@@ -3,7 +3,8 @@
 Run in the ``pipecat`` environment by ``tests/interop/voice/run.py``: ``python
 pipecat_agent.py --base-url URL --traces FILE --turns N [--httpx]``. The pipeline is
 Pipecat's own: a local input transport that plays generated audio (a 220 Hz tone, 20 ms
-frames, in real time) and signals the end of each utterance as a VAD would, Pipecat's
+frames, in real time) and signals the end of each utterance as a VAD would (after
+``STOP_SECS`` of silence, its ``VADUserStoppedSpeakingFrame`` saying so), Pipecat's
 OpenAI-compatible STT (segmented: the utterance's audio goes to
 ``/v1/audio/transcriptions`` when the caller stops), the LLM context aggregators, its
 OpenAI LLM service (``/v1/chat/completions``, streamed) and TTS service
@@ -49,6 +50,9 @@ FRAME_MS = 20
 SPEECH_S = (1.2, 0.8, 1.6, 1.0, 1.4, 0.9)
 """How long the caller speaks in each turn (cycled)."""
 CONVERSATION = "interop-voice"
+STOP_SECS = 0.2
+"""The silence a VAD waits before it says the caller stopped (Pipecat's recommended
+``VADParams.stop_secs``): the end of the words is that much before its stop frame."""
 PAUSE_S = 5.0
 """Silence after the end of an utterance before the next: room for the whole answer to be
 played, so that no turn is interrupted."""
@@ -172,9 +176,28 @@ async def main(args: argparse.Namespace) -> None:
                 delay = started + (i + 1) * FRAME_MS / 1000 - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            stopped_at.append(time.time_ns())
+            words_end = time.time_ns()
+            stopped_at.append(words_end)
             stopped()
-            await self.broadcast_frame(VADUserStoppedSpeakingFrame)
+            # The VAD hears STOP_SECS of silence before it says so, and says how long it
+            # waited: Pipecat counts its STT's time to first byte and its user-bot latency
+            # from its stop less stop_secs, the end of the words.
+            silence = bytes(len(chunk))
+            quiet = time.perf_counter()
+            for i in range(round(STOP_SECS * 1000 / FRAME_MS)):
+                await self.push_audio_frame(
+                    InputAudioRawFrame(audio=silence, sample_rate=IN_RATE, num_channels=1)
+                )
+                delay = quiet + (i + 1) * FRAME_MS / 1000 - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            # Stamped as a VAD stamps it: stop_secs after the last sound (the loop above may
+            # overrun by a few ms on a busy machine; the VAD's clock is the audio's).
+            await self.broadcast_frame(
+                VADUserStoppedSpeakingFrame,
+                stop_secs=STOP_SECS,
+                timestamp=words_end / 1e9 + STOP_SECS,
+            )
             await self.broadcast_frame(UserStoppedSpeakingFrame)
 
     class SilentOutput(BaseOutputTransport):
