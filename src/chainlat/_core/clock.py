@@ -22,6 +22,7 @@ millisecond: that is the overlap the walk must allow for (:func:`slack_ns`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -42,14 +43,26 @@ def resolution_ns(starts: Iterable[int]) -> int:
         >>> resolution_ns([1_700_000_000_000_000_000, 1_700_000_000_031_000_417])
         1
     """
-    seen = 0
-    candidates = list(UNITS_NS)
-    for start in starts:
-        seen += 1
-        candidates = [unit for unit in candidates if start % unit == 0]
-        if not candidates:
-            return EXACT_NS
-    return candidates[0] if seen >= 2 else EXACT_NS
+    # Runs for every run read: their greatest common divisor, found in C.
+    values = starts if isinstance(starts, list) else list(starts)
+    if len(values) < 2:
+        return EXACT_NS
+    common = math.gcd(*values)
+    for unit in UNITS_NS:
+        if common % unit == 0:
+            return unit
+    return EXACT_NS
+
+
+def may_be_coarse(start_ns: int) -> bool:
+    """Whether a clock that wrote this start may be coarser than a microsecond: a run's
+    other starts need looking at only then (one start off the unit rules every unit out).
+
+    Example:
+        >>> may_be_coarse(1_700_000_000_000_417_000), may_be_coarse(1_700_000_000_000_000_417)
+        (True, False)
+    """
+    return start_ns % UNITS_NS[-1] == 0
 
 
 def describe(resolution: int) -> str:

@@ -130,7 +130,8 @@ def compute_rollup(
         # that call (see `voice.fill_model_gaps`); other runs' paths are not changed.
         speech = tally.calls if voice.has_speech(tally.calls) else None
         # Siblings that overlap by no more than the rounding of their starts are sequential.
-        slack = clock.slack_ns(_starts(root, records), _ends(root, records))
+        if clock.may_be_coarse(root.start_ns):
+            slack = clock.slack_ns(_starts(root, records), _ends(root, records))
         split, path, segments, disjoint = _walk(top, renamed, pieces, speech, slack)
     output_ns = first_output_ns
     source: Node | None = None

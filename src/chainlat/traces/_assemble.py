@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import itertools
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -266,16 +265,17 @@ def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
     root = run.root
     if root is None:
         return
-    # Per run read: the loops over its spans run in C (map), and the resolution's stops at
-    # the first start that is not a whole unit, the root's for a nanosecond clock.
+    # Per run read: the loops over its spans run in C (map, the resolution's gcd), and only
+    # for a run whose root's start leaves a coarse clock possible.
     records = list(map(_RECORD, run.spans))
-    slack = clock.slack_ns(
-        itertools.chain((root.record.start_ns,), map(_START, records)),
-        itertools.chain((root.record.end_ns,), map(_END, records)),
-    )
-    if slack:
-        counters.coarse_clock_runs += 1
-        counters.coarse_clock_ns = max(counters.coarse_clock_ns, slack)
+    start_ns = root.record.start_ns
+    if clock.may_be_coarse(start_ns):
+        starts = list(map(_START, records))
+        starts.append(start_ns)
+        slack = clock.slack_ns(starts, [*map(_END, records), root.record.end_ns])
+        if slack:
+            counters.coarse_clock_runs += 1
+            counters.coarse_clock_ns = max(counters.coarse_clock_ns, slack)
     if framework_timed(records):
         counters.framework_timed_runs += 1
 
