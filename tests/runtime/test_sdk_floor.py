@@ -57,7 +57,8 @@ def declared_floor() -> str:
     """The lower bound pyproject.toml declares for opentelemetry-sdk."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     for requirement in project["dependencies"]:
-        found = re.fullmatch(r"opentelemetry-sdk\s*>=\s*([0-9.]+)", requirement.strip())
+        bound = r"opentelemetry-sdk\s*>=\s*([0-9.]+)(\s*,\s*<.*)?"  # a ceiling may follow
+        found = re.fullmatch(bound, requirement.strip())
         if found:
             return found.group(1)
     raise AssertionError("pyproject.toml declares no opentelemetry-sdk>= bound")
