@@ -34,6 +34,11 @@ MEGABYTE = 1_000_000
         ("@", None),
         ("(b'", None),
         ("sk-", REDACTED),
+        ("//", None),
+        ("\\/\\/", None),
+        ("//u:a ", None),
+        ("AKIA" + "A" * 16 + " ", f"{REDACTED} " * (MEGABYTE // 21)),
+        ("hooks.slack.com/", None),
     ],
 )
 def test_scrub_finishes_on_a_megabyte_of_adversarial_text(unit: str, expected: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainlat._core.redact import REDACTED, scrub_url
+from chainlat._core.redact import REDACTED, scrub, scrub_url
 from support.credentials import GOOGLE_KEY, PLAIN_SECRET
 
 
@@ -100,3 +100,39 @@ def test_scrub_url_returns_malformed_urls_as_text(url: str) -> None:
 
 def test_scrub_url_redacts_the_password_of_a_malformed_url() -> None:
     assert scrub_url("http://u:pw@[::1") == f"http://u:{REDACTED}@[::1"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"http:\\/\\/u:{PLAIN_SECRET}@h\\/x", f"http:\\/\\/u:{REDACTED}@h\\/x"),
+        (f"//u:{PLAIN_SECRET}@h/x", f"//u:{REDACTED}@h/x"),
+        (f"\\/\\/u:{PLAIN_SECRET}@h", f"\\/\\/u:{REDACTED}@h"),
+        ("http://u:pass word7@h/x", f"http://u:{REDACTED}@h/x"),
+        ("http://u:correct horse battery staple@h", f"http://u:{REDACTED}@h"),
+        ("http://u:pa#ss7@h/x", f"http://u:{REDACTED}@h/x"),
+        ("postgres://u:p ss#w0rd@db:5432/x", f"postgres://u:{REDACTED}@db:5432/x"),
+    ],
+)
+def test_scrub_url_redacts_escaped_scheme_relative_and_spaced_passwords(
+    url: str, expected: str
+) -> None:
+    """Each of these once came back whole (issue 44)."""
+    assert scrub_url(url) == expected
+    assert scrub(f"failed: {url} (retrying)") == f"failed: {expected} (retrying)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "http://example.com:8080 is down, mail ops@example.com",
+        "http://example.com:8080 is down mail ops@example.com",
+        "https://example.com#section then write to me@example.com",
+        "a // comment, see user@example.com",
+        "https:\\/\\/api.example.com\\/v1\\/chat",
+        "//cdn.example.com/lib.js",
+    ],
+)
+def test_scrub_leaves_urls_followed_by_an_address_unchanged(text: str) -> None:
+    """A port, a fragment or a comment before an "@" is not a password."""
+    assert scrub(text) == text

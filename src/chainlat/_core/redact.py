@@ -44,6 +44,7 @@ _SECRET_WORDS: Final = frozenset(
         "password",
         "passwords",
         "passwd",
+        "passphrase",
         "pwd",
         "auth",
         "authorization",
@@ -103,10 +104,18 @@ _ACRONYM: Final = re.compile(r"([A-Z])([A-Z][a-z])")
 _NON_ALNUM: Final = re.compile(r"[^a-z0-9]+")
 
 # A URL's scheme starts with a letter, but the run of scheme characters before "://" is
-# taken whole (``--http://u:p@h``, an option name typed as a URL, still has its password).
-_URL: Final = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z0-9+.-]++://[^\s'\"<>\\`]*+")
+# taken whole (``--http://u:p@h``, an option name typed as a URL, still has its password);
+# it may be missing (``//u:p@h``, scheme-relative) and the slashes JSON-escaped
+# (``https:\/\/u:p@h``). Right after them a password may hold quotes and up to four
+# spaces (``u:correct horse@h``), as people type them.
+_URL: Final = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z0-9+.-]*+:?(?://|\\/\\/)"
+    r"(?:[^\s/\\?#@:'\"<>`]*+:[^\s/\\?@]++(?: [^\s/\\?@]++){0,4}+@)?+"
+    r"(?:[^\s'\"<>\\`]++|\\/)*+"
+)
 
-_AUTHORITY_END: Final = re.compile(r"[/?#\s]")
+# A backslash ends the authority too: it starts the JSON escape of the path's slash.
+_AUTHORITY_END: Final = re.compile(r"[/?#\s\\]")
 _PARAM: Final = re.compile(r"(?<=[?&#;])(?P<name>[^=&#?;\s]*+)=(?P<value>[^&#?;\s]*+)")
 
 _QUOTED: Final = r"b?'(?:[^'\\\n]++|\\.)*+'?|b?\"(?:[^\"\\\n]++|\\.)*+\"?"
@@ -127,8 +136,11 @@ _TUPLE: Final = re.compile(
 )
 # The value stops at a backslash so that the repr escape ending a header read with its
 # newline (b'Bearer sk-...\n') stays, but a \xNN escape inside the value does not split it.
+# Header names written with a space instead of a colon ("api-key X", "Password X") are
+# read as schemes are: the next value is redacted unless it is an ordinary word.
 _AUTH_SCHEME: Final = re.compile(
-    r"(?<![A-Za-z0-9_-])(?P<scheme>(?i:bearer|basic))(?P<sep>\s++)"
+    r"(?<![A-Za-z0-9_-])(?=[BbPpAaXx])(?P<scheme>(?i:bearer|basic|(?:x-)?api[-_]?key|password|passwd"
+    r"|passphrase|aws_secret_access_key))(?P<sep>\s++)(?![:=])"
     r"(?P<value>(?:[^\s'\"\\,;]++|\\x[0-9a-fA-F]{2})++)"
 )
 _SHAPES: Final = re.compile(
@@ -157,11 +169,29 @@ def scrub_url(url: str) -> str:
     # Every "//" and every parameter, not only the first: URLs nest (?next=https://u:p@h).
     out: list[str] = []
     pos = 0
-    while (slashes := url.find("//", pos)) >= 0:
-        start = slashes + 2
+    escaped, plain = url.find("\\/\\/"), url.find("//")
+    while True:
+        # Each searched again only once passed: linear, however many slashes there are.
+        if 0 <= escaped < pos:
+            escaped = url.find("\\/\\/", pos)
+        if 0 <= plain < pos:
+            plain = url.find("//", pos)
+        if escaped >= 0 and (plain < 0 or escaped < plain):
+            start = escaped + 4
+        elif plain >= 0:
+            start = plain + 2
+        else:
+            break
         end_match = _AUTHORITY_END.search(url, start)
         end = end_match.start() if end_match else len(url)
         at = url.rfind("@", start, end)
+        if at < 0 and url[end : end + 1] in (" ", "#"):
+            # A password with a space or a "#" in it, as people type them.
+            loose = _loose_userinfo().match(url, start)
+            if loose and not _is_port(loose["user"], loose["password"]):
+                at = loose.end() - 1
+                end_match = _AUTHORITY_END.search(url, at)
+                end = end_match.start() if end_match else len(url)
         out.append(url[pos:start])
         if at >= 0:
             user, colon, password = url[start:at].partition(":")
@@ -176,6 +206,21 @@ def scrub_url(url: str) -> str:
         pos = end
     out.append(url[pos:])
     return _scrub_shapes(_PARAM.sub(_redact_param, "".join(out)))
+
+
+@functools.cache
+def _loose_userinfo() -> re.Pattern[str]:
+    """``user:pass word@`` or ``user:pa#ss@``: up to four spaces, any "#"; compiled on first
+    use (a userinfo that needs it is rare), not when chainlat is imported."""
+    word = r"[^\s/\\?@]++"
+    return re.compile(rf"(?P<user>[^\s/\\?#@:]*+):(?P<password>{word}(?: {word}){{0,4}}+)@")
+
+
+def _is_port(user: str, password: str) -> bool:
+    """``example.com:8080 is down, mail ops@x.com``: a host and its port, then prose."""
+    digits = len(password) - len(password.lstrip("0123456789"))
+    host = "." in user or user == "localhost"
+    return host and digits > 0 and not password[digits : digits + 1].isalnum()
 
 
 def scrub(text: str) -> str:
@@ -237,8 +282,14 @@ def _is_secret_short_name(name: str) -> bool:
 
 
 def _name_is_secret(name: str) -> bool:
+    # Split at case changes (apiKey, XApiKey) and, since header names have no case, also
+    # without them (api-keY, APIKEY): either reading that names a credential counts.
     spaced = _ACRONYM.sub(r"\1 \2", _CAMEL.sub(r"\1 \2", name))
-    words = [word for word in _NON_ALNUM.split(spaced.lower()) if word]
+    return _words_are_secret(spaced.lower()) or _words_are_secret(name.lower())
+
+
+def _words_are_secret(name: str) -> bool:
+    words = [word for word in _NON_ALNUM.split(name) if word]
     if not words or words[-1] in _METADATA_WORDS:
         return False
     return any(word in _SECRET_WORDS or word.endswith(_SECRET_SUFFIXES) for word in words)
@@ -308,8 +359,9 @@ def _is_word(text: str) -> bool:
 def _redact_auth_scheme(match: re.Match[str]) -> str:
     value = match["value"]
     word = value.rstrip("=")
-    # "Bearer token required", "Basic usage", 'Bearer realm="api"' are prose, not credentials.
-    if _is_word(word):
+    # "Bearer token required", "Basic usage", 'Bearer realm="api"', "passphrase (optional)"
+    # are prose, not credentials.
+    if _is_word(word) or value.startswith(("(", "[", "{", "<")):
         return match.group()
     return f"{match['scheme']}{match['sep']}{REDACTED}"
 
@@ -325,7 +377,31 @@ def _redact_shape(match: re.Match[str]) -> str:
 
 
 def _scrub_shapes(text: str) -> str:
+    # Rare shapes have a marker a substring test finds faster than any pattern: the common
+    # text (no marker) pays three scans in C, not a longer alternation at every character.
+    if "AKIA" in text or "ASIA" in text or "hooks.slack.com" in text:
+        text = _rare_shapes().sub(_redact_rare_shape, text)
     return _SHAPES.sub(_redact_shape, text)
+
+
+@functools.cache
+def _rare_shapes() -> re.Pattern[str]:
+    """An AWS secret access key (40 characters of base64) beside its ``AKIA``/``ASIA`` key
+    id, on either side (the id itself is one of `_SHAPES`), and a Slack incoming webhook
+    (the path after ``/services/`` is the credential). Compiled on first use."""
+    sep = r"[\s,:;|'\"=]{1,4}+"
+    return re.compile(
+        rf"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{{40}}(?={sep}A[KS]IA[A-Z0-9]{{16}})"
+        rf"|(?<=A[KS]IA[A-Z0-9]{{16}})(?P<sep>{sep})[A-Za-z0-9/+]{{40}}(?![A-Za-z0-9/+=])"
+        r"|(?<![A-Za-z0-9_-])(?P<slack>hooks\.slack\.com\\?/services)(?P<slash>\\?/)"
+        r"(?:[A-Za-z0-9_-]++|\\?/)++"
+    )
+
+
+def _redact_rare_shape(match: re.Match[str]) -> str:
+    if match["slack"]:
+        return f"{match['slack']}{match['slash']}{REDACTED}"
+    return f"{match['sep'] or ''}{REDACTED}"
 
 
 # C0 controls, DEL and C1 controls, and the bidirectional controls and line separators that
