@@ -168,8 +168,14 @@ def _by_trace(document: Json) -> list[tuple[str, Json, int, bool]]:
 
 def run_line(run: WorkflowRun, budgets: Budgets | None) -> str:
     """One line for a run received: its workflow, total, first output, and the verdict of the
-    per-run limits of its workflow's budget, if it has one."""
-    from chainlat.budgets import check_run, unjudged_in_run
+    per-run limits of its workflow's budget, if it has one.
+
+    The verdict is ``check``'s own (:func:`chainlat.budgets.evaluate` on this run alone), so
+    that the line and the summary agree: a cost is priced with the budget file's
+    ``[prices]``, which win over a cost recorded on the run, and a value that depends on a
+    model call's unrecorded end is not judged. A step this run does not have is no verdict."""
+    from chainlat._core.runs import BudgetViolation
+    from chainlat.budgets import ABSENT_REASONS, evaluate, unjudged_in_run
 
     first = run.first_output_ms
     parts = [
@@ -177,14 +183,27 @@ def run_line(run: WorkflowRun, budgets: Budgets | None) -> str:
         f"total {amount(run.total_ms, 'ms')}",
         f"first output {amount(first, 'ms') if first is not None else '-'}",
     ]
-    budget = budgets.workflows.get(run.workflow) if budgets is not None else None
-    if budget is not None:
-        broken = check_run(run, budget)
-        why = unjudged_in_run(run, budget)
+    if budgets is not None and run.workflow in budgets.workflows:
+        verdicts = [
+            v
+            for v in evaluate([run], budgets).verdicts
+            if v.workflow == run.workflow and v.kind == "run"
+        ]
+        broken = [
+            BudgetViolation(v.workflow, v.target, v.limit_ms, v.actual_ms, v.unit)
+            for v in verdicts
+            if v.status == "broken" and v.actual_ms is not None
+        ]
+        unjudged = [
+            v for v in verdicts if v.status == "not_judged" and v.reason not in ABSENT_REASONS
+        ]
         if broken:
             parts.append("broken: " + "; ".join(visible(str(v)) for v in broken))
-        elif why is not None:
-            parts.append(f"not judged: {visible(why)}")
+        elif unjudged:
+            # The run's own reason reads better on its line than the summary's "1 of 1 runs".
+            budget = budgets.workflows[run.workflow]
+            why = unjudged_in_run(run, budget, budgets.model_prices()) or unjudged[0].why
+            parts.append(f"not judged: {visible(why or str(unjudged[0].reason))}")
         else:
             parts.append("kept")
     return ", ".join(parts[:3]) + (f": {parts[3]}" if len(parts) > 3 else "")
