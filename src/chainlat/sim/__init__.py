@@ -197,6 +197,7 @@ from chainlat.sim._cli import main
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
 from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, load_profiles
+from chainlat.sim._realtime import realtime_route
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -488,7 +489,8 @@ class SimServer:
             return
         self._connections.add(task)
         try:
-            await serve_connection(reader, writer, engine.handle, engine.render_error)
+            handle = realtime_route(engine.handle, reader, writer, self._voices, self._seed)
+            await serve_connection(reader, writer, handle, engine.render_error)
         except asyncio.CancelledError:
             # Only _close() cancels these tasks, and it does not need the cancellation
             # to propagate; ending quietly spares Python 3.11's stream callback, which
