@@ -55,6 +55,9 @@ OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_RETRIEVAL: Final = "retrieval"
 OP_SPEECH_TO_TEXT: Final = "speech_to_text"
 OP_TEXT_TO_SPEECH: Final = "text_to_speech"
+OP_REALTIME: Final = "realtime"
+"""A speech-to-speech model's response in a realtime session (audio in, audio out, over one
+WebSocket; docs/voice.md): its first token is its first audio."""
 SPEECH_OPERATIONS: Final = (OP_SPEECH_TO_TEXT, OP_TEXT_TO_SPEECH)
 """The voice operations: the rollup splits inference time by them (docs/voice.md)."""
 DATA_KIND: Final = "chainlat.data.kind"
@@ -63,7 +66,7 @@ DATA_SOURCE: Final = "chainlat.data.source"
 """The source of a data stage that is not a retrieval (``gen_ai.data_source.id`` belongs to
 ``retrieval`` spans: on another span, Jaeger's GenAI view calls it an unknown GenAI span)."""
 INFERENCE_OPERATIONS: Final = frozenset(
-    {"chat", "text_completion", "generate_content", "embeddings", *SPEECH_OPERATIONS}
+    {"chat", "text_completion", "generate_content", "embeddings", OP_REALTIME, *SPEECH_OPERATIONS}
 )
 """``gen_ai.operation.name`` values that count as inference in the rollup."""
 
