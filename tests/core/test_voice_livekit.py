@@ -4,6 +4,7 @@ and how it ended, from spans shaped as livekit-agents 1.8.9 writes them."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from chainlat._core.conventions import user_bot_latency_ms_of
 from chainlat._core.runs import WorkflowRun
 from chainlat._core.stats import aggregate
 from chainlat._runtime.otlp_json import encode_request
+from chainlat.cli import main
 from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
 
@@ -293,3 +295,164 @@ def test_a_livekit_turn_read_from_a_file_has_the_same_first_audio(
     assert run.root is not None
     assert voice.end_reason_of(run.root.attributes) == "completed"
     assert user_bot_latency_ms_of(run.root.attributes) == pytest.approx(760.0)
+
+
+def _streamed_turn(tr: Trace) -> None:
+    """A turn 0-1600 whose streamed TTS (tts_node 0-1500) has no tts_request under an
+    adapter: its first audio is in no span."""
+    turn = tr.span("agent_turn", tr.session, 0, {"gen_ai.operation.name": "invoke_agent",
+                                                  "gen_ai.agent.name": "Assistant"})  # fmt: skip
+    tr.model_call(turn, 0, 600)
+    tts = tr.span("tts_node", turn, 0, {"gen_ai.request.model": "tts-1", "lk.response.ttfb": 0.1})
+    tr.closed("tts_request", tts, 0, 1500, {"lk.tts.streaming": True, "lk.tts.label": "x"})
+    tts.end(end_time=T0 + 1500 * MS)
+    turn.end(end_time=T0 + 1600 * MS)
+
+
+def test_a_streamed_livekit_tts_leaves_the_first_output_a_lower_bound(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The model's first token (205 ms) is only a lower bound of the first audio: marked so."""
+    tr = Trace(exporter)
+    _streamed_turn(tr)
+    (run,) = turns_of(tr.runs(exporter, 2000))
+    assert run.first_output_ms == pytest.approx(205.0)
+    assert run.rollup.unusable == ("tts_node",)
+    assert run.rollup.unusable_values[0].startswith("lk.response.ttfb, counted from a first")
+    assert run.rollup.unusable_parts == ("first_output", "first_output_split")
+    assert run.rollup.bound_in("first_output")
+
+
+def test_a_placed_livekit_first_audio_is_a_measurement(exporter: InMemorySpanExporter) -> None:
+    tr = Trace(exporter)
+    voice_turn(tr, 0, interrupted=False)
+    (run,) = turns_of(tr.runs(exporter, 3000))
+    assert (run.rollup.unusable, run.rollup.unusable_parts) == ((), ())
+
+
+def test_check_does_not_judge_a_lower_bound_of_the_first_audio_in_any_format(
+    exporter: InMemorySpanExporter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``first_output`` judged "ok" on the model's first token (exit 0)."""
+    tr = Trace(exporter)
+    _streamed_turn(tr)
+    tr.runs(exporter, 2000)
+    traces = tmp_path / "livekit.jsonl"
+    traces.write_text(json.dumps(encode_request(exporter.get_finished_spans())) + "\n")
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text(
+        '[workflows.Assistant]\ntotal = "5s"\nfirst_output = "700ms"\n'
+        'p50 = { first_output = "700ms" }\n'
+        '[workflows.Assistant.operations.text_to_speech]\nfirst_output = "300ms"\n'
+    )
+    summary = "FAILED: 0 of 4 limits broken, 3 not judged"
+    base = ["check", str(traces), "--budgets", str(budgets), "--workflow", "Assistant"]
+    junit = tmp_path / "junit.xml"
+    assert main([*base, "--format", "json", "--junit", str(junit)]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["summary"] == summary
+    outcomes = {v["target"]: v["reason"] or v["status"] for v in document["verdicts"]}
+    assert outcomes == {
+        "total": "ok",
+        "first_output": "unusable_value",
+        "p50.first_output": "unusable_value",
+        "operations.text_to_speech.first_output": "unusable_value",
+    }
+    why = next(v["why"] for v in document["verdicts"] if v["target"] == "first_output")
+    assert "`tts_node` gives lk.response.ttfb, counted from a first text no span marks" in why
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert (properties["exit_code"], properties["summary"]) == ("2", summary)
+    for fmt in ("text", "markdown"):
+        assert main([*base, "--format", fmt]) == 2
+        assert capsys.readouterr().out.rstrip("\n").splitlines()[-1] == summary
+    assert main(["report", str(traces), "--workflow", "Assistant"]) == 0
+    out = capsys.readouterr().out
+    assert "first output [a bound in 1/1 runs]" in out
+    assert "first output at least 205.0 ms" in out
+
+
+# The shape of a real voice turn (livekit-agents 1.8.9, livekit-plugins-openai 1.8.9, the
+# interop matrix's livekit case, its figures rounded to the ms): the caller speaks 0-800
+# (user_speaking, ended at the VAD's end of speech less the silence waited); eou_wait
+# 800-1300; agent_turn opens at 1285, before the wait ends (voice/agent_activity.py
+# 282-292); tts_node opens at the model's first token (1400: the segment starts on its first
+# text, voice/agent_activity.py 3675-3713), its tts_request once the sentence is written
+# (1464); the sink plays the first frame at 1620 (agent_speaking, started at the sink's
+# playback_started time: voice/generation.py 614-616, voice/agent_activity.py 3269-3290,
+# voice/agent_session.py 2204), 6 ms before tts_request + lk.response.ttfb (1464 + 162):
+# the ttfb counts from the request object's construction (tts/tts.py 303), before its span
+# starts (318). lk.e2e_latency: the user's stop to the agent speaking (3412-3421).
+
+
+def measured_turn(tr: Trace, *, streamed: bool = False, played: bool = True) -> None:
+    user_turn = tr.span("user_turn", tr.session, 0, {"lk.end_of_turn_delay": 0.5})
+    tr.closed("user_speaking", user_turn, 0, 800, {})
+    tr.closed("eou_wait", user_turn, 800, 1300, {"lk.eou.outcome": "committed"})
+    user_turn.end(end_time=T0 + 1302 * MS)
+    outcome: dict[str, AttributeValue] = {"lk.interrupted": False}
+    if played:
+        outcome["lk.e2e_latency"] = 0.82
+    kind: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "Assistant",
+    }
+    turn = tr.span("agent_turn", tr.session, 1285, {**kind, **outcome})
+    tr.model_call(turn, 1195, 1463)  # first token at 1195 + 5 + 200 = 1400
+    tts = tr.span(
+        "tts_node", turn, 1400, {"gen_ai.request.model": "tts-1", "lk.response.ttfb": 0.162}
+    )
+    if streamed:
+        tr.closed("tts_request", tts, 1400, 2110, {"lk.tts.streaming": True, "lk.tts.label": "x"})
+    else:
+        adapter = tr.span("tts_stream_adapter", tts, 1400, {"lk.tts.streaming": True})
+        tr.closed("tts_request", adapter, 1464, 2117, {"lk.tts.streaming": False})
+        adapter.end(end_time=T0 + 2119 * MS)
+    tts.end(end_time=T0 + 2120 * MS)
+    if played:
+        tr.closed("agent_speaking", turn, 1620, 2700, {})
+    turn.end(end_time=T0 + 2700 * MS)
+
+
+def test_a_livekit_first_audio_is_where_the_sink_started_playing(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Was: tts_request + lk.response.ttfb (1626), 6 ms late; the sink's playback start is
+    the first output, and lk.e2e_latency is then the same wait."""
+    tr = Trace(exporter)
+    measured_turn(tr)
+    (run,) = turns_of(tr.runs(exporter, 3000))
+    assert run.start_ns == T0 + 800 * MS  # the end of the words
+    assert ttfts(run) == {"llm_request": 200.0, "tts_node": 156.0}  # from 1464 to 1620
+    assert run.first_output_ms == pytest.approx(820.0)
+    assert run.root is not None
+    assert user_bot_latency_ms_of(run.root.attributes) == pytest.approx(run.first_output_ms)
+    r = run.rollup
+    assert r.first_output_end_of_turn_ms == pytest.approx(500.0)  # 800 to the decision at 1300
+    assert r.first_output_text_to_speech_ms == pytest.approx(156.0)
+    assert (r.unusable, r.unusable_parts) == ((), ())
+
+
+def test_a_streamed_livekit_tts_is_placed_by_the_sink_when_it_played(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """No span marks a streamed TTS's first text, but the sink's playback start is the first
+    audio all the same: a measurement, not the model's first token as a bound."""
+    tr = Trace(exporter)
+    measured_turn(tr, streamed=True)
+    (run,) = turns_of(tr.runs(exporter, 3000))
+    assert ttfts(run) == {"llm_request": 200.0, "tts_node": 220.0}  # the node's 1400 to 1620
+    assert run.first_output_ms == pytest.approx(820.0)
+    assert (run.rollup.unusable, run.rollup.unusable_parts) == ((), ())
+
+
+def test_a_livekit_answer_cut_before_it_played_keeps_the_ttfb(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """No agent_speaking (the caller spoke before a frame played): tts_request + ttfb."""
+    tr = Trace(exporter)
+    measured_turn(tr, played=False)
+    (run,) = turns_of(tr.runs(exporter, 3000))
+    assert ttfts(run)["tts_node"] == pytest.approx(162.0)
+    assert run.first_output_ms == pytest.approx(826.0)

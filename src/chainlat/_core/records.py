@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core import conventions, voice
+from chainlat._core import call_readings, conventions, voice
 from chainlat._core.attributes import SpanKind
 
 _NS_PER_MS: Final = 1_000_000
@@ -71,6 +71,10 @@ class SpanRecord:
     """Its own events come after its end: the instrumentation ended the span before the work
     it stands for (a stream handed back before it was read), so its real end is not in the
     trace; timed to its last event (``extended``), it is still a lower bound."""
+    ttft_unusable: str | None = None
+    """A model call's time to first token that is present but no time (``metrics.ttfb =
+    -1``), or whose instant no span marks (a LiveKit ``tts_node`` of a streamed TTS): its
+    first token is not known, never guessed (docs/attributes.md, rule 15)."""
 
     @property
     def label(self) -> str:
@@ -121,11 +125,22 @@ def source_of(attributes: Mapping[str, object]) -> str:
 
 
 CallFields = tuple[
-    int | None, int | None, float | None, str | None, str, bool, int | None, bool, bool, str | None
+    int | None,
+    int | None,
+    float | None,
+    str | None,
+    str,
+    bool,
+    int | None,
+    bool,
+    bool,
+    str | None,
+    str | None,
 ]
 """What a model call's attributes give its record: input and output tokens, time to first
-token (ms), model, source convention, user-facing, cache-read tokens, and what
-:func:`call_marks` says (carries its output, first token marked, operation)."""
+token (ms), model, source convention, user-facing, cache-read tokens, what
+:func:`call_marks` says (carries its output, first token marked, operation), and a time to
+first token present but unusable (``ttft_unusable``)."""
 
 
 def call_fields(attributes: Mapping[str, object]) -> CallFields:
@@ -150,6 +165,7 @@ def call_fields(attributes: Mapping[str, object]) -> CallFields:
         has_output,
         ttft_marked,
         operation,
+        None if ttft is not None else call_readings.unusable_ttft(attributes, plan),
     )
 
 
@@ -206,6 +222,7 @@ def call_record(
     record.extended = record.failed = record.unrecorded_end = False
     if kind != "inference":
         record.input_tokens = record.output_tokens = record.ttft_ms = record.model = None
+        record.ttft_unusable = None
         record.source = record.cache_read_tokens = record.operation = None
         record.user_facing = record.has_output = record.ttft_marked = False
         return record
@@ -216,6 +233,9 @@ def call_record(
     if ttft_ms is not None:
         ttft = ttft_ms
     record.ttft_ms = ttft
+    record.ttft_unusable = (
+        None if ttft is not None else call_readings.unusable_ttft(attributes, plan)
+    )
     record.source = source
     record.user_facing = attributes.get(attr.USER_FACING) is True
     record.cache_read_tokens = (
@@ -279,6 +299,11 @@ LIVEKIT: Final = "livekit"
 :func:`anchor_first_audio` places."""
 _TTS_ADAPTER: Final = "tts_stream_adapter"
 _TTS_REQUEST: Final = "tts_request"
+_AGENT_SPEAKING: Final = "agent_speaking"
+_STREAMED_TTS: Final = (
+    "lk.response.ttfb, counted from a first text no span marks (a streamed TTS: no "
+    "tts_request under a tts_stream_adapter)"
+)
 
 
 _SOURCE: Final = operator.attrgetter("source")
@@ -287,23 +312,38 @@ _PARENT: Final = operator.attrgetter("parent_id")
 
 def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
     """``records``, with each LiveKit ``tts_node`` timed from where its
-    ``lk.response.ttfb`` counts from, the TTS getting its first text: the node opens with
-    the reply and waits for the model's first sentence, time that is the model's, not
-    the voice's.
+    ``lk.response.ttfb`` counts from, the TTS getting its first text, and its first audio
+    placed where the caller hears it.
 
     A non-streamed TTS runs under a ``tts_stream_adapter`` span, one ``tts_request`` per
     sentence, each started as its text goes out (livekit-agents 1.8.9 tts/stream_adapter.py
-    112, tts/tts.py 303, 318 and 492): the node starts with the first of them, its first
-    audio the ttfb later, and that is the turn's first output (the node opened with the
-    model call, so the rule of the last streamed call would pick the model's first
-    token). A streamed TTS
-    marks the moment with no span (tts/tts.py 697-700): its first audio is not known,
-    rather than placed too early, and the turn's first output stays the model's first
-    token, a lower bound. The same list when there is no such node.
+    112, tts/tts.py 303, 318 and 492): the node starts with the first of them. The node
+    itself opens when the model's first text of the segment reaches it
+    (voice/agent_activity.py 3675-3713), and a sentence is sent once written: the wait
+    between is the model's, not the voice's.
+
+    The first audio is the start of the turn's ``agent_speaking`` span (a sibling of the
+    node under ``agent_turn``) that starts within the node: LiveKit starts it at the audio
+    sink's own ``playback_started`` time (voice/generation.py 614-616,
+    voice/agent_activity.py 3269-3290, voice/agent_session.py 2204), the instant its first
+    frame reached the output; ``lk.e2e_latency`` ends there too (3412-3421). Without it
+    (the answer cut before a frame played), the first audio is ``lk.response.ttfb`` after
+    the first ``tts_request``: that ttfb counts from the request object's construction
+    (tts/tts.py 303), a loop turn or more before its span starts (318), so the audio is
+    placed that much late (0.1-4.2 ms in the runs of docs/voice.md). A streamed TTS marks
+    the moment its first text goes out with no span (tts/tts.py 697-700): without
+    ``agent_speaking`` its first audio is not known (``ttft_unusable``), rather than placed
+    too early; the node is still the voice, the turn's first output, which the rollup then
+    gives as a lower bound (the model's first token, which the voice waits for:
+    docs/attributes.md, rule 15). The same list when there is no such node.
     """
     if LIVEKIT not in map(_SOURCE, records):  # a C loop: this runs for every run read
         return records
-    nodes = [r for r in records if r.source == LIVEKIT and r.ttft_ms is not None]
+    nodes = [
+        r
+        for r in records
+        if r.source == LIVEKIT and (r.ttft_ms is not None or r.ttft_unusable is not None)
+    ]
     if not nodes:
         return records
     by_parent: dict[int, list[SpanRecord]] = {}
@@ -320,10 +360,31 @@ def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
             if request.name == _TTS_REQUEST
         ]
         first = min(starts, default=-1)
-        if node.start_ns <= first <= node.end_ns:
+        begun = first if node.start_ns <= first <= node.end_ns else node.start_ns
+        heard = min(
+            (
+                s.start_ns
+                for s in by_parent.get(node.parent_id or 0, ())
+                if s.name == _AGENT_SPEAKING and begun <= s.start_ns <= node.end_ns
+            ),
+            default=None,
+        )
+        if heard is not None:  # the sink's own playback start: the first audio, exactly
+            placed[node.span_id] = replace(
+                node,
+                start_ns=begun,
+                ttft_ms=(heard - begun) / _NS_PER_MS,
+                user_facing=True,
+                ttft_unusable=None,
+            )
+        elif node.ttft_ms is None:  # lk.response.ttfb no time (rule 15): the voice all the same
+            placed[node.span_id] = replace(node, user_facing=True)
+        elif node.start_ns <= first <= node.end_ns:
             placed[node.span_id] = replace(node, start_ns=first, user_facing=True)
         else:
-            placed[node.span_id] = replace(node, ttft_ms=None)
+            placed[node.span_id] = replace(
+                node, ttft_ms=None, user_facing=True, ttft_unusable=_STREAMED_TTS
+            )
     return [placed.get(r.span_id, r) if r.source == LIVEKIT else r for r in records]
 
 
