@@ -1,4 +1,4 @@
-"""The Pipecat voice case of the interop matrix (tests/interop/voice/, README.md there).
+"""The voice cases of the interop matrix (tests/interop/voice/, README.md there).
 
 A real Pipecat cascade (its OpenAI-compatible STT, LLM and TTS services) runs against
 ``chainlat sim`` with its own tracing on; chainlat reads its turns, stages, tokens and
@@ -37,6 +37,29 @@ def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None
         pytest.fail(done.stderr.strip()[-300:], pytrace=False)
     summary = json.loads((tmp_path / "voice-summary.json").read_text())
     assert set(summary["cases"]) == {"unwrapped", "unwrapped+httpx", "wrapped", "wrapped+httpx"}
+    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
+    assert not bad, "\n".join(bad)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.interop
+def test_livekit_voice_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -> None:
+    """A LiveKit Agents session in voice mode with no media server (livekit_agent.py), three
+    cases right (turns, a tool, a barge-in): each turn's start and first output within 10 ms
+    of the agent's truth, the tool's time its body's, the interrupted turn left out of the
+    percentiles and said so, lk.e2e_latency agreeing."""
+    if os.environ.get("CHAINLAT_INTEROP") == "0":
+        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--stack", "livekit", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode == 2:
+        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
+    summary = json.loads((tmp_path / "voice-summary.json").read_text())
+    assert set(summary["cases"]) == {"turns", "tool", "bargein"}
     bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
     assert not bad, "\n".join(bad)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,7 +1,8 @@
-"""The Pipecat voice case of the interop matrix: a real Pipecat cascade against ``chainlat
-sim``, its traces read by chainlat and held to Pipecat's own figures.
+"""The voice cases of the interop matrix: a real Pipecat cascade (and, with ``--stack
+livekit``, a LiveKit Agents session: ``livekit_judge.py``) against ``chainlat sim``, its
+traces read by chainlat and held to the framework's own figures and the agent's truth.
 
-``python tests/interop/voice/run.py [--out DIR] [--turns N]`` (from the project's
+``python tests/interop/voice/run.py [--out DIR] [--turns N] [--stack livekit]`` (from the project's
 environment: the judging reads the traces with chainlat). The ``pipecat`` environment is
 built from ``requirements/pipecat.txt`` by the matrix's ``run.py`` (same cache). Two
 cases: ``unwrapped`` (Pipecat's spans alone) and ``unwrapped+httpx`` (with
@@ -25,7 +26,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+
 STACK = "pipecat"
+LIVEKIT = "livekit"
+"""The LiveKit case, judged by ``livekit_judge.py`` beside this file."""
 CASES = (
     ("unwrapped", False, False),
     ("unwrapped+httpx", True, False),
@@ -62,7 +66,11 @@ request is built and ends when the service pushes its first frame (for TTS, once
 
 
 def _matrix() -> Any:
-    spec = importlib.util.spec_from_file_location("chainlat_interop_run", HERE.parent / "run.py")
+    return _load("chainlat_interop_run", HERE.parent / "run.py")
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -389,8 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--case", action="append", help="only this case (repeat)")
+    parser.add_argument("--stack", choices=(STACK, LIVEKIT), default=STACK)
     args = parser.parse_args(argv)
     matrix = _matrix()
+    if args.stack == LIVEKIT:
+        livekit = _load("chainlat_interop_livekit", HERE / "livekit_judge.py")
+        code: int = livekit.main(matrix, REPO, args.out, args.turns, args.case)
+        return code
     try:
         venv, spent = matrix.setup(STACK, REPO)
     except matrix.SetupError as exc:
