@@ -1,0 +1,373 @@
+"""The turns of a realtime session, read from its events as they pass.
+
+`RealtimeTurns` is fed every event the client sends and receives (a mapping or an SDK
+model, with the instant it passed) and makes one chainlat workflow per turn:
+
+- a turn starts where the caller stopped speaking: at the server's
+  ``input_audio_buffer.speech_stopped``, whose ``audio_end_ms`` counts the session's audio
+  (from the client's first ``input_audio_buffer.append``) and includes the silence the
+  VAD waited on (``silence_duration_ms``), so the turn starts at the first append +
+  ``audio_end_ms`` - that silence; without server VAD, at the client's
+  ``input_audio_buffer.commit`` (or ``response.create`` outside a turn);
+- each response is an inference step (operation ``realtime``), from the
+  ``speech_stopped`` received (a response the server makes itself) or the client's
+  ``response.create`` to ``response.done``; its first token, and the turn's first
+  output, is the first audio delta received; usage from ``response.done``;
+- a function call is a tool step, from the ``response.function_call_arguments.done``
+  received to the ``conversation.item.create`` sent with its output;
+- the turn ends at the ``response.done`` of a response that calls no tool
+  (``completed``), at a barge-in (``speech_started`` or ``conversation.item.truncate``
+  during the turn, or a response cancelled: ``interrupted``), at a failed response (an
+  error), or when the session closes (``session_closed``).
+
+Only event types, ids, audio positions, tool names and usage are read: never the audio,
+the transcript, the instructions or a tool's arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import internal_errors
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from chainlat._runtime.interface import InferenceHandle, StepHandle, WorkflowHandle
+
+logger = logging.getLogger("chainlat.realtime")
+
+Clock = Callable[[], int]
+
+_AUDIO_DELTAS: Final = frozenset(
+    {
+        "response.output_audio.delta",
+        "response.audio.delta",
+        "response.output_text.delta",
+        "response.text.delta",
+    }
+)
+"""The first of these in a response is its first output (the audio; text in a text-only
+session). Transcript deltas are not: the caller hears the audio."""
+DEFAULT_SILENCE_MS: Final = 500
+"""OpenAI's default ``silence_duration_ms`` for ``server_vad``."""
+
+
+class RealtimeResponseFailed(Exception):
+    """A realtime response that ended ``failed`` or ``incomplete`` (its status details'
+    type, never its text)."""
+
+
+def field_of(event: object, key: str) -> Any:
+    """``event[key]`` of a mapping or ``event.key`` of an SDK model; None when absent."""
+    if isinstance(event, Mapping):
+        return event.get(key)
+    return getattr(event, key, None)
+
+
+def _int(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+@dataclass
+class _Turn:
+    workflow: WorkflowHandle
+    responses: dict[str, InferenceHandle] = field(default_factory=dict)
+    """Open responses by id; "" for one asked for (or started) before its id is known."""
+    tools: dict[str, StepHandle] = field(default_factory=dict)
+    first_output: bool = False
+    calls_pending: bool = False
+
+
+class RealtimeTurns:
+    """One workflow per turn of a realtime session, from its events (see the module).
+
+    Example:
+        >>> turns = RealtimeTurns(tracer_provider=provider)  # doctest: +SKIP
+        >>> turns.sent({"type": "input_audio_buffer.append", "audio": "..."})  # doctest: +SKIP
+        >>> turns.received(event)  # doctest: +SKIP
+
+    Args:
+        workflow: The turns' workflow name.
+        variant: A configuration label (``chainlat.variant``).
+        model: The model, when the session events do not say (they do: ``session.model``).
+        provider: ``gen_ai.provider.name`` of the responses.
+        tracer_provider: Default: the one ``configure()`` set up.
+        clock: The spans' clock (``time.time_ns``, or the one given to ``configure``).
+    """
+
+    def __init__(
+        self,
+        *,
+        workflow: str = "realtime-turn",
+        variant: str | None = None,
+        model: str | None = None,
+        provider: str = "openai",
+        tracer_provider: TracerProvider | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.workflow_name = workflow
+        self.variant = variant
+        self.model = model or "unknown"
+        self._model_given = model is not None
+        self.provider = provider
+        self._tracer_provider = tracer_provider
+        self._clock = clock or time.time_ns
+        self.audio_start_ns: int | None = None
+        """When the client sent the session's first audio: the audio clock's zero."""
+        self.vad = True
+        self.silence_ms = DEFAULT_SILENCE_MS
+        self.create_response = True
+        self._turn: _Turn | None = None
+
+    # -- the doors ---------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The span clock's now."""
+        return self._clock()
+
+    def sent(self, event: object, now_ns: int | None = None) -> None:
+        """An event the client sent (``now_ns``: when, on the span clock; default now)."""
+        with internal_errors("tracing a realtime client event"):
+            self._sent(event, self._clock() if now_ns is None else now_ns)
+
+    def received(self, event: object, now_ns: int | None = None) -> None:
+        """An event the client received."""
+        with internal_errors("tracing a realtime server event"):
+            self._received(event, self._clock() if now_ns is None else now_ns)
+
+    def closed(self, now_ns: int | None = None) -> None:
+        """The session ended: an open turn ends ``session_closed``."""
+        with internal_errors("ending a realtime turn"):
+            if self._turn is not None:
+                self._end_turn(self._clock() if now_ns is None else now_ns, "session_closed")
+
+    # -- client events -----------------------------------------------------------------
+
+    def _sent(self, event: object, now: int) -> None:
+        kind = field_of(event, "type")
+        if kind == "input_audio_buffer.append":
+            if self.audio_start_ns is None:
+                self.audio_start_ns = now
+        elif kind == "input_audio_buffer.commit":
+            if self._turn is None:
+                self._start_turn(now, now)
+        elif kind == "response.create":
+            if self._turn is None:
+                self._start_turn(now, now)
+            turn = self._turn
+            if turn is not None and not turn.responses:
+                self._start_response(turn, now)
+        elif kind == "conversation.item.create":
+            item = field_of(event, "item")
+            if field_of(item, "type") == "function_call_output" and self._turn is not None:
+                tool = self._turn.tools.pop(str(field_of(item, "call_id")), None)
+                if tool is not None:
+                    self._finish(tool, now)
+        elif kind == "conversation.item.truncate":
+            if self._turn is not None:
+                self._end_turn(now, "interrupted")
+        elif kind == "session.update":
+            self._read_session(field_of(event, "session"), from_server=False)
+
+    # -- server events -----------------------------------------------------------------
+
+    def _received(self, event: object, now: int) -> None:
+        kind = field_of(event, "type")
+        turn = self._turn
+        if kind in _AUDIO_DELTAS:
+            if turn is not None:
+                self._first_output(turn, str(field_of(event, "response_id") or ""), now)
+        elif kind == "input_audio_buffer.speech_stopped":
+            if turn is not None:
+                self._end_turn(now, "interrupted")
+            end_ms = _int(field_of(event, "audio_end_ms"))
+            start = now
+            if end_ms is not None and self.audio_start_ns is not None:
+                spoken_ms = max(end_ms - self.silence_ms, 0)
+                start = min(self.audio_start_ns + spoken_ms * 1_000_000, now)
+            turn = self._start_turn(start, now)
+            if turn is not None and self.create_response:
+                self._start_response(turn, now)
+        elif kind == "input_audio_buffer.speech_started":
+            if turn is not None:
+                self._end_turn(now, "interrupted")
+        elif kind == "response.created":
+            response_id = str(field_of(field_of(event, "response"), "id") or "")
+            if turn is None:
+                turn = self._start_turn(now, now)
+            if turn is not None:
+                handle = turn.responses.pop("", None)
+                if handle is None and response_id not in turn.responses:
+                    handle = self._start_response(turn, now, key=None)
+                if handle is not None:
+                    turn.responses[response_id] = handle
+                    handle.set_attribute(attr.GEN_AI_RESPONSE_ID, response_id)
+        elif kind == "response.function_call_arguments.done":
+            if turn is not None:
+                name = str(field_of(event, "name") or "function")
+                turn.tools[str(field_of(event, "call_id"))] = self._start_tool(turn, name)
+                turn.calls_pending = True
+        elif kind == "response.done":
+            if turn is not None:
+                self._response_done(turn, field_of(event, "response"), now)
+        elif kind in ("session.created", "session.updated"):
+            self._read_session(field_of(event, "session"), from_server=True)
+
+    def _response_done(self, turn: _Turn, response: object, now: int) -> None:
+        response_id = str(field_of(response, "id") or "")
+        handle = turn.responses.pop(response_id, None) or turn.responses.pop("", None)
+        status = field_of(response, "status")
+        error: Exception | None = None
+        if status in ("failed", "incomplete"):
+            details = field_of(response, "status_details")
+            reason = field_of(details, "reason") or field_of(details, "type") or status
+            error = RealtimeResponseFailed(f"realtime response {status}: {reason}")
+        if handle is not None:
+            self._record_usage(handle, field_of(response, "usage"))
+            self._finish(handle, now, error)
+        if status == "cancelled":
+            self._end_turn(now, "interrupted")
+        elif error is not None:
+            self._end_turn(now, None, error)
+        elif not turn.responses:
+            output = field_of(response, "output") or ()
+            called = turn.calls_pending or any(
+                field_of(item, "type") == "function_call" for item in output
+            )
+            turn.calls_pending = False
+            if not called and not turn.tools:
+                self._end_turn(now, "completed")
+
+    # -- session settings --------------------------------------------------------------
+
+    def _read_session(self, session: object, *, from_server: bool) -> None:
+        if session is None:
+            return
+        model = field_of(session, "model")
+        if from_server and isinstance(model, str) and model and not self._model_given:
+            self.model = model
+        audio_in = field_of(field_of(session, "audio"), "input")
+        missing = object()
+        detection: object = missing
+        if audio_in is not None and _has(audio_in, "turn_detection"):
+            detection = field_of(audio_in, "turn_detection")
+        elif _has(session, "turn_detection"):
+            detection = field_of(session, "turn_detection")
+        if detection is missing:
+            return
+        if detection is None:
+            self.vad = False
+            return
+        self.vad = True
+        silence = _int(field_of(detection, "silence_duration_ms"))
+        if silence is not None:
+            self.silence_ms = silence
+        elif field_of(detection, "type") == "semantic_vad":
+            self.silence_ms = 0  # the model decides; no fixed silence to take back
+        create = field_of(detection, "create_response")
+        if isinstance(create, bool):
+            self.create_response = create
+
+    # -- spans -------------------------------------------------------------------------
+
+    def _start_turn(self, start_ns: int, now: int) -> _Turn | None:
+        from chainlat._runtime.spans import workflow
+
+        spec = workflow(
+            self.workflow_name,
+            variant=self.variant,
+            started_at_ns=start_ns if start_ns < now else None,
+            tracer_provider=self._tracer_provider,
+        )
+        self._turn = _Turn(spec.start())
+        return self._turn
+
+    def _child(self, turn: _Turn, start: Callable[[], Any]) -> Any:
+        from opentelemetry import context, trace
+
+        token = context.attach(trace.set_span_in_context(turn.workflow.span))
+        try:
+            return start()
+        finally:
+            context.detach(token)
+
+    def _start_response(
+        self, turn: _Turn, now: int, key: str | None = ""
+    ) -> InferenceHandle | None:
+        from chainlat._runtime.spans import inference
+
+        spec = inference(
+            self.model,
+            provider=self.provider,
+            operation=attr.OP_REALTIME,
+            user_facing=True,
+            tracer_provider=self._tracer_provider,
+        )
+        handle: InferenceHandle = self._child(turn, spec.start)
+        if key is not None:
+            turn.responses[key] = handle
+        return handle
+
+    def _start_tool(self, turn: _Turn, name: str) -> StepHandle:
+        from chainlat._runtime.spans import tool
+
+        handle: StepHandle = self._child(
+            turn, tool(name, tracer_provider=self._tracer_provider).start
+        )
+        return handle
+
+    def _first_output(self, turn: _Turn, response_id: str, now: int) -> None:
+        handle = turn.responses.get(response_id) or turn.responses.get("")
+        if handle is None and turn.responses:
+            handle = next(iter(turn.responses.values()))
+        if handle is not None:
+            handle.first_token(at_ns=now)
+        if not turn.first_output:
+            turn.first_output = True
+            turn.workflow.first_output(at_ns=now)
+
+    @staticmethod
+    def _record_usage(handle: InferenceHandle, usage: object) -> None:
+        if usage is None:
+            return
+        handle.record_usage(
+            _int(field_of(usage, "input_tokens")), _int(field_of(usage, "output_tokens"))
+        )
+        for details, key in (
+            ("input_token_details", attr.GEN_AI_USAGE_AUDIO_INPUT_TOKENS),
+            ("output_token_details", attr.GEN_AI_USAGE_AUDIO_OUTPUT_TOKENS),
+        ):
+            audio = _int(field_of(field_of(usage, details), "audio_tokens"))
+            if audio is not None:
+                handle.set_attribute(key, audio)
+
+    @staticmethod
+    def _finish(handle: StepHandle, now: int, error: Exception | None = None) -> None:
+        from chainlat._runtime.interface import finish_step
+
+        finish_step(handle, error, end_ns=now)
+
+    def _end_turn(self, now: int, reason: str | None, error: Exception | None = None) -> None:
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        for handle in [*turn.tools.values(), *turn.responses.values()]:
+            self._finish(handle, now)
+        if reason is not None:
+            turn.workflow.end_reason(reason)
+        self._finish(turn.workflow, now, error)
+
+
+def _has(value: object, key: str) -> bool:
+    if isinstance(value, Mapping):
+        return key in value
+    fields = getattr(value, "model_fields_set", None)
+    if isinstance(fields, set):
+        return key in fields
+    return hasattr(value, key)

@@ -1,0 +1,105 @@
+"""chainlat.realtime.traced on the real openai SDK against the simulator (WebSocket on
+127.0.0.1): each turn's first output, computed by hand from the spans and the client's own
+timestamps, and a raw websockets connection traced the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import openai
+from opentelemetry.sdk.trace import ReadableSpan
+from websockets.asyncio.client import connect
+
+import chainlat.realtime
+from chainlat._core import attributes as attr
+from chainlat.sim import SimServer
+from chainlat.testing import capture
+from support.realtime import feed, utterance
+
+SILENCE_MS = 300
+TOLERANCE_MS = 2.0
+
+
+def vad_session() -> Any:
+    turn = {"type": "server_vad", "silence_duration_ms": SILENCE_MS}
+    return {
+        "type": "realtime",
+        "audio": {"input": {"turn_detection": turn}},
+        "max_output_tokens": 2,
+    }
+
+
+def workflows(spans: tuple[ReadableSpan, ...]) -> list[ReadableSpan]:
+    found = [s for s in spans if (s.attributes or {}).get(attr.STEP_KIND) == "workflow"]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def test_each_turns_first_output_is_the_wait_the_client_saw() -> None:
+    """First output = first audio delta received - (first append + audio_end_ms - silence)."""
+    seen: list[tuple[int, int]] = []  # (audio_end_ms, time.time_ns() of the first delta)
+
+    async def run(provider: Any) -> int:
+        async with SimServer() as sim:
+            client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
+            async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                chainlat.realtime.traced(conn, tracer_provider=provider)
+                await conn.session.update(session=vad_session())
+                chunks = utterance(400, 600) * 2 + utterance(0, 1000)
+                feeding = asyncio.create_task(
+                    feed(lambda a: conn.input_audio_buffer.append(audio=a), chunks)
+                )
+                end_ms, first_delta = 0, True
+                async for event in conn:
+                    now = time.time_ns()
+                    if event.type == "input_audio_buffer.speech_stopped":
+                        end_ms, first_delta = event.audio_end_ms, True
+                    elif event.type == "response.output_audio.delta" and first_delta:
+                        seen.append((end_ms, now))
+                        first_delta = False
+                    elif event.type == "response.done" and len(seen) == 2:
+                        break
+                return await feeding
+
+    with capture() as cap:
+        audio_start_ns = asyncio.run(run(cap.provider))
+        turns = workflows(cap.spans())
+    assert len(turns) == 2
+    for turn, (end_ms, delta_ns) in zip(turns, seen, strict=True):
+        start_ns = audio_start_ns + (end_ms - SILENCE_MS) * 1_000_000
+        by_hand_ms = (delta_ns - start_ns) / 1e6
+        recorded_ms = (turn.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS]
+        assert isinstance(recorded_ms, float)
+        print(f"turn: first output {recorded_ms:.3f} ms, by hand {by_hand_ms:.3f} ms")
+        assert abs(recorded_ms - by_hand_ms) <= TOLERANCE_MS
+        assert abs((turn.start_time or 0) - start_ns) / 1e6 <= TOLERANCE_MS
+        assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "completed"
+
+
+def test_a_raw_websocket_is_traced_the_same_way() -> None:
+    async def run(provider: Any) -> None:
+        async with SimServer() as sim:
+            url = f"ws://127.0.0.1:{sim.port}/v1/realtime?model=sim-realtime-mini"
+            async with connect(url) as ws:
+                chainlat.realtime.traced(ws, tracer_provider=provider)
+                session = {"type": "realtime", "max_output_tokens": 1}
+                session["audio"] = {"input": {"turn_detection": None}}
+                await ws.send(json.dumps({"type": "session.update", "session": session}))
+                for chunk in utterance(300, 0):
+                    await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+                await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+                await ws.send(json.dumps({"type": "response.create"}))
+                async for message in ws:
+                    if json.loads(message)["type"] == "response.done":
+                        break
+
+    with capture() as cap:
+        asyncio.run(run(cap.provider))
+        [turn] = workflows(cap.spans())
+        [response] = [s for s in cap.spans() if s.name == "realtime sim-realtime-mini"]
+    first_output = (turn.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS]
+    assert isinstance(first_output, float)
+    assert 180 <= first_output <= 180 + 40  # the model's first audio after the commit
+    assert (response.attributes or {})[attr.GEN_AI_USAGE_AUDIO_INPUT_TOKENS] == 3
