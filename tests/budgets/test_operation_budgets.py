@@ -158,3 +158,19 @@ def test_the_application_counts_runs_with_a_call_over_its_limit() -> None:
         assert counted == {f"{TTS}.latency": 2}
     finally:
         chainlat.shutdown()
+
+
+def test_a_realtime_response_is_an_operation_a_budget_names(cap: Capture) -> None:
+    """A speech-to-speech response (``chainlat.realtime``'s inference step, operation
+    ``realtime``): first audio 300 ms in, done at 800 ms."""
+    p = cap.provider
+    with chainlat.workflow("voice-turn", tracer_provider=p):
+        with chainlat.inference("sim-realtime", operation="realtime", tracer_provider=p) as call:
+            cap.clock.advance(300)
+            call.first_token()
+            cap.clock.advance(500)
+    found = verdicts(
+        cap, {"operations": {"realtime": {"latency": "700ms", "first_output": "350ms"}}}
+    )
+    assert found["operations.realtime.latency"] == ("broken", 800.0, 1, None)
+    assert found["operations.realtime.first_output"] == ("ok", 300.0, 1, None)

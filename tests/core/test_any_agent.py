@@ -479,3 +479,17 @@ def _steps(runs: list[WorkflowRun]) -> Iterator[tuple[str, str]]:
     for run in runs:
         for step in run.steps:
             yield step.name, step.kind
+
+
+def test_a_sessions_turns_side_by_side_are_no_request_left_unjudged() -> None:
+    """The turns of a session lie side by side under it by design: no warning."""
+    t = Tracer()
+    session = t.span("agent_session", None, 0, None, {"gen_ai.operation.name": "invoke_workflow"})
+    for base in (1000, 5000):
+        turn = t.span("agent_turn", session, base, None, {"gen_ai.operation.name": "invoke_agent"})
+        t.span("llm_request", turn, base + 10, base + 600, {"gen_ai.operation.name": "chat"})
+        t.end(turn, base + 700)
+    t.end(session, 9000)
+    runs, counters = t.counted()
+    assert len(runs) == 2
+    assert counters.side_by_side_traces == 0

@@ -88,7 +88,13 @@ class BudgetModel(BaseModel):
 
 
 Operation = Literal[
-    "chat", "text_completion", "generate_content", "embeddings", "speech_to_text", "text_to_speech"
+    "chat",
+    "text_completion",
+    "generate_content",
+    "embeddings",
+    "speech_to_text",
+    "text_to_speech",
+    "realtime",
 ]
 """A model call's ``gen_ai.operation.name``, as ``[workflows.X.operations.<operation>]`` keys."""
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from chainlat._core import clock, turn_start
+from chainlat._core import clock, conventions, turn_start
 from chainlat._core.records import WIRE, SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.trace_runs import is_outcome, runs_of_trace, workflow_name
@@ -249,7 +249,10 @@ def runs_of(
 
 def side_by_side(trace: Trace, runs: list[WorkflowRun]) -> int:
     """How many top-level runs of ``trace`` lie under a span of the trace that is no run (0
-    when fewer than two do): the request around them is not judged."""
+    when fewer than two do): the request around them is not judged. A session's turns lie
+    side by side by design (a container: LiveKit's ``agent_session``): 0."""
+    if any(conventions.is_container(span.record.name) for span in trace.spans):
+        return 0
     ids = {span.record.span_id for span in trace.spans}
     under = 0
     for run in runs:
