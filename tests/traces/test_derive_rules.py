@@ -29,6 +29,7 @@ def _record_fields(record: SpanRecord) -> tuple[Any, ...]:
         record.kind, record.ttft_ms, record.input_tokens, record.output_tokens,
         record.cache_hit, record.model, record.source, record.step_name, record.user_facing,
         record.cache_read_tokens, record.has_output, record.ttft_marked, record.operation,
+        record.ttft_unusable,
     )  # fmt: skip
 
 
@@ -52,6 +53,7 @@ def test_a_read_span_gets_the_live_record_of_its_attributes(
 def test_a_first_token_the_rule_refuses_is_none_when_read(ttft_ms: float) -> None:
     read, live = _both({attr.STEP_KIND: "inference", attr.LATENCY_TTFT_MS: ttft_ms})
     assert read[1] is None
+    assert read[-1] is not None and read[-1].startswith("chainlat.latency.ttft_ms = ")
     assert read == live
 
 

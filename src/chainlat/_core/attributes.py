@@ -135,6 +135,14 @@ CHAIN_UNRECORDED_PARTS: Final = "chainlat.chain.unrecorded_parts"
 when another step ran past such a call's recorded end, ``first_output`` and
 ``first_output_split`` when the first output (taken from a call's end) or its wait
 depends on one."""
+CHAIN_UNUSABLE: Final = "chainlat.chain.unusable"
+"""The model calls (step keys) whose first token the trace gives by a value that is no time
+(docs/attributes.md, rule 15): their first token is not known; absent when there is none."""
+CHAIN_UNUSABLE_VALUES: Final = "chainlat.chain.unusable_values"
+"""What each of those calls gives, in the same order (``metrics.ttfb = -1``)."""
+CHAIN_UNUSABLE_PARTS: Final = "chainlat.chain.unusable_parts"
+"""What those first tokens leave unknown: ``first_output`` and ``first_output_split`` when
+the first output depends on one (it is then a lower bound); absent when it does not."""
 CHAIN_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.speech_to_text_ms"
 """Critical-path time in ``speech_to_text`` calls: a part of ``chainlat.chain.inference_ms``,
 set on runs that made a speech call (docs/voice.md)."""

@@ -9,6 +9,7 @@ before the older ones), so a call gets the same reading from any reader.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
@@ -268,6 +269,40 @@ def _ttft_among(
         if seconds is not None:
             return seconds * 1000.0 if seconds * 1000.0 <= _MAX_TTFT_MS else None
     return None
+
+
+def unusable_ttft(attributes: Mapping[str, object], plan: CallPlan) -> str | None:
+    """What makes a model call's time to first token unusable, ``key = value``, when a key of
+    it is present and none of its values is a time (:func:`read_call` read None): negative,
+    a boolean, a list, a string that is no number, not finite (also a number a reader could
+    not hold: its value is then None), or past :data:`_MAX_TTFT_MS`. None when no key of it is
+    present, or one is usable (docs/attributes.md, rule 15: such a call's first token is not
+    known, and is never guessed).
+
+    Example:
+        >>> unusable_ttft({"metrics.ttfb": -1}, call_plan(("metrics.ttfb",)))
+        'metrics.ttfb = -1'
+    """
+    ms_keys, seconds_keys = plan[2], plan[3]
+    if not (ms_keys or seconds_keys):
+        return None
+    if _ttft_among(attributes.get, ms_keys, seconds_keys) is not None:
+        return None
+    for key in (*ms_keys, *seconds_keys):  # every present value unusable: the first named
+        if key in attributes:
+            return f"{key} = {_shown(attributes[key])}"
+    return None
+
+
+def _shown(value: object) -> str:
+    """A value as a trace writes it, cut short: ``-1``, ``true``, ``[0.001]``, ``"abc"``."""
+    if value is None:
+        return "a number no reader can hold (NaN, infinite or out of range)"
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 _TTFT_KEYS: Final = frozenset((*TTFT_MS_KEYS, *TTFT_SECONDS_KEYS))

@@ -91,6 +91,17 @@ class Rollup:
     """What those ends leave unknown: ``inference``, ``overhead``, and ``data``, ``tool``,
     ``first_output`` (the instant), ``first_output_split`` (its wait by kind) when they
     depend on one; empty when every end is recorded."""
+    unusable: tuple[str, ...] = ()
+    """Model calls (step keys) whose first token the trace gives by a value that is no time
+    (negative, not a number, a first token before the call's start, or an instant no span
+    marks): their first token, and their time to it, are not known (docs/attributes.md,
+    rule 15)."""
+    unusable_values: tuple[str, ...] = ()
+    """What each of those calls gives, in the order of ``unusable`` (``metrics.ttfb = -1``)."""
+    unusable_parts: tuple[str, ...] = ()
+    """What those first tokens leave unknown: ``first_output`` and ``first_output_split``
+    when the first output depends on one, its value then a lower bound (the later of the
+    call's start and the output the rule gives without the call); empty otherwise."""
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
@@ -104,6 +115,19 @@ class Rollup:
         if not self.unrecorded_parts:
             return False
         return _PART_OF.get(quantity, quantity) in self.unrecorded_parts
+
+    def unusable_in(self, quantity: str) -> bool:
+        """Whether a budget quantity (``first_output``, ``first_output_text_to_speech``...)
+        depends on a first token the trace gives by a value that is no time
+        (``unusable_parts``): the run's value for it is a lower bound, not a measurement."""
+        if not self.unusable_parts:
+            return False
+        return _PART_OF.get(quantity, quantity) in self.unusable_parts
+
+    def bound_in(self, quantity: str) -> bool:
+        """Whether the run's value of a budget quantity is a bound, not a measurement: it
+        depends on an unrecorded end (rule 13) or an unusable first token (rule 15)."""
+        return self.unrecorded_in(quantity) or self.unusable_in(quantity)
 
     def first_output_split(self) -> dict[str, float] | None:
         """The wait for the first output by kind (inference, data, tool, overhead), if known."""
@@ -157,6 +181,11 @@ class Rollup:
         if self.unrecorded:
             found[attr.CHAIN_UNRECORDED] = self.unrecorded
             found[attr.CHAIN_UNRECORDED_PARTS] = self.unrecorded_parts
+        if self.unusable:
+            found[attr.CHAIN_UNUSABLE] = self.unusable
+            found[attr.CHAIN_UNUSABLE_VALUES] = self.unusable_values
+            if self.unusable_parts:
+                found[attr.CHAIN_UNUSABLE_PARTS] = self.unusable_parts
         return found
 
     @classmethod
@@ -197,6 +226,9 @@ class Rollup:
                 _optional_float(get(attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS)),
                 _strings(unrecorded) if (unrecorded := get(attr.CHAIN_UNRECORDED)) else (),
                 _strings(parts) if (parts := get(attr.CHAIN_UNRECORDED_PARTS)) else (),
+                _strings(unusable) if (unusable := get(attr.CHAIN_UNUSABLE)) else (),
+                _strings(values) if (values := get(attr.CHAIN_UNUSABLE_VALUES)) else (),
+                _strings(parts) if (parts := get(attr.CHAIN_UNUSABLE_PARTS)) else (),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None

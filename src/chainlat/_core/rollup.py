@@ -135,8 +135,14 @@ def compute_rollup(
         split, path, segments, disjoint = _walk(top, renamed, pieces, speech, slack)
     output_ns = first_output_ns
     source: Node | None = None
+    # First tokens that are no time are not known, never used (docs/attributes.md, rule 15).
+    unusable = _unusable(records, tally) if tally.calls else None
+    bounded = False
     if output_ns is None and tally.calls:
-        output_ns, source = first_output_of(tally.calls, tally.first_token, tally.user_facing)
+        if unusable:
+            output_ns, source, bounded = _bounded_output(tally, unusable)
+        else:
+            output_ns, source = first_output_of(tally.calls, tally.first_token, tally.user_facing)
     waits = None
     wait_path: list[tuple[Node, int, int]] | None = None
     if output_ns is not None:
@@ -153,6 +159,8 @@ def compute_rollup(
     if end_of_turn_ns is not None and output_ns is not None:
         speech_ms["first_output.end_of_turn"] = _end_of_turn_ms(top, end_of_turn_ns, output_ns)
     rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
+    if unusable:
+        rollup = _unusable_marked(rollup, tally, renamed, unusable, bounded)
     if tally.unrecorded - tally.at_wire:
         rollup = _unrecorded(rollup, tally, renamed, output_ns, first_output_ns, source)
     _release(top, tally.stand_ins)
@@ -413,6 +421,80 @@ def _unrecorded(
             parts.append("first_output_split")
     names = tuple(n.rec.step_name or renamed.get(n.rec.span_id) or n.rec.name for n in unknown)
     return replace(rollup, unrecorded=names, unrecorded_parts=tuple(parts))
+
+
+_TTFT_UNUSABLE: Final = operator.attrgetter("ttft_unusable")
+
+
+def _unusable(records: list[SpanRecord], tally: Tally) -> dict[int, str]:
+    """The counted calls whose first token is not known, with what each gives (rule 15): a
+    span of the call gives a time to first token that is no time and none gives a usable
+    one, or the first token comes before the call's start (taken out of
+    ``tally.first_token``: it is never used as an instant)."""
+    found: dict[int, str] = {}
+    first_token = tally.first_token
+    if any(map(_TTFT_UNUSABLE, records)):  # a C loop: this runs for every run rolled up
+        group_of = tally.group_of
+        for rec in records:
+            why = rec.ttft_unusable
+            if why is not None:
+                key = group_of.get(rec.span_id)
+                if key is not None and key not in first_token and key not in found:
+                    found[key] = why
+    if first_token:
+        for node in tally.calls:
+            key = node.rec.span_id
+            instant = first_token.get(key)
+            start = min(node.start, node.rec.start_ns)
+            if instant is not None and instant < start:
+                del first_token[key]
+                found[key] = f"a first token {(start - instant) / _NS_PER_MS:g} ms before its start"
+    return found
+
+
+def _bounded_output(tally: Tally, unusable: Mapping[int, str]) -> tuple[int, Node, bool]:
+    """The first output of a run with calls whose first token is not known, the call that
+    gave it, and whether it is a lower bound (rule 15).
+
+    The rule of `first_output_of` is asked with each such call's first token at its start,
+    the earliest it can be. When it picks another call, that call's output does not depend
+    on them: measured. When it picks one of them, the output is not known: it is at least
+    that call's start, and at least the output the rule gives without such calls (in a
+    voice turn, the model's first token the voice waits for)."""
+    calls, first_token, user_facing = tally.calls, tally.first_token, tally.user_facing
+    earliest = dict(first_token)
+    for node in calls:
+        if node.rec.span_id in unusable:
+            earliest[node.rec.span_id] = node.start
+    _, picked = first_output_of(calls, earliest, user_facing)
+    if picked.rec.span_id not in unusable:
+        instant, source = first_output_of(calls, first_token, user_facing)
+        return instant, source, False
+    instant, source = picked.start, picked
+    known = [n for n in calls if n.rec.span_id not in unusable]
+    if known:
+        other, by = first_output_of(known, first_token, user_facing)
+        if other > instant:
+            instant, source = other, by
+    return instant, source, True
+
+
+def _unusable_marked(
+    rollup: Rollup,
+    tally: Tally,
+    renamed: Mapping[int, str],
+    unusable: Mapping[int, str],
+    bounded: bool,
+) -> Rollup:
+    """``rollup`` marked with the calls whose first token is not known, what each gives, and
+    whether the first output depends on one (docs/attributes.md, rule 15)."""
+    calls = [n for n in tally.calls if n.rec.span_id in unusable]
+    return replace(
+        rollup,
+        unusable=tuple(n.rec.step_name or renamed.get(n.rec.span_id) or n.rec.name for n in calls),
+        unusable_values=tuple(unusable[n.rec.span_id] for n in calls),
+        unusable_parts=("first_output", "first_output_split") if bounded else (),
+    )
 
 
 def _within(node: Node, ancestor: Node) -> bool:

@@ -339,7 +339,7 @@ class WorkflowStats:
     def _add_unrecorded(self, rollup: Rollup) -> None:
         unrecorded = self.unrecorded
         for key in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES):
-            if rollup.unrecorded_in(key):
+            if rollup.bound_in(key):
                 unrecorded[key] = unrecorded.get(key, 0) + 1
         for name in set(rollup.unrecorded):
             unrecorded[name] = unrecorded.get(name, 0) + 1
@@ -382,7 +382,7 @@ class WorkflowStats:
         cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
             self.cost.add(cost, cached, weight)
-        if rollup.unrecorded:
+        if rollup.unrecorded or rollup.unusable_parts:
             self._add_unrecorded(rollup)
         steps = self.steps
         seen = self.seen_steps.add

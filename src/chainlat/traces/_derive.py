@@ -20,16 +20,17 @@ _CACHE_HIT: Final = attr.CACHE_HIT
 
 
 Derived = tuple[
-    Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, bool, bool, Any
+    Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, bool, bool, Any, Any
 ]
 """What a span's kept attributes give, read once for both quick paths: the attributes,
 kind, first token, input and output tokens (ints or None), cache hit, model, source, step
 name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.call_marks`
-says of a model call (carries its output, first token marked, operation)."""
+says of a model call (carries its output, first token marked, operation), and a time to first
+token present but unusable (``SpanRecord.ttft_unusable``)."""
 
 NOTHING_DERIVED: Final[Derived] = (
     NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, False,
-    False, None,
+    False, None, None,
 )  # fmt: skip
 
 
@@ -48,15 +49,15 @@ def derive(
     if kind != "inference":
         return (
             found, kind, None, None, None, cache_hit, None, None,
-            step_name, False, None, False, False, None,
+            step_name, False, None, False, False, None, None,
         )  # fmt: skip
     # Tokens, first token, model and source by any convention, by its one rule for each,
     # and what call_marks says: a read span gets the record a live one gets.
     (
         tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
-        ttft_marked, operation,
+        ttft_marked, operation, unusable,
     ) = call_fields(found)  # fmt: skip
     return (
         found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, has_output, ttft_marked, operation,
+        user_facing, cache_read, has_output, ttft_marked, operation, unusable,
     )  # fmt: skip

@@ -218,7 +218,7 @@ def _scope_spans(
                     _cache[blob] = derived
         (
             attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-            step_name, user_facing, cache_read, has_output, ttft_marked, operation,
+            step_name, user_facing, cache_read, has_output, ttft_marked, operation, unusable,
         ) = derived  # type: ignore[misc]  # fmt: skip
         events = raw.events
         status = raw.status
@@ -238,6 +238,7 @@ def _scope_spans(
         record.input_tokens = tokens_in
         record.output_tokens = tokens_out
         record.ttft_ms = ttft
+        record.ttft_unusable = unusable
         record.model = model
         record.source = source
         record.step_name = step_name

@@ -451,7 +451,7 @@ def _common_otlp_span(
         raise ValueError
     (
         attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, has_output, ttft_marked, operation,
+        user_facing, cache_read, has_output, ttft_marked, operation, unusable,
     ) = _attributes(raw.get("attributes"))  # fmt: skip
     events = raw.get("events")
     if events is not None and type(events) is not list:
@@ -478,7 +478,7 @@ def _common_otlp_span(
     )
     if kind == "inference":  # what call_marks says
         record.has_output, record.ttft_marked = has_output, ttft_marked
-        record.operation = operation
+        record.operation, record.ttft_unusable = operation, unusable
     if events:
         found = [(e["name"], int(e["timeUnixNano"])) for e in events]
         for _, at in found:
