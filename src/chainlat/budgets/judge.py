@@ -20,7 +20,7 @@ from chainlat.budgets._values import percentile_of_key
 from chainlat.budgets.measures import Measure, over, run_checks, worse
 from chainlat.budgets.messages import operation_target, step_target, target_of
 from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
-from chainlat.budgets.unrecorded import Unrecorded, unrecorded_why
+from chainlat.budgets.unrecorded import Unrecorded, Unusable, unrecorded_why, unusable_why
 from chainlat.budgets.verdict import (
     BudgetReport,
     LimitVerdict,
@@ -106,6 +106,8 @@ class _Tallies:
         self.incomplete: dict[str, _RunTally] = {}
         self.unrecorded: dict[str, Unrecorded] = {}
         """Runs with a model call whose end the trace does not record, by workflow."""
+        self.unusable: dict[str, Unusable] = {}
+        """Runs with a call whose first token the trace gives by a value that is no time."""
         self.stats = Stats(
             include_errors=budgets.includes_errors,
             include_interrupted=budgets.includes_interrupted,
@@ -126,6 +128,9 @@ class _Tallies:
         unrecorded = bool(run.rollup.unrecorded)
         if unrecorded:
             self.unrecorded.setdefault(run.workflow, Unrecorded()).add(run)
+        unusable = bool(run.rollup.unusable)
+        if unusable:
+            self.unusable.setdefault(run.workflow, Unusable()).add(run)
         cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
         stats.add(run, cost.usd if cost is not None else None)
         # A failed run is in no percentile (unless include_errors): its cost is not missed.
@@ -134,13 +139,18 @@ class _Tallies:
             self.unpriced.setdefault(run.workflow, _RunTally()).not_judged(cost.reason, cost.why)
         for target, limit, measure in self.checks[run.workflow]:
             actual = measure.of(run)
-            if actual is None:
+            # A first token that is no time leaves a bound, or no value where one should be
+            # (a call's time to first token): neither kept nor broken is known (rule 15).
+            unknown = unusable and measure.unusable(run)
+            if actual is None and not unknown:
                 continue
             key = (run.workflow, target)  # a tally made once, not per run by setdefault
             tally = self.runs.get(key) or self.runs.setdefault(key, _RunTally())
             if unrecorded and measure.unrecorded(run):
                 # A bound, not a measurement (rule 13): neither kept nor broken is known.
                 tally.not_judged("unrecorded_end", unrecorded_why(run))
+            elif unknown or actual is None:
+                tally.not_judged("unusable_value", unusable_why(run))
             elif actual < 0 and math.isfinite(actual):
                 # A recorded rollup no duration can be (chainlat.chain.total_ms = -100).
                 why = f"a run records {actual:g} ms for {target}, which no duration can be"
@@ -196,7 +206,12 @@ def evaluate(
         workflow_stats = stats.workflows.get(name)
         found.extend(
             _percentile_verdicts(
-                name, budget, budgets, workflow_stats, tally.unrecorded.get(name, Unrecorded())
+                name,
+                budget,
+                budgets,
+                workflow_stats,
+                tally.unrecorded.get(name, Unrecorded()),
+                tally.unusable.get(name, Unusable()),
             )
         )
         if name in unpriced:
@@ -407,6 +422,7 @@ def _percentile_verdicts(
     budgets: Budgets,
     stats: WorkflowStats | None,
     unrecorded: Unrecorded,
+    unusable: Unusable,
 ) -> list[LimitVerdict]:
     min_runs = budgets.min_runs_for(name)
     exclude = budgets.excludes_cache_hits(name)
@@ -466,25 +482,34 @@ def _percentile_verdicts(
         for quantity, limit in budget.percentiles[key].items():
             samples = stats.quantities[quantity] if stats is not None else None
             judge(target_of(key, quantity), q, limit, samples)
+            found[-1] = unusable.verdict(found[-1], quantity in unusable.quantities)
             found[-1] = unrecorded.verdict(found[-1], quantity in unrecorded.quantities)
     for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):
         q = percentile_of_key(key, "cost_")
         cost = stats.cost if stats is not None else None
         judge(key, q, budget.cost_percentiles[key], cost, "USD")
-    for target, q, limit, samples, depends in _call_percentiles(budget, stats, unrecorded):
+    for target, q, limit, samples, ends, tokens in _call_percentiles(
+        budget, stats, unrecorded, unusable
+    ):
         judge(target, q, limit, samples)
-        found[-1] = unrecorded.verdict(found[-1], depends)
+        found[-1] = unusable.verdict(found[-1], tokens)
+        found[-1] = unrecorded.verdict(found[-1], ends)
     return found
 
 
 def _call_percentiles(
-    budget: WorkflowBudget, stats: WorkflowStats | None, unrecorded: Unrecorded
-) -> Iterator[tuple[str, float, float, Samples | None, bool]]:
+    budget: WorkflowBudget,
+    stats: WorkflowStats | None,
+    unrecorded: Unrecorded,
+    unusable: Unusable,
+) -> Iterator[tuple[str, float, float, Samples | None, bool, bool]]:
     """The percentile limits over steps and over the calls of an operation: (target,
     percentile, limit, the samples it is judged on, whether a call whose end the trace does
-    not record may be among them). A call's first output is measured even then; its
-    duration is a bound, and which operation an unrecorded call had is not kept, so a
-    duration limit on any operation is not judged when a run had one (fail closed)."""
+    not record may be among them, whether a call whose first token is no time may be). A
+    call's first output is measured even when its end is not; its duration is a bound, and
+    which operation an unrecorded call had is not kept, so a duration limit on any operation
+    is not judged when a run had one (fail closed); a first-output limit likewise when a
+    run had a call whose first token is no time (rule 15)."""
     for step, limits in budget.steps.items():
         step_stats = stats.steps.get(step) if stats is not None else None
         for key in sorted(limits.percentiles, key=lambda k: percentile_of_key(k, "")):
@@ -495,11 +520,19 @@ def _call_percentiles(
                 limits.percentiles[key],
                 samples,
                 step in unrecorded.steps,
+                False,
             )
         for key in sorted(limits.ttft_percentiles, key=lambda k: percentile_of_key(k, "ttft_")):
             samples = step_stats.ttft if step_stats is not None else None
             q = percentile_of_key(key, "ttft_")
-            yield step_target(step, key), q, limits.ttft_percentiles[key], samples, False
+            yield (
+                step_target(step, key),
+                q,
+                limits.ttft_percentiles[key],
+                samples,
+                False,
+                step in unusable.steps,
+            )
     for operation, op_limits in budget.operations.items():
         calls = stats.operations.get(operation) if stats is not None else None
         for key in sorted(op_limits.percentiles, key=lambda k: percentile_of_key(k, "")):
@@ -514,8 +547,10 @@ def _call_percentiles(
                 samples = (
                     None if calls is None else calls.duration if name == "latency" else calls.ttft
                 )
-                depends = name == "latency" and unrecorded.runs > 0
-                yield operation_target(operation, f"{key}.{name}"), q, limit, samples, depends
+                ends = name == "latency" and unrecorded.runs > 0
+                tokens = name == "first_output" and unusable.runs > 0
+                target = operation_target(operation, f"{key}.{name}")
+                yield target, q, limit, samples, ends, tokens
 
 
 def _no_call(

@@ -54,6 +54,11 @@ class Measure:
         """Whether the run's value depends on a model call's end its trace does not hold."""
         raise NotImplementedError
 
+    def unusable(self, run: WorkflowRun) -> bool:
+        """Whether the run's value depends on a first token the trace gives by a value that
+        is no time (rule 15): a bound, or no value at all where there should be one."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class QuantityMeasure(Measure):
@@ -69,6 +74,9 @@ class QuantityMeasure(Measure):
     def unrecorded(self, run: WorkflowRun) -> bool:
         return run.rollup.unrecorded_in(self.quantity)
 
+    def unusable(self, run: WorkflowRun) -> bool:
+        return run.rollup.unusable_in(self.quantity)
+
 
 @dataclass(frozen=True)
 class StepMeasure(Measure):
@@ -82,6 +90,9 @@ class StepMeasure(Measure):
 
     def unrecorded(self, run: WorkflowRun) -> bool:
         return not self.ttft and self.step in run.rollup.unrecorded
+
+    def unusable(self, run: WorkflowRun) -> bool:
+        return self.ttft and self.step in run.rollup.unusable
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,11 @@ class OperationMeasure(Measure):
         # A call's first output is measured; its duration is a bound when its end is not
         # recorded, and the operation of such a call is not kept: fail closed.
         return not self.first_output and bool(run.rollup.unrecorded)
+
+    def unusable(self, run: WorkflowRun) -> bool:
+        # A call's first output is not known when its first token is no time; which
+        # operation such a call had is not kept: fail closed, as above.
+        return self.first_output and bool(run.rollup.unusable)
 
 
 def over(actual: float, limit: float) -> bool:

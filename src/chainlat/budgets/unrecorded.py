@@ -1,5 +1,6 @@
 """Runs whose values depend on a model call's end the trace does not record (rule 13 of
-docs/attributes.md): what the judge says of the limits those values decide."""
+docs/attributes.md), or on a first token it gives by a value that is no time (rule 15):
+what the judge says of the limits those values decide."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from chainlat._core.voice import SPEECH_QUANTITIES
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
-    from chainlat.budgets.verdict import LimitVerdict
+    from chainlat.budgets.verdict import LimitVerdict, NotJudgedReason
 
 JUDGED_QUANTITIES = (*QUANTITIES, FIRST_OUTPUT, *SPEECH_QUANTITIES)
 """Every workflow quantity a limit can name."""
@@ -28,6 +29,20 @@ def unrecorded_why(run: WorkflowRun) -> str:
     )
 
 
+def unusable_why(run: WorkflowRun) -> str:
+    """Why a run's values that depend on a call's first token are not judged (rule 15 of
+    docs/attributes.md), naming the call and what it gives."""
+    rollup = run.rollup
+    calls = "; ".join(
+        f"`{name}` gives {value}"
+        for name, value in zip(rollup.unusable, rollup.unusable_values, strict=False)
+    )
+    return (
+        f"{calls}, which is no time: its first token is not known, and a first output that "
+        "depends on it is a lower bound (docs/attributes.md, rule 15)"
+    )
+
+
 @dataclass(slots=True)
 class Unrecorded:
     """The runs of a workflow whose values depend on a model call's end not in the trace."""
@@ -36,6 +51,7 @@ class Unrecorded:
     quantities: set[str] = field(default_factory=set)
     steps: set[str] = field(default_factory=set)
     why: str = ""
+    reason: NotJudgedReason = "unrecorded_end"
 
     def add(self, run: WorkflowRun) -> None:
         self.runs += 1
@@ -53,7 +69,24 @@ class Unrecorded:
         return replace(
             verdict,
             status="not_judged",
-            reason="unrecorded_end",
+            reason=self.reason,
             why=f"{self.runs} of its runs: {self.why}",
             worst_run=None,
         )
+
+
+@dataclass(slots=True)
+class Unusable(Unrecorded):
+    """The runs of a workflow whose values depend on a first token that is no time (rule 15):
+    ``quantities`` the first output and its parts, ``steps`` the calls whose time to first
+    token is not known."""
+
+    reason: NotJudgedReason = "unusable_value"
+
+    def add(self, run: WorkflowRun) -> None:
+        self.runs += 1
+        rollup = run.rollup
+        self.quantities.update(q for q in JUDGED_QUANTITIES if rollup.unusable_in(q))
+        self.steps.update(rollup.unusable)
+        if not self.why:
+            self.why = unusable_why(run)

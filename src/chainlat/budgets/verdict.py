@@ -33,6 +33,7 @@ NotJudgedReason = Literal[
     "not_finite",
     "incomplete_run",
     "unrecorded_end",
+    "unusable_value",
 ]
 """Why a limit was not judged: a name no run has (``unknown_workflow``, ``unknown_step``), too
 few runs or samples (``no_runs``, ``not_enough_runs``, ``no_data``), a cost without a price or
@@ -40,7 +41,10 @@ token counts (``no_price``, ``no_tokens``), a recorded value that cannot be true
 (``impossible_value``), a limit a Prometheus source cannot read (``not_expressible``,
 ``no_series``, ``not_finite``), a run a reader could not read whole (``incomplete_run``), or a
 value that depends on a model call whose span ended before its own events, so that its end is
-not in the trace (``unrecorded_end``: the value is a bound, not a measurement)."""
+not in the trace (``unrecorded_end``: the value is a bound, not a measurement), or a value
+that depends on a call's first token the trace gives by a value that is no time
+(``unusable_value``: ``metrics.ttfb = -1``, a first token before the call's start, a streamed
+TTS's first audio no span marks; docs/attributes.md, rule 15)."""
 
 ABSENT_REASONS: Final[frozenset[NotJudgedReason]] = frozenset({"unknown_workflow", "unknown_step"})
 """Reasons ``--allow-missing`` opts out of: a budgeted name no run has."""

@@ -189,8 +189,8 @@ def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
 
 def _bound(workflow: WorkflowStats, key: str, label: str) -> str:
     """``label``, marked when some runs' value of ``key`` is a bound, not a measurement: it
-    depends on a model call whose end the trace does not record (docs/attributes.md, rule
-    13)."""
+    depends on a model call whose end the trace does not record, or on a first token the
+    trace gives by a value that is no time (docs/attributes.md, rules 13 and 15)."""
     runs = workflow.unrecorded.get(key, 0)
     if not runs:
         return label
@@ -222,6 +222,7 @@ _REASON_LABELS: Final = {
     "not_finite": "not a finite number",
     "incomplete_run": "incomplete run",
     "unrecorded_end": "a model call's end not recorded",
+    "unusable_value": "a first token that is no time",
 }
 
 
