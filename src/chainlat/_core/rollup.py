@@ -20,9 +20,10 @@ work, not the model's (docs/attributes.md, rules of the rollup).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import repeat
 from typing import Final
 
@@ -38,6 +39,7 @@ from chainlat._core.critical_path import (
 from chainlat._core.prices import Prices, price_of
 from chainlat._core.records import (
     CACHE_READ_KEYS,
+    LIVEKIT,
     STEP_NAME_KEYS,
     WIRE,
     SpanKindLabel,
@@ -52,8 +54,10 @@ from chainlat._core.twins import find_twins, normalised, same_model
 
 __all__ = [
     "CACHE_READ_KEYS",
+    "NESTED_LEVELS",
     "STEP_NAME_KEYS",
     "WIRE",
+    "NestedRun",
     "PathPiece",
     "Rollup",
     "SpanKindLabel",
@@ -62,6 +66,7 @@ __all__ = [
     "classify",
     "compute_rollup",
     "find_twins",
+    "nested_rollup",
     "same_model",
     "source_of",
     "step_name_of",
@@ -534,3 +539,336 @@ def _cost(
             return None
         total += price.cost(tokens_in.get(key, 0), tokens_out.get(key, 0), cache_reads.get(key, 0))
     return total
+
+
+# --- nested runs, composed --------------------------------------------------------------------
+
+NESTED_LEVELS: Final = 16
+"""How many levels of nested runs a run's step names reach into: its steps
+(`chainlat._core.steps.spliced_steps`) and its critical path's names hold those of the runs
+nested in it, and of those nested in them, to this depth; a nested run deeper than that is
+one step of it, its own steps its own run's. A chain of N nested runs then holds at most
+16 N of each in all, not N² / 2; the rollup's figures still count every step."""
+
+
+@dataclass(slots=True)
+class NestedRun:
+    """A run's own figures, in nanoseconds, kept for the run around it to compose
+    (`nested_rollup`): the nested run stands in there as one leaf, and these take its place.
+
+    Made only for a *plain* run: every model call of one source (no twins, no request
+    building), no speech call, no LiveKit node, no unrecorded end, no clock coarser for its
+    starts than for its ends. A run around any other is walked whole.
+    """
+
+    rollup: Rollup
+    start_ns: int
+    end_ns: int
+    last_end_ns: int
+    """The latest end of any span under it: past its end, the walk around it would extend it."""
+    split_ns: dict[str, int]
+    sums_ns: dict[str, int]
+    counts: dict[str, int]
+    step_count: int
+    cache_hits: int
+    input_tokens: int
+    output_tokens: int
+    path: tuple[str, ...]
+    path_levels: tuple[int, ...]
+    """How many nested runs down each name of ``path`` is (0: a step of its own)."""
+    inner: bool
+    """Its critical path passes through a span under it, or it has none (so its name joins
+    the path of the run around it)."""
+    sources: frozenset[str | None]
+    gcd_starts: int
+    gcd_ends: int
+    outputs: _Outputs
+
+
+_Outputs = tuple[int | None, tuple[int, int] | None, int | None]
+"""What decides a first output among a run's calls (`first_output_of`): the earliest output
+of a user-facing call, the (start, end) of the streamed call that started last, the end of
+the call that ended last; None where there is no such call."""
+
+
+def nested_rollup(
+    root: SpanRecord,
+    spans: list[SpanRecord],
+    nested: Mapping[int, NestedRun],
+    *,
+    first_output_ns: int | None = None,
+) -> NestedRun | None:
+    """The rollup of the run of ``root`` from its own spans ``spans``, where each nested run
+    root among them (``nested``, by span id) is a leaf standing in for its whole subtree,
+    with its figures composed in; None where that composition may differ from the walk of
+    every span (`compute_rollup` over all of them), which then has to be done.
+
+    The composition is that walk's result when the nested run is plain (see `NestedRun`),
+    lies inside every span around it (no extension, no clipping), has only transparent spans
+    between it and ``root``, and overlaps no span beside it on the walk; the clock's
+    resolution leaves no slack; and the first output neither comes from a nested run nor
+    falls inside one. Its walk is then the walk inside it, with its gaps the outer run's
+    overhead (rule 4 of docs/attributes.md hands its children to its parent, where nothing
+    else competes with them), so the split, the counts, the tokens, the path's step names
+    and the wait for a first output after it add up. Time and memory: linear in ``spans``
+    and the number of nested runs.
+    """
+    root_id = root.span_id
+    sources: set[str | None] = set()
+    for rec in spans:
+        if rec.unrecorded_end or rec.ttft_unusable is not None:
+            return None  # bounds, not figures (rules 13 and 15): walked whole
+        if rec.kind == "inference" and rec.span_id != root_id:
+            if rec.operation in _SPEECH or rec.source == LIVEKIT or _maybe_builder(rec):
+                return None
+            sources.add(rec.source)
+    for figures in nested.values():
+        sources |= figures.sources
+    if len(sources) > 1:
+        return None
+    records = normalised(root_id, spans)
+    gcd_starts = math.gcd(root.start_ns, *map(_START_NS, records))
+    gcd_ends = math.gcd(root.end_ns, *map(_END_NS, records))
+    for figures in nested.values():
+        gcd_starts = math.gcd(gcd_starts, figures.gcd_starts)
+        gcd_ends = math.gcd(gcd_ends, figures.gcd_ends)
+    if _slack(gcd_starts, gcd_ends):
+        return None
+    top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
+    tally = Tally()
+    try:
+        grow(top, plan(root_id, records), tally)
+        return _composed(top, tally, nested, first_output_ns, sources, gcd_starts, gcd_ends, spans)
+    finally:
+        _release(top, tally.stand_ins)
+
+
+def _composed(
+    top: Node,
+    tally: Tally,
+    nested: Mapping[int, NestedRun],
+    first_output_ns: int | None,
+    sources: set[str | None],
+    gcd_starts: int,
+    gcd_ends: int,
+    spans: list[SpanRecord],
+) -> NestedRun | None:
+    """`nested_rollup` once the tree is grown: its conditions checked, its figures composed."""
+    first_token = tally.first_token
+    if any(first_token.get(n.rec.span_id, n.start) < n.start for n in tally.calls):
+        return None  # a first token before its call's start is none (rule 15): walked whole
+    leaves = {n.rec.span_id: n for n in tally.steps if n.rec.span_id in nested and not n.kids}
+    if len(leaves) != len(nested) or not _alone(leaves, nested):
+        return None
+    here = _outputs(tally)
+    output_ns, source = first_output_ns, None
+    if output_ns is None:
+        found = _first_output_here(here, [f.outputs for f in nested.values()])
+        if found is False:
+            return None  # a nested run's call may give it, or ties with one here
+        if found:
+            output_ns, source = first_output_of(tally.calls, tally.first_token, tally.user_facing)
+    split, _, segments, disjoint = _walk(top, {}, None)
+    waits = None
+    if output_ns is not None:
+        output_ns = min(max(output_ns, top.start), top.end)
+        if any(n.start < output_ns < n.end for n in leaves.values()):
+            return None  # the first output cut inside a nested run
+        waits, wait_path = _wait(top, output_ns, source, segments, disjoint, None, split)
+        if disjoint and critical_path.SHORTCUT:
+            wait_path = [s for s in segments if s[2] <= output_ns]
+        if not _compose_split(waits, wait_path, nested):
+            return None
+    if not _compose_split(split, segments, nested):
+        return None
+    path, levels, inner = _spliced_path(top, segments, nested)
+    inner = inner or not spans  # a run with nothing under it is a leaf of the walk around it
+    cache_hits = input_tokens = output_tokens = 0
+    for figures in nested.values():
+        tally.step_count += figures.step_count
+        for kind in _STEP_KINDS:
+            tally.counts[kind] += figures.counts[kind]
+            tally.sums[kind] += figures.sums_ns[kind]
+        cache_hits += figures.cache_hits
+        input_tokens += figures.input_tokens
+        output_tokens += figures.output_tokens
+    rollup = _rollup(top, tally, split, path, output_ns, waits, None, {})
+    if nested:
+        rollup = replace(
+            rollup,
+            cache_hits=rollup.cache_hits + cache_hits,
+            input_tokens=rollup.input_tokens + input_tokens,
+            output_tokens=rollup.output_tokens + output_tokens,
+        )
+    outputs = _merged_outputs(here, [f.outputs for f in nested.values()])
+    return NestedRun(
+        rollup,
+        top.start,
+        top.end,
+        max([*map(_END_NS, spans), *(f.last_end_ns for f in nested.values())], default=top.start),
+        split,
+        dict(tally.sums),
+        dict(tally.counts),
+        tally.step_count,
+        rollup.cache_hits,
+        rollup.input_tokens,
+        rollup.output_tokens,
+        tuple(path),
+        tuple(levels),
+        inner,
+        frozenset(sources),
+        gcd_starts,
+        gcd_ends,
+        outputs,
+    )
+
+
+def _alone(leaves: Mapping[int, Node], nested: Mapping[int, NestedRun]) -> bool:
+    """Whether each nested run's leaf is whole (not clipped, nothing under it past its end),
+    a step of its own with only transparent spans above it, and overlaps nothing beside it."""
+    lists: dict[int, list[Node]] = {}
+    for span_id, node in leaves.items():
+        rec = node.rec
+        if (
+            node.start != rec.start_ns
+            or node.end != rec.end_ns
+            or node.end <= node.start
+            or nested[span_id].last_end_ns > node.end
+            or node.owner is not node
+            or node.enclosing is not None
+            or node.attribution != "overhead"
+            or node.parent is None
+        ):
+            return False
+        lists.setdefault(id(node.parent.kids), node.parent.kids)
+    for kids in lists.values():
+        ordered = sorted(kids, key=_START_THEN_END)
+        reach = -1  # the latest end of the kids before
+        for i, kid in enumerate(ordered):
+            if kid.rec.span_id in leaves and (
+                reach > kid.start or (i + 1 < len(ordered) and ordered[i + 1].start < kid.end)
+            ):
+                return False  # sorted by start: the kid after it starts first of those after
+            reach = max(reach, kid.end)
+    return True
+
+
+def _compose_split(
+    split: dict[str, int], segments: list[tuple[Node, int, int]], nested: Mapping[int, NestedRun]
+) -> bool:
+    """``split`` with each whole nested run on ``segments`` counted as its own split rather
+    than as overhead; False when one lies on them only in part."""
+    for node, seg_start, seg_end in segments:
+        figures = nested.get(node.rec.span_id)
+        if figures is None or node.kids or node.owner is not node:
+            continue
+        if seg_start != node.start or seg_end != node.end:
+            return False
+        split[node.attribution] -= seg_end - seg_start
+        for kind, ns in figures.split_ns.items():
+            split[kind] += ns
+    return True
+
+
+def _spliced_path(
+    top: Node, segments: list[tuple[Node, int, int]], nested: Mapping[int, NestedRun]
+) -> tuple[list[str], list[int], bool]:
+    """The critical path's step names as `_walk` gives them, each nested run's name followed
+    by its own path (or neither, when its walk stayed on its own span), to
+    :data:`NESTED_LEVELS` levels of nested runs; each name's level; and whether the walk
+    passed through a span below ``top``."""
+    path: list[str] = []
+    levels: list[int] = []
+    on_path: set[int] = set()
+    inner = False
+    for node, _, _ in segments:
+        figures = nested.get(node.rec.span_id) if node.owner is node else None
+        if node is not top:
+            inner = inner or figures is None or figures.inner
+        step = node.owner
+        if step is None or id(step) in on_path:
+            continue
+        if figures is not None:
+            on_path.add(id(step))
+            if figures.inner:
+                path.append(step.rec.step_name or step.rec.name)
+                levels.append(0)
+                for name, level in zip(figures.path, figures.path_levels, strict=True):
+                    if level < NESTED_LEVELS:
+                        path.append(name)
+                        levels.append(level + 1)
+            continue
+        chain: list[str] = []
+        while step is not None and id(step) not in on_path:
+            chain.append(step.rec.step_name or step.rec.name)
+            on_path.add(id(step))
+            step = step.enclosing
+        chain.reverse()
+        path += chain
+        levels += [0] * len(chain)
+    return path, levels, inner
+
+
+def _outputs(tally: Tally) -> _Outputs:
+    calls, first_token, user_facing = tally.calls, tally.first_token, tally.user_facing
+    facing = [first_token.get(n.rec.span_id, n.end) for n in calls if n.rec.span_id in user_facing]
+    streamed = [(n.start, n.end) for n in calls if n.rec.span_id in first_token]
+    return (
+        min(facing, default=None),
+        max(streamed, default=None),
+        max((n.end for n in calls), default=None),
+    )
+
+
+def _merged_outputs(here: _Outputs, others: list[_Outputs]) -> _Outputs:
+    facing = [o[0] for o in (here, *others) if o[0] is not None]
+    streamed = [o[1] for o in (here, *others) if o[1] is not None]
+    last = [o[2] for o in (here, *others) if o[2] is not None]
+    return (min(facing, default=None), max(streamed, default=None), max(last, default=None))
+
+
+def _first_output_here(here: _Outputs, others: list[_Outputs]) -> bool | None:
+    """Whether the first output of the whole run comes from a call among ``here`` (True),
+    from no call (None), or perhaps from a nested run's (False: one gives it, or ties)."""
+    facing = [o[0] for o in others if o[0] is not None]
+    if here[0] is not None or facing:
+        return here[0] is not None and all(here[0] < t for t in facing)  # the earliest
+    streamed = [o[1] for o in others if o[1] is not None]
+    if here[1] is not None or streamed:
+        return here[1] is not None and all(here[1] > t for t in streamed)  # started last
+    last = [o[2] for o in others if o[2] is not None]
+    if here[2] is not None or last:
+        return here[2] is not None and all(here[2] > t for t in last)  # ended last
+    return None
+
+
+def _maybe_builder(rec: SpanRecord) -> bool:
+    """A model-call span that `twins.request_builders` might make transparent."""
+    return (
+        rec.source not in _ALWAYS_CALLS
+        and rec.input_tokens is None
+        and rec.output_tokens is None
+        and rec.ttft_ms is None
+        and not rec.has_output
+        and not rec.failed
+    )
+
+
+def _slack(gcd_starts: int, gcd_ends: int) -> int:
+    """`clock.slack_ns` of starts and ends with these greatest common divisors."""
+    start = _resolution(gcd_starts)
+    if start == clock.EXACT_NS:
+        return 0
+    return start if start > _resolution(gcd_ends) else 0
+
+
+def _resolution(common: int) -> int:
+    for unit in clock.UNITS_NS:
+        if common % unit == 0:
+            return unit
+    return clock.EXACT_NS
+
+
+_START_THEN_END: Final = operator.attrgetter("start", "end")
+_SPEECH: Final = frozenset(attr.SPEECH_OPERATIONS)
+_ALWAYS_CALLS: Final = frozenset(("chainlat", WIRE))

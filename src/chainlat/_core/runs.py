@@ -85,7 +85,7 @@ class WorkflowRun:
     """Where the run was seen: ``traces.jsonl:17``, a Jaeger URL, a test id."""
     root: TracedSpan | None = field(default=None, repr=False, compare=False)
     """The workflow span with its attributes, for runs read from traces."""
-    spans: tuple[TracedSpan, ...] = field(default=(), repr=False, compare=False)
+    spans: Sequence[TracedSpan] = field(default=(), repr=False, compare=False)
     """The workflow span's descendants, in any order, for runs read from traces."""
     variant: str | None = None
     """``chainlat.variant``: the configuration the run was made with."""
@@ -271,7 +271,7 @@ def built_run(
     rollup: Rollup | None = None,
     steps: tuple[StepTiming, ...] | None = None,
     traced: TracedSpan | None = None,
-    spans: tuple[TracedSpan, ...] = (),
+    spans: Sequence[TracedSpan] = (),
     trace_id: str = "",
     error: bool = False,
     origin: str = "",

@@ -16,7 +16,7 @@ from typing import Final
 
 from chainlat._core.attributes import STEP_KINDS, WORKFLOW_KIND_VALUE, SpanKind
 from chainlat._core.records import SpanRecord
-from chainlat._core.rollup import Rollup
+from chainlat._core.rollup import NESTED_LEVELS, Rollup
 from chainlat._core.twins import find_twins, normalised
 
 StepKindName = SpanKind
@@ -249,3 +249,53 @@ def _merge_twins(
 
 _START_THEN_DEPTH: Final = operator.attrgetter("start_ns", "depth")
 _new: Final = object.__new__
+
+
+def spliced_steps(
+    own: Sequence[StepTiming], nested: Sequence[tuple[Sequence[StepTiming], Sequence[int]]]
+) -> tuple[tuple[StepTiming, ...], tuple[int, ...]] | None:
+    """The steps of a run from its own (``own``: `steps_of` over its spans, each nested run
+    root a step with nothing under it) and those of each nested run (its steps and their
+    levels of nesting), in start order, as `steps_of` over every span orders them; with each
+    step's level (0: the run's own), none deeper than
+    :data:`~chainlat._core.rollup.NESTED_LEVELS`. None when two steps of different runs tie
+    in that order (`steps_of` must walk them all).
+
+    A nested run is a step with only transparent spans above it (`nested_rollup` checks),
+    so its steps are one level deeper in the run around it."""
+    keyed: list[tuple[int, int, int, int, StepTiming]] = [
+        (step.start_ns, step.depth, 0, 0, step) for step in own
+    ]
+    for group, (steps, levels) in enumerate(nested, 1):
+        for step, level in zip(steps, levels, strict=True):
+            if level < NESTED_LEVELS:
+                keyed.append((step.start_ns, step.depth + 1, group, level + 1, step))
+    keyed.sort(key=_KEY)  # stable: each run's own order holds within it
+    found: list[StepTiming] = []
+    found_levels: list[int] = []
+    previous: tuple[int, int, int, int, StepTiming] | None = None
+    for item in keyed:
+        if previous is not None and previous[:2] == item[:2] and previous[2] != item[2]:
+            return None
+        previous = item
+        found.append(_deeper(item[4]) if item[2] else item[4])
+        found_levels.append(item[3])
+    return tuple(found), tuple(found_levels)
+
+
+_KEY: Final = operator.itemgetter(0, 1)
+
+
+def _deeper(step: StepTiming) -> StepTiming:
+    """``step`` one level deeper (every field set, without the class's __init__: a run nested
+    sixteen deep is copied sixteen times)."""
+    found = _new(StepTiming)
+    found.name, found.kind, found.start_ns, found.end_ns = (
+        step.name, step.kind, step.start_ns, step.end_ns,
+    )  # fmt: skip
+    found.depth = step.depth + 1
+    found.ttft_ms, found.cache_hit, found.span_name, found.model = (
+        step.ttft_ms, step.cache_hit, step.span_name, step.model,
+    )  # fmt: skip
+    found.extended, found.operation = step.extended, step.operation
+    return found

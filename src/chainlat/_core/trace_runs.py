@@ -18,22 +18,24 @@ order of their end time.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import Final
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, overload
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions, turn_start
-from chainlat._core.recorded import recorded_rollup
-from chainlat._core.rollup import SpanRecord, call_record
+from chainlat._core.recorded import recorded_rollup, with_first_output
+from chainlat._core.rollup import NestedRun, Rollup, SpanRecord, call_record, nested_rollup
 from chainlat._core.runs import (
     Attributes,
+    StepTiming,
     TracedSpan,
     WorkflowRun,
     built_run,
     marked_first_output,
     steps_of,
 )
+from chainlat._core.steps import spliced_steps
 
 
 def _outcome(attributes: Attributes) -> tuple[bool | None, float | None]:
@@ -69,7 +71,8 @@ def runs_of_trace(
     a run of its own (``nested=True``: budgets judge it) and a step of the outer run.
     Runs get their recorded rollup when the workflow span carries one
     (``chainlat.chain.*``), else one computed from the spans. Linear in the spans of
-    the trace for workflows that do not nest.
+    the trace, nested workflows too where each run's figures add up from its own spans and
+    those of the runs nested in it (see :func:`_composed_runs`).
     """
     if not isinstance(spans, (list, tuple)):
         spans = list(spans)
@@ -88,10 +91,17 @@ def runs_of_trace(
     elif conventions.is_container(workflows[0].record.name):
         return []
     run_ids = {w.record.span_id for w in workflows}
-    nested = {id(w): _inside_run(w, by_id, run_ids) is not None for w in workflows}
+    around = {id(w): _inside_run(w, by_id, run_ids) for w in workflows}
+    nested = {key: outer is not None for key, outer in around.items()}
     tops = [w for w in workflows if not nested[id(w)]]
 
     outcomes = _merged_outcomes(workflows, tops, late)
+    if COMPOSE and len(tops) < len(workflows) and not cycles and len(by_id) == len(spans):
+        composed = _composed_runs(
+            workflows, around, children, run_ids, by_id, trace_id, origin, outcomes
+        )
+        if composed is not None:
+            return composed
 
     return [
         _run(
@@ -394,3 +404,268 @@ def _inside_run(
         seen.add(parent_id)
         parent_id = parent.record.parent_id
     return None
+
+
+# --- nested runs, in time and memory linear in the spans ---------------------------------------
+
+COMPOSE = True
+"""Whether a run with runs nested in it is rolled up from its own spans and their figures
+(`nested_rollup`), where that is exact; the tests turn it off to hold both ways to the same
+runs."""
+
+
+@dataclass(slots=True)
+class _Nested:
+    """What a run leaves for the run around it: its figures, its steps and their levels."""
+
+    figures: NestedRun
+    steps: tuple[StepTiming, ...]
+    levels: tuple[int, ...]
+    kinds: dict[str, int]
+    """Its steps by kind, every level counted (a recorded rollup is checked against them)."""
+
+
+def _composed_runs(
+    workflows: list[TracedSpan],
+    around: Mapping[int, TracedSpan | None],
+    children: Mapping[int, list[TracedSpan]],
+    run_ids: set[int],
+    by_id: Mapping[int, TracedSpan],
+    trace_id: str,
+    origin: str,
+    outcomes: Mapping[int, tuple[bool | None, float | None]],
+) -> list[WorkflowRun] | None:
+    """The runs of a trace where some run inside another (see :func:`runs_of_trace`), each
+    from its own spans, the runs nested in it standing in for theirs (`nested_rollup`):
+    innermost first, so that each run's figures are there for the run around it. A run is
+    walked whole, as before, where that is not exact; its steps reach into
+    :data:`~chainlat._core.rollup.NESTED_LEVELS` levels of nested runs and its
+    ``spans`` are read from the trace when asked for, so that neither is held N times for
+    a chain of N. None for a trace whose runs nest in a cycle."""
+    depth: dict[int, int] = {}
+    for w in workflows:
+        chain: list[TracedSpan] = []
+        span: TracedSpan | None = w
+        while span is not None and span.record.span_id not in depth:
+            if len(chain) > len(workflows):
+                return None  # runs nested in a cycle of parents
+            chain.append(span)
+            span = around[id(span)]
+        level = -1 if span is None else depth[span.record.span_id]
+        for inner in reversed(chain):
+            level += 1
+            depth[inner.record.span_id] = level
+    kept: dict[int, _Nested] = {}
+    runs: dict[int, WorkflowRun] = {}
+    context = (trace_id, origin, by_id)
+    for top in sorted(workflows, key=lambda w: -depth[w.record.span_id]):
+        span_id = top.record.span_id
+        outer = around[id(top)]
+        run, left = _composed_run(
+            top, children, run_ids, kept, context, outcomes[span_id], outer is not None
+        )
+        runs[span_id] = run
+        if left is not None and outer is not None:
+            kept[span_id] = left
+    return [runs[w.record.span_id] for w in workflows]
+
+
+def _composed_run(
+    top: TracedSpan,
+    children: Mapping[int, list[TracedSpan]],
+    run_ids: set[int],
+    kept: Mapping[int, _Nested],
+    context: _Context,
+    outcome: tuple[bool | None, float | None],
+    nested: bool,
+) -> tuple[WorkflowRun, _Nested | None]:
+    """One run of :func:`_composed_runs`, and what it leaves for the run around it (None
+    when that run must walk its spans whole)."""
+    root = top.record
+    own, below = _own_spans(top, children, run_ids)
+    if turn_start.is_voice_turn(root, top.attributes):  # started elsewhere: walked whole
+        full = _descendants(top, children)
+        trace_id, origin, by_id = context
+        return _run(
+            top, full, trace_id, origin, outcome, nested=nested, spans=by_id
+        ), None  # fmt: skip
+    marked = marked_first_output(top)
+    if all(clear and span_id in kept for span_id, clear in below.items()):
+        inner = [kept[span_id] for span_id in below]
+        records = [span.record for span in own]
+        figures = nested_rollup(
+            root, records, {k: kept[k].figures for k in below}, first_output_ns=marked
+        )
+        spliced = None
+        if figures is not None:
+            spliced = spliced_steps(steps_of(root, records), [(v.steps, v.levels) for v in inner])
+        if figures is not None and spliced is not None:
+            steps, levels = spliced
+            kinds = _kinds(step for step, level in zip(steps, levels, strict=True) if not level)
+            for found in inner:
+                for kind, count in found.kinds.items():
+                    kinds[kind] += count
+            left = _Nested(figures, steps, levels, kinds)
+            spans = tuple(own) if not below else SpansBelow(children, root.span_id)
+            run = _built(top, records, spans, steps, kinds, figures.rollup, marked, context,
+                         outcome, nested)  # fmt: skip
+            return run, left
+    # Walked whole, as without nested runs: the run around it walks it whole too.
+    full = _descendants(top, children) if below else own
+    records = [span.record for span in full]
+    figures = None if below else nested_rollup(root, records, {}, first_output_ns=marked)
+    steps = steps_of(root, records)
+    kinds = _kinds(steps)
+    whole = None if figures is None else _Nested(figures, steps, (0,) * len(steps), kinds)
+    computed = None if figures is None else figures.rollup
+    run = _built(top, records, tuple(full), steps, kinds, computed, marked, context, outcome,
+                 nested)  # fmt: skip
+    return run, whole
+
+
+_Context = tuple[str, str, Mapping[int, TracedSpan]]
+"""The trace id, the origin, and the trace's spans by id."""
+
+
+def _built(
+    top: TracedSpan,
+    records: list[SpanRecord],
+    spans: Sequence[TracedSpan],
+    steps: tuple[StepTiming, ...],
+    kinds: Mapping[str, int],
+    computed: Rollup | None,
+    marked: int | None,
+    context: _Context,
+    outcome: tuple[bool | None, float | None],
+    nested: bool,
+) -> WorkflowRun:
+    """A run of :func:`_composed_run`, as :func:`_run` builds it: its recorded rollup when
+    it can be trusted (checked against every step's kind, ``kinds``), else ``computed``,
+    else the rollup of ``records`` (then its every span)."""
+    root = top.record
+    trace_id, origin, _ = context
+    if computed is None:
+        recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
+    else:
+        # Its records are its own spans only: the checks that read them are the figures'.
+        recorded, rebuilt = recorded_rollup(top.attributes, root, [], (), marked)
+        if recorded is not None and (
+            kinds["inference"] > recorded.inference_count
+            or kinds["data"] > recorded.data_count
+            or kinds["tool"] > recorded.tool_count
+        ):
+            recorded = None  # as `more_steps` finds it
+        elif recorded is not None and recorded.first_output_ms is None and records:
+            recorded = with_first_output(recorded, computed)
+    variant = top.attributes.get(attr.VARIANT)
+    success, score = outcome
+    return built_run(
+        workflow_name(top),
+        root,
+        records,
+        rollup=recorded if recorded is not None else computed,
+        steps=steps,
+        traced=top,
+        spans=spans,
+        trace_id=trace_id,
+        error=top.error,
+        origin=origin or top.origin,
+        variant=str(variant) if variant is not None else None,
+        success=success,
+        score=score,
+        nested=nested,
+        rebuilt=rebuilt,
+        incomplete=_ended_after(root, records),
+    )
+
+
+def _kinds(steps: Iterable[StepTiming]) -> dict[str, int]:
+    found = dict.fromkeys(_STEP_KINDS, 0)
+    for step in steps:
+        if step.kind in found:
+            found[step.kind] += 1
+    return found
+
+
+def _own_spans(
+    top: TracedSpan, children: Mapping[int, list[TracedSpan]], run_ids: set[int]
+) -> tuple[list[TracedSpan], dict[int, bool]]:
+    """The spans under a run's root that are no nested run's (:func:`_descendants`' walk,
+    stopped at each nested run root, kept as a span of this run), and the nested run roots
+    found, each with whether only transparent spans lie between it and the root."""
+    found: list[TracedSpan] = []
+    below: dict[int, bool] = {}
+    top_id = top.record.span_id
+    stack = [(top_id, True)]
+    seen = {top_id}
+    outcome_name = attr.OUTCOME_SPAN_NAME
+    while stack:
+        parent_id, clear = stack.pop()
+        for child in children.get(parent_id, ()):
+            rec = child.record
+            child_id = rec.span_id
+            if child_id in seen:  # a cycle in a malformed trace
+                continue
+            seen.add(child_id)
+            if rec.kind is None and rec.name == outcome_name:
+                continue
+            found.append(child)
+            if child_id in run_ids:
+                below[child_id] = clear
+            else:
+                stack.append((child_id, clear and rec.kind is None))
+    return found, below
+
+
+class SpansBelow(Sequence[TracedSpan]):
+    """The spans under a run's root, as :func:`_descendants` finds them, walked from the
+    trace's index each time they are read: a run with runs nested in it keeps no copy of
+    theirs (a chain of N nested runs would hold N² / 2)."""
+
+    __slots__ = ("_children", "_root_id")
+
+    def __init__(self, children: Mapping[int, list[TracedSpan]], root_id: int) -> None:
+        self._children = children
+        self._root_id = root_id
+
+    def __iter__(self) -> Iterator[TracedSpan]:
+        stack = [self._root_id]
+        seen = set(stack)
+        outcome_name = attr.OUTCOME_SPAN_NAME
+        children = self._children
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                rec = child.record
+                child_id = rec.span_id
+                if child_id in seen:
+                    continue
+                seen.add(child_id)
+                if rec.kind is None and rec.name == outcome_name:
+                    continue
+                yield child
+                stack.append(child_id)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, SpansBelow)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a tuple, and read afresh
+
+    def __repr__(self) -> str:
+        return f"SpansBelow({tuple(self)!r})"
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None
+
+    @overload
+    def __getitem__(self, index: int) -> TracedSpan: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TracedSpan]: ...
+
+    def __getitem__(self, index: int | slice) -> TracedSpan | Sequence[TracedSpan]:
+        return tuple(self)[index]
