@@ -3,6 +3,7 @@ back from the traces file, match values computed by hand from the raw spans of e
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from chainlat._core import attributes as attr
 from chainlat._core.runs import TracedSpan, WorkflowRun
+from chainlat.cli import main
 from chainlat.demo.voice import VARIANTS, first_audio_split
 from chainlat.traces import read_runs
 
@@ -64,7 +66,7 @@ def by_hand(run: WorkflowRun) -> dict[str, float]:
 
 
 def test_every_turn_of_the_voice_demo_splits_its_first_audio_as_its_spans_say(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Run as a user runs it, in a process of its own: in this one, a tracer provider set up
     # globally by an earlier test would be joined, and it writes no traces file.
@@ -90,3 +92,13 @@ def test_every_turn_of_the_voice_demo_splits_its_first_audio_as_its_spans_say(
         split = first_audio_split(run)
         assert split.pop("tool") == 0.0
         assert split == pytest.approx(expected, abs=TOLERANCE_MS), run.trace_id
+    # report --format json on the demo's traces holds the same split, part by part.
+    assert main(["report", str(traces), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    held = document["workflows"]["voice-agent"]["first_output_split"]
+    for part in ("speech_to_text", "model", "text_to_speech", "data", "tool", "overhead"):
+        values = sorted(first_audio_split(run)[part] for run in runs)
+        assert held[part]["count"] == len(runs)
+        assert held[part]["max_ms"] == pytest.approx(values[-1]), part
+        assert held[part]["p50_ms"] == pytest.approx(values[len(values) // 2 - 1]), part
+    assert held["end_of_turn"]["count"] == 0

@@ -34,8 +34,56 @@ PERCENTILES: Final = (50.0, 90.0, 95.0, 99.0)
 QUANTITIES: Final = ("total", "inference", "data", "tool", "overhead")
 """The per-run quantities of a workflow: wall time and its critical-path split."""
 FIRST_OUTPUT: Final = "first_output"
-_NS_PER_MS: Final = 1_000_000
 """The quantity of the wait for the first output, sampled for the runs that have one."""
+_NS_PER_MS: Final = 1_000_000
+FIRST_OUTPUT_PARTS: Final = (
+    "speech_to_text",
+    "model",
+    "text_to_speech",
+    "end_of_turn",
+    "data",
+    "tool",
+    "overhead",
+)
+"""The wait for a voice run's first output by stage (docs/voice.md, the split): they sum to
+the wait when the trace says when the turn was decided; otherwise ``end_of_turn`` is not
+known and that wait is in ``overhead``."""
+FIRST_OUTPUT_SPLIT: Final = "first_output_split"
+"""The key of the split's parts in ``WorkflowStats.unrecorded``."""
+_SPEECH_PART_QUANTITY: Final = {
+    "speech_to_text": "first_output_speech_to_text",
+    "text_to_speech": "first_output_text_to_speech",
+    "end_of_turn": "first_output_end_of_turn",
+}
+
+
+def first_output_parts(rollup: Rollup) -> dict[str, float] | None:
+    """The wait for a voice run's first output by stage (`FIRST_OUTPUT_PARTS`), the one
+    definition every renderer and the demo show; None for a run without a speech call or
+    without a first output.
+
+    ``model`` is the language model's share, ``first_output_inference_ms`` less its speech
+    parts; ``overhead`` is ``first_output_overhead_ms`` less the end-of-turn wait, which is
+    a part of it; ``end_of_turn`` is absent when the trace does not say when the turn was
+    decided. The speech parts and the end of turn are the values the budget keys
+    ``first_output_speech_to_text``, ``first_output_text_to_speech`` and
+    ``first_output_end_of_turn`` judge.
+    """
+    stt = rollup.first_output_speech_to_text_ms
+    tts = rollup.first_output_text_to_speech_ms
+    if rollup.first_output_ms is None or stt is None or tts is None:
+        return None
+    end_of_turn = rollup.first_output_end_of_turn_ms
+    parts = {
+        "speech_to_text": stt,
+        "model": (rollup.first_output_inference_ms or 0.0) - stt - tts,
+        "text_to_speech": tts,
+        "end_of_turn": end_of_turn,
+        "data": rollup.first_output_data_ms or 0.0,
+        "tool": rollup.first_output_tool_ms or 0.0,
+        "overhead": (rollup.first_output_overhead_ms or 0.0) - (end_of_turn or 0.0),
+    }
+    return {part: value for part, value in parts.items() if value is not None}
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -322,6 +370,27 @@ class WorkflowStats:
     """Every model call by operation (``text_to_speech``), in order of first appearance;
     only with ``count_operations`` (the samples of limits by operation)."""
     count_operations: bool = False
+    split_samples: dict[str, Samples] = field(
+        default_factory=lambda: {p: Samples() for p in ("model", "data", "tool", "overhead")}
+    )
+    """The parts of `first_output_split` that are no quantity of their own."""
+
+    @property
+    def first_output_split(self) -> dict[str, Samples]:
+        """The wait for the first output of the voice runs by stage (`first_output_parts`),
+        each part's samples: the speech parts and the end of turn are the quantities their
+        budget keys judge (the same samples, not copies); empty without a voice run."""
+        if not len(self.split_samples["model"]):
+            return {}
+        quantities = self.quantities
+        return {
+            part: (
+                quantities[_SPEECH_PART_QUANTITY[part]]
+                if part in _SPEECH_PART_QUANTITY
+                else self.split_samples[part]
+            )
+            for part in FIRST_OUTPUT_PARTS
+        }
 
     @property
     def dominant(self) -> tuple[str, float] | None:
@@ -338,7 +407,7 @@ class WorkflowStats:
 
     def _add_unrecorded(self, rollup: Rollup) -> None:
         unrecorded = self.unrecorded
-        for key in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES):
+        for key in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES, FIRST_OUTPUT_SPLIT):
             if rollup.bound_in(key):
                 unrecorded[key] = unrecorded.get(key, 0) + 1
         for name in set(rollup.unrecorded):
@@ -379,6 +448,10 @@ class WorkflowStats:
                 part = voice.speech_ms(rollup, quantity)
                 if part is not None:
                     quantities[quantity].add(part, cached, weight)
+            split = first_output_parts(rollup)
+            if split is not None:
+                for name, samples in self.split_samples.items():
+                    samples.add(split[name], cached, weight)
         cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
             self.cost.add(cost, cached, weight)

@@ -142,18 +142,11 @@ async def run_turns(base_url: str, store: Store, *, turns: int) -> None:
 
 def first_audio_split(run: WorkflowRun) -> dict[str, float]:
     """The wait for the first audio by stage: speech to text, the model, text to speech,
-    data, tool and overhead (they sum to the wait)."""
-    r = run.rollup
-    stt = r.first_output_speech_to_text_ms or 0.0
-    tts = r.first_output_text_to_speech_ms or 0.0
-    return {
-        "speech_to_text": stt,
-        "model": (r.first_output_inference_ms or 0.0) - stt - tts,
-        "text_to_speech": tts,
-        "data": r.first_output_data_ms or 0.0,
-        "tool": r.first_output_tool_ms or 0.0,
-        "overhead": r.first_output_overhead_ms or 0.0,
-    }
+    (end of turn,) data, tool and overhead; they sum to the wait (`first_output_parts`,
+    the split every report shows)."""
+    from chainlat._core.stats import first_output_parts
+
+    return first_output_parts(run.rollup) or {}
 
 
 def render(console: Console, runs: Sequence[WorkflowRun]) -> None:

@@ -21,6 +21,7 @@ from chainlat._core.amounts import agreeing, amount
 from chainlat._core.redact import visible
 from chainlat._core.stats import (
     FIRST_OUTPUT,
+    FIRST_OUTPUT_SPLIT,
     QUANTITIES,
     Summary,
     WorkflowStats,
@@ -165,6 +166,9 @@ def runs_heading(workflow: WorkflowStats) -> str:
 
 
 def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
+    """The rows of a workflow's statistics: the total, the first output and, for voice
+    runs, its split by stage (indented, kind ``first output``), the critical-path split,
+    each step's duration, each step's time to first token."""
     rows = [
         StatRow(
             _bound(workflow, q, q if q == "total" else f"{q} (critical path)"),
@@ -177,6 +181,14 @@ def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
     if len(first_output):
         label = _bound(workflow, FIRST_OUTPUT, "first output")
         rows.insert(1, StatRow(label, "", first_output.summary()))
+        rows[2:2] = [
+            StatRow(
+                _bound(workflow, FIRST_OUTPUT_SPLIT, f"first output: {part.replace('_', ' ')}"),
+                "first output",
+                samples.summary(),
+            )
+            for part, samples in workflow.first_output_split.items()
+        ]
     for step in workflow.steps.values():
         rows.append(
             StatRow(_bound(workflow, step.name, step.name), step.kind, step.duration.summary())

@@ -38,6 +38,13 @@ def _workflow_json(workflow: WorkflowStats) -> dict[str, Any]:
         "quantities": {
             q: summary_json(workflow.quantities[q].summary()) for q in (*QUANTITIES, FIRST_OUTPUT)
         },
+        "first_output_split": (
+            {
+                part: summary_json(samples.summary())
+                for part, samples in workflow.first_output_split.items()
+            }
+            or None
+        ),
         "cost_usd": (
             {
                 key.removesuffix("_ms"): value
