@@ -300,6 +300,7 @@ LIVEKIT: Final = "livekit"
 _TTS_ADAPTER: Final = "tts_stream_adapter"
 _TTS_REQUEST: Final = "tts_request"
 _AGENT_SPEAKING: Final = "agent_speaking"
+_REALTIME_INFERENCE: Final = "realtime_inference"
 _STREAMED_TTS: Final = (
     "lk.response.ttfb, counted from a first text no span marks (a streamed TTS: no "
     "tts_request under a tts_stream_adapter)"
@@ -308,6 +309,7 @@ _STREAMED_TTS: Final = (
 
 _SOURCE: Final = operator.attrgetter("source")
 _PARENT: Final = operator.attrgetter("parent_id")
+_NAME: Final = operator.attrgetter("name")
 
 
 def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
@@ -335,22 +337,56 @@ def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
     ``agent_speaking`` its first audio is not known (``ttft_unusable``), rather than placed
     too early; the node is still the voice, the turn's first output, which the rollup then
     gives as a lower bound (the model's first token, which the voice waits for:
-    docs/attributes.md, rule 15). The same list when there is no such node.
+    docs/attributes.md, rule 15).
+
+    A realtime model's response (``AgentSession(llm=RealtimeModel(...))``) is one
+    ``realtime_inference`` span under ``agent_turn``, opened when LiveKit's generation task
+    starts (voice/agent_activity.py 4334-4349), with the OpenAI plugin's
+    ``gen_ai.response.time_to_first_chunk`` (telemetry/utils.py 151-152), which counts from
+    the ``response.created`` received, not from the span's start (llm/_realtime/openai.py
+    2335): it is the inference with operation ``realtime``, its first audio the start of
+    the turn's ``agent_speaking`` within it, set from the sink's first frame as in a
+    cascade (voice/agent_activity.py 4458-4470). Without ``agent_speaking`` it keeps the
+    plugin's first chunk. The same list when there is no such node.
     """
-    if LIVEKIT not in map(_SOURCE, records):  # a C loop: this runs for every run read
+    livekit = LIVEKIT in map(_SOURCE, records)  # C loops: this runs for every run read
+    if not livekit and _REALTIME_INFERENCE not in map(_NAME, records):
         return records
     nodes = [
         r
         for r in records
-        if r.source == LIVEKIT and (r.ttft_ms is not None or r.ttft_unusable is not None)
+        if livekit
+        and r.source == LIVEKIT
+        and (r.ttft_ms is not None or r.ttft_unusable is not None)
     ]
-    if not nodes:
+    responses = [r for r in records if r.name == _REALTIME_INFERENCE and r.kind == "inference"]
+    if not nodes and not responses:
         return records
     by_parent: dict[int, list[SpanRecord]] = {}
     for rec in records:
         if rec.parent_id is not None:
             by_parent.setdefault(rec.parent_id, []).append(rec)
     placed: dict[int, SpanRecord] = {}
+    for response in responses:
+        heard = min(
+            (
+                s.start_ns
+                for s in by_parent.get(response.parent_id or 0, ())
+                if s.name == _AGENT_SPEAKING and response.start_ns <= s.start_ns <= response.end_ns
+            ),
+            default=None,
+        )
+        placed[response.span_id] = (
+            replace(response, operation=attr.OP_REALTIME)
+            if heard is None
+            else replace(
+                response,
+                operation=attr.OP_REALTIME,
+                ttft_ms=(heard - response.start_ns) / _NS_PER_MS,
+                user_facing=True,
+                ttft_unusable=None,
+            )
+        )
     for node in nodes:
         starts = [
             request.start_ns
@@ -385,7 +421,7 @@ def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
             placed[node.span_id] = replace(
                 node, ttft_ms=None, user_facing=True, ttft_unusable=_STREAMED_TTS
             )
-    return [placed.get(r.span_id, r) if r.source == LIVEKIT else r for r in records]
+    return [placed.get(r.span_id, r) for r in records]
 
 
 def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:

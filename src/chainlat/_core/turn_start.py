@@ -16,7 +16,18 @@ workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` alread
   ``agent_turn`` opens and to end after the turn before it opened (a caller speaking over
   an answer starts the next turn). The decision: the end of the ``eou_wait`` span
   (voice/audio_recognition.py 2133-2180, ended ``committed`` at 1881) started within
-  that speech or after it, else the ``agent_turn``'s opening.
+  that speech or after it, else the ``agent_turn``'s opening. With a realtime model
+  (``AgentSession(llm=RealtimeModel(...))``) the same rule holds when the session has a
+  VAD of its own: ``user_speaking`` is then the VAD's, backdated as above, while the
+  server's ``speech_started`` / ``speech_stopped`` only interrupt and commit
+  (voice/agent_activity.py 2258-2290), and the server's turn detection opens the turn (its
+  ``realtime_inference``, 4339): the decision is then never after the ``agent_turn``'s
+  opening. Without one, ``user_speaking`` ends when the server's
+  ``input_audio_buffer.speech_stopped`` is received (2282-2290, no ``last_speaking_time``;
+  the plugin drops its ``audio_end_ms``: llm/_realtime/openai.py 1907-1914), after the
+  server VAD's silence and the audio's transit, which no span records: the turn then
+  starts that late (324-362 ms with a 300 ms silence, in the runs of
+  tests/interop/README.md).
 - **Pipecat** (pipecat-ai 1.14.0): the end of the turn's last ``stt`` span less its
   ``metrics.ttfb``. Pipecat's STT time to first byte counts from the VAD's stop less
   ``stop_secs`` (services/stt_service.py 636-644: "the actual speech end time"), as its
@@ -38,6 +49,8 @@ from chainlat._core import attributes as attr
 from chainlat._core.records import SpanRecord
 
 _NS_PER_MS: Final = 1_000_000
+_LIVEKIT_REALTIME_INFERENCE: Final = "realtime_inference"
+"""A realtime model's response under LiveKit's ``agent_turn`` (voice/agent_activity.py 4339)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +117,12 @@ def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
     speaking: list[SpanRecord] = []
     waits: list[SpanRecord] = []
     before = None  # the start of the agent turn before this one
+    realtime = False  # the turn answered by a realtime model (its realtime_inference)
     for span in spans:
         rec = span.record
-        if rec.name == attr.LIVEKIT_USER_SPEAKING_SPAN:
+        if rec.parent_id == turn.span_id and rec.name == _LIVEKIT_REALTIME_INFERENCE:
+            realtime = True
+        elif rec.name == attr.LIVEKIT_USER_SPEAKING_SPAN:
             speaking.append(rec)
         elif rec.name == attr.LIVEKIT_EOU_WAIT_SPAN:
             # Not asked whether it ended "committed" (the trace readers keep no such key):
@@ -130,6 +146,11 @@ def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
     speech = max(mine, key=lambda s: (s.start_ns, s.end_ns))
     decided = [w.end_ns for w in waits if speech.start_ns <= w.start_ns <= turn.start_ns]
     end_of_turn = max(decided) if decided else turn.start_ns
+    if realtime:
+        # The server's turn detection answered: LiveKit's own endpointing, still waiting when
+        # the agent turn opened, did not decide it (its eou_wait ended 135 ms after, in the
+        # runs of tests/interop/README.md).
+        end_of_turn = min(end_of_turn, turn.start_ns)
     return TurnStart(speech.end_ns, max(end_of_turn, speech.end_ns), "livekit.user_speaking")
 
 
