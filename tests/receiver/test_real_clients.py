@@ -168,7 +168,7 @@ def go_app() -> list[str]:
         bin_dir.mkdir(parents=True, exist_ok=True)
         building = bin_dir / f".{binary.name}.{os.getpid()}"
         try:
-            argv = [go, "build", "-trimpath", "-o", str(building), "."]
+            argv = [go, "build", "-o", str(building), "."]  # as `go run .` builds: one cache
             _setup("go build", argv, GO_DIR, {**os.environ, **GO_ENV})
             os.replace(building, binary)
         finally:
