@@ -279,6 +279,24 @@ def test_the_out_file_gives_check_the_same_verdict(
     assert _verdicts(by_check) == _expected(BROKEN_MS)
 
 
+@pytest.mark.parametrize(("client", "protocol"), PROTOCOLS)
+def test_run_judges_a_gzip_compressed_export_alike(
+    apps: Apps,
+    workdir: Path,
+    client: str,
+    protocol: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``OTEL_EXPORTER_OTLP_COMPRESSION=gzip``: gzip bodies over HTTP, gRPC's gzip."""
+    command = _command(apps, client)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    options = ["--budgets", "budgets.toml", "--wait", "0.2", "--format", "json"]
+    assert main(["run", *options, "--", *command, str(BROKEN_MS)]) == 1
+    assert _verdicts(json.loads(capsys.readouterr().out)) == _expected(BROKEN_MS)
+
+
 def test_serve_receives_every_client_and_protocol_at_once(apps: Apps, workdir: Path) -> None:
     """One ``chainlat serve`` process, four applications (each client over each of its
     protocols) pointed at it as a user points them, then SIGINT: four runs, all kept."""
