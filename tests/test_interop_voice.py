@@ -63,3 +63,25 @@ def test_livekit_voice_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -
     bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
     assert not bad, "\n".join(bad)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.interop
+def test_livekit_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -> None:
+    """A LiveKit Agents session on the sim's Realtime API (livekit_realtime_agent.py): each
+    turn one realtime inference, its first output within 10 ms of the first frame at the
+    output; with a local VAD the turn's start and first output within 10 ms of the truth."""
+    if os.environ.get("CHAINLAT_INTEROP") == "0":
+        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
+    done = subprocess.run(
+        [sys.executable, str(RUN), "--stack", "livekit-realtime", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode == 2:
+        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
+    summary = json.loads((tmp_path / "voice-summary.json").read_text())
+    assert set(summary["cases"]) == {"local-vad", "server-vad"}
+    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
+    assert not bad, "\n".join(bad)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -91,19 +91,14 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
+def audio_io(truth: dict[str, Any]) -> tuple[type, type, type]:
+    """The custom audio I/O, as classes: ``(EnergyVAD, ScriptedMicrophone, RealTimeSpeaker)``,
+    each noting what it saw into ``truth`` (``words_end_ns``, ``handed_over_late_ns``,
+    ``first_frame_ns``). Shared with ``livekit_realtime_agent.py``."""
     import numpy as np
     from livekit import rtc
-    from livekit.agents import Agent, AgentSession, function_tool, vad
+    from livekit.agents import vad
     from livekit.agents.voice import io
-    from livekit.plugins import openai
-
-    truth: dict[str, Any] = {
-        "words_end_ns": [],
-        "handed_over_late_ns": [],
-        "first_frame_ns": [],
-        "tool_ns": [],
-    }
 
     class EnergyVADStream(vad.VADStream):
         async def _main_task(self) -> None:
@@ -269,6 +264,22 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             self._pushed_s = 0.0
             self._interrupted.clear()
             self.on_playback_finished(playback_position=played, interrupted=interrupted)
+
+    return EnergyVAD, ScriptedMicrophone, RealTimeSpeaker
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    from livekit.agents import Agent, AgentSession, function_tool
+    from livekit.plugins import openai
+
+    truth: dict[str, Any] = {
+        "words_end_ns": [],
+        "handed_over_late_ns": [],
+        "first_frame_ns": [],
+        "tool_ns": [],
+    }
+
+    EnergyVAD, ScriptedMicrophone, RealTimeSpeaker = audio_io(truth)
 
     @function_tool
     async def lookup_order(order_id: str) -> str:

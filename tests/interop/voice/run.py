@@ -30,6 +30,8 @@ REPO = HERE.parents[2]
 STACK = "pipecat"
 LIVEKIT = "livekit"
 """The LiveKit case, judged by ``livekit_judge.py`` beside this file."""
+LIVEKIT_REALTIME = "livekit-realtime"
+"""LiveKit on a realtime model, judged by ``livekit_realtime_judge.py`` beside this file."""
 CASES = (
     ("unwrapped", False, False),
     ("unwrapped+httpx", True, False),
@@ -397,13 +399,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--case", action="append", help="only this case (repeat)")
-    parser.add_argument("--stack", choices=(STACK, LIVEKIT), default=STACK)
+    parser.add_argument("--stack", choices=(STACK, LIVEKIT, LIVEKIT_REALTIME), default=STACK)
     args = parser.parse_args(argv)
     matrix = _matrix()
     if args.stack == LIVEKIT:
         livekit = _load("chainlat_interop_livekit", HERE / "livekit_judge.py")
         code: int = livekit.main(matrix, REPO, args.out, args.turns, args.case)
         return code
+    if args.stack == LIVEKIT_REALTIME:
+        realtime = _load("chainlat_interop_livekit_realtime", HERE / "livekit_realtime_judge.py")
+        done: int = realtime.main(matrix, REPO, args.out, args.turns, args.case)
+        return done
     try:
         venv, spent = matrix.setup(STACK, REPO)
     except matrix.SetupError as exc:

@@ -1,0 +1,124 @@
+"""The LiveKit realtime case of the interop matrix: a LiveKit Agents session on OpenAI's
+Realtime API (``livekit_realtime_agent.py``) against ``chainlat sim``'s ``/v1/realtime``,
+its traces read by chainlat and held to the truth the agent recorded.
+
+Run by ``run.py --stack livekit-realtime``. Two cases, one agent process and one sim each:
+``local-vad`` (the session has a VAD of its own: LiveKit dates the end of the words) and
+``server-vad`` (the server's VAD alone: no span says where the words ended, LiveKit ends
+``user_speaking`` when the server's ``speech_stopped`` arrives; only the first output's
+instant is judged, the start's lateness is reported). The sim runs in the project's own
+environment: the ``livekit`` one has no ``websockets`` (the ``realtime`` extra), and a sim
+without it answers the upgrade with a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+STACK = "livekit-realtime"
+CASES = ("local-vad", "server-vad")
+TURNS = 3
+PROFILES = {
+    "models": [
+        {"name": "sim-voice-llm", "ttft_base_ms": 100, "decode_ms_per_token": 5},
+    ]
+}
+START_TOLERANCE_MS = 10.0
+"""With a local VAD: the turn's start against the end of the words on the audio's clock."""
+FIRST_OUTPUT_TOLERANCE_MS = 10.0
+"""The first output against the first frame of the answer at the agent's AudioOutput."""
+
+
+def run_case(venv: Path, matrix: Any, case: str, where: Path, turns: int) -> Path:
+    """Run the agent against a fresh sim; returns the traces file (``truth.json`` beside)."""
+    where.mkdir(parents=True, exist_ok=True)
+    profiles = where / "profiles.json"
+    profiles.write_text(json.dumps(PROFILES))
+    traces = where / "traces.jsonl"
+    traces.unlink(missing_ok=True)  # the exporter appends
+    sim = matrix.Sim(Path(sys.prefix), profiles, where / "sim-spans.jsonl", where / "sim.log")
+    try:
+        argv = [str(matrix._bin(venv, "python")), "-P", str(HERE / "livekit_realtime_agent.py")]
+        argv += ["--base-url", sim.base_url.removesuffix("/v1"), "--traces", str(traces)]
+        argv += ["--truth", str(where / "truth.json"), "--turns", str(turns)]
+        argv += ["--vad", case.removesuffix("-vad")]
+        with open(where / "agent.log", "w") as log:
+            done = subprocess.run(argv, stderr=log, timeout=300, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{case}: the agent failed (exit {done.returncode}); see {log.name}")
+    finally:
+        sim.stop()
+    return traces
+
+
+def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """(problems, figures per turn): chainlat's reading against the agent's truth."""
+    from chainlat.traces import read_runs
+
+    truth = json.loads((traces.parent / "truth.json").read_text())
+    words, frames = truth["words_end_ns"], truth["first_frame_ns"]
+    runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
+    problems: list[str] = []
+    figures: list[dict[str, Any]] = []
+    if not len(runs) == len(words) == len(frames) == turns:
+        return [f"{len(runs)} turns read, {len(words)} spoken, {len(frames)} answered"], []
+    for n, (run, spoken, heard) in enumerate(zip(runs, words, frames, strict=True), start=1):
+        steps = [(s.name, s.kind, s.operation) for s in run.steps]
+        start_ms = (run.start_ns - spoken) / 1e6
+        first = run.first_output_ms
+        at_ms = None if first is None else (run.start_ns + first * 1e6 - heard) / 1e6
+        truth_ms = (heard - spoken) / 1e6
+        figures.append(
+            {
+                "turn": n,
+                "steps": steps,
+                "start_after_words_ms": start_ms,
+                "first_output_ms": {"chainlat": first, "truth": truth_ms},
+                "instant_after_frame_ms": at_ms,
+                "split_ms": {
+                    "end_of_turn": run.rollup.first_output_end_of_turn_ms,
+                    "inference": run.rollup.first_output_inference_ms,
+                },
+            }
+        )
+        if steps != [("realtime_inference", "inference", "realtime")]:
+            problems.append(f"turn {n}: steps {steps}")
+        if at_ms is None or abs(at_ms) > FIRST_OUTPUT_TOLERANCE_MS:
+            problems.append(f"turn {n}: first output {at_ms} ms from the first frame")
+        if case == "local-vad":
+            if abs(start_ms) > START_TOLERANCE_MS:
+                problems.append(f"turn {n}: starts {start_ms:.1f} ms from the end of the words")
+            if first is None or abs(first - truth_ms) > FIRST_OUTPUT_TOLERANCE_MS:
+                problems.append(f"turn {n}: first output {first} ms, the truth {truth_ms:.1f}")
+    return problems, figures
+
+
+def main(matrix: Any, repo: Path, out: Path | None, turns: int, cases: list[str] | None) -> int:
+    """Set up the ``livekit`` environment, run and judge each case; the summary beside."""
+    import tempfile
+
+    try:
+        venv, spent = matrix.setup("livekit", repo)
+    except matrix.SetupError as exc:
+        print(f"{STACK}: cannot set up: {exc}", file=sys.stderr)
+        return 2
+    out = out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
+    summary: dict[str, Any] = {"setup_s": spent, "cases": {}}
+    for case in CASES:
+        if cases and case not in cases:
+            continue
+        started = time.perf_counter()
+        traces = run_case(venv, matrix, case, out / STACK / case, turns)
+        problems, figures = judge(case, traces, turns)
+        summary["cases"][case] = {"right": not problems, "problems": problems, "turns": figures}
+        said = "right" if not problems else "WRONG (" + "; ".join(problems) + ")"
+        print(f"{STACK} {case}: {said}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"results in {out}")
+    return 0 if all(c["right"] for c in summary["cases"].values()) else 1
