@@ -22,6 +22,12 @@ pipeline). The workflow is marked ``user_stopped_speaking()`` at the end of the 
 audio and ends when Pipecat's turn tracking ends the turn (``on_turn_ended``, after
 Pipecat's own span). Each workflow is entered and exited in a context of its own
 (``contextvars.Context.run``): Pipecat's tasks never see it as their current span.
+
+With ``--observer`` the task has chainlat's observer (``chainlat.integrations.pipecat``)
+and the model a function, ``lookup_order``, that the simulator calls once a turn: its body
+sleeps ``TOOL_S``. The agent prints the body's start and end (``tool_body``) and the instant
+the output transport was handed each turn's first audio frame (``first_audio``), the truths
+the observer's tool step and first output are judged against.
 """
 
 # mypy: ignore-errors
@@ -53,6 +59,8 @@ CONVERSATION = "interop-voice"
 STOP_SECS = 0.2
 """The silence a VAD waits before it says the caller stopped (Pipecat's recommended
 ``VADParams.stop_secs``): the end of the words is that much before its stop frame."""
+TOOL_S = 0.12
+"""How long the function's body runs (``--observer``)."""
 PAUSE_S = 5.0
 """Silence after the end of an utterance before the next: room for the whole answer to be
 played, so that no turn is interrupted."""
@@ -74,6 +82,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--llm", default="sim-voice-llm")
     parser.add_argument("--httpx", action="store_true")
     parser.add_argument("--wrap", action="store_true")
+    parser.add_argument("--observer", action="store_true")
     return parser.parse_args()
 
 
@@ -117,6 +126,9 @@ async def main(args: argparse.Namespace) -> None:
     from pipecat.transports.base_input import BaseInputTransport
     from pipecat.transports.base_output import BaseOutputTransport
     from pipecat.transports.base_transport import TransportParams
+    from pipecat.utils.types import NOT_GIVEN
+
+    from chainlat.integrations.pipecat import observer
 
     stopped_at: list[int] = []
     """time.time_ns() of each utterance's end, as the input transport signalled it."""
@@ -125,6 +137,11 @@ async def main(args: argparse.Namespace) -> None:
     """Whether each turn Pipecat ended was interrupted (``--wrap``)."""
     conversation_id = CONVERSATION
     turns: list[Turn] = []
+    tool_body: list[tuple[int, int]] = []
+    """time.time_ns() at the start and end of each call's body (``--observer``)."""
+    first_audio: list[int] = []
+    """time.time_ns() when each turn's first audio frame reached the output transport."""
+    awaiting_audio: list[bool] = [False]
 
     class GeneratedInput(BaseInputTransport):
         """Plays the script of utterances as microphone frames, in real time."""
@@ -178,6 +195,7 @@ async def main(args: argparse.Namespace) -> None:
                     await asyncio.sleep(delay)
             words_end = time.time_ns()
             stopped_at.append(words_end)
+            awaiting_audio[0] = True
             stopped()
             # The VAD hears STOP_SECS of silence before it says so, and says how long it
             # waited: Pipecat counts its STT's time to first byte and its user-bot latency
@@ -208,6 +226,9 @@ async def main(args: argparse.Namespace) -> None:
             await self.set_transport_ready(frame)
 
         async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+            if awaiting_audio[0]:
+                awaiting_audio[0] = False
+                first_audio.append(time.time_ns())
             seconds = len(frame.audio) / 2 / frame.sample_rate / frame.num_channels
             await asyncio.sleep(seconds)
             return True
@@ -219,7 +240,30 @@ async def main(args: argparse.Namespace) -> None:
     stt = OpenAISTTService(api_key="sk-test", base_url=base_url, model="sim-stt")
     llm = OpenAILLMService(api_key="sk-test", base_url=base_url, model=args.llm)
     tts = OpenAITTSService(api_key="sk-test", base_url=base_url, model="sim-tts", voice="alloy")
-    context = LLMContext([{"role": "system", "content": "You are a helpful voice agent."}])
+    tools = []
+    if args.observer:
+        from pipecat.adapters.schemas.function_schema import FunctionSchema
+        from pipecat.adapters.schemas.tools_schema import ToolsSchema
+
+        async def lookup_order(params) -> None:
+            began = time.time_ns()
+            await asyncio.sleep(TOOL_S)
+            tool_body.append((began, time.time_ns()))
+            await params.result_callback({"status": "shipped"})
+
+        llm.register_function("lookup_order", lookup_order)
+        tools = [
+            FunctionSchema(
+                name="lookup_order",
+                description="Look up an order's status.",
+                properties={"order": {"type": "string"}},
+                required=["order"],
+            )
+        ]
+    context = LLMContext(
+        [{"role": "system", "content": "You are a helpful voice agent."}],
+        tools=ToolsSchema(standard_tools=tools) if tools else NOT_GIVEN,
+    )
     aggregators = LLMContextAggregatorPair(context)
     pipeline = Pipeline(
         [
@@ -238,6 +282,7 @@ async def main(args: argparse.Namespace) -> None:
         enable_tracing=True,
         conversation_id=conversation_id,
         idle_timeout_secs=60,
+        observers=[observer()] if args.observer else [],
     )
     if args.wrap:
 
@@ -251,6 +296,8 @@ async def main(args: argparse.Namespace) -> None:
     await task.queue_frame(EndFrame())
     await running
     print("stopped_at", " ".join(map(str, stopped_at)), flush=True)
+    print("first_audio", " ".join(map(str, first_audio)), flush=True)
+    print("tool_body", " ".join(f"{a}:{b}" for a, b in tool_body), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ built from ``requirements/pipecat.txt`` by the matrix's ``run.py`` (same cache).
 cases: ``unwrapped`` (Pipecat's spans alone) and ``unwrapped+httpx`` (with
 ``chainlat.instrument_httpx()``), and the same two with the application wrapping each
 turn in a ``chainlat.workflow`` marked ``user_stopped_speaking()`` at the end of the
-caller's audio (``wrapped``, ``wrapped+httpx``). See README.md, "The Pipecat voice case".
+caller's audio (``wrapped``, ``wrapped+httpx``), and ``unwrapped+observer``: chainlat's
+Pipecat observer (``chainlat.integrations.pipecat``) on the task and a function the model
+calls in every turn. See README.md, "The Pipecat voice case".
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ CASES = (
     ("wrapped+httpx", True, True),
 )
 """(case, chainlat.instrument_httpx(), a chainlat.workflow per turn)."""
+OBSERVER = "unwrapped+observer"
+"""Pipecat's spans and chainlat's observer, with a function called in every turn."""
+TOOL_SLACK_MS = 2.0
+"""The observer's tool step against its body: it runs from the push of the
+``FunctionCallInProgressFrame`` (before the LLM service calls the handler) to the push of
+the ``FunctionCallResultFrame`` (in the result callback): Pipecat's own time around the
+body, never shorter than it; 2 ms, plus ``TOOL_NOISE_MS``."""
+TOOL_NOISE_MS = 1.0
+"""Room for a busy machine on top of the tool's 2 ms (one loop turn or two)."""
+MARKED = False
+"""Whether the agent's observer marks the first output (``first_output=True``)."""
+OUTPUT_TOLERANCE_MS = 5.0
+"""The observer's first output (the ``BotStartedSpeakingFrame`` push) against the instant
+the agent's output transport was handed the turn's first audio frame."""
 TURNS = 3
 LLM = "sim-voice-llm"
 PROFILES = {
@@ -98,7 +114,14 @@ class Verdict:
 
 
 def run_case(
-    venv: Path, matrix: Any, case: str, httpx: bool, where: Path, turns: int, wrap: bool = False
+    venv: Path,
+    matrix: Any,
+    case: str,
+    httpx: bool,
+    where: Path,
+    turns: int,
+    wrap: bool = False,
+    observer: bool = False,
 ) -> Path:
     """Run the agent against a fresh sim; returns the traces file (``stopped_at`` beside)."""
     where.mkdir(parents=True, exist_ok=True)
@@ -106,6 +129,7 @@ def run_case(
     profiles.write_text(json.dumps(PROFILES))
     sim = matrix.Sim(venv, profiles, where / "sim-spans.jsonl", where / "sim.log")
     traces = where / "traces.jsonl"
+    traces.unlink(missing_ok=True)  # the exporter appends: a rerun into --out starts anew
     try:
         argv = [
             str(matrix._bin(venv, "python")),
@@ -124,6 +148,8 @@ def run_case(
             argv.append("--httpx")
         if wrap:
             argv.append("--wrap")
+        if observer:
+            argv.append("--observer")
         with open(where / "agent.log", "w") as log:
             done = subprocess.run(
                 argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=300, check=False
@@ -132,6 +158,12 @@ def run_case(
             raise RuntimeError(f"{case}: the agent failed (exit {done.returncode}); see {log.name}")
         stops = [line for line in done.stdout.splitlines() if line.startswith("stopped_at")]
         (where / "stopped_at.txt").write_text(stops[-1] if stops else "")
+        truths = [
+            line
+            for line in done.stdout.splitlines()
+            if line.startswith(("first_audio", "tool_body"))
+        ]
+        (where / "truths.txt").write_text("\n".join(truths))
     finally:
         sim.stop()
     return traces
@@ -319,6 +351,66 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     return verdict
 
 
+def judge_observer(case: str, traces: Path, turns: int) -> Verdict:
+    """chainlat's observer on Pipecat's spans: each turn's function call a tool step of
+    its body's time plus Pipecat's around it, and the first output at the first audio frame
+    the output transport was handed, both against what the agent recorded."""
+    verdict = Verdict(case)
+    read = _turns_read(verdict, traces, turns, "turn", only=False)
+    if read is None:
+        return verdict
+    runs, stopped, _spans = read
+    truths = dict(
+        [*line.split(" ", 1), ""][:2]
+        for line in (traces.parent / "truths.txt").read_text().splitlines()
+    )
+    first_audio = [int(x) for x in truths.get("first_audio", "").split()]
+    bodies = [tuple(int(t) for t in x.split(":")) for x in truths.get("tool_body", "").split()]
+    if len(first_audio) != turns or len(bodies) != turns:
+        verdict.problems.append(f"{len(first_audio)} first audio frames, {len(bodies)} tool calls")
+        return verdict
+    for n, (run, stop, audio, body) in enumerate(
+        zip(runs, stopped, first_audio, bodies, strict=True), start=1
+    ):
+        figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
+        verdict.figures.append(figures)
+        tools = [s for s in run.steps if s.kind == "tool"]
+        if len(tools) != 1:
+            verdict.problems.append(f"turn {n}: {len(tools)} tool steps")
+            continue
+        tool = tools[0]
+        step_ms = (tool.end_ns - tool.start_ns) / 1e6
+        body_ms = (body[1] - body[0]) / 1e6
+        figures["tool_ms"] = {"step": step_ms, "body": body_ms, "around": step_ms - body_ms}
+        if not (tool.start_ns <= body[0] and body[1] <= tool.end_ns):
+            verdict.problems.append(f"turn {n}: the tool step does not hold its body")
+        if step_ms - body_ms > TOOL_SLACK_MS + TOOL_NOISE_MS:
+            verdict.problems.append(
+                f"turn {n}: tool step {step_ms:.2f} ms, its body {body_ms:.2f} "
+                f"(tolerance {TOOL_SLACK_MS:.0f} + {TOOL_NOISE_MS:.0f})"
+            )
+        if run.rollup.first_output_tool_ms is None or run.rollup.tool_ms <= 0:
+            verdict.problems.append(f"turn {n}: no tool time in the split")
+        figures["split_ms"] = {
+            "tool": run.rollup.first_output_tool_ms,
+            "overhead": run.rollup.first_output_overhead_ms,
+        }
+        if run.first_output_ms is None:
+            verdict.problems.append(f"turn {n}: no first output")
+            continue
+        output_ns = run.start_ns + run.first_output_ms * 1e6
+        figures["first_output_after_frame_ms"] = (output_ns - audio) / 1e6
+        figures["first_audio_from_the_words_ms"] = (audio - stop) / 1e6
+        # The observer marks no first output yet (its docstring says why): Pipecat's own
+        # reading (tts start + metrics.ttfb) stands, a few ms before the frame: a figure.
+        if MARKED and abs(output_ns - audio) > OUTPUT_TOLERANCE_MS * 1e6:
+            verdict.problems.append(
+                f"turn {n}: first output {(output_ns - audio) / 1e6:.2f} ms from the first "
+                f"audio frame at the output transport (tolerance {OUTPUT_TOLERANCE_MS:.0f})"
+            )
+    return verdict
+
+
 def _wire(
     verdict: Verdict,
     figures: dict[str, Any],
@@ -424,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
         traces = run_case(venv, matrix, case, httpx, out / STACK / case, args.turns, wrap)
         judging = judge_wrapped if wrap else judge
         verdict = judging(case, traces, args.turns, httpx=httpx)
+        verdicts.append(verdict)
+        print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    if not args.case or OBSERVER in args.case:
+        started = time.perf_counter()
+        where = out / STACK / OBSERVER
+        traces = run_case(venv, matrix, OBSERVER, False, where, args.turns, observer=True)
+        verdict = judge_observer(OBSERVER, traces, args.turns)
         verdicts.append(verdict)
         print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
     summary = {

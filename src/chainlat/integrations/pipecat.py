@@ -1,0 +1,244 @@
+"""A Pipecat observer that adds what Pipecat's own traces lack (docs/voice.md, Pipecat).
+
+Pipecat (``pipecat-ai``, read in the source of 1.14.0) writes a ``turn`` span per turn and
+``stt``, ``llm``, ``tts`` spans under it, but no span for a function call (a tool it runs
+inside a turn reads as overhead), and its first audio is where the TTS service pushed its
+first frame, a few ms before the output transport plays it. The observer records:
+
+- each function call as a chainlat tool step (``execute_tool {name}``, the attributes
+  ``chainlat.tool`` writes) under the turn's span: from the ``FunctionCallInProgressFrame``
+  the LLM service pushes right before it runs the handler (services/llm_service.py
+  1886-1893) to the final ``FunctionCallResultFrame`` its result callback pushes (1937);
+  a handler that raised is a failed step (the frame's ``error``), a cancelled call
+  (``FunctionCallCancelFrame``) one ended ``cancelled``;
+- with ``first_output=True``, the turn's first output at its first
+  ``BotStartedSpeakingFrame``: the output transport pushes it right before it writes the
+  turn's first audio frame
+  (transports/base_output.py 744-765, 1019-1042); the turn's span gets
+  ``chainlat.workflow.first_output_ms``, what ``run.first_output()`` writes, which every
+  reader uses over its own rules. Off by default: the readers add the mark to the turn's
+  start as they place it (the end of the caller's words, `chainlat._core.turn_start`), not
+  to the span's own start, so a turn read unwrapped would come out late by the caller's
+  speech (0.8-1.6 s in the interop case) until they read it from the span's start.
+
+Frames reach an observer through a queue of its own (pipeline/worker_observer.py): each
+instant is the frame's push on the pipeline clock, put on the spans' clock, never the
+moment the observer got to it. Failures of the observer are logged once and swallowed.
+
+Example::
+
+    from chainlat.integrations.pipecat import observer
+
+    task = PipelineTask(pipeline, enable_tracing=True, observers=[observer()])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.sdk.trace import SpanProcessor
+
+from chainlat._core import attributes as attr
+from chainlat._core.errors import internal_errors
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import ReadableSpan, Span
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["ChainlatObserver", "observer"]
+
+TURN_SCOPE: Final = "pipecat.turn"
+"""The tracer scope of Pipecat's turn spans (utils/tracing/turn_trace_observer.py 73)."""
+_NS_PER_MS: Final = 1_000_000
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The Pipecat frame classes the observer reads (the real ones unless a test says)."""
+
+    call_started: type
+    call_result: type
+    call_cancelled: type
+    bot_started_speaking: type
+
+
+def pipecat_frames() -> Frames:
+    """Pipecat's frame classes, imported now (Pipecat is an optional dependency)."""
+    from pipecat.frames.frames import (  # type: ignore[import-not-found,unused-ignore]
+        BotStartedSpeakingFrame,
+        FunctionCallCancelFrame,
+        FunctionCallInProgressFrame,
+        FunctionCallResultFrame,
+    )
+
+    return Frames(
+        FunctionCallInProgressFrame,
+        FunctionCallResultFrame,
+        FunctionCallCancelFrame,
+        BotStartedSpeakingFrame,
+    )
+
+
+class OpenTurns(SpanProcessor):
+    """A span processor that keeps Pipecat's open ``turn`` spans, to mark and to parent to."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, Span] = {}
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        scope = span.instrumentation_scope
+        if span.name == "turn" and scope is not None and scope.name == TURN_SCOPE:
+            self.open[span.context.span_id] = span
+
+    def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is not None:
+            self.open.pop(context.span_id, None)
+
+    def shutdown(self) -> None:
+        self.open.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    def at(self, ns: int) -> Span | None:
+        """The turn open at ``ns``: the latest started at or before it."""
+        started = [s for s in self.open.values() if (s.start_time or 0) <= ns]
+        return max(started, key=lambda s: s.start_time or 0, default=None)
+
+
+@dataclass
+class _Call:
+    name: str
+    start_ns: int
+    turn: Span | None
+
+
+class ChainlatObserver:
+    """The observer's reading of frames; :func:`observer` makes it a Pipecat observer."""
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        first_output: bool = False,
+        frames: Frames | None = None,
+    ) -> None:
+        from opentelemetry import trace
+
+        provider = tracer_provider or trace.get_tracer_provider()
+        self._tracer = provider.get_tracer(attr.TRACER_NAME)
+        self.turns = OpenTurns()
+        add = getattr(provider, "add_span_processor", None)
+        if add is not None:  # an SDK provider; the API's proxy records nothing anyway
+            add(self.turns)
+        self._frames = frames or pipecat_frames()
+        self._calls: dict[str, _Call] = {}
+        self._marked: set[int] = set()
+        self._mark_first_output = first_output
+
+    async def on_push_frame(self, data: Any) -> None:
+        """Pipecat's ``BaseObserver.on_push_frame``: one frame pushed (its first push)."""
+        with internal_errors("observing a Pipecat frame"):
+            self.observe(data.frame, self._wall_ns(data))
+
+    @staticmethod
+    def _wall_ns(data: Any) -> int:
+        """The push on the spans' clock: the pipeline clock read beside ``time.time_ns()``."""
+        clock = data.source.get_clock()
+        offset = time.time_ns() - int(clock.get_time())
+        return int(data.timestamp) + offset
+
+    def observe(self, frame: object, at_ns: int) -> None:
+        """Read one frame pushed at ``at_ns`` (ns on the spans' clock)."""
+        frames = self._frames
+        if isinstance(frame, frames.call_started):
+            call_id = str(getattr(frame, "tool_call_id", ""))
+            if call_id not in self._calls:  # broadcast: once downstream, once upstream
+                name = str(getattr(frame, "function_name", "") or "function")
+                self._calls[call_id] = _Call(name, at_ns, self.turns.at(at_ns))
+        elif isinstance(frame, frames.call_result):
+            properties = getattr(frame, "properties", None)
+            if properties is not None and getattr(properties, "is_final", True) is False:
+                return  # an intermediate update: the call goes on
+            call = self._calls.pop(str(getattr(frame, "tool_call_id", "")), None)
+            if call is not None:
+                error = getattr(frame, "error", None)
+                self._tool(call, at_ns, str(error) if error else None)
+        elif isinstance(frame, frames.call_cancelled):
+            call = self._calls.pop(str(getattr(frame, "tool_call_id", "")), None)
+            if call is not None:
+                self._tool(call, at_ns, "cancelled")
+        elif self._mark_first_output and isinstance(frame, frames.bot_started_speaking):
+            self._first_output(at_ns)
+
+    def _tool(self, call: _Call, end_ns: int, error: str | None) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        parent = call.turn
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._tracer.start_span(
+            attr.tool_span_name(call.name),
+            context=context,
+            kind=SpanKind.INTERNAL,
+            start_time=call.start_ns,
+            attributes={
+                attr.GEN_AI_OPERATION_NAME: attr.OP_EXECUTE_TOOL,
+                attr.GEN_AI_TOOL_NAME: call.name,
+                attr.STEP_KIND: "tool",
+            },
+        )
+        if error is not None:
+            span.set_attribute(attr.ERROR_TYPE, "cancelled" if error == "cancelled" else "error")
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=max(end_ns, call.start_ns))
+
+    def _first_output(self, at_ns: int) -> None:
+        turn = self.turns.at(at_ns)
+        if turn is None or not turn.is_recording():
+            return
+        span_id = turn.context.span_id
+        if span_id in self._marked:
+            return
+        self._marked.add(span_id)
+        start = turn.start_time or at_ns
+        turn.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, max(at_ns - start, 0) / _NS_PER_MS)
+        turn.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=at_ns)
+
+
+_observer_type: type | None = None
+
+
+def observer(
+    tracer_provider: TracerProvider | None = None, *, first_output: bool = False
+) -> ChainlatObserver:
+    """A Pipecat observer (a ``BaseObserver``) adding function calls as tool steps and the
+    first audio at the output transport as each turn's first output.
+
+    Pass it before the pipeline runs (its span processor joins ``tracer_provider``, default
+    the global one, to see Pipecat's turns start).
+
+    Example::
+
+        from chainlat.integrations.pipecat import observer
+
+        task = PipelineTask(pipeline, enable_tracing=True, observers=[observer()])
+    """
+    global _observer_type
+    if _observer_type is None:
+        from pipecat.observers.base_observer import (  # type: ignore[import-not-found,unused-ignore]
+            BaseObserver,
+        )
+
+        class PipecatObserver(ChainlatObserver, BaseObserver):  # type: ignore[misc]
+            def __init__(self, provider: TracerProvider | None, mark: bool) -> None:
+                BaseObserver.__init__(self, observe_every_push=False)
+                ChainlatObserver.__init__(self, provider, first_output=mark)
+
+        _observer_type = PipecatObserver
+    made: ChainlatObserver = _observer_type(tracer_provider, first_output)
+    return made

@@ -1,0 +1,104 @@
+"""The Pipecat observer without Pipecat: frames of stand-in classes, a turn span written as
+Pipecat writes it (scope ``pipecat.turn``), a fresh provider and an in-memory exporter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from chainlat._core import attributes as attr
+from chainlat.integrations.pipecat import ChainlatObserver, Frames
+from chainlat.traces.sdk import runs_from_spans
+
+MS = 1_000_000
+T0 = 1_700_000_000_000_000_000
+
+
+@dataclass
+class Started:
+    function_name: str
+    tool_call_id: str
+
+
+@dataclass
+class Result:
+    function_name: str
+    tool_call_id: str
+    error: str | None = None
+    properties: Any = None
+
+
+@dataclass
+class Cancelled:
+    function_name: str
+    tool_call_id: str
+
+
+@dataclass
+class Speaking:
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+FRAMES = Frames(Started, Result, Cancelled, Speaking)
+
+
+def _setup() -> tuple[TracerProvider, InMemorySpanExporter, ChainlatObserver]:
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter, ChainlatObserver(provider, first_output=True, frames=FRAMES)
+
+
+def test_a_function_call_is_a_tool_step_of_the_turn_and_the_first_audio_its_output() -> None:
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    observer.observe(Started("lookup", "c1"), T0 + 300 * MS)
+    observer.observe(Started("lookup", "c1"), T0 + 300 * MS)  # the upstream copy
+    observer.observe(Result("lookup", "c1"), T0 + 420 * MS)
+    observer.observe(Result("lookup", "c1"), T0 + 420 * MS)
+    observer.observe(Speaking(), T0 + 900 * MS)
+    observer.observe(Speaking(), T0 + 950 * MS)  # the turn's later frames change nothing
+    turn.end(end_time=T0 + 2000 * MS)
+    spans = exporter.get_finished_spans()
+    (tool,) = [s for s in spans if s.name == "execute_tool lookup"]
+    assert tool.parent is not None and tool.parent.span_id == turn.get_span_context().span_id
+    assert (tool.start_time, tool.end_time) == (T0 + 300 * MS, T0 + 420 * MS)
+    (run,) = runs_from_spans(spans)
+    assert run.rollup.tool_count == 1
+    assert [s.kind for s in run.steps] == ["tool"]
+    assert run.first_output_ms == 900.0
+
+
+def test_a_failed_or_cancelled_call_is_a_failed_step_and_an_update_ends_nothing() -> None:
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+
+    @dataclass
+    class Update:
+        is_final: bool = False
+
+    observer.observe(Started("a", "1"), T0 + 1 * MS)
+    observer.observe(Result("a", "1", properties=Update()), T0 + 2 * MS)
+    observer.observe(Result("a", "1", error="boom"), T0 + 3 * MS)
+    observer.observe(Started("b", "2"), T0 + 4 * MS)
+    observer.observe(Cancelled("b", "2"), T0 + 5 * MS)
+    turn.end(end_time=T0 + 10 * MS)
+    tools = {s.name: s for s in exporter.get_finished_spans() if s.name != "turn"}
+    assert tools["execute_tool a"].end_time == T0 + 3 * MS
+    assert not tools["execute_tool a"].status.is_ok
+    assert (tools["execute_tool b"].attributes or {})[attr.ERROR_TYPE] == "cancelled"
+
+
+def test_frames_outside_any_turn_are_ignored_and_other_spans_are_no_turns() -> None:
+    provider, exporter, observer = _setup()
+    other = provider.get_tracer("app").start_span("turn", start_time=T0)
+    observer.observe(Speaking(), T0 + 5 * MS)
+    other.end(end_time=T0 + 10 * MS)
+    (ended,) = exporter.get_finished_spans()
+    assert attr.WORKFLOW_FIRST_OUTPUT_MS not in (ended.attributes or {})
+    assert observer.turns.open == {}
