@@ -392,3 +392,27 @@ def test_a_recorded_end_of_turn_is_read_back_and_checked() -> None:
         "chainlat.chain.first_output.end_of_turn_ms 50 is more than "
         "chainlat.chain.first_output.overhead_ms"
     )
+
+
+def test_the_applications_mark_counts_from_the_turns_own_span_start(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A mark on Pipecat's turn (the observer's first frame at the output transport, 1715 ms,
+    written as 1712 ms from the span's start at 3 ms) stays at 1715 when the turn is moved
+    to the end of the words (1000): the first output is 715 ms, not 1712."""
+    s = Session(exporter)
+    talk = s.span("conversation", None, -100, {"conversation.id": "c"})
+    turn = s.span(
+        "turn",
+        talk,
+        3,
+        {"turn.number": 1, "turn.was_interrupted": False, attr.WORKFLOW_FIRST_OUTPUT_MS: 1712.0},
+    )
+    s.closed("stt", turn, 0, 1250, {"gen_ai.operation.name": "stt", "metrics.ttfb": 0.25})
+    s.closed("llm", turn, 1260, 1450, {"gen_ai.operation.name": "chat", "metrics.ttfb": 0.09})
+    s.closed("tts", turn, 1450, 2400, {"gen_ai.operation.name": "tts", "metrics.ttfb": 0.25})
+    turn.end(end_time=T0 + 2900 * MS)
+    talk.end(end_time=T0 + 3000 * MS)
+    (run,) = s.runs()
+    assert run.start_ns == T0 + 1000 * MS
+    assert run.first_output_ms == pytest.approx(715.0)

@@ -282,13 +282,17 @@ def built_run(
     rebuilt: str = "",
     incomplete: str | None = None,
     end_of_turn_ns: int | None = None,
+    first_output_ns: int | None = None,
 ) -> WorkflowRun:
     """The one builder of a run, live or read (``traced``: the workflow span read from a
     trace, kept on the run with its descendants ``spans``); the rollup and the steps are
     computed from the records when not given (``end_of_turn_ns``: as for
-    `compute_rollup`)."""
+    `compute_rollup`; ``first_output_ns``: the application's mark, when the caller read
+    it, else read from ``traced``)."""
     if rollup is None:
-        marked = marked_first_output(traced) if traced is not None else None
+        marked = first_output_ns
+        if marked is None and traced is not None:
+            marked = marked_first_output(traced)
         rollup = compute_rollup(
             root, records, first_output_ns=marked, end_of_turn_ns=end_of_turn_ns
         )

@@ -134,6 +134,8 @@ def _run(
     speaking (`chainlat._core.turn_start`; ``spans``: the trace's, by id)."""
     records = [span.record for span in descendants]
     end_of_turn: int | None = None
+    # The application's mark counts from the span's own start, before a rule moves it.
+    marked = marked_first_output(top)
     if spans is not None and turn_start.is_voice_turn(top.record, top.attributes):
         found = turn_start.turn_start(top, spans.values(), _children_of(descendants, top))
         if found is not None and found.speech_end_ns <= top.record.end_ns:
@@ -148,7 +150,6 @@ def _run(
     if incomplete is None:
         incomplete = _ended_after(root, records)
     steps = steps_of(root, records)
-    marked = marked_first_output(top)
     recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
     variant = top.attributes.get(attr.VARIANT)
     success, score = outcome
@@ -170,6 +171,7 @@ def _run(
         rebuilt=rebuilt,
         incomplete=incomplete,
         end_of_turn_ns=end_of_turn,
+        first_output_ns=marked,
     )
 
 
