@@ -70,3 +70,37 @@ def test_run_limits_of_a_run_with_a_step_after_it_are_not_judged(
         assert 'name="exit_code" value="2"' in junit.read_text()
     else:
         assert "FAILED: 0 of 2 limits broken, 2 not judged" in out
+
+
+def test_a_step_stamped_late_by_its_instrumentation_is_clipped_not_a_lost_run(
+    tmp_path: Path,
+) -> None:
+    """1.7 ms past a 500 ms run (under 1 % of it, and 5 ms): LiteLLM's own lateness."""
+    traces = tmp_path / "t.jsonl"
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        cap.provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(traces)))
+        with chainlat.workflow("chat", tracer_provider=cap.provider) as run:
+            call = cap.provider.get_tracer("framework").start_span(
+                "litellm_request",
+                start_time=cap.clock(),
+                attributes={"gen_ai.operation.name": "chat"},
+            )
+            cap.clock.advance(500)
+        call.end(end_time=cap.clock() + 1_700_000)
+    assert run.rollup is not None
+    (read,) = read_runs([traces])
+    assert read.incomplete is None
+    assert read.rollup.inference_count == 1  # the call is read, clipped to the run
+    traces = tmp_path / "late.jsonl"
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        cap.provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(traces)))
+        with chainlat.workflow("chat", tracer_provider=cap.provider):
+            call = cap.provider.get_tracer("framework").start_span(
+                "litellm_request",
+                start_time=cap.clock(),
+                attributes={"gen_ai.operation.name": "chat"},
+            )
+            cap.clock.advance(500)
+        call.end(end_time=cap.clock() + 5_100_000)  # past 1 % of the run: a lost part
+    (read,) = read_runs([traces])
+    assert read.incomplete is not None and "litellm_request" in read.incomplete

@@ -184,9 +184,29 @@ def _children_of(descendants: list[TracedSpan], top: TracedSpan) -> dict[int, li
 def _ended_after(root: SpanRecord, records: list[SpanRecord]) -> str | None:
     """Why a run is not whole when a step of it ended after its workflow span (a model call
     read from a generator after the ``with`` block exited): the workflow's figures, recorded
-    or rebuilt within its span, do not hold the step's time; None when none did."""
+    or rebuilt within its span, do not hold the step's time; None when none did.
+
+    An instrumentation that stamps a step's end late by its own bookkeeping is not that:
+    LiteLLM writes a streamed call's span from its logging callback, 1.7 ms after the agent's
+    workflow ended on a 500 ms run (the sim's server spans end inside the workflow). A step
+    that ends no later than `LATE_END_SHARE` of the run's duration (at most `LATE_END_NS`)
+    after it, with no first token past its end, is clipped to the workflow as any child is:
+    the run's figures can be off by that much at most."""
     end = root.end_ns
-    late = next((rec for rec in records if rec.end_ns > end and rec.kind in _STEP_KINDS), None)
+    allowed = min(LATE_END_NS, int((end - root.start_ns) * LATE_END_SHARE))
+    late = next(
+        (
+            rec
+            for rec in records
+            if rec.end_ns > end
+            and rec.kind in _STEP_KINDS
+            and (
+                rec.end_ns - end > allowed
+                or (rec.ttft_ms is not None and rec.start_ns + rec.ttft_ms * 1e6 > end)
+            )
+        ),
+        None,
+    )
     if late is None:
         return None
     after_ms = (late.end_ns - end) / 1_000_000
@@ -198,6 +218,10 @@ def _ended_after(root: SpanRecord, records: list[SpanRecord]) -> str | None:
 
 
 _STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+LATE_END_SHARE: Final = 0.01
+"""A step may end this share of its run's duration after the run (see `_ended_after`)."""
+LATE_END_NS: Final = 5_000_000
+"""... and never more than 5 ms after it."""
 
 
 def _flat_run(spans: Sequence[TracedSpan]) -> tuple[TracedSpan, list[TracedSpan]] | None:
