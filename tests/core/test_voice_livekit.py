@@ -8,9 +8,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
@@ -22,10 +19,7 @@ from chainlat._core.stats import aggregate
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.traces import read_runs
-from chainlat.traces.sdk import runs_from_spans
-
-MS = 1_000_000
-T0 = 1_700_000_000_000_000_000
+from support.livekit_spans import MS, T0, LiveKitSession
 
 # Where each name, key, unit and parent comes from, in livekit-agents 1.8.9 (livekit/agents/):
 # - agent_session: voice/agent_session.py 988, invoke_workflow named "agent_session" (1012,
@@ -51,39 +45,8 @@ T0 = 1_700_000_000_000_000_000
 # No STT span: the STT stream runs for the whole session and writes none (stt/ has no tracer).
 
 
-class Trace:
+class Trace(LiveKitSession):
     """A LiveKit session on an injected clock: every time in ms from T0."""
-
-    def __init__(self, exporter: InMemorySpanExporter) -> None:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        self.tracer = provider.get_tracer("livekit-agents")
-        self.session = self.span(
-            "agent_session",
-            None,
-            0,
-            {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "agent_session"},
-        )
-
-    def span(
-        self, name: str, parent: Span | None, start_ms: int, attributes: dict[str, AttributeValue]
-    ) -> Span:
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        return self.tracer.start_span(
-            name, context=context, start_time=T0 + start_ms * MS, attributes=attributes
-        )
-
-    def closed(
-        self,
-        name: str,
-        parent: Span | None,
-        start_ms: int,
-        end_ms: int,
-        attributes: dict[str, AttributeValue],
-    ) -> Span:
-        span = self.span(name, parent, start_ms, attributes)
-        span.end(end_time=T0 + end_ms * MS)
-        return span
 
     def model_call(self, turn: Span, start_ms: int, end_ms: int) -> None:
         """llm_node, first token 210 ms in; its llm_request 5 ms later, first chunk 200 ms in."""
@@ -104,10 +67,6 @@ class Trace:
         self.closed("llm_request_run", request, start_ms + 5, end_ms - 5, {"lk.retry_count": 0})
         request.end(end_time=T0 + (end_ms - 5) * MS)
         node.end(end_time=T0 + end_ms * MS)
-
-    def runs(self, exporter: InMemorySpanExporter, end_ms: int) -> list[WorkflowRun]:
-        self.session.end(end_time=T0 + end_ms * MS)
-        return sorted(runs_from_spans(exporter.get_finished_spans()), key=lambda r: r.start_ns)
 
 
 def voice_turn(tr: Trace, base: int, *, interrupted: bool) -> None:

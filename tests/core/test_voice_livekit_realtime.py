@@ -5,18 +5,12 @@ livekit-plugins-openai 1.8.9 write them (tests/interop/voice/livekit_realtime_ag
 from __future__ import annotations
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from chainlat._core.runs import WorkflowRun
 from chainlat.traces.sdk import runs_from_spans
-
-MS = 1_000_000
-T0 = 1_700_000_000_000_000_000
+from support.livekit_spans import MS, T0, LiveKitSession
 
 # Where each name, key and parent comes from, in livekit-agents 1.8.9 (livekit/agents/):
 # - agent_turn: voice/agent_activity.py 4334-4338 (_agent_turn), invoke_agent, with
@@ -34,39 +28,8 @@ T0 = 1_700_000_000_000_000_000
 #   the server's response opened the agent_turn.
 
 
-class Trace:
+class Trace(LiveKitSession):
     """A LiveKit realtime session on an injected clock: every time in ms from T0."""
-
-    def __init__(self, exporter: InMemorySpanExporter) -> None:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        self.tracer = provider.get_tracer("livekit-agents")
-        self.session = self.span(
-            "agent_session",
-            None,
-            0,
-            {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "agent_session"},
-        )
-
-    def span(
-        self, name: str, parent: Span | None, start_ms: int, attributes: dict[str, AttributeValue]
-    ) -> Span:
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        return self.tracer.start_span(
-            name, context=context, start_time=T0 + start_ms * MS, attributes=attributes
-        )
-
-    def closed(
-        self,
-        name: str,
-        parent: Span | None,
-        start_ms: int,
-        end_ms: int,
-        attributes: dict[str, AttributeValue] | None = None,
-    ) -> Span:
-        span = self.span(name, parent, start_ms, attributes or {})
-        span.end(end_time=T0 + end_ms * MS)
-        return span
 
     def turn(self, base: int, *, local_vad: bool, played: bool = True) -> None:
         """Speech 1000-2200 ms after ``base``; the server's speech_stopped received 2530 (its
