@@ -22,9 +22,9 @@ RUN = Path(__file__).parent / "interop" / "voice" / "run.py"
 
 @pytest.mark.interop
 def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None:
-    """All four cases right (Pipecat alone or wrapped in a chainlat.workflow per turn, each
-    with and without instrument_httpx): turns, stages, tokens, time to first byte and first
-    audio."""
+    """All five cases right (Pipecat alone or wrapped in a chainlat.workflow per turn, each
+    with and without instrument_httpx; and with chainlat's observer and a function call):
+    turns, stages, tokens, time to first byte, first audio and the tool."""
     if os.environ.get("CHAINLAT_INTEROP") == "0":
         pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
     done = subprocess.run(
@@ -36,7 +36,13 @@ def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None
     if done.returncode == 2:
         pytest.fail(done.stderr.strip()[-300:], pytrace=False)
     summary = json.loads((tmp_path / "voice-summary.json").read_text())
-    assert set(summary["cases"]) == {"unwrapped", "unwrapped+httpx", "wrapped", "wrapped+httpx"}
+    assert set(summary["cases"]) == {
+        "unwrapped",
+        "unwrapped+httpx",
+        "wrapped",
+        "wrapped+httpx",
+        "unwrapped+observer",
+    }
     bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
     assert not bad, "\n".join(bad)
     assert done.returncode == 0, done.stdout + done.stderr
