@@ -292,8 +292,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7, help="seed of the model simulator")
     parser.add_argument(
         "--traces-file",
-        help="where to write traces (default chainlat-traces.jsonl; a file left by an earlier "
-        "run is kept under a name with its time)",
+        help="where to write traces (default chainlat-traces.jsonl, chainlat-voice-traces.jsonl "
+        "with --voice; a file left by an earlier run is kept under a name with its time)",
     )
     parser.add_argument(
         "--budgets",
@@ -411,7 +411,9 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
     return table
 
 
-def print_destination(console: Console, traces_file: str | None) -> None:
+def print_destination(console: Console, traces_file: str | None, check_options: str = "") -> None:
+    """Where the traces went and, for a file, the ``check`` to run on it next (with
+    ``check_options``, e.g. `` --workflow voice-agent``)."""
     from chainlat._runtime.interface import choose_exporter
 
     path = traces_path(traces_file)
@@ -420,7 +422,8 @@ def print_destination(console: Console, traces_file: str | None) -> None:
         console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
         return
     console.print(
-        f"traces written to [bold]{path}[/]; next: {_command()} check {path}", soft_wrap=True
+        f"traces written to [bold]{path}[/]; next: {_command()} check {path}{check_options}",
+        soft_wrap=True,
     )
 
 
