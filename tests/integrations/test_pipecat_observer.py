@@ -43,17 +43,35 @@ class Speaking:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-FRAMES = Frames(Started, Result, Cancelled, Speaking)
+@dataclass
+class Audio:
+    audio: bytes
+    sample_rate: int = 16_000
+    num_channels: int = 1
+
+
+class Transport:
+    """The output transport, the source of the frames that mark the first output."""
+
+
+class Other:
+    """Any other processor (the TTS service pushing its own audio)."""
+
+
+OUT = Transport()
+CHUNK = Audio(bytes(1280))
+"""40 ms of 16 kHz mono 16-bit audio: Pipecat's default output chunk."""
+FRAMES = Frames(Started, Result, Cancelled, Speaking, Audio, Transport)
 
 
 def _setup() -> tuple[TracerProvider, InMemorySpanExporter, ChainlatObserver]:
     provider = TracerProvider()
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter, ChainlatObserver(provider, first_output=True, frames=FRAMES)
+    return provider, exporter, ChainlatObserver(provider, frames=FRAMES)
 
 
-def test_a_function_call_is_a_tool_step_of_the_turn_and_the_first_audio_its_output() -> None:
+def test_a_call_is_a_tool_step_of_the_turn_and_the_first_written_audio_its_output() -> None:
     provider, exporter, observer = _setup()
     turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
     turn.set_attribute("turn.number", 1)
@@ -61,8 +79,12 @@ def test_a_function_call_is_a_tool_step_of_the_turn_and_the_first_audio_its_outp
     observer.observe(Started("lookup", "c1"), T0 + 300 * MS)  # the upstream copy
     observer.observe(Result("lookup", "c1"), T0 + 420 * MS)
     observer.observe(Result("lookup", "c1"), T0 + 420 * MS)
-    observer.observe(Speaking(), T0 + 900 * MS)
-    observer.observe(Speaking(), T0 + 950 * MS)  # the turn's later frames change nothing
+    observer.observe(CHUNK, T0 + 850 * MS, Other())  # the TTS's audio: not yet played
+    observer.observe(Speaking(), T0 + 898 * MS, OUT)
+    observer.observe(Speaking(), T0 + 898 * MS, OUT)  # the upstream copy
+    observer.observe(CHUNK, T0 + 940 * MS, OUT)  # written from 900 ms, pushed at 940
+    observer.observe(Speaking(), T0 + 1000 * MS, OUT)  # the turn's later frames change nothing
+    observer.observe(CHUNK, T0 + 1100 * MS, OUT)
     turn.end(end_time=T0 + 2000 * MS)
     spans = exporter.get_finished_spans()
     (tool,) = [s for s in spans if s.name == "execute_tool lookup"]
@@ -72,6 +94,23 @@ def test_a_function_call_is_a_tool_step_of_the_turn_and_the_first_audio_its_outp
     assert run.rollup.tool_count == 1
     assert [s.kind for s in run.steps] == ["tool"]
     assert run.first_output_ms == 900.0
+
+
+def test_the_mark_is_never_before_the_speaking_frame_and_off_on_request() -> None:
+    """A write that returned at once (no playing time) marks at the speaking frame."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    observer.observe(Speaking(), T0 + 500 * MS, OUT)
+    observer.observe(CHUNK, T0 + 501 * MS, OUT)
+    turn.end(end_time=T0 + 1000 * MS)
+    unmarked = ChainlatObserver(provider, first_output=False, frames=FRAMES)
+    other = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0 + 2000 * MS)
+    unmarked.observe(Speaking(), T0 + 2500 * MS, OUT)
+    unmarked.observe(CHUNK, T0 + 2600 * MS, OUT)
+    other.end(end_time=T0 + 3000 * MS)
+    marked, plain = exporter.get_finished_spans()
+    assert (marked.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS] == 500.0
+    assert attr.WORKFLOW_FIRST_OUTPUT_MS not in (plain.attributes or {})
 
 
 def test_a_failed_or_cancelled_call_is_a_failed_step_and_an_update_ends_nothing() -> None:
@@ -97,7 +136,8 @@ def test_a_failed_or_cancelled_call_is_a_failed_step_and_an_update_ends_nothing(
 def test_frames_outside_any_turn_are_ignored_and_other_spans_are_no_turns() -> None:
     provider, exporter, observer = _setup()
     other = provider.get_tracer("app").start_span("turn", start_time=T0)
-    observer.observe(Speaking(), T0 + 5 * MS)
+    observer.observe(Speaking(), T0 + 5 * MS, OUT)
+    observer.observe(CHUNK, T0 + 6 * MS, OUT)
     other.end(end_time=T0 + 10 * MS)
     (ended,) = exporter.get_finished_spans()
     assert attr.WORKFLOW_FIRST_OUTPUT_MS not in (ended.attributes or {})

@@ -11,15 +11,19 @@ first frame, a few ms before the output transport plays it. The observer records
   1886-1893) to the final ``FunctionCallResultFrame`` its result callback pushes (1937);
   a handler that raised is a failed step (the frame's ``error``), a cancelled call
   (``FunctionCallCancelFrame``) one ended ``cancelled``;
-- with ``first_output=True``, the turn's first output at its first
-  ``BotStartedSpeakingFrame``: the output transport pushes it right before it writes the
-  turn's first audio frame
-  (transports/base_output.py 744-765, 1019-1042); the turn's span gets
-  ``chainlat.workflow.first_output_ms``, what ``run.first_output()`` writes, which every
-  reader uses over its own rules. Off by default: the readers add the mark to the turn's
-  start as they place it (the end of the caller's words, `chainlat._core.turn_start`), not
-  to the span's own start, so a turn read unwrapped would come out late by the caller's
-  speech (0.8-1.6 s in the interop case) until they read it from the span's start.
+- the turn's first output (``first_output=True``, the default) where the caller's audio
+  starts: the output transport's write of the turn's first audio frame. No frame is pushed
+  at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
+  then writes the chunk, then pushes the chunk (an ``OutputAudioRawFrame`` it cut from the
+  TTS audio, so its first push is the transport's) once the write returned
+  (transports/base_output.py 643-666, 744-765, 1019-1050). A transport plays as it writes
+  (Daily's write completes when its device took the chunk, the websocket's sleeps the
+  chunk's time: the write returns after the chunk's playing time), so the mark is that
+  push less the chunk's playing time, never before the ``BotStartedSpeakingFrame``, which
+  precedes the write by the event loop's turns (0.9-9.6 ms in the interop case). The
+  turn's span gets ``chainlat.workflow.first_output_ms`` from its own start, what
+  ``run.first_output()`` writes, which every reader uses over its own rules: in the interop
+  case it reads 0.5 to 2.4 ms after the instant the output transport began writing.
 
 Frames reach an observer through a queue of its own (pipeline/worker_observer.py): each
 instant is the frame's push on the pipeline clock, put on the spans' clock, never the
@@ -63,6 +67,8 @@ class Frames:
     call_result: type
     call_cancelled: type
     bot_started_speaking: type
+    audio: type
+    output_transport: type
 
 
 def pipecat_frames() -> Frames:
@@ -72,6 +78,10 @@ def pipecat_frames() -> Frames:
         FunctionCallCancelFrame,
         FunctionCallInProgressFrame,
         FunctionCallResultFrame,
+        OutputAudioRawFrame,
+    )
+    from pipecat.transports.base_output import (  # type: ignore[import-not-found,unused-ignore]
+        BaseOutputTransport,
     )
 
     return Frames(
@@ -79,6 +89,8 @@ def pipecat_frames() -> Frames:
         FunctionCallResultFrame,
         FunctionCallCancelFrame,
         BotStartedSpeakingFrame,
+        OutputAudioRawFrame,
+        BaseOutputTransport,
     )
 
 
@@ -124,7 +136,7 @@ class ChainlatObserver:
         self,
         tracer_provider: TracerProvider | None = None,
         *,
-        first_output: bool = False,
+        first_output: bool = True,
         frames: Frames | None = None,
     ) -> None:
         from opentelemetry import trace
@@ -138,12 +150,14 @@ class ChainlatObserver:
         self._frames = frames or pipecat_frames()
         self._calls: dict[str, _Call] = {}
         self._marked: set[int] = set()
+        self._speaking: tuple[Span, int] | None = None
+        """The turn and push of a ``BotStartedSpeakingFrame``, until its first audio frame."""
         self._mark_first_output = first_output
 
     async def on_push_frame(self, data: Any) -> None:
         """Pipecat's ``BaseObserver.on_push_frame``: one frame pushed (its first push)."""
         with internal_errors("observing a Pipecat frame"):
-            self.observe(data.frame, self._wall_ns(data))
+            self.observe(data.frame, self._wall_ns(data), data.source)
 
     @staticmethod
     def _wall_ns(data: Any) -> int:
@@ -152,8 +166,8 @@ class ChainlatObserver:
         offset = time.time_ns() - int(clock.get_time())
         return int(data.timestamp) + offset
 
-    def observe(self, frame: object, at_ns: int) -> None:
-        """Read one frame pushed at ``at_ns`` (ns on the spans' clock)."""
+    def observe(self, frame: object, at_ns: int, source: object = None) -> None:
+        """Read one frame pushed at ``at_ns`` (ns on the spans' clock) by ``source``."""
         frames = self._frames
         if isinstance(frame, frames.call_started):
             call_id = str(getattr(frame, "tool_call_id", ""))
@@ -172,8 +186,20 @@ class ChainlatObserver:
             call = self._calls.pop(str(getattr(frame, "tool_call_id", "")), None)
             if call is not None:
                 self._tool(call, at_ns, "cancelled")
-        elif self._mark_first_output and isinstance(frame, frames.bot_started_speaking):
-            self._first_output(at_ns)
+        elif not self._mark_first_output:
+            return
+        elif isinstance(frame, frames.bot_started_speaking):
+            turn = self.turns.at(at_ns)
+            if isinstance(source, frames.output_transport) and turn is not None:
+                self._speaking = self._speaking or (turn, at_ns)
+        elif isinstance(frame, frames.audio) and isinstance(source, frames.output_transport):
+            speaking, self._speaking = self._speaking, None
+            if speaking is not None:
+                # Pushed once written, and a transport's write plays the chunk (Daily's,
+                # the websocket's): the caller heard it from its playing time before,
+                # never before the speaking frame that preceded the write.
+                turn, started_ns = speaking
+                self._first_output(turn, max(at_ns - _playing_ns(frame), started_ns))
 
     def _tool(self, call: _Call, end_ns: int, error: str | None) -> None:
         from opentelemetry import trace
@@ -197,9 +223,8 @@ class ChainlatObserver:
             span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=max(end_ns, call.start_ns))
 
-    def _first_output(self, at_ns: int) -> None:
-        turn = self.turns.at(at_ns)
-        if turn is None or not turn.is_recording():
+    def _first_output(self, turn: Span, at_ns: int) -> None:
+        if not turn.is_recording():
             return
         span_id = turn.context.span_id
         if span_id in self._marked:
@@ -210,17 +235,25 @@ class ChainlatObserver:
         turn.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=at_ns)
 
 
+def _playing_ns(frame: object) -> int:
+    """How long a frame of 16-bit PCM (Pipecat's only output format) plays."""
+    audio = getattr(frame, "audio", b"")
+    rate = int(getattr(frame, "sample_rate", 0) or 0) * int(getattr(frame, "num_channels", 1) or 1)
+    return len(audio) * 1_000_000_000 // (2 * rate) if rate > 0 else 0
+
+
 _observer_type: type | None = None
 
 
 def observer(
-    tracer_provider: TracerProvider | None = None, *, first_output: bool = False
+    tracer_provider: TracerProvider | None = None, *, first_output: bool = True
 ) -> ChainlatObserver:
     """A Pipecat observer (a ``BaseObserver``) adding function calls as tool steps and the
     first audio at the output transport as each turn's first output.
 
     Pass it before the pipeline runs (its span processor joins ``tracer_provider``, default
-    the global one, to see Pipecat's turns start).
+    the global one, to see Pipecat's turns start). ``first_output=False`` leaves the first
+    output to Pipecat's spans (its TTS's first audio, a few ms before the transport plays it).
 
     Example::
 
