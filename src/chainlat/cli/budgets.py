@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from chainlat._core.errors import InputError, shown
 from chainlat._core.exits import EXIT_BROKEN, EXIT_OK
 from chainlat.cli import prometheus as _cli_prometheus
+from chainlat.cli.formats import emit as emit_result
 from chainlat.cli.judging import (
     add_allow,
     allowed_reasons,
@@ -35,14 +36,7 @@ from chainlat.cli.options import (
     add_run_filter,
     add_sources,
 )
-from chainlat.cli.output import (
-    emit,
-    emit_json,
-    emit_or_write,
-    emit_renderables,
-    print_warnings,
-    write_file,
-)
+from chainlat.cli.output import emit, emit_or_write, print_warnings, write_file
 from chainlat.cli.sources import describe, file_source, nothing_read, read, settle, sources_from
 
 if TYPE_CHECKING:
@@ -74,7 +68,7 @@ def _add_check(sub: Any) -> None:
     )
     add_sources(check)
     add_budgets(check, "the limits to judge")
-    add_format(check)
+    add_format(check, "check", "prometheus")
     check.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     add_allow(check)
     add_run_filter(check)
@@ -92,7 +86,7 @@ def _add_report(sub: Any) -> None:
         description="Statistics per workflow, kind and step, and the slowest and median run.",
     )
     add_sources(report)
-    add_format(report)
+    add_format(report, "stats")
     report.add_argument(
         "--html", metavar="FILE", help="also write a self-contained HTML page with charts"
     )
@@ -115,7 +109,7 @@ def _add_diff(sub: Any) -> None:
     )
     diff.add_argument("baseline", metavar="BASELINE", help="trace file before")
     diff.add_argument("current", metavar="CURRENT", help="trace file after")
-    add_format(diff)
+    add_format(diff, "diff")
     diff.add_argument(
         "--threshold",
         default="10%",
@@ -186,13 +180,7 @@ def check_sources(args: argparse.Namespace, sources: list[TraceSource], budgets:
     settle(sources, counters, chosen)
     require_budgets(budgets, chosen, budgeted)
     where = _where(sources, chosen)
-    if args.format == "json":
-        emit_json({**report.check_json(result), "warnings": counters.warnings()})
-    elif args.format == "markdown":
-        emit(report.check_markdown(result, sources=where))
-    else:
-        renderables = report.check_renderables(result, sources=where)
-        emit_renderables(renderables, "text")
+    emit_result("check", args.format, result, sources=where, warnings=counters.warnings())
     if args.junit:
         write_file(args.junit, report.junit_xml(result), "JUnit report")
     warn_unjudged(result)
@@ -244,13 +232,14 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         write_file(args.html, page, "HTML report")
-    if args.format == "json":
-        emit_json({**report.stats_json(stats), "warnings": counters.warnings()})
-    elif args.format == "markdown":
-        emit(report.stats_markdown(stats, sources=where, waterfalls=waterfalls))
-    else:
-        renderables = report.stats_renderables(stats, sources=where, waterfalls=waterfalls)
-        emit_renderables(renderables, "text")
+    emit_result(
+        "stats",
+        args.format,
+        stats,
+        sources=where,
+        waterfalls=waterfalls,
+        warnings=counters.warnings(),
+    )
     return EXIT_OK
 
 
@@ -323,7 +312,6 @@ def _threshold(text: str) -> float:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from chainlat import report
     from chainlat.analysis.diff import diff_runs
     from chainlat.traces import ReadCounters
 
@@ -348,13 +336,7 @@ def _diff(args: argparse.Namespace) -> int:
     chosen.check_names()
     _one_variant_each(sides, variants)
     print_warnings(*counters, runs=chosen)
-    if args.format == "json":
-        emit_json(report.diff_json(result))
-    elif args.format == "markdown":
-        emit(report.diff_markdown(result))
-    else:
-        renderables = report.diff_renderables(result)
-        emit_renderables(renderables, "text")
+    emit_result("diff", args.format, result)
     if result.regressions:
         return EXIT_BROKEN
     if result.judged == 0:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from chainlat._core.errors import InputError, shown
 from chainlat._core.exits import EXIT_CODES_HELP
 from chainlat._core.stats import MAX_SAMPLING_WEIGHT
+from chainlat.cli.formats import FORMAT_HELP, formats
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace], int]
 """A command's function: its arguments in, its exit code out."""
 
-FORMATS: Final = ("text", "json", "markdown")
-"""The output formats of every command that prints a table."""
+FORMATS: Final = formats("check", "stats", "diff", "profiles", "whatif", "comparison")
+"""The output formats of every command that prints a table (:mod:`chainlat.cli.formats`)."""
 
 FILTER_GROUP: Final = "which runs"
 JAEGER_GROUP: Final = "Jaeger's HTTP API (instead of or beside trace files)"
@@ -66,13 +67,17 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="*", metavar="SOURCE", help=_SOURCE_HELP)
 
 
-def add_format(parser: argparse.ArgumentParser) -> None:
-    """``--format text|json|markdown``."""
+def add_format(parser: argparse.ArgumentParser, *kinds: str) -> None:
+    """``--format text|json|markdown``: the formats of the kinds of result the command
+    prints (:func:`chainlat.cli.formats.formats`), the first the default."""
+    choices = formats(*kinds)
+    names = [FORMAT_HELP.get(name, name) for name in choices]
+    listed = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
     parser.add_argument(
         "--format",
-        choices=FORMATS,
-        default="text",
-        help="text (a table fitted to the terminal), json or markdown (default text)",
+        choices=choices,
+        default=choices[0],
+        help=f"{listed} (default {choices[0]})",
     )
 
 

@@ -81,15 +81,11 @@ def text_width(items: Iterable[RenderableType | str]) -> int:
     return max([_UNBOUNDED_MIN, *widest])
 
 
-def emit_renderables(items: list[RenderableType | str], fmt: str) -> None:
-    """Strings and rich renderables on stdout, as text (tables fitted to :func:`text_width`)
-    or Markdown."""
-    from chainlat.report.tables import flattened, renderables_markdown
-
-    if fmt == "markdown":
-        emit(renderables_markdown(items))
-        return
+def emit_renderables(items: list[RenderableType | str]) -> None:
+    """Strings and rich renderables on stdout as text, tables fitted to :func:`text_width`
+    (as Markdown they are text: :func:`chainlat.report.tables.renderables_markdown`)."""
     from chainlat.report import render_text
+    from chainlat.report.tables import flattened
 
     items = flattened(items)
     sys.stdout.write(render_text(items, width=text_width(items)))

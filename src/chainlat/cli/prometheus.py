@@ -12,7 +12,7 @@ from typing import Any
 from chainlat._core.errors import InputError
 from chainlat._core.exits import EXIT_OK
 from chainlat.cli.options import BUDGETS_FOUND, add_command
-from chainlat.cli.output import emit, emit_json, emit_or_write, write_file
+from chainlat.cli.output import emit_or_write, write_file
 
 
 def add_check_options(check: argparse.ArgumentParser) -> None:
@@ -93,6 +93,7 @@ def check(args: argparse.Namespace) -> int:
     """``chainlat check --prometheus URL``: the verdict table, read from metrics."""
     from chainlat import report
     from chainlat.budgets import load_budgets
+    from chainlat.cli.formats import emit as emit_result
     from chainlat.cli.judging import allowed_reasons, warn_unjudged
     from chainlat.prometheus import PrometheusReader, judge_prometheus
 
@@ -104,12 +105,7 @@ def check(args: argparse.Namespace) -> int:
     reader = PrometheusReader(args.prometheus, timeout_s=args.timeout)
     result = judge_prometheus(budgets, reader, window=args.window, allow=allowed_reasons(args))
     where = report.prometheus_source(reader.url, args.window)
-    if args.format == "json":
-        emit_json(report.prometheus_check_json(result, source=where))
-    elif args.format == "markdown":
-        emit(report.prometheus_check_markdown(result, source=where))
-    else:
-        emit(report.prometheus_check_text(result, source=where))
+    emit_result("prometheus", args.format, result, source=where)
     if args.junit:
         write_file(args.junit, report.junit_xml(result), "JUnit report")
     warn_unjudged(result)

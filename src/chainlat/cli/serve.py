@@ -102,7 +102,7 @@ def _add_judging(parser: argparse.ArgumentParser) -> None:
         "temporary file)",
     )
     add_budgets(parser, "judged per run live and in full at the end; without one, a report")
-    add_format(parser)
+    add_format(parser, "check", "stats")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     add_allow(parser)
     add_run_filter(parser)

@@ -19,10 +19,10 @@ cannot be judged (``--allow-missing``, ``--allow-unjudged`` as ``check``'s).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.exits import EXIT_OK
+from chainlat.cli.formats import emit as emit_result
 from chainlat.cli.judging import (
     add_allow,
     allowed_reasons,
@@ -40,13 +40,7 @@ from chainlat.cli.options import (
     add_run_filter,
     add_sources,
 )
-from chainlat.cli.output import (
-    emit,
-    emit_json,
-    emit_renderables,
-    warn,
-    write_file,
-)
+from chainlat.cli.output import write_file
 from chainlat.cli.sources import describe, load, read, settle, sources_from
 
 if TYPE_CHECKING:
@@ -78,7 +72,7 @@ def _add_profile(sub: Any) -> None:
     profile.add_argument(
         "--output", "-o", metavar="FILE", help="write the profiles to FILE (.toml or .json)"
     )
-    add_format(profile)
+    add_format(profile, "profiles")
     add_run_filter(profile)
     add_reading(profile)
 
@@ -128,7 +122,7 @@ def _add_whatif(sub: Any) -> None:
     whatif.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the cache-hit draws"
     )
-    add_format(whatif)
+    add_format(whatif, "whatif")
     add_run_filter(whatif)
     add_reading(whatif)
 
@@ -159,7 +153,7 @@ def _add_compare(sub: Any) -> None:
     )
     compare.add_argument("--html", metavar="FILE", help="also write the chart and table to FILE")
     add_jaeger_ui(compare)
-    add_format(compare)
+    add_format(compare, "comparison")
     add_run_filter(compare)
     add_reading(compare)
 
@@ -184,12 +178,10 @@ def _profile(args: argparse.Namespace) -> int:
     from chainlat.analysis.profiles import (
         STREAM_USAGE,
         calls_by_model,
-        dumps_profiles,
         fit_by_model,
         save_profiles,
         usage_gaps,
     )
-    from chainlat.report import tradeoff as tradeoff_report
     from chainlat.traces import ReadCounters
 
     sources = sources_from(args)
@@ -216,15 +208,16 @@ def _profile(args: argparse.Namespace) -> int:
         )
     if args.output:
         save_profiles(args.output, profiles)
-    if args.format == "json":
-        emit_json(json.loads(dumps_profiles(profiles, fmt="json")))
-        for line in tradeoff_report.usage_gap_lines(gaps):
-            warn(line)
-        return EXIT_OK
     selected = sum(sampled.runs for sampled in chosen.sampled.values())
-    emit_renderables([tradeoff_report.profiles_text(profiles, selected, where, gaps)], args.format)
-    if args.output and args.format == "text":
-        emit(f"profiles written to {args.output}")
+    emit_result(
+        "profiles",
+        args.format,
+        profiles,
+        selected=selected,
+        sources=where,
+        gaps=gaps,
+        written=args.output,
+    )
     return EXIT_OK
 
 
@@ -234,7 +227,6 @@ def _profile(args: argparse.Namespace) -> int:
 def _whatif(args: argparse.Namespace) -> int:
     from chainlat.analysis.profiles import load_profiles
     from chainlat.analysis.whatif import whatif
-    from chainlat.report import tradeoff as tradeoff_report
 
     budgets = None
     if args.budgets:
@@ -264,10 +256,7 @@ def _whatif(args: argparse.Namespace) -> int:
         if args.prices
         else (budgets.model_prices() if budgets is not None else None),
     )
-    if args.format == "json":
-        emit_json(tradeoff_report.whatif_json(result))
-    else:
-        emit_renderables([tradeoff_report.whatif_text(result, describe(sources))], args.format)
+    emit_result("whatif", args.format, result, sources=describe(sources))
     if result.budget_after is None:
         return EXIT_OK
     # The estimate is the gate, judged as check judges: broken 1, not judged 2.
@@ -294,7 +283,6 @@ def load_prices(path: str | None) -> dict[str, Price] | None:
 def _compare(args: argparse.Namespace) -> int:
     from chainlat.analysis.tradeoff import compare
     from chainlat.cli.budgets import found_budgets
-    from chainlat.report import tradeoff as tradeoff_report
     from chainlat.report import tradeoff_page
 
     budgets = found_budgets(args.budgets)
@@ -319,10 +307,5 @@ def _compare(args: argparse.Namespace) -> int:
         except ImportError:
             raise InputError("--html needs plotly: pip install 'chainlat[html]'") from None
         write_file(args.html, page, "chart")
-    if args.format == "json":
-        emit_json(tradeoff_report.compare_json(comparison))
-        return EXIT_OK
-    emit_renderables([tradeoff_report.compare_text(comparison)], args.format)
-    if args.html and args.format == "text":
-        emit(f"chart written to {args.html}")
+    emit_result("comparison", args.format, comparison, chart=args.html)
     return EXIT_OK
