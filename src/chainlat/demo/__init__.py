@@ -304,7 +304,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--voice", action="store_true", help="a cascade voice agent instead (docs/voice.md)"
     )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="with --voice: the same turns spoken to a realtime (speech-to-speech) model too, "
+        "side by side (needs chainlat[realtime])",
+    )
     args = parser.parse_args(argv)
+    if args.realtime and not args.voice:
+        raise InputError("--realtime goes with --voice: chainlat demo --voice --realtime")
     if args.requests is None:
         args.requests = 8 if args.voice else 24
     if args.requests < 1 or args.concurrency < 1:
@@ -313,6 +321,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         import openai  # noqa: F401
     except ImportError as exc:
         raise InputError("the demo needs the openai SDK: pip install 'chainlat[demo]'") from exc
+    if args.realtime:
+        try:
+            import websockets  # noqa: F401
+        except ImportError as exc:
+            raise InputError(
+                "--realtime needs websockets: pip install 'chainlat[realtime]'"
+            ) from exc
     return args
 
 

@@ -55,6 +55,8 @@ WORKFLOW: Final = "voice-agent"
 STT: Final = "sim-stt"
 MODEL: Final = "sim-small"
 VARIANTS: Final = (("fast-voice", "sim-tts"), ("hd-voice", "sim-tts-hd"))
+REALTIME_WORKFLOW: Final = "voice-agent-realtime"
+"""The turns of ``--realtime``, spoken to a speech-to-speech model (`chainlat.demo.realtime`)."""
 SENTENCE_TOKENS: Final = 8
 """The simulator's text has no full stops: a sentence is this many tokens."""
 TRACES_FILE: Final = "chainlat-voice-traces.jsonl"
@@ -215,23 +217,40 @@ def render(console: Console, runs: Sequence[WorkflowRun]) -> dict[str, BudgetRep
     return reports
 
 
-def write_budget(path: Path) -> str:
-    """Write :data:`BUDGET_TOML` to ``path`` unless a file is there; returns what was done,
-    in one line. A file that differs is the user's edit: it is kept, and said so."""
+def write_budget(path: Path, text: str = BUDGET_TOML) -> str:
+    """Write ``text`` (:data:`BUDGET_TOML`, or with ``--realtime`` `budget_toml(True)`) to
+    ``path`` unless a file is there; returns what was done, in one line. A file the demo
+    wrote with or without ``--realtime`` is replaced by ``text``; one that differs from both
+    is the user's edit: it is kept, and said so."""
     try:
         with path.open("x", encoding="utf-8") as f:
-            f.write(BUDGET_TOML)
+            f.write(text)
     except FileExistsError:
-        if path.read_text(encoding="utf-8") == BUDGET_TOML:
+        found = path.read_text(encoding="utf-8")
+        if found == text:
             return f"budget: {path} (the demo's, as written before)"
-        return f"budget: {path} differs from the demo's and is kept as it is (the check uses it)"
+        if found not in (budget_toml(False), budget_toml(True)):
+            return (
+                f"budget: {path} differs from the demo's and is kept as it is (the check uses it)"
+            )
+        path.write_text(text, encoding="utf-8")
     return f"budget written to {path}"
+
+
+def budget_toml(realtime: bool) -> str:
+    """The budget file the demo writes: :data:`BUDGET_TOML`, and with ``--realtime`` the
+    realtime workflow's limit after it."""
+    if not realtime:
+        return BUDGET_TOML
+    from chainlat.demo.realtime import BUDGET_TOML as REALTIME_BUDGET_TOML
+
+    return BUDGET_TOML + REALTIME_BUDGET_TOML
 
 
 def verdict_line(reports: dict[str, BudgetReport]) -> str:
     """The demo's verdict in one line: each voice's, kept or which limits it broke."""
     said = []
-    for variant, _ in VARIANTS:
+    for variant in [v for v, _ in VARIANTS] + [k for k in reports if k == REALTIME_WORKFLOW]:
         report = reports.get(variant)
         if report is None:
             said.append(f"{variant} not judged (no turn finished)")
@@ -255,6 +274,7 @@ def voice_main(args: argparse.Namespace) -> int:
     from chainlat.traces.sdk import runs_from_spans
 
     console = Console()
+    realtime = bool(getattr(args, "realtime", False))
     traces_file = args.traces_file or os.environ.get("CHAINLAT_TRACES_FILE") or TRACES_FILE
     destination = traces_path(traces_file)
     kept = keep_previous(destination) if destination is not None else None
@@ -275,13 +295,26 @@ def voice_main(args: argparse.Namespace) -> int:
                 f"per voice; models simulated at {sim.base_url}"
             )
             asyncio.run(run_turns(sim.base_url, store, turns=args.requests))
+            if realtime:
+                from chainlat.demo.realtime import run_realtime_turns
+
+                console.print(
+                    f"and the same {args.requests} turns spoken to a realtime model, "
+                    f"[bold]{REALTIME_WORKFLOW}[/]"
+                )
+                asyncio.run(run_realtime_turns(sim.base_url, turns=args.requests))
     finally:
         uninstrument_httpx()
-    reports = render(console, runs_from_spans(seen.get_finished_spans()))
+    runs = runs_from_spans(seen.get_finished_spans())
+    reports = render(console, runs)
+    if realtime:
+        reports.update(render_realtime(console, runs))
     chainlat.shutdown()
     console.print(verdict_line(reports), highlight=False, soft_wrap=True)
     if destination is not None:
-        console.print(write_budget(Path(BUDGET_FILE)), highlight=False, soft_wrap=True)
+        console.print(
+            write_budget(Path(BUDGET_FILE), budget_toml(realtime)), highlight=False, soft_wrap=True
+        )
     print_destination(console, traces_file, check_options=f" --budgets {BUDGET_FILE}")
     if destination is not None:
         # The exit code of the verdict is check's: this demo breaks a limit on purpose, and
@@ -292,4 +325,24 @@ def voice_main(args: argparse.Namespace) -> int:
             highlight=False,
             soft_wrap=True,
         )
-    return EXIT_OK if len(reports) == len(VARIANTS) else EXIT_INPUT
+    return EXIT_OK if len(reports) == len(VARIANTS) + realtime else EXIT_INPUT
+
+
+def render_realtime(console: Console, runs: Sequence[WorkflowRun]) -> dict[str, BudgetReport]:
+    """The cascade's turns and the realtime session's side by side, and the realtime
+    turns' verdict (keyed by :data:`REALTIME_WORKFLOW`) when one finished."""
+    from chainlat.budgets import Budgets, evaluate
+    from chainlat.demo.realtime import comparison, show
+    from chainlat.report import check_text
+
+    cascade = [r for r in runs if r.workflow == WORKFLOW]
+    realtime = [r for r in runs if r.workflow == REALTIME_WORKFLOW]
+    show(console, comparison(cascade, realtime, [v for v, _ in VARIANTS]))
+    finished = [r for r in realtime if r.first_output_ms is not None]
+    if not finished:
+        console.print(f"[red]no turn of {REALTIME_WORKFLOW} finished[/]")
+        return {}
+    budget = tomllib.loads(budget_toml(True))["workflows"][REALTIME_WORKFLOW]
+    report = evaluate(finished, Budgets.model_validate({"workflows": {REALTIME_WORKFLOW: budget}}))
+    console.print(check_text(report), highlight=False, soft_wrap=True)
+    return {REALTIME_WORKFLOW: report}
