@@ -8,25 +8,14 @@ PCM16 at 24 kHz, ready for ``input_audio_buffer.append``.
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-RATE = 24_000
-CHUNK_MS = 100
-
-
-def pcm(ms: int, amplitude: int = 0) -> bytes:
-    """``ms`` of PCM16 mono at 24 kHz, every sample ``amplitude``."""
-    return amplitude.to_bytes(2, "little", signed=True) * (RATE * ms // 1000)
-
-
-def speech(ms: int = CHUNK_MS) -> str:
-    return base64.b64encode(pcm(ms, 8000)).decode()
-
-
-def silence(ms: int = CHUNK_MS) -> str:
-    return base64.b64encode(pcm(ms)).decode()
+from chainlat.demo.realtime import CHUNK_MS as CHUNK_MS
+from chainlat.demo.realtime import RATE as RATE
+from chainlat.demo.realtime import pcm as pcm
+from chainlat.demo.realtime import silence as silence
+from chainlat.demo.realtime import speech as speech
 
 
 def utterance(speech_ms: int, silence_ms: int) -> list[str]:
