@@ -151,16 +151,53 @@ def _run(
         incomplete = _ended_after(root, records)
     steps = steps_of(root, records)
     recorded, rebuilt = recorded_rollup(top.attributes, root, records, steps, marked)
+    return _read_run(
+        top,
+        root,
+        records,
+        recorded,
+        steps,
+        tuple(descendants),
+        trace_id,
+        origin,
+        outcome,
+        nested=nested,
+        rebuilt=rebuilt,
+        incomplete=incomplete,
+        end_of_turn_ns=end_of_turn,
+        first_output_ns=marked,
+    )
+
+
+def _read_run(
+    top: TracedSpan,
+    root: SpanRecord,
+    records: list[SpanRecord],
+    rollup: Rollup | None,
+    steps: tuple[StepTiming, ...],
+    spans: Sequence[TracedSpan],
+    trace_id: str,
+    origin: str,
+    outcome: tuple[bool | None, float | None],
+    *,
+    nested: bool,
+    rebuilt: str,
+    incomplete: str | None,
+    end_of_turn_ns: int | None = None,
+    first_output_ns: int | None = None,
+) -> WorkflowRun:
+    """A run read from a trace, with what its root span says of it (name, variant, error,
+    origin) and its outcome: the one call of `built_run` for both ways a run is rolled up."""
     variant = top.attributes.get(attr.VARIANT)
     success, score = outcome
     return built_run(
         workflow_name(top),
         root,
         records,
-        rollup=recorded,
+        rollup=rollup,
         steps=steps,
         traced=top,
-        spans=tuple(descendants),
+        spans=spans,
         trace_id=trace_id,
         error=top.error,
         origin=origin or top.origin,
@@ -170,8 +207,8 @@ def _run(
         nested=nested,
         rebuilt=rebuilt,
         incomplete=incomplete,
-        end_of_turn_ns=end_of_turn,
-        first_output_ns=marked,
+        end_of_turn_ns=end_of_turn_ns,
+        first_output_ns=first_output_ns,
     )
 
 
@@ -583,22 +620,16 @@ def _built(
             recorded = None  # as `more_steps` finds it
         elif recorded is not None and recorded.first_output_ms is None and records:
             recorded = with_first_output(recorded, computed)
-    variant = top.attributes.get(attr.VARIANT)
-    success, score = outcome
-    return built_run(
-        workflow_name(top),
+    return _read_run(
+        top,
         root,
         records,
-        rollup=recorded if recorded is not None else computed,
-        steps=steps,
-        traced=top,
-        spans=spans,
-        trace_id=trace_id,
-        error=top.error,
-        origin=origin or top.origin,
-        variant=str(variant) if variant is not None else None,
-        success=success,
-        score=score,
+        recorded if recorded is not None else computed,
+        steps,
+        spans,
+        trace_id,
+        origin,
+        outcome,
         nested=nested,
         rebuilt=rebuilt,
         incomplete=_ended_after(root, records),
