@@ -20,32 +20,33 @@ import pytest
 RUN = Path(__file__).parent / "interop" / "voice" / "run.py"
 
 
+def _cases_right(tmp_path: Path, args: list[str], cases: set[str], timeout_s: int) -> None:
+    """Run ``run.py`` with ``args``: every case in ``cases`` judged, none wrong. A set-up
+    that cannot be made (exit 2) fails with its last lines."""
+    if os.environ.get("CHAINLAT_INTEROP") == "0":
+        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
+    done = subprocess.run(
+        [sys.executable, str(RUN), *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode == 2:
+        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
+    summary = json.loads((tmp_path / "voice-summary.json").read_text())
+    assert set(summary["cases"]) == cases
+    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
+    assert not bad, "\n".join(bad)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.interop
 def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None:
     """All five cases right (Pipecat alone or wrapped in a chainlat.workflow per turn, each
     with and without instrument_httpx; and with chainlat's observer and a function call):
     turns, stages, tokens, time to first byte, first audio and the tool."""
-    if os.environ.get("CHAINLAT_INTEROP") == "0":
-        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
-    done = subprocess.run(
-        [sys.executable, str(RUN), "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if done.returncode == 2:
-        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
-    summary = json.loads((tmp_path / "voice-summary.json").read_text())
-    assert set(summary["cases"]) == {
-        "unwrapped",
-        "unwrapped+httpx",
-        "wrapped",
-        "wrapped+httpx",
-        "unwrapped+observer",
-    }
-    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
-    assert not bad, "\n".join(bad)
-    assert done.returncode == 0, done.stdout + done.stderr
+    cases = {"unwrapped", "unwrapped+httpx", "wrapped", "wrapped+httpx", "unwrapped+observer"}
+    _cases_right(tmp_path, [], cases, timeout_s=1800)
 
 
 @pytest.mark.interop
@@ -54,21 +55,7 @@ def test_livekit_voice_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -
     cases right (turns, a tool, a barge-in): each turn's start and first output within 10 ms
     of the agent's truth, the tool's time its body's, the interrupted turn left out of the
     percentiles and said so, lk.e2e_latency agreeing."""
-    if os.environ.get("CHAINLAT_INTEROP") == "0":
-        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
-    done = subprocess.run(
-        [sys.executable, str(RUN), "--stack", "livekit", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if done.returncode == 2:
-        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
-    summary = json.loads((tmp_path / "voice-summary.json").read_text())
-    assert set(summary["cases"]) == {"turns", "tool", "bargein"}
-    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
-    assert not bad, "\n".join(bad)
-    assert done.returncode == 0, done.stdout + done.stderr
+    _cases_right(tmp_path, ["--stack", "livekit"], {"turns", "tool", "bargein"}, timeout_s=1800)
 
 
 @pytest.mark.interop
@@ -76,18 +63,6 @@ def test_livekit_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     """A LiveKit Agents session on the sim's Realtime API (livekit_realtime_agent.py): each
     turn one realtime inference, its first output within 10 ms of the first frame at the
     output; with a local VAD the turn's start and first output within 10 ms of the truth."""
-    if os.environ.get("CHAINLAT_INTEROP") == "0":
-        pytest.skip("CHAINLAT_INTEROP=0: the interop matrix is turned off")
-    done = subprocess.run(
-        [sys.executable, str(RUN), "--stack", "livekit-realtime", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    _cases_right(
+        tmp_path, ["--stack", "livekit-realtime"], {"local-vad", "server-vad"}, timeout_s=900
     )
-    if done.returncode == 2:
-        pytest.fail(done.stderr.strip()[-300:], pytrace=False)
-    summary = json.loads((tmp_path / "voice-summary.json").read_text())
-    assert set(summary["cases"]) == {"local-vad", "server-vad"}
-    bad = [line for line in done.stdout.splitlines() if "WRONG" in line]
-    assert not bad, "\n".join(bad)
-    assert done.returncode == 0, done.stdout + done.stderr
