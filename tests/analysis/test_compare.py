@@ -12,12 +12,15 @@ from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat.analysis.tradeoff import (
     Outcome,
+    SplitPart,
     compare,
     load_outcomes,
     wilson_interval,
 )
 from chainlat.report import tradeoff_figure
 from chainlat.report import tradeoff_page as html_page
+from chainlat.testing import Capture
+from support.voice import voice_turn
 
 MS = 1_000_000
 
@@ -144,3 +147,110 @@ def test_the_chart_marks_the_front_and_skips_variants_without_outcomes() -> None
     assert page.startswith("<!DOCTYPE html>")
     assert 'id="chart-tradeoff"' in page
     assert "https://cdn" not in page.split("<script", 1)[0]  # plotly.js is inlined, not fetched
+
+
+# -- the first output of voice runs by stage -------------------------------------------------
+
+
+def _voice_variants(cap: Capture) -> list[WorkflowRun]:
+    """Two variants of the support voice turn (tests/support/voice.py): ``fast`` with 120 ms
+    of speech to text, ``slow`` with 200 ms; every other stage the same."""
+    from dataclasses import replace
+
+    from chainlat.traces.sdk import runs_from_spans
+
+    for stt_ms in (120, 120, 120):
+        voice_turn(cap, stt_ms=stt_ms)
+    fast = [replace(r, variant="fast") for r in runs_from_spans(cap.spans())]
+    cap.clear()
+    for stt_ms in (200, 200, 200):
+        voice_turn(cap, stt_ms=stt_ms)
+    slow = [replace(r, variant="slow") for r in runs_from_spans(cap.spans())]
+    return fast + slow
+
+
+def test_each_variant_has_the_first_output_split_of_first_output_parts(cap: Capture) -> None:
+    """The parts are each run's first_output_parts, never recomputed: the same numbers."""
+    from chainlat._core.stats import first_output_parts
+
+    runs = _voice_variants(cap)
+    fast, slow = compare(runs).variants
+    expected = first_output_parts(runs[0].rollup)
+    assert expected is not None
+    assert {part: found.p50 for part, found in fast.first_output_split.items()} == expected
+    assert fast.first_output_split["speech_to_text"] == SplitPart(3, 120.0, 120.0, 120.0)
+    assert slow.first_output_split["speech_to_text"].p95 == 200.0
+    assert fast.first_output_split["model"].p50 == 220.0
+    assert fast.first_output_split["text_to_speech"].p50 == 120.0
+    assert "end_of_turn" not in fast.first_output_split  # the trace does not say when
+
+
+def test_split_changes_are_before_after_and_delta_against_the_first_variant(
+    cap: Capture,
+) -> None:
+    comparison = compare(_voice_variants(cap))
+    fast, slow = comparison.variants
+    assert comparison.split_changes(fast) == []  # the baseline itself
+    changes = {c.part: c for c in comparison.split_changes(slow)}
+    assert list(changes) == [
+        "speech_to_text", "model", "text_to_speech", "end_of_turn", "data", "tool", "overhead",
+    ]  # fmt: skip
+    stt = changes["speech_to_text"]
+    assert (stt.before, stt.after) == (
+        fast.first_output_split["speech_to_text"],
+        slow.first_output_split["speech_to_text"],
+    )
+    assert (stt.p50_delta, stt.p95_delta) == (80.0, 80.0)
+    assert changes["text_to_speech"].p95_delta == 0.0
+    assert changes["end_of_turn"].p50_delta is None
+
+
+def test_a_variant_without_voice_runs_has_no_split() -> None:
+    comparison = compare(batch("a", [100.0] * 3, 2) + batch("b", [90.0] * 3, 2, start=3))
+    assert all(not v.first_output_split for v in comparison.variants)
+    assert comparison.split_changes(comparison.variants[1]) == []
+
+
+def test_text_json_and_markdown_show_each_stage_before_after_and_change(cap: Capture) -> None:
+    from chainlat.report.tables import renderables_markdown
+    from chainlat.report.text import render_text
+    from chainlat.report.tradeoff import compare_json, compare_text
+
+    comparison = compare(_voice_variants(cap))
+    text = render_text([compare_text(comparison)], width=200)
+    assert "voice-turn: first output by stage, slow against fast (ms)" in text
+    markdown = renderables_markdown([compare_text(comparison)])
+    assert "| speech to text | 120.0 | 200.0 | +80.0 | 120.0 | 200.0 | +80.0 |" in markdown
+    assert "| text to speech | 120.0 | 120.0 | +0.0 | 120.0 | 120.0 | +0.0 |" in markdown
+    assert "| end of turn | - | - | - | - | - | - |" in markdown
+    document = compare_json(comparison)
+    assert document["variants"][0]["first_output_split"]["model"] == {
+        "runs": 3, "p50": 220.0, "p95": 220.0, "p99": 220.0,
+    }  # fmt: skip
+    (change,) = document["first_output_split_changes"]
+    assert (change["baseline"], change["variant"]) == ("fast", "slow")
+    assert change["parts"]["speech_to_text"] == {
+        "p50_before": 120.0, "p50_after": 200.0, "p50_delta": 80.0,
+        "p95_before": 120.0, "p95_after": 200.0, "p95_delta": 80.0,
+    }  # fmt: skip
+
+
+def test_one_voice_variant_shows_its_stages_without_a_change(cap: Capture) -> None:
+    from chainlat.report.tables import renderables_markdown
+    from chainlat.report.tradeoff import compare_json, compare_text
+
+    runs = [r for r in _voice_variants(cap) if r.variant == "fast"]
+    comparison = compare(runs)
+    markdown = renderables_markdown([compare_text(comparison)])
+    assert "**voice-turn: first output by stage (ms)**" in markdown
+    assert "| model | 3 | 220.0 | 220.0 | 220.0 |" in markdown
+    assert "| end of turn | 0 | - | - | - |" in markdown
+    assert compare_json(comparison)["first_output_split_changes"] == []
+
+
+def test_a_plain_workflow_json_has_no_split() -> None:
+    from chainlat.report.tradeoff import compare_json
+
+    document = compare_json(compare(batch("a", [100.0] * 3, 2)))
+    assert document["variants"][0]["first_output_split"] is None
+    assert document["first_output_split_changes"] == []

@@ -9,7 +9,11 @@ rates near 0 and 1, where the normal approximation does not), and the mean
 ``chainlat.outcome.score``.
 
 The time to first output (p50, p95) and, with model prices, the mean cost per run
-are summarised too. A variant is on the **Pareto front** of its workflow when no
+are summarised too, and for voice runs the wait for the first output by stage (speech
+to text, model, text to speech, end of turn, data, tool, overhead: each run's parts as
+:func:`chainlat._core.stats.first_output_parts` defines them, never recomputed here),
+with each variant's change against the workflow's first variant
+(:meth:`Comparison.split_changes`). A variant is on the **Pareto front** of its workflow when no
 other variant of it with outcomes is at least as fast at p95, at least as
 successful and, when every variant of the workflow has a cost, at most as
 costly, and strictly better in one of them. Variants without outcomes are not
@@ -35,12 +39,12 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.errors import InputError, shorten, shown, undecodable
-from chainlat._core.stats import percentile
+from chainlat._core.stats import FIRST_OUTPUT_PARTS, first_output_parts, percentile
 from chainlat.analysis.whatif import KINDS, Percentiles
 
 if TYPE_CHECKING:
@@ -52,7 +56,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Comparison",
     "Outcome",
+    "PartChange",
     "Proportion",
+    "SplitPart",
     "VariantSummary",
     "compare",
     "load_outcomes",
@@ -103,6 +109,42 @@ class Proportion:
 
 
 @dataclass(frozen=True, slots=True)
+class SplitPart:
+    """One stage of the wait for the first output over a variant's voice runs (ms)."""
+
+    runs: int
+    """The runs that have the part (``end_of_turn``: those whose trace says when the turn
+    was decided)."""
+    p50: float
+    p95: float
+    p99: float
+
+
+@dataclass(frozen=True, slots=True)
+class PartChange:
+    """One stage of the first output's wait in a variant (after) against the workflow's
+    first variant (before); either side None when it has no such part."""
+
+    part: str
+    before: SplitPart | None
+    after: SplitPart | None
+
+    @property
+    def p50_delta(self) -> float | None:
+        """after's p50 less before's, in ms; None without both."""
+        return (
+            None if self.before is None or self.after is None else self.after.p50 - self.before.p50
+        )
+
+    @property
+    def p95_delta(self) -> float | None:
+        """after's p95 less before's, in ms; None without both."""
+        return (
+            None if self.before is None or self.after is None else self.after.p95 - self.before.p95
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class VariantSummary:
     """The runs of one variant of one workflow."""
 
@@ -128,6 +170,10 @@ class VariantSummary:
     """Mean US dollars per run, over the runs whose cost is known (needs prices)."""
     costed: int = 0
     """Runs whose cost is known."""
+    first_output_split: Mapping[str, SplitPart] = field(default_factory=dict)
+    """The wait for the first output of its voice runs by stage (`FIRST_OUTPUT_PARTS`
+    order, each run's parts from `first_output_parts`); a part no run has is left out;
+    empty without a voice run."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +189,29 @@ class Comparison:
     def of(self, workflow: str) -> list[VariantSummary]:
         """The variants of one workflow."""
         return [v for v in self.variants if v.workflow == workflow]
+
+    def split_changes(self, variant: VariantSummary) -> list[PartChange]:
+        """Each stage of ``variant``'s first output against the first variant of its
+        workflow (the baseline, before), in `FIRST_OUTPUT_PARTS` order; empty for the
+        baseline itself, or when neither has a voice run.
+
+        Example::
+
+            fast, hd = comparison.of("voice-agent")
+            for change in comparison.split_changes(hd):
+                print(change.part, change.p95_delta)
+        """
+        baseline = self.of(variant.workflow)[0]
+        if baseline is variant or not (baseline.first_output_split or variant.first_output_split):
+            return []
+        return [
+            PartChange(
+                part,
+                baseline.first_output_split.get(part),
+                variant.first_output_split.get(part),
+            )
+            for part in FIRST_OUTPUT_PARTS
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +355,7 @@ def compare(
 class _Variant:
     """The numbers of one variant's runs that a summary needs (not the runs)."""
 
-    __slots__ = ("by_kind", "costs", "decided", "first_outputs", "scores", "successes")
+    __slots__ = ("by_kind", "costs", "decided", "first_outputs", "scores", "split", "successes")
 
     def __init__(self) -> None:
         self.by_kind = {k: array.array("d") for k in ("total", *KINDS)}
@@ -294,12 +363,17 @@ class _Variant:
         self.scores = array.array("d")
         self.first_outputs = array.array("d")
         self.costs = array.array("d")
+        self.split = {part: array.array("d") for part in FIRST_OUTPUT_PARTS}
 
     def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
         for kind, values in self.by_kind.items():
             values.append(rollup.kind_ms(kind))
         if rollup.first_output_ms is not None:
             self.first_outputs.append(rollup.first_output_ms)
+            parts = first_output_parts(rollup)
+            if parts is not None:
+                for part, value in parts.items():
+                    self.split[part].append(value)
         if rollup.cost_usd is not None:
             self.costs.append(rollup.cost_usd)
         if success is not None:
@@ -325,7 +399,15 @@ class _Variant:
             first_output=Percentiles.of(self.first_outputs) if self.first_outputs else None,
             cost_mean=math.fsum(self.costs) / len(self.costs) if self.costs else None,
             costed=len(self.costs),
+            first_output_split={
+                part: _split_part(values) for part, values in self.split.items() if values
+            },
         )
+
+
+def _split_part(values: array.array[float]) -> SplitPart:
+    p = Percentiles.of(values)
+    return SplitPart(len(values), p.p50, p.p95, p.p99)
 
 
 class Tally:

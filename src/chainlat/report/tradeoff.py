@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core.redact import visible
+from chainlat._core.stats import FIRST_OUTPUT_PARTS
 from chainlat.report.common import (
     DASH,
     count,
     json_ready,
+    ms,
     pct,
     share,
     source_name,
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from chainlat._core.latency import LatencyProfile
-    from chainlat.analysis.tradeoff import Comparison
+    from chainlat.analysis.tradeoff import Comparison, PartChange, SplitPart, VariantSummary
     from chainlat.analysis.whatif import Percentiles, WhatIfResult, WorkflowEffect
     from chainlat.budgets import BudgetReport
 
@@ -306,12 +308,44 @@ def compare_json(comparison: Comparison) -> dict[str, Any]:
                     "cost_mean_usd": v.cost_mean,
                     "costed_runs": v.costed,
                     "pareto": v.pareto,
+                    "first_output_split": {
+                        part: _split_part_json(found)
+                        for part, found in v.first_output_split.items()
+                    }
+                    or None,
                 }
                 for v in comparison.variants
-            ]
+            ],
+            "first_output_split_changes": [
+                {
+                    "workflow": v.workflow,
+                    "baseline": comparison.of(v.workflow)[0].variant,
+                    "variant": v.variant,
+                    "parts": {c.part: _change_json(c) for c in changes},
+                }
+                for v in comparison.variants
+                if (changes := comparison.split_changes(v))
+            ],
         }
     )
     return document
+
+
+def _split_part_json(part: SplitPart) -> dict[str, float]:
+    return {"runs": part.runs, "p50": part.p50, "p95": part.p95, "p99": part.p99}
+
+
+def _change_json(change: PartChange) -> dict[str, float | None]:
+    """A stage before (the baseline variant), after (this one) and the difference, in ms."""
+    before, after = change.before, change.after
+    return {
+        "p50_before": None if before is None else before.p50,
+        "p50_after": None if after is None else after.p50,
+        "p50_delta": change.p50_delta,
+        "p95_before": None if before is None else before.p95,
+        "p95_after": None if after is None else after.p95,
+        "p95_delta": change.p95_delta,
+    }
 
 
 def compare_text(comparison: Comparison) -> RenderableType:
@@ -338,6 +372,7 @@ def compare_text(comparison: Comparison) -> RenderableType:
                 "yes" if v.pareto else ("" if p is not None else DASH),
             )
         parts.append(table)
+        parts.extend(_split_tables(comparison, workflow))
     parts.append(
         _cell(
             "kind columns: share of critical-path time; success: runs with a recorded outcome; "
@@ -347,4 +382,82 @@ def compare_text(comparison: Comparison) -> RenderableType:
             style="dim",
         )
     )
+    if any(v.first_output_split for v in comparison.variants):
+        parts.append(
+            _cell(
+                "first output by stage: the wait for the first audio of the voice runs, "
+                "each run split by stage as report and check split it; change: the "
+                "variant's value less the workflow's first variant's (docs/voice.md)",
+                style="dim",
+            )
+        )
     return _group(*parts)
+
+
+_PART_LABELS: dict[str, str] = {part: part.replace("_", " ") for part in FIRST_OUTPUT_PARTS}
+
+
+def _split_tables(comparison: Comparison, workflow: str) -> list[Table]:
+    """The first output of a workflow's voice runs by stage: one variant's percentiles, or
+    each later variant before (the first variant), after and the change."""
+    variants = comparison.of(workflow)
+    if not any(v.first_output_split for v in variants):
+        return []
+    if len(variants) == 1:
+        (only,) = variants
+        heads: tuple[str, ...] = ("stage", "runs", "p50", "p95", "p99")
+        table = _table(f"{workflow}: first output by stage (ms)", heads, left=("stage",))
+        for part in FIRST_OUTPUT_PARTS:
+            found = only.first_output_split.get(part)
+            table.add_row(
+                _PART_LABELS[part],
+                "0" if found is None else str(found.runs),
+                *(ms(None if found is None else getattr(found, q)) for q in ("p50", "p95", "p99")),
+            )
+        return [table]
+    baseline = variants[0]
+    tables: list[Table] = []
+    for variant in variants[1:]:
+        title = (
+            f"{workflow}: first output by stage, {variant.variant} against {baseline.variant} (ms)"
+        )
+        heads = ("stage", "p50 before", "p50 after", "p50 change", "p95 before", "p95 after",
+                 "p95 change")  # fmt: skip
+        table = _table(title, heads, left=("stage",))
+        table.add_row(*_first_output_row(baseline, variant))
+        for change in comparison.split_changes(variant):
+            before, after = change.before, change.after
+            table.add_row(
+                _PART_LABELS[change.part],
+                ms(None if before is None else before.p50),
+                ms(None if after is None else after.p50),
+                _delta(change.p50_delta),
+                ms(None if before is None else before.p95),
+                ms(None if after is None else after.p95),
+                _delta(change.p95_delta),
+            )
+        tables.append(table)
+    return tables
+
+
+def _first_output_row(before: VariantSummary, after: VariantSummary) -> tuple[str, ...]:
+    """The whole wait (every run with a first output), above its stages."""
+    b, a = before.first_output, after.first_output
+    return (
+        "first output (all stages)",
+        ms(_p(b, 50)),
+        ms(_p(a, 50)),
+        _delta(_difference(_p(a, 50), _p(b, 50))),
+        ms(_p(b, 95)),
+        ms(_p(a, 95)),
+        _delta(_difference(_p(a, 95), _p(b, 95))),
+    )
+
+
+def _difference(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
+
+
+def _delta(value: float | None) -> str:
+    """A change in ms with its sign, ``+255.1``; a dash without both sides."""
+    return DASH if value is None else f"{value:+,.1f}"
