@@ -204,17 +204,28 @@ def prom_number(value: float) -> str:
 
 
 def _increase(series: str, window: str) -> str:
-    """How much each counter in ``series`` grew over ``window``, counting a series born
-    within the window from 0.
+    """How much each counter in ``series`` grew over ``window``, exactly, counting a series
+    born within the window from 0 and a series that has since gone stale up to its last
+    sample.
 
-    ``increase()`` alone needs two samples of a series in the window: the counts a series
-    already holds when first scraped are lost. chainlat's counters and histograms, and the
-    span metrics, start at 0 with their process, so a series that did not exist a window
-    ago counts its whole value; the others their increase (resets included).
+    Every counter the rules read starts at 0 with the process that counts it and never
+    resets: a span-metrics series is one Collector process's (``collector_instance_id``),
+    an application's series one application process's (``instance``, from its
+    ``service.instance.id``). So what a series counted in the window is its last value in
+    the window less its last value before it, or the whole last value for a series born
+    within it. ``last_over_time`` reads the samples a series left in the window also once
+    it is stale: a sampling replica restarted or killed, a series its exporter expired,
+    an application exported once and gone. Neither the current sample nor two samples in
+    the window are needed (``X unless X offset W`` and ``increase()`` were: a restarted
+    replica took its counts out of the window). No extrapolation either, so a count of
+    runs is a whole number. A series that does reset in the window (an application
+    without ``service.instance.id`` restarted) falls back to ``increase()``.
     """
+    last = f"last_over_time({series}[{window}])"
+    before = f"last_over_time({series}[{window}] offset {window})"
     return (
-        f"(increase({series}[{window}]) and {series} offset {window}) "
-        f"or ({series} unless {series} offset {window})"
+        f"((({last} - ({before} or 0 * {last})) >= 0 unless resets({series}[{window}]) > 0) "
+        f"or increase({series}[{window}]))"
     )
 
 
