@@ -256,5 +256,5 @@ def test_grpc_refuses_garbage_and_a_message_over_the_cap_and_keeps_serving(
         with pytest.raises(grpc.RpcError) as too_large:
             export(b"\x0a" + b"\xff" * (65 * 1024 * 1024), timeout=30)
         assert export(b"", timeout=10) == b""
-    assert garbage.value.code() == grpc.StatusCode.INTERNAL
+    assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert too_large.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -42,7 +42,8 @@ class BadBody(Exception):
 
 def decompress(body: bytes, encoding: str, max_bytes: int) -> bytes:
     """``body`` decoded from its ``Content-Encoding`` (``gzip``, ``deflate`` or none), at
-    most ``max_bytes`` of it: BadBody 413 past that, 400 when it is not what it says."""
+    most ``max_bytes`` of it: BadBody 413 past that, 400 when it is not what it says (data
+    after a deflate stream's end, or after a gzip member's that is not another member)."""
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         if len(body) > max_bytes:
@@ -55,16 +56,25 @@ def decompress(body: bytes, encoding: str, max_bytes: int) -> bytes:
     else:
         raise BadBody(415, f"unsupported Content-Encoding {encoding!r}")
     out = bytearray()
+    data = body
     try:
-        # Inflated a chunk at a time and never past the cap: a bomb costs max_bytes at most.
-        data = body
-        while data:
-            out += decoder.decompress(data, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
-                raise BadBody(413, f"body over {max_bytes} bytes decompressed")
-            data = decoder.unconsumed_tail
-        if not decoder.eof:
-            raise BadBody(400, f"truncated {encoding} body")
+        while True:
+            # Inflated a chunk at a time and never past the cap: a bomb costs max_bytes at most.
+            while data:
+                out += decoder.decompress(data, max_bytes + 1 - len(out))
+                if len(out) > max_bytes:
+                    raise BadBody(413, f"body over {max_bytes} bytes decompressed")
+                data = decoder.unconsumed_tail
+            if not decoder.eof:
+                raise BadBody(400, f"truncated {encoding} body")
+            data = decoder.unused_data
+            if not data:
+                break
+            if encoding != "gzip":
+                raise BadBody(400, f"data after the end of the {encoding} body")
+            # A gzip body may be several members one after another (RFC 1952), as Go's and
+            # Python's readers take it: each is inflated, none dropped.
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
     except zlib.error as exc:
         raise BadBody(400, f"bad {encoding} body: {exc}") from None
     return bytes(out)

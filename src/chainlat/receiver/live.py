@@ -5,8 +5,9 @@ remote) has arrived and no span of it has for ``settle_s`` seconds: the spans of
 before its root, so they come in the root's batch or an earlier one. The trace's spans are
 then read by :func:`chainlat.traces.read_runs`, the one reader, so that a line and the
 final summary agree. Only what is shown live is bounded here: past ``max_open_traces``
-traces or ``max_open_spans`` spans waiting, the oldest are dropped from the live view
-(counted); the file and the final summary have every span.
+traces, ``max_open_spans`` spans or ``max_open_bytes`` bytes (as the file's lines hold
+them) waiting, the oldest are dropped from the live view (counted); the file and the final
+summary have every span.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _SWEEP_S: Final = 0.1
 class _Open:
     lines: list[Json] = field(default_factory=list)
     spans: int = 0
+    size: int = 0
     rooted: bool = False
     last_s: float = 0.0
 
@@ -48,7 +50,7 @@ class LiveRuns:
     Example::
 
         live = LiveRuns(lambda run: print(run.workflow, run.total_ms))
-        live.add(document)  # each request received
+        live.add(document, size)  # each request received, and its size in bytes
         live.close()        # the traces still open, with their roots, are handed out
     """
 
@@ -59,13 +61,16 @@ class LiveRuns:
         settle_s: float = DEFAULT_SETTLE_S,
         max_open_traces: int = 10_000,
         max_open_spans: int = 1_000_000,
+        max_open_bytes: int = 128 * 1024 * 1024,
     ) -> None:
         self._on_run = on_run
         self._settle_s = settle_s
         self._max_traces = max_open_traces
         self._max_spans = max_open_spans
+        self._max_bytes = max_open_bytes
         self._open: dict[str, _Open] = {}
         self._spans = 0
+        self._bytes = 0
         self.dropped_traces = 0
         """Traces left out of the live view by its bounds (the file has them)."""
         self._lock = threading.Lock()
@@ -74,23 +79,32 @@ class LiveRuns:
         self._thread = threading.Thread(target=self._sweep, name="chainlat-live", daemon=True)
         self._thread.start()
 
-    def add(self, document: Json) -> None:
-        """A request received: its spans, split by trace."""
+    def add(self, document: Json, size: int = 0) -> None:
+        """A request received: its spans, split by trace; ``size`` its bytes, each trace's
+        share of them counted by its spans (an orphan span of a megabyte weighs a megabyte:
+        a count of spans alone would let traces that never complete hold gigabytes)."""
         now = time.monotonic()
+        pieces = _by_trace(document)
+        total = sum(spans for _, _, spans, _ in pieces) or 1
         with self._lock:
-            for trace_id, line, spans, rooted in _by_trace(document):
+            for trace_id, line, spans, rooted in pieces:
                 entry = self._open.pop(trace_id, None) or _Open()
                 self._open[trace_id] = entry  # moved to the end: the most recently extended
                 entry.lines.append(line)
                 entry.spans += spans
+                entry.size += size * spans // total
                 entry.rooted = entry.rooted or rooted
                 entry.last_s = now
                 self._spans += spans
+                self._bytes += size * spans // total
             while self._open and (
-                len(self._open) > self._max_traces or self._spans > self._max_spans
+                len(self._open) > self._max_traces
+                or self._spans > self._max_spans
+                or self._bytes > self._max_bytes
             ):
-                oldest = next(iter(self._open))
-                self._spans -= self._open.pop(oldest).spans
+                oldest = self._open.pop(next(iter(self._open)))
+                self._spans -= oldest.spans
+                self._bytes -= oldest.size
                 self.dropped_traces += 1
 
     def _due(self, everything: bool) -> list[_Open]:
@@ -103,6 +117,7 @@ class LiveRuns:
             ]
             found = [self._open.pop(tid) for tid in due]
             self._spans -= sum(entry.spans for entry in found)
+            self._bytes -= sum(entry.size for entry in found)
         return found
 
     def _sweep(self) -> None:

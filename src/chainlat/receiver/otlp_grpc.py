@@ -3,15 +3,17 @@
 grpcio keeps the bounds: a message over ``max_body_bytes`` (decompressed) is refused with
 RESOURCE_EXHAUSTED before it reaches the servicer, at most ``max_grpc_calls`` calls run at
 once (more are refused the same way) on ``grpc_threads`` threads, and a connection idle for
-``idle_timeout_s`` is closed.
+``idle_timeout_s`` is closed. The servicer parses the request itself (grpcio hands it the
+bytes), so that a message that is not an OTLP trace request is counted as refused and
+answered INVALID_ARGUMENT with a one-line reason, not logged by grpcio with a traceback.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from chainlat.receiver.decoding import from_message, span_count
+from chainlat.receiver.decoding import BadBody, from_protobuf, span_count
 
 if TYPE_CHECKING:
     import grpc
@@ -40,7 +42,6 @@ class GrpcReceiver:
     def start(self) -> int:
         """Bind and serve; the port (a free one for port 0). OSError when it cannot bind."""
         import grpc
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
         limits = self._limits
         server = grpc.server(
@@ -52,8 +53,7 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        add = trace_service_pb2_grpc.add_TraceServiceServicer_to_server
-        add(_servicer(self._sink), server)  # type: ignore[no-untyped-call]
+        server.add_generic_rpc_handlers((_handler(self._sink),))
         try:
             port = server.add_insecure_port(self._address)
         except RuntimeError as exc:  # grpcio raises where it once returned 0
@@ -72,17 +72,28 @@ class GrpcReceiver:
             self._server = None
 
 
-def _servicer(sink: Sink) -> Any:
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
-    class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:
-            sink.started()
-            try:
-                document = from_message(request)
-                sink.write(document, span_count(document))
-            finally:
-                sink.ended()
-            return trace_service_pb2.ExportTraceServiceResponse()
 
-    return Servicer()
+def _handler(sink: Sink) -> grpc.GenericRpcHandler:
+    """``TraceService/Export`` on the request's bytes; the answer is an empty
+    ``ExportTraceServiceResponse`` (no bytes)."""
+    import grpc
+
+    def export(body: bytes, context: grpc.ServicerContext) -> bytes:
+        sink.started()
+        try:
+            document = from_protobuf(body)
+            sink.write(document, span_count(document))
+        except BadBody as bad:
+            sink.refused(bad.status, bad.reason)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.reason)
+        except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
+            sink.refused(500, f"{type(exc).__name__}: {exc}")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        finally:
+            sink.ended()
+        return b""
+
+    method: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(export)
+    return grpc.method_handlers_generic_handler(_SERVICE, {"Export": method})

@@ -11,12 +11,15 @@ aiohttp parses the requests (chunked bodies included); what is bounded here, and
   ``idle_timeout_s`` (before its first request or after its last) is closed by aiohttp's
   keep-alive timer, which starts when the connection opens;
 - past ``max_connections`` open connections, a new one is closed at once (counted);
-- decoding runs on a pool of ``decode_threads`` threads, beside the event loop.
+- decoding runs on a pool of ``decode_threads`` threads, beside the event loop;
+- a request aiohttp cannot parse (a bad header, a line too long, not HTTP at all) is
+  counted as refused with a one-line reason, not logged with aiohttp's traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
@@ -94,6 +97,7 @@ class HttpReceiver:
             # most, so that the client can read the answer before the connection closes.
             lingering_time=_LINGER_S,
             auto_decompress=False,  # decompressed here, with a cap (decoding.decompress)
+            logger=_refusals_logger(self._sink),
         )
         await self._runner.setup()
         handler_factory = self._runner.server
@@ -188,6 +192,38 @@ async def _body(request: web.Request, max_bytes: int) -> bytes:
         if len(body) > max_bytes:
             raise BadBody(413, f"body over {max_bytes} bytes")
     return bytes(body)
+
+
+def _refusals_logger(sink: Sink) -> logging.Logger:
+    """The logger aiohttp's request handlers report to: a request it could not parse (logged
+    with a traceback that would reach the terminal through logging's last resort) is counted
+    as refused instead, with the first line of aiohttp's reason."""
+    logger = logging.Logger("chainlat.receiver.http")  # apart from the logging tree
+    logger.addHandler(_Refusals(sink))
+    return logger
+
+
+class _Refusals(logging.Handler):
+    def __init__(self, sink: Sink) -> None:
+        super().__init__()
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return  # aiohttp's debug lines
+        if isinstance(exc, HttpProcessingError):
+            self._sink.refused(400, f"not a well-formed HTTP request: {_reason(exc.message)}")
+        else:
+            self._sink.refused(500, f"{type(exc).__name__}: {exc}")
+
+
+def _reason(message: str) -> str:
+    """aiohttp's reason without the bytes it quotes (a header's value may be a token)."""
+    first = message.strip().splitlines()[0] if message.strip() else "unparsable"
+    return first.split(": b'")[0].split(': b"')[0].rstrip(":. ")
 
 
 class _Closing(asyncio.Protocol):

@@ -36,6 +36,10 @@ class ReceiverCounters:
     """Connections closed at once because the most allowed were open."""
     first_problem: str = ""
     """What was wrong with the first request refused, for the warning."""
+    failed: int = 0
+    """Requests the receiver failed to handle (HTTP 500, gRPC INTERNAL): chainlat's fault."""
+    first_failure: str = ""
+    """What went wrong in the first of them, for the warning."""
     last_request_s: float = field(default_factory=time.monotonic)
     """When the last request (good or bad) ended, on the monotonic clock."""
     in_flight: int = 0
@@ -55,6 +59,11 @@ class ReceiverCounters:
             lines.append(
                 f"{_count(self.timed_out, 'request')} timed out before the whole body arrived"
             )
+        if self.failed:
+            lines.append(
+                f"{_count(self.failed, 'request')} failed in the receiver (HTTP 500 or gRPC "
+                f"INTERNAL; the first: {self.first_failure}): a chainlat bug"
+            )
         if self.refused_connections:
             lines.append(
                 f"{_count(self.refused_connections, 'connection')} refused: too many open at once"
@@ -67,7 +76,8 @@ def _count(n: int, noun: str) -> str:
 
 
 class Sink:
-    """The output file and the counters; ``on_document`` sees every document written.
+    """The output file and the counters; ``on_document`` sees every document written, with
+    the size of its line in bytes.
 
     Example::
 
@@ -77,7 +87,7 @@ class Sink:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], on_document: Callable[[Json], None] | None = None
+        self, path: str | os.PathLike[str], on_document: Callable[[Json, int], None] | None = None
     ) -> None:
         self.path = os.fspath(path)
         self.counters = ReceiverCounters()
@@ -102,11 +112,15 @@ class Sink:
             self.counters.requests += 1
             self.counters.spans += spans
         if self._on_document is not None and spans:
-            self._on_document(document)
+            self._on_document(document, len(data))
 
     def refused(self, status: int, reason: str) -> None:
         """One request refused (HTTP ``status``), counted by kind."""
         with self._lock:
+            if status >= 500:
+                self.counters.failed += 1
+                self.counters.first_failure = self.counters.first_failure or reason[:200]
+                return
             if status == 413:
                 self.counters.too_large += 1
             elif status == 408:

@@ -1,0 +1,187 @@
+"""The receiver under hostile clients on 127.0.0.1: a request that is not HTTP, a message that
+is not OTLP, a gzip body of several members, traces that never complete. Each is answered
+with a one-line reason and counted, never logged with a traceback, and what is held for the
+live view stays bounded in bytes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import socket
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chainlat.receiver import Receiver
+from chainlat.receiver.live import LiveRuns
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+TOKEN = "sk-live-AbCdEfGhIjKlMnOpQrStUv"
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as started:
+        yield started
+
+
+def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What reached logging with an exception: logging's last resort prints it on stderr."""
+    return [record.getMessage() for record in caplog.records if record.exc_info]
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    """The answer to ``request`` sent as is, read until the server closes (10 s at most)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    return answer
+
+
+MALFORMED = [
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: \x1b[31mjson\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+    + TOKEN.encode() * 400
+    + b"\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(200)) + b"\r\n",
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + bytes(range(100)),  # a TLS hello
+]
+
+
+def test_a_request_aiohttp_cannot_parse_is_a_counted_400_without_a_traceback(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for request in MALFORMED:
+        assert _raw(receiver.port, request).startswith(b"HTTP/1."), request[:40]
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    assert httpx.post(url, json={"resourceSpans": []}, timeout=10).status_code == 200
+    assert _tracebacks(caplog) == []
+    counters = receiver.counters
+    assert counters.bad_requests == len(MALFORMED)
+    assert counters.first_problem == "not a well-formed HTTP request: Invalid header value char"
+    # A header too long is named, not quoted: its value may be a token.
+    assert all(TOKEN not in line for line in counters.warnings())
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        b"not a protobuf at all",
+        b"\x0a\x0c\x12\x0a\x12\x08\x2a\x06\xff\xfe\xfd\xfc\xfb\xfa",  # a name not UTF-8
+    ],
+    ids=["garbage", "a name not UTF-8"],
+)
+def test_a_grpc_message_that_is_not_otlp_is_invalid_argument_counted_without_a_traceback(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture, message: bytes
+) -> None:
+    import grpc
+
+    caplog.set_level(logging.DEBUG)
+    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
+        export = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+        with pytest.raises(grpc.RpcError) as refused:
+            export(message, timeout=10)
+        assert export(b"", timeout=10) == b""
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert str(refused.value.details()).startswith("not an OTLP protobuf trace request: ")
+    assert _tracebacks(caplog) == []
+    assert (receiver.counters.bad_requests, receiver.counters.requests) == (1, 1)
+
+
+def _protobuf_span(span_id: bytes, name: str) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"\x01" * 16, span_id, name
+    span.start_time_unix_nano, span.end_time_unix_nano = T0, T0 + MS
+    return request.SerializeToString()
+
+
+def test_a_gzip_body_of_two_members_is_read_whole(receiver: Receiver) -> None:
+    """Two protobuf messages one after another are one message with both spans; gzipped as
+    two members (RFC 1952), the second member's span was dropped."""
+    body = gzip.compress(_protobuf_span(b"\x02" * 8, "first")) + gzip.compress(
+        _protobuf_span(b"\x03" * 8, "second")
+    )
+    headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    assert httpx.post(url, content=body, headers=headers, timeout=10).status_code == 200
+    receiver.stop()
+    (line,) = Path(receiver.out).read_text().splitlines()
+    names = [
+        span["name"]
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert names == ["first", "second"]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        ("deflate", zlib.compress(b'{"resourceSpans": []}') + b"more"),
+        ("gzip", gzip.compress(b'{"resourceSpans": []}') + b"more"),
+    ],
+    ids=["deflate", "gzip"],
+)
+def test_data_after_the_compressed_body_is_400(
+    receiver: Receiver, encoding: str, body: bytes
+) -> None:
+    headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    assert httpx.post(url, content=body, headers=headers, timeout=10).status_code == 400
+    assert receiver.counters.requests == 0
+
+
+def _orphan(index: int, size: int) -> dict[str, object]:
+    """One span whose parent never comes, ``size`` bytes of attribute: a trace that never
+    completes."""
+    span = {
+        "traceId": f"{index:032x}",
+        "spanId": "b" * 16,
+        "parentSpanId": "c" * 16,
+        "name": "step",
+        "attributes": [{"key": "k", "value": {"stringValue": "x" * size}}],
+    }
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+
+def test_traces_that_never_complete_are_held_up_to_a_number_of_bytes() -> None:
+    """Ten orphan spans of 1 MB each, with room for three: the oldest seven are dropped from
+    the live view (a count of traces or spans alone would hold all ten)."""
+    documents = [_orphan(index, 1024 * 1024) for index in range(10)]
+    size = len(json.dumps(documents[0]))
+    live = LiveRuns(lambda run: None, max_open_bytes=3 * size)
+    try:
+        for document in documents:
+            live.add(document, size)
+        assert live.dropped_traces == 7
+    finally:
+        live.close()
+
+
+def test_the_sink_hands_each_document_over_with_the_size_of_its_line(tmp_path: Path) -> None:
+    from chainlat.receiver.sink import Sink
+
+    seen: list[int] = []
+    sink = Sink(tmp_path / "r.jsonl", on_document=lambda document, size: seen.append(size))
+    document = _orphan(1, 100)
+    sink.write(document, spans=1)
+    sink.close()
+    assert seen == [len((tmp_path / "r.jsonl").read_bytes())]
