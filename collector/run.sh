@@ -26,10 +26,58 @@
 # ${CHAINLAT_RUN_DIR:-$HOME/.cache/chainlat/run}: use one run directory per running
 # pipeline. With CHAINLAT_STOP_WITH_PID=PID set, the processes also stop when process
 # PID exits (test sessions set it, so a killed run leaves nothing).
+#
+# `start NAME` saves the CHAINLAT_* settings it was given in $RUN_DIR/NAME.env (each
+# process of a group too), and a later `start NAME` restores those the caller does not
+# set again: `stop replica-1` then `start replica-1` runs it on its ports, with its
+# CHAINLAT_SPANMETRICS_BUCKETS and decision wait, as before. Credentials
+# (CHAINLAT_*_USERNAME, _PASSWORD, _TOKEN, _SECRET) are never saved.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUN_DIR=${CHAINLAT_RUN_DIR:-$HOME/.cache/chainlat/run}
+
+# Settings a process keeps across restarts: every CHAINLAT_* the caller set, except where
+# the run directory is, which process owns this run, and credentials.
+saved_setting() {
+  [[ $1 =~ ^CHAINLAT_[A-Z0-9_]+$ ]] || return 1
+  case $1 in
+    CHAINLAT_RUN_DIR | CHAINLAT_STOP_WITH_PID | CHAINLAT_READY_TIMEOUT_S) return 1 ;;
+    *_USERNAME | *_PASSWORD | *_TOKEN | *_SECRET) return 1 ;;
+  esac
+}
+
+# Before the defaults below: what `start NAME` last ran with, for what the caller did
+# not set now.
+restore_settings() {
+  local file="$RUN_DIR/$1.env" line name restored=()
+  [[ -f $file ]] || return 0
+  # NAME=VALUE records, each ended by a NUL: a value may hold any other character.
+  while IFS= read -r -d '' line; do
+    name=${line%%=*}
+    saved_setting "$name" || continue
+    if [[ -z ${!name+x} ]]; then
+      export "$name=${line#*=}"
+      restored+=("$name")
+    fi
+  done <"$file"
+  if (( ${#restored[@]} )); then
+    echo "run.sh: $1: restored ${restored[*]} from $file" >&2
+  fi
+}
+
+if [[ ${1:-} == start && ${2:-all} =~ ^[a-z]+(-[0-9]+)?$ ]]; then restore_settings "${2:-all}"; fi
+# The settings as given (and restored), before the defaults: what `start` saves.
+declare -A CALLER_SETTINGS=()
+for name in $(compgen -e); do
+  if saved_setting "$name"; then CALLER_SETTINGS[$name]=${!name}; fi
+done
+save_settings() {
+  local name
+  for name in "${!CALLER_SETTINGS[@]}"; do
+    printf '%s=%s\0' "$name" "${CALLER_SETTINGS[$name]}"
+  done >"$1"
+}
 READY_TIMEOUT_S=${CHAINLAT_READY_TIMEOUT_S:-60}
 STOP_TIMEOUT_S=10
 # Records in each kept span which tail-sampling policy kept it (tailsampling.policy), and
@@ -390,6 +438,7 @@ case $cmd in
   start)
     names=$(which_ones "${1:-all}")
     mkdir -p "$RUN_DIR"
+    for name in ${1:-all} $names; do save_settings "$RUN_DIR/$name.env"; done
     for name in $names; do start_one "$name"; done
     case ${1:-all} in all | tier) print_endpoints "${1:-all}" ;; esac
     ;;
