@@ -1,8 +1,10 @@
 """The turn logic of chainlat.realtime fed scripted event sequences on an injected clock:
-exact starts, first outputs, tool steps and end reasons."""
+exact starts, first outputs and their split, tool steps and end reasons (a barge-in during
+the answer, and after its response.done while the client plays it)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,8 +12,11 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from chainlat._core import attributes as attr
+from chainlat._core.rollup import Rollup
+from chainlat._core.stats import first_output_parts
 from chainlat.realtime import RealtimeTurns
 from chainlat.testing import Capture, capture
+from chainlat.traces.sdk import runs_from_spans
 
 MS = 1_000_000
 
@@ -50,6 +55,16 @@ def spans(cap: Capture, kind: str) -> list[ReadableSpan]:
     return [s for s in cap.spans() if (s.attributes or {}).get(attr.STEP_KIND) == kind]
 
 
+def rollups(cap: Capture) -> list[Rollup]:
+    runs = sorted(runs_from_spans(cap.spans()), key=lambda r: r.start_ns)
+    return [r.rollup for r in runs]
+
+
+def audio(ms: int) -> str:
+    """Base64 of ``ms`` of PCM16 at 24 kHz (48 bytes a millisecond), as a delta carries."""
+    return base64.b64encode(bytes(48 * ms)).decode()
+
+
 USAGE = {
     "input_tokens": 30,
     "output_tokens": 50,
@@ -78,6 +93,9 @@ def test_a_turn_starts_at_the_end_of_speech_and_its_first_output_is_the_first_au
     s.received(2400, "response.output_audio.delta", response_id="resp_1", delta="AAAA")
     done = {"id": "resp_1", "status": "completed", "usage": USAGE, "output": []}
     s.received(2800, "response.done", response=done)
+    assert not spans(cap, "workflow")  # held while the answer may still play
+    s.at(5000)
+    s.turns.closed()
     [turn] = spans(cap, "workflow")
     [response] = spans(cap, "inference")
     # audio_end_ms 1900 less the 500 ms of silence the VAD waited: speech ended at 1400
@@ -97,7 +115,9 @@ def test_a_turn_starts_at_the_end_of_speech_and_its_first_output_is_the_first_au
     assert not any("AAAA" in str(v) for sp in cap.spans() for v in (sp.attributes or {}).values())
 
 
-def test_a_function_call_is_a_tool_step_until_its_output_is_sent(cap: Capture) -> None:
+def test_a_function_call_is_a_tool_step_from_its_response_done_until_its_output_is_sent(
+    cap: Capture,
+) -> None:
     s = Script(cap)
     vad_turn(s)
     call = {"call_id": "call_1", "name": "weather", "arguments": '{"city":"Paris"}'}
@@ -112,10 +132,11 @@ def test_a_function_call_is_a_tool_step_until_its_output_is_sent(cap: Capture) -
     s.received(2410, "response.created", response={"id": "resp_2"})
     s.received(2700, "response.output_audio.delta", response_id="resp_2", delta="AAAA")
     s.received(3000, "response.done", response={"id": "resp_2", "status": "completed"})
+    s.sent(4000, "input_audio_buffer.commit")  # the next turn: this one was heard out
     [turn] = spans(cap, "workflow")
     [tool] = spans(cap, "tool")
     first, second = sorted(spans(cap, "inference"), key=lambda sp: sp.start_time or 0)
-    assert (s.ms(tool.start_time), s.ms(tool.end_time)) == (2250, 2400)
+    assert (s.ms(tool.start_time), s.ms(tool.end_time)) == (2260, 2400)
     assert (tool.attributes or {})[attr.GEN_AI_TOOL_NAME] == "weather"
     assert (s.ms(first.start_time), s.ms(first.end_time)) == (2000, 2260)
     assert (s.ms(second.start_time), s.ms(second.end_time)) == (2405, 3000)
@@ -163,6 +184,7 @@ def test_without_vad_the_turn_starts_at_the_clients_commit(cap: Capture) -> None
     s.received(810, "response.created", response={"id": "r"})
     s.received(1100, "response.audio.delta", response_id="r", delta="AAAA")
     s.received(1500, "response.done", response={"id": "r", "status": "completed"})
+    s.turns.closed()
     [turn] = spans(cap, "workflow")
     [response] = spans(cap, "inference")
     assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (800, 1500)
@@ -200,3 +222,190 @@ def test_odd_events_are_read_without_raising(cap: Capture, event: dict[str, Any]
     s.turns.received(event)
     s.turns.sent(event)
     s.turns.closed()
+
+
+# -- the first output's split ------------------------------------------------------------
+
+
+def test_a_vad_turns_first_output_splits_into_end_of_turn_and_model(cap: Capture) -> None:
+    """From the end of the words (1400) to the speech_stopped received (2000) is the end of
+    turn; from there to the first audio (2300), the realtime model's."""
+    s = Script(cap)
+    vad_turn(s)
+    s.received(2300, "response.output_audio.delta", response_id="resp_1", delta=audio(100))
+    s.received(2800, "response.done", response={"id": "resp_1", "status": "completed"})
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    parts = first_output_parts(rollup)
+    assert parts == {"model": 300.0, "end_of_turn": 600.0, "data": 0.0, "tool": 0.0,
+                     "overhead": 0.0}  # fmt: skip
+    assert sum(parts.values()) == rollup.first_output_ms == 900.0
+    [turn] = spans(cap, "workflow")
+    assert (turn.attributes or {})[attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS] == 600.0
+
+
+def test_a_committed_turn_has_no_end_of_turn_wait(cap: Capture) -> None:
+    """The client decided the turn at its commit, the turn's start: an end of turn of 0,
+    the wait before its response.create overhead."""
+    s = Script(cap)
+    s.received(0, "session.updated", session={"model": "m", "turn_detection": None})
+    s.sent(0, "input_audio_buffer.append", audio="AAAA")
+    s.sent(800, "input_audio_buffer.commit")
+    s.sent(805, "response.create")
+    s.received(1100, "response.audio.delta", response_id="r", delta=audio(100))
+    s.received(1500, "response.done", response={"id": "r", "status": "completed"})
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    assert first_output_parts(rollup) == {
+        "model": 295.0, "end_of_turn": 0.0, "data": 0.0, "tool": 0.0, "overhead": 5.0,
+    }  # fmt: skip
+
+
+def test_a_tool_turns_split_sums_to_its_first_output(cap: Capture) -> None:
+    s = Script(cap)
+    vad_turn(s)
+    call = {"call_id": "call_1", "name": "weather", "arguments": "{}"}
+    s.received(2250, "response.function_call_arguments.done", response_id="resp_1", **call)
+    output = [{"type": "function_call", "call_id": "call_1"}]
+    s.received(
+        2260, "response.done", response={"id": "resp_1", "status": "completed", "output": output}
+    )
+    item = {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
+    s.sent(2400, "conversation.item.create", item=item)
+    s.sent(2405, "response.create")
+    s.received(2700, "response.output_audio.delta", response_id="resp_2", delta=audio(100))
+    s.received(3000, "response.done", response={"id": "resp_2", "status": "completed"})
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    parts = first_output_parts(rollup)
+    # 1400-2000 end of turn, 2000-2260 the first response, 2260-2400 the tool, 2400-2405
+    # the client, 2405-2700 the second response
+    assert parts == {"model": 555.0, "end_of_turn": 600.0, "data": 0.0, "tool": 140.0,
+                     "overhead": 5.0}  # fmt: skip
+    assert sum(parts.values()) == rollup.first_output_ms == 1300.0
+
+
+def session_of_turns(s: Script, lags_ms: list[int], model_ms: int = 300) -> None:
+    """One turn a second: the words end at 1000 n + 400, the VAD's 500 ms of silence, the
+    speech_stopped received ``lag`` later; the first audio ``model_ms`` after it."""
+    turn = {"type": "server_vad", "silence_duration_ms": 500}
+    session = {"model": "gpt-realtime", "audio": {"input": {"turn_detection": turn}}}
+    s.received(0, "session.updated", session=session)
+    s.sent(0, "input_audio_buffer.append", audio="AAAA")
+    for n, lag in enumerate(lags_ms):
+        base = 2000 * n
+        s.received(base + lag + 900, "input_audio_buffer.speech_stopped", audio_end_ms=base + 900)
+        s.received(base + lag + 905, "response.created", response={"id": f"resp_{n}"})
+        delta = {"response_id": f"resp_{n}", "item_id": f"item_{n}", "delta": audio(100)}
+        s.received(base + lag + 900 + model_ms, "response.output_audio.delta", **delta)
+        s.received(base + lag + 1500, "response.done", response={"id": f"resp_{n}"})
+    s.turns.closed()
+
+
+def test_the_end_of_turn_part_is_the_value_its_budget_key_judges(cap: Capture) -> None:
+    from chainlat._core.stats import aggregate
+    from chainlat.budgets import Budgets, evaluate
+
+    s = Script(cap)
+    session_of_turns(s, [50, 100, 150])
+    runs = runs_from_spans(cap.spans())
+    budgets = {
+        "p50": {"first_output_end_of_turn": "1s"},
+        "operations": {"realtime": {"p50": {"first_output": "1s"}}},
+        "steps": {"realtime gpt-realtime": {"ttft_p50": "1s"}},
+    }
+    report = evaluate(runs, Budgets.model_validate({"workflows": {"realtime-turn": budgets}}))
+    judged = {v.target: v.actual_ms for v in report.verdicts}
+    assert judged == {
+        "p50.first_output_end_of_turn": 600.0,  # 500 of silence and the 100 ms lag
+        "operations.realtime.p50.first_output": 300.0,
+        'steps."realtime gpt-realtime".ttft_p50': 300.0,
+    }
+    split = aggregate(runs).workflows["realtime-turn"].first_output_split
+    assert split["end_of_turn"].sorted() == [550.0, 600.0, 650.0]
+    assert split["end_of_turn"].percentile(50) == judged["p50.first_output_end_of_turn"]
+    assert split["model"].percentile(50) == judged["operations.realtime.p50.first_output"]
+    assert not len(split["speech_to_text"]) and not len(split["text_to_speech"])
+
+
+def test_report_json_holds_the_realtime_split(cap: Capture) -> None:
+    from chainlat._core.stats import aggregate
+    from chainlat.report import stats_json
+
+    s = Script(cap)
+    session_of_turns(s, [50, 100, 150])
+    document = stats_json(aggregate(runs_from_spans(cap.spans())))
+    split = document["workflows"]["realtime-turn"]["first_output_split"]
+    assert split["end_of_turn"]["p50_ms"] == 600.0
+    assert split["model"]["max_ms"] == 300.0
+    assert split["overhead"]["max_ms"] == 0.0
+    assert split["speech_to_text"]["count"] == 0
+
+
+# -- barge-in after the answer was done, while the client plays it ------------------------
+
+
+def answered(s: Script) -> None:
+    """A VAD turn whose answer, 200 ms of audio in two deltas, was done at 2500."""
+    vad_turn(s)
+    for at in (2300, 2400):
+        delta = {"response_id": "resp_1", "item_id": "item_1", "delta": audio(100)}
+        s.received(at, "response.output_audio.delta", **delta)
+    s.received(2500, "response.done", response={"id": "resp_1", "status": "completed"})
+
+
+def test_a_truncate_short_of_the_audio_received_after_done_interrupts(cap: Capture) -> None:
+    """The client stopped its playout 150 ms into the 200 ms it received: the caller cut the
+    answer off, though its response was done."""
+    s = Script(cap)
+    answered(s)
+    s.received(2550, "input_audio_buffer.speech_started", audio_start_ms=2500)
+    s.sent(2560, "conversation.item.truncate", item_id="item_1", content_index=0,
+           audio_end_ms=150)  # fmt: skip
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2560)
+    a = turn.attributes or {}
+    assert a[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"
+    assert a[attr.WORKFLOW_FIRST_OUTPUT_MS] == 900
+
+
+def test_a_truncate_at_the_end_of_the_audio_leaves_the_turn_completed(cap: Capture) -> None:
+    s = Script(cap)
+    answered(s)
+    s.sent(2700, "conversation.item.truncate", item_id="item_1", content_index=0,
+           audio_end_ms=200)  # fmt: skip
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2500)
+    assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "completed"
+
+
+def test_speech_after_done_without_a_truncate_is_the_next_turn(cap: Capture) -> None:
+    """The client did not stop the audio: the caller heard the answer out; the turn ends at
+    its response.done when the next one starts."""
+    s = Script(cap)
+    answered(s)
+    s.received(3000, "input_audio_buffer.speech_started", audio_start_ms=2900)
+    s.sent(3100, "conversation.item.truncate", item_id="item_0", audio_end_ms=10)  # not ours
+    assert not spans(cap, "workflow")
+    s.received(4000, "input_audio_buffer.speech_stopped", audio_end_ms=3900)
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2500)
+    assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "completed"
+    s.turns.closed()
+    _, second = sorted(spans(cap, "workflow"), key=lambda sp: sp.start_time or 0)
+    assert s.ms(second.start_time) == 3400
+
+
+def test_a_barge_in_during_the_response_ends_the_turn_there(cap: Capture) -> None:
+    """speech_started before response.done: interrupted at it; the cancelled response.done
+    and the truncate that follow change nothing."""
+    s = Script(cap)
+    vad_turn(s)
+    delta = {"response_id": "resp_1", "item_id": "item_1", "delta": audio(100)}
+    s.received(2300, "response.output_audio.delta", **delta)
+    s.received(2350, "input_audio_buffer.speech_started", audio_start_ms=2250)
+    s.received(2355, "response.done", response={"id": "resp_1", "status": "cancelled"})
+    s.sent(2360, "conversation.item.truncate", item_id="item_1", audio_end_ms=50)
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2350)
+    assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"

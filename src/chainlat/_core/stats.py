@@ -59,24 +59,28 @@ _SPEECH_PART_QUANTITY: Final = {
 
 def first_output_parts(rollup: Rollup) -> dict[str, float] | None:
     """The wait for a voice run's first output by stage (`FIRST_OUTPUT_PARTS`), the one
-    definition every renderer and the demo show; None for a run without a speech call or
-    without a first output.
+    definition every renderer and the demo show; None for a run without a first output, or
+    without a speech call and an end of turn.
 
     ``model`` is the language model's share, ``first_output_inference_ms`` less its speech
     parts; ``overhead`` is ``first_output_overhead_ms`` less the end-of-turn wait, which is
     a part of it; ``end_of_turn`` is absent when the trace does not say when the turn was
-    decided. The speech parts and the end of turn are the values the budget keys
-    ``first_output_speech_to_text``, ``first_output_text_to_speech`` and
-    ``first_output_end_of_turn`` judge.
+    decided. A speech-to-speech turn (a realtime model, no speech call) has no speech
+    parts: its split is the end of turn, the model (the realtime response, the network
+    included: docs/voice.md), data, tool and overhead. The speech parts and the end of
+    turn are the values the budget keys ``first_output_speech_to_text``,
+    ``first_output_text_to_speech`` and ``first_output_end_of_turn`` judge.
     """
     stt = rollup.first_output_speech_to_text_ms
     tts = rollup.first_output_text_to_speech_ms
-    if rollup.first_output_ms is None or stt is None or tts is None:
-        return None
     end_of_turn = rollup.first_output_end_of_turn_ms
+    cascade = stt is not None and tts is not None
+    speech_to_speech = stt is None and tts is None and end_of_turn is not None
+    if rollup.first_output_ms is None or not (cascade or speech_to_speech):
+        return None
     parts = {
         "speech_to_text": stt,
-        "model": (rollup.first_output_inference_ms or 0.0) - stt - tts,
+        "model": (rollup.first_output_inference_ms or 0.0) - (stt or 0.0) - (tts or 0.0),
         "text_to_speech": tts,
         "end_of_turn": end_of_turn,
         "data": rollup.first_output_data_ms or 0.0,
@@ -443,7 +447,7 @@ class WorkflowStats:
         quantities["overhead"].add(rollup.overhead_ms, cached, weight)
         if rollup.first_output_ms is not None:
             quantities[FIRST_OUTPUT].add(rollup.first_output_ms, cached, weight)
-        if rollup.speech_to_text_ms is not None:
+        if rollup.speech_to_text_ms is not None or rollup.first_output_end_of_turn_ms is not None:
             for quantity in voice.SPEECH_QUANTITIES:
                 part = voice.speech_ms(rollup, quantity)
                 if part is not None:

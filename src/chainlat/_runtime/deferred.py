@@ -48,6 +48,7 @@ class DeferredRollup:
 
     __slots__ = (
         "_count",
+        "_end_of_turn_ns",
         "_first_output_ns",
         "_lock",
         "_make_records",
@@ -65,6 +66,7 @@ class DeferredRollup:
         make_records: Callable[[Sequence[ReadableSpan]], list[SpanRecord]],
         first_output_ns: int | None,
         prices: Prices | None,
+        end_of_turn_ns: int | None = None,
     ) -> None:
         self.root = root
         self._records = spans
@@ -74,6 +76,7 @@ class DeferredRollup:
         self._count = len(spans)
         self._first_output_ns = first_output_ns
         self._prices = prices
+        self._end_of_turn_ns = end_of_turn_ns
         self._lock = threading.Lock()
         self._rollup: Rollup | None = None
         self._written = False
@@ -91,7 +94,11 @@ class DeferredRollup:
                 spans = spans[: self._count]
             records = self._make_records(spans)
             rollup = self._rollup = compute_rollup(
-                self.root, records, first_output_ns=self._first_output_ns, prices=self._prices
+                self.root,
+                records,
+                first_output_ns=self._first_output_ns,
+                prices=self._prices,
+                end_of_turn_ns=self._end_of_turn_ns,
             )
             self._records = []  # not needed again: let them go
         return rollup

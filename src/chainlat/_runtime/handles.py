@@ -392,6 +392,9 @@ class WorkflowHandle(StepHandle):
             self.span.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, (now - self.start_ns) / 1e6)
             self.span.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=now)
 
+    _end_of_turn_ns: int | None = None
+    """When the end of the caller's turn was detected (`interface.mark_end_of_turn`)."""
+
     _opened_ns: int | None = None
     """The start as opened (``started_at_ns`` or the ``with``), kept while marks move it."""
 
@@ -488,7 +491,7 @@ class WorkflowHandle(StepHandle):
             _no_rollup(self.name, self._provider, processor is None)
             return
         root = SpanRecord(context.span_id, None, self.name, self.start_ns, end_ns, "workflow")
-        deferred = processor.deferred_rollup(root, self._first_output_ns)
+        deferred = processor.deferred_rollup(root, self._first_output_ns, self._end_of_turn_ns)
         # Nothing reads the rollup now: the export computes it, off the application's thread.
         if not hooks.any_callbacks() and processor.defer_rollup(
             self.span, deferred, self._provider

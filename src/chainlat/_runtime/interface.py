@@ -40,6 +40,7 @@ __all__ = [
     "choose_exporter",
     "default_traces_path",
     "finish_step",
+    "mark_end_of_turn",
     "on_workflow_end",
     "record_output_chunks",
     "start_detached_step",
@@ -69,6 +70,15 @@ def finish_step(
 ) -> None:
     """End a step started by :func:`start_detached_step` (at ``end_ns``, default now)."""
     handle._finish(exc, end_ns=end_ns)
+
+
+def mark_end_of_turn(handle: WorkflowHandle, at_ns: int) -> None:
+    """Mark ``at_ns`` (the span clock) as the instant the end of the caller's turn was
+    detected, in a voice turn that started at the end of their words: the wait for the
+    first output before it is its end-of-turn part (``compute_rollup``'s
+    ``end_of_turn_ns``). Kept between the workflow's start and now; the last mark wins."""
+    if handle.end_ns is None:
+        handle._end_of_turn_ns = max(handle.start_ns, at_ns)
 
 
 def step_clock(handle: StepHandle) -> Clock:

@@ -330,11 +330,13 @@ class ChainlatSpanProcessor(SpanProcessor):
         state = self._states.get(workflow_span_id)
         return to_records(state.records) if state is not None else []
 
-    def deferred_rollup(self, root: SpanRecord, first_output_ns: int | None) -> DeferredRollup:
+    def deferred_rollup(
+        self, root: SpanRecord, first_output_ns: int | None, end_of_turn_ns: int | None = None
+    ) -> DeferredRollup:
         """The rollup of an ending workflow, computed when first asked for."""
         state = self._states.get(root.span_id)
         spans = state.records if state is not None else []
-        return DeferredRollup(root, spans, to_records, first_output_ns, self.prices)
+        return DeferredRollup(root, spans, to_records, first_output_ns, self.prices, end_of_turn_ns)
 
     def defer_rollup(self, span: trace.Span, deferred: DeferredRollup, provider: object) -> bool:
         """Leave a workflow's rollup to the export when nothing needs it before: True if so.

@@ -55,6 +55,7 @@ Quantity = Literal[
     "text_to_speech",
     "first_output_speech_to_text",
     "first_output_text_to_speech",
+    "first_output_end_of_turn",
 ]
 
 
@@ -143,7 +144,8 @@ class QuantityLimits(BudgetModel):
     model_config = ConfigDict(json_schema_extra=_quantity_limits_schema)
     keys_help: ClassVar[str] = (
         "total, inference, data, tool, overhead, first_output, speech_to_text, "
-        "text_to_speech, first_output_speech_to_text, first_output_text_to_speech"
+        "text_to_speech, first_output_speech_to_text, first_output_text_to_speech, "
+        "first_output_end_of_turn"
     )
 
     total: Duration | None = None
@@ -161,6 +163,9 @@ class QuantityLimits(BudgetModel):
     """The speech-to-text part of the wait for the first output (a voice turn's first audio)."""
     first_output_text_to_speech: Duration | None = None
     """The text-to-speech part of the wait for the first output."""
+    first_output_end_of_turn: Duration | None = None
+    """The end-of-turn part of the wait for the first output: from the end of the caller's
+    words to the detection of their turn's end (``chainlat.chain.first_output.end_of_turn_ms``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -209,7 +214,8 @@ class WorkflowBudget(BudgetModel):
     keys_help: ClassVar[str] = (
         "total, inference, data, tool, overhead, first_output, speech_to_text, "
         "text_to_speech, first_output_speech_to_text, first_output_text_to_speech, "
-        "p50/p90/p95/p99 (any pNN), error_rate, cost, cost_p95 (any cost_pNN), min_runs, "
+        "first_output_end_of_turn, p50/p90/p95/p99 (any pNN), error_rate, cost, "
+        "cost_p95 (any cost_pNN), min_runs, "
         "exclude_cache_hits, include_errors, include_interrupted, optional, steps, operations"
     )
 
@@ -227,6 +233,7 @@ class WorkflowBudget(BudgetModel):
     text_to_speech: Duration | None = None
     first_output_speech_to_text: Duration | None = None
     first_output_text_to_speech: Duration | None = None
+    first_output_end_of_turn: Duration | None = None
     percentiles: dict[PercentileKey, QuantityLimits] = Field(default_factory=dict)
     """``p95 = {total = "800ms"}`` or ``p95 = "800ms"``."""
     error_rate: Rate | None = None
@@ -269,6 +276,7 @@ class WorkflowBudget(BudgetModel):
             text_to_speech=self.text_to_speech,
             first_output_speech_to_text=self.first_output_speech_to_text,
             first_output_text_to_speech=self.first_output_text_to_speech,
+            first_output_end_of_turn=self.first_output_end_of_turn,
         )
 
 

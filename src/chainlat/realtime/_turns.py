@@ -9,19 +9,33 @@ model, with the instant it passed) and makes one chainlat workflow per turn:
   VAD waited on (``silence_duration_ms``), so the turn starts at the first append +
   ``audio_end_ms`` - that silence; without server VAD, at the client's
   ``input_audio_buffer.commit`` (or ``response.create`` outside a turn);
+- the end of the turn was detected where the client learned of it: the
+  ``speech_stopped`` received (the end-of-turn part of the first output's wait runs from
+  the turn's start to there), or the turn's start itself when the client committed;
 - each response is an inference step (operation ``realtime``), from the
   ``speech_stopped`` received (a response the server makes itself) or the client's
   ``response.create`` to ``response.done``; its first token, and the turn's first
   output, is the first audio delta received; usage from ``response.done``;
-- a function call is a tool step, from the ``response.function_call_arguments.done``
-  received to the ``conversation.item.create`` sent with its output;
+- a function call is a tool step, from the ``response.done`` of the response that made
+  it (its ``response.function_call_arguments.done`` comes a moment before) to the
+  ``conversation.item.create`` sent with its output;
 - the turn ends at the ``response.done`` of a response that calls no tool
   (``completed``), at a barge-in (``speech_started`` or ``conversation.item.truncate``
   during the turn, or a response cancelled: ``interrupted``), at a failed response (an
-  error), or when the session closes (``session_closed``).
+  error), or when the session closes (``session_closed``);
+- after that ``response.done`` the client may still be playing the answer: the turn is
+  held (its end stays the ``response.done``) until the client's next word on it. A
+  ``conversation.item.truncate`` of the answer's audio at ``audio_end_ms`` short of the
+  audio the client received for that item says the caller cut the answer off: the turn
+  ends ``interrupted``, there. The next turn's start (``speech_stopped``, a commit, a
+  ``response.create``), a truncate at the audio's end, or the session's close end it
+  ``completed``, at its ``response.done``. A ``speech_started`` alone does not decide
+  it: whether the audio was still playing, only the client knows, and it says so with
+  the truncate.
 
-Only event types, ids, audio positions, tool names and usage are read: never the audio,
-the transcript, the instructions or a tool's arguments.
+Only event types, ids, audio positions, tool names, usage and the length of the audio
+deltas are read: never the audio, the transcript, the instructions or a tool's
+arguments.
 """
 
 from __future__ import annotations
@@ -54,8 +68,12 @@ _AUDIO_DELTAS: Final = frozenset(
 )
 """The first of these in a response is its first output (the audio; text in a text-only
 session). Transcript deltas are not: the caller hears the audio."""
+_SPOKEN_DELTAS: Final = frozenset({"response.output_audio.delta", "response.audio.delta"})
 DEFAULT_SILENCE_MS: Final = 500
 """OpenAI's default ``silence_duration_ms`` for ``server_vad``."""
+PCM16_BYTES_PER_MS: Final = 48.0
+"""The default output audio, PCM16 mono at 24 kHz: bytes per millisecond of playout."""
+_G711_BYTES_PER_MS: Final = 8.0
 
 
 class RealtimeResponseFailed(Exception):
@@ -82,6 +100,14 @@ class _Turn:
     tools: dict[str, StepHandle] = field(default_factory=dict)
     first_output: bool = False
     calls_pending: bool = False
+    calls: dict[str, str] = field(default_factory=dict)
+    """Function calls whose arguments are done, by call id (their names), waiting for their
+    response's ``response.done`` to start as tool steps."""
+    audio_ms: dict[str, float] = field(default_factory=dict)
+    """The answer's audio received, by item id: milliseconds of playout."""
+    done_ns: int | None = None
+    """When the answer was done (its last ``response.done``): the turn is held while its
+    audio may still play (see the module)."""
 
 
 class RealtimeTurns:
@@ -123,6 +149,7 @@ class RealtimeTurns:
         self.vad = True
         self.silence_ms = DEFAULT_SILENCE_MS
         self.create_response = True
+        self.output_bytes_per_ms = PCM16_BYTES_PER_MS
         self._turn: _Turn | None = None
 
     # -- the doors ---------------------------------------------------------------------
@@ -144,7 +171,7 @@ class RealtimeTurns:
     def closed(self, now_ns: int | None = None) -> None:
         """The session ended: an open turn ends ``session_closed``."""
         with internal_errors("ending a realtime turn"):
-            if self._turn is not None:
+            if self._turn is not None and not self._release_held():
                 self._end_turn(self._clock() if now_ns is None else now_ns, "session_closed")
 
     # -- client events -----------------------------------------------------------------
@@ -155,9 +182,11 @@ class RealtimeTurns:
             if self.audio_start_ns is None:
                 self.audio_start_ns = now
         elif kind == "input_audio_buffer.commit":
+            self._release_held()
             if self._turn is None:
                 self._start_turn(now, now)
         elif kind == "response.create":
+            self._release_held()
             if self._turn is None:
                 self._start_turn(now, now)
             turn = self._turn
@@ -166,11 +195,18 @@ class RealtimeTurns:
         elif kind == "conversation.item.create":
             item = field_of(event, "item")
             if field_of(item, "type") == "function_call_output" and self._turn is not None:
-                tool = self._turn.tools.pop(str(field_of(item, "call_id")), None)
+                call_id = str(field_of(item, "call_id"))
+                name = self._turn.calls.pop(call_id, None)
+                if name is not None:  # answered before its response was done
+                    self._turn.tools[call_id] = self._start_tool(self._turn, name)
+                tool = self._turn.tools.pop(call_id, None)
                 if tool is not None:
                     self._finish(tool, now)
         elif kind == "conversation.item.truncate":
-            if self._turn is not None:
+            turn = self._turn
+            if turn is not None and turn.done_ns is not None:
+                self._truncated_after_done(turn, event, now)
+            elif turn is not None:
                 self._end_turn(now, "interrupted")
         elif kind == "session.update":
             self._read_session(field_of(event, "session"), from_server=False)
@@ -181,10 +217,12 @@ class RealtimeTurns:
         kind = field_of(event, "type")
         turn = self._turn
         if kind in _AUDIO_DELTAS:
-            if turn is not None:
+            if turn is not None and turn.done_ns is None:
                 self._first_output(turn, str(field_of(event, "response_id") or ""), now)
+                if kind in _SPOKEN_DELTAS:
+                    self._count_audio(turn, event)
         elif kind == "input_audio_buffer.speech_stopped":
-            if turn is not None:
+            if turn is not None and not self._release_held():
                 self._end_turn(now, "interrupted")
             end_ms = _int(field_of(event, "audio_end_ms"))
             start = now
@@ -195,10 +233,12 @@ class RealtimeTurns:
             if turn is not None and self.create_response:
                 self._start_response(turn, now)
         elif kind == "input_audio_buffer.speech_started":
-            if turn is not None:
+            if turn is not None and turn.done_ns is None:
                 self._end_turn(now, "interrupted")
         elif kind == "response.created":
             response_id = str(field_of(field_of(event, "response"), "id") or "")
+            if turn is not None and self._release_held():
+                turn = None
             if turn is None:
                 turn = self._start_turn(now, now)
             if turn is not None:
@@ -211,10 +251,10 @@ class RealtimeTurns:
         elif kind == "response.function_call_arguments.done":
             if turn is not None:
                 name = str(field_of(event, "name") or "function")
-                turn.tools[str(field_of(event, "call_id"))] = self._start_tool(turn, name)
+                turn.calls[str(field_of(event, "call_id"))] = name
                 turn.calls_pending = True
         elif kind == "response.done":
-            if turn is not None:
+            if turn is not None and turn.done_ns is None:
                 self._response_done(turn, field_of(event, "response"), now)
         elif kind in ("session.created", "session.updated"):
             self._read_session(field_of(event, "session"), from_server=True)
@@ -231,6 +271,12 @@ class RealtimeTurns:
         if handle is not None:
             self._record_usage(handle, field_of(response, "usage"))
             self._finish(handle, now, error)
+        # The calls start as the response that made them ends: their arguments are done a
+        # moment before its response.done, and a tool step overlapping the response would
+        # leave the response off the first output's critical path.
+        for call_id, name in turn.calls.items():
+            turn.tools[call_id] = self._start_tool(turn, name)
+        turn.calls.clear()
         if status == "cancelled":
             self._end_turn(now, "interrupted")
         elif error is not None:
@@ -242,7 +288,40 @@ class RealtimeTurns:
             )
             turn.calls_pending = False
             if not called and not turn.tools:
-                self._end_turn(now, "completed")
+                turn.done_ns = now  # held while the answer may still play
+
+    def _count_audio(self, turn: _Turn, event: object) -> None:
+        """Add an audio delta's playout time to its item's, from the length of its base64
+        (never decoded: the audio is not read)."""
+        delta = field_of(event, "delta")
+        if not isinstance(delta, str):
+            return
+        padding = len(delta) - len(delta.rstrip("="))
+        size = len(delta) * 3 // 4 - padding
+        item = str(field_of(event, "item_id") or "")
+        turn.audio_ms[item] = turn.audio_ms.get(item, 0.0) + size / self.output_bytes_per_ms
+
+    def _truncated_after_done(self, turn: _Turn, event: object, now: int) -> None:
+        """A truncate of a held turn's answer: ``interrupted`` when it cuts the audio the
+        client received short (by a millisecond or more), else the answer was heard out; a
+        truncate of an item this answer gave no audio for is not about it."""
+        end_ms = _int(field_of(event, "audio_end_ms"))
+        received_ms = turn.audio_ms.get(str(field_of(event, "item_id") or ""))
+        if received_ms is None:
+            return  # not this answer's audio
+        if end_ms is not None and end_ms + 1 > received_ms:
+            self._release_held()
+        else:
+            turn.done_ns = None
+            self._end_turn(now, "interrupted")
+
+    def _release_held(self) -> bool:
+        """End a held turn ``completed`` at its ``response.done``; whether there was one."""
+        turn = self._turn
+        if turn is None or turn.done_ns is None:
+            return False
+        self._end_turn(turn.done_ns, "completed")
+        return True
 
     # -- session settings --------------------------------------------------------------
 
@@ -252,6 +331,7 @@ class RealtimeTurns:
         model = field_of(session, "model")
         if from_server and isinstance(model, str) and model and not self._model_given:
             self.model = model
+        self._read_output_format(session)
         audio_in = field_of(field_of(session, "audio"), "input")
         missing = object()
         detection: object = missing
@@ -274,6 +354,20 @@ class RealtimeTurns:
         if isinstance(create, bool):
             self.create_response = create
 
+    def _read_output_format(self, session: object) -> None:
+        """The output audio's bytes per millisecond: GA ``audio.output.format`` (``{"type":
+        "audio/pcm", "rate": 24000}``, ``audio/pcmu``, ``audio/pcma``) or the beta's
+        ``output_audio_format`` (``pcm16``, ``g711_ulaw``, ``g711_alaw``)."""
+        fmt = field_of(field_of(field_of(session, "audio"), "output"), "format")
+        if fmt is None:
+            fmt = field_of(session, "output_audio_format")
+        kind = fmt if isinstance(fmt, str) else field_of(fmt, "type")
+        if kind in ("audio/pcm", "pcm16"):
+            rate = _int(field_of(fmt, "rate")) if not isinstance(fmt, str) else None
+            self.output_bytes_per_ms = (rate or 24_000) * 2 / 1000
+        elif kind in ("audio/pcmu", "audio/pcma", "g711_ulaw", "g711_alaw"):
+            self.output_bytes_per_ms = _G711_BYTES_PER_MS
+
     # -- spans -------------------------------------------------------------------------
 
     def _start_turn(self, start_ns: int, now: int) -> _Turn | None:
@@ -285,7 +379,12 @@ class RealtimeTurns:
             started_at_ns=start_ns if start_ns < now else None,
             tracer_provider=self._tracer_provider,
         )
+        from chainlat._runtime.interface import mark_end_of_turn
+
         self._turn = _Turn(spec.start())
+        # The end of the turn was detected where the client learned of it: now (the
+        # speech_stopped received; the turn's start when the client itself committed).
+        mark_end_of_turn(self._turn.workflow, now)
         return self._turn
 
     def _child(self, turn: _Turn, start: Callable[[], Any]) -> Any:
