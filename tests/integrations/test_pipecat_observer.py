@@ -50,6 +50,14 @@ class Audio:
     num_channels: int = 1
 
 
+@dataclass
+class VadStopped:
+    """Pipecat's ``VADUserStoppedSpeakingFrame``: its wall-clock stamp, in seconds."""
+
+    stop_secs: float
+    timestamp: float
+
+
 class Transport:
     """The output transport, the source of the frames that mark the first output."""
 
@@ -61,7 +69,7 @@ class Other:
 OUT = Transport()
 CHUNK = Audio(bytes(1280))
 """40 ms of 16 kHz mono 16-bit audio: Pipecat's default output chunk."""
-FRAMES = Frames(Started, Result, Cancelled, Speaking, Audio, Transport)
+FRAMES = Frames(Started, Result, Cancelled, Speaking, Audio, Transport, VadStopped)
 
 
 def _setup() -> tuple[TracerProvider, InMemorySpanExporter, ChainlatObserver]:
@@ -142,3 +150,40 @@ def test_frames_outside_any_turn_are_ignored_and_other_spans_are_no_turns() -> N
     (ended,) = exporter.get_finished_spans()
     assert attr.WORKFLOW_FIRST_OUTPUT_MS not in (ended.attributes or {})
     assert observer.turns.open == {}
+
+
+def test_the_turn_starts_at_the_vads_end_of_the_words_and_its_wait_counts_from_there() -> None:
+    """A turn opened as the caller began (no ``stt`` span: a speech-to-speech service): the
+    last VAD stop before the first output, less its ``stop_secs``, is where it starts."""
+    from opentelemetry import trace
+
+    provider, exporter, observer = _setup()
+    tracer = provider.get_tracer("pipecat.turn")
+    conversation = tracer.start_span("conversation", start_time=T0 - 5000 * MS)
+    turn = tracer.start_span("turn", context=trace.set_span_in_context(conversation), start_time=T0)
+    turn.set_attribute("turn.number", 2)
+    observer.observe(VadStopped(0.2, (T0 + 700 * MS) / 1e9), T0 + 701 * MS)  # a pause
+    observer.observe(VadStopped(0.2, (T0 + 1400 * MS) / 1e9), T0 + 1401 * MS)  # the end
+    observer.observe(Speaking(), T0 + 1900 * MS, OUT)
+    observer.observe(CHUNK, T0 + 1940 * MS, OUT)
+    observer.observe(VadStopped(0.2, (T0 + 2500 * MS) / 1e9), T0 + 2501 * MS)  # speech after
+    turn.end(end_time=T0 + 3000 * MS)
+    conversation.end(end_time=T0 + 3000 * MS)
+    ended, _ = exporter.get_finished_spans()
+    assert (ended.attributes or {})[attr.WORKFLOW_SPEECH_END_MS] == 1200.0
+    (run,) = runs_from_spans(exporter.get_finished_spans())
+    assert run.start_ns == T0 + 1200 * MS
+    assert run.first_output_ms == 700.0
+
+
+def test_a_vad_stop_stamped_outside_its_turn_moves_nothing() -> None:
+    """A stamp on another clock (``time.monotonic()``) or after its push is no end of the
+    words: the turn keeps Pipecat's start."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    observer.observe(VadStopped(0.2, 12_345.0), T0 + 500 * MS)
+    observer.observe(VadStopped(0.2, (T0 + 900 * MS) / 1e9), T0 + 600 * MS)
+    turn.end(end_time=T0 + 1000 * MS)
+    (ended,) = exporter.get_finished_spans()
+    assert attr.WORKFLOW_SPEECH_END_MS not in (ended.attributes or {})

@@ -84,6 +84,10 @@ USER_FACING: Final = "chainlat.step.user_facing"
 WORKFLOW_FIRST_OUTPUT_MS: Final = "chainlat.workflow.first_output_ms"
 """Set by ``run.first_output()``: the application's own mark of its first output, in ms
 from the workflow's start; the rollup uses it over every inferred rule."""
+WORKFLOW_SPEECH_END_MS: Final = "chainlat.workflow.speech_end_ms"
+"""Set by chainlat's Pipecat observer on Pipecat's ``turn`` span: the end of the caller's
+words (the VAD's stop less the silence it waited), in ms from the span's start; the turn
+starts there (``chainlat._core.turn_start``)."""
 FIRST_OUTPUT_EVENT: Final = "chainlat.first_output"
 """Span event on the workflow span: ``run.first_output()`` marked this instant."""
 WORKFLOW_NAME: Final = "chainlat.workflow.name"

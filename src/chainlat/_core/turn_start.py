@@ -36,11 +36,16 @@ workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` alread
   transcript (utils/tracing/service_decorators.py 755-760). With ``stop_secs = 0`` Pipecat
   measures no STT time to first byte (stt_service.py 637-638): the turn then starts where
   Pipecat opened it. No span says when the VAD stopped: the wait for it stays in the
-  speech-to-text part, as Pipecat counts it.
+  speech-to-text part, as Pipecat counts it. chainlat's Pipecat observer
+  (``chainlat.integrations.pipecat``) writes that instant on the turn
+  (``chainlat.workflow.speech_end_ms``: the VAD's stop less ``stop_secs``, what
+  ``turn.user_bot_latency_seconds`` counts from): its mark wins, and it is the only one a
+  speech-to-speech turn has (``OpenAIRealtimeLLMService``: no ``stt`` span).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -62,7 +67,8 @@ class TurnStart:
     """When the framework decided the caller had finished; None when the trace does not
     say (the end-of-turn wait is then not split out)."""
     rule: str
-    """Which rule found it: ``livekit.user_speaking``, ``pipecat.stt_ttfb``."""
+    """Which rule found it: ``livekit.user_speaking``, ``pipecat.observer``,
+    ``pipecat.stt_ttfb``."""
 
 
 class _Span(Protocol):
@@ -109,7 +115,7 @@ def turn_start(
     if rec.name == attr.LIVEKIT_AGENT_TURN_SPAN:
         return _livekit(rec, spans)
     if rec.name == attr.PIPECAT_TURN_SPAN and attr.PIPECAT_TURN_NUMBER in turn.attributes:
-        return _pipecat(rec, children.get(rec.span_id, ()))
+        return _pipecat(rec, turn.attributes, children.get(rec.span_id, ()))
     return None
 
 
@@ -154,7 +160,14 @@ def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
     return TurnStart(speech.end_ns, max(end_of_turn, speech.end_ns), "livekit.user_speaking")
 
 
-def _pipecat(turn: SpanRecord, kids: Iterable[_Span]) -> TurnStart | None:
+def _pipecat(
+    turn: SpanRecord, attributes: Mapping[str, object], kids: Iterable[_Span]
+) -> TurnStart | None:
+    marked = attributes.get(attr.WORKFLOW_SPEECH_END_MS)
+    if isinstance(marked, (int, float)) and not isinstance(marked, bool):
+        speech_end = turn.start_ns + round(marked * _NS_PER_MS) if math.isfinite(marked) else -1
+        if turn.start_ns <= speech_end <= turn.end_ns:
+            return TurnStart(speech_end, None, "pipecat.observer")
     last: SpanRecord | None = None
     for span in kids:
         rec = span.record

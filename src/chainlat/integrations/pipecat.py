@@ -11,6 +11,13 @@ first frame, a few ms before the output transport plays it. The observer records
   1886-1893) to the final ``FunctionCallResultFrame`` its result callback pushes (1937);
   a handler that raised is a failed step (the frame's ``error``), a cancelled call
   (``FunctionCallCancelFrame``) one ended ``cancelled``;
+- the end of the caller's words (``first_output=True``): the VAD's stop less the silence
+  it waited (``VADUserStoppedSpeakingFrame.timestamp - stop_secs``, where Pipecat's
+  ``turn.user_bot_latency_seconds`` counts from: observers/user_bot_latency_observer.py
+  648-653), as ``chainlat.workflow.speech_end_ms`` on the turn, from its start: the turn
+  starts there (``chainlat._core.turn_start``). Pipecat's own ``turn`` opens when the
+  caller starts speaking (the first at the pipeline's start), and a speech-to-speech turn
+  (``OpenAIRealtimeLLMService``) has no ``stt`` span to find the end of the words by;
 - the turn's first output (``first_output=True``, the default) where the caller's audio
   starts: the output transport's write of the turn's first audio frame. No frame is pushed
   at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
@@ -69,6 +76,7 @@ class Frames:
     bot_started_speaking: type
     audio: type
     output_transport: type
+    vad_stopped: type | None = None
 
 
 def pipecat_frames() -> Frames:
@@ -79,6 +87,7 @@ def pipecat_frames() -> Frames:
         FunctionCallInProgressFrame,
         FunctionCallResultFrame,
         OutputAudioRawFrame,
+        VADUserStoppedSpeakingFrame,
     )
     from pipecat.transports.base_output import (  # type: ignore[import-not-found,unused-ignore]
         BaseOutputTransport,
@@ -91,6 +100,7 @@ def pipecat_frames() -> Frames:
         BotStartedSpeakingFrame,
         OutputAudioRawFrame,
         BaseOutputTransport,
+        VADUserStoppedSpeakingFrame,
     )
 
 
@@ -188,6 +198,8 @@ class ChainlatObserver:
                 self._tool(call, at_ns, "cancelled")
         elif not self._mark_first_output:
             return
+        elif frames.vad_stopped is not None and isinstance(frame, frames.vad_stopped):
+            self._speech_end(frame, at_ns)
         elif isinstance(frame, frames.bot_started_speaking):
             turn = self.turns.at(at_ns)
             if isinstance(source, frames.output_transport) and turn is not None:
@@ -222,6 +234,22 @@ class ChainlatObserver:
             span.set_attribute(attr.ERROR_TYPE, "cancelled" if error == "cancelled" else "error")
             span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=max(end_ns, call.start_ns))
+
+    def _speech_end(self, frame: object, at_ns: int) -> None:
+        """The VAD's end of the caller's words (its stamp less the silence it waited, as
+        Pipecat's user-bot latency counts it) on the turn open at its push; the last stop
+        before the turn's first output wins (the caller paused, then went on)."""
+        turn = self.turns.at(at_ns)
+        if turn is None or not turn.is_recording() or turn.context.span_id in self._marked:
+            return
+        stamp = getattr(frame, "timestamp", None)
+        stop_s = getattr(frame, "stop_secs", 0.0) or 0.0
+        if not isinstance(stamp, (int, float)) or not isinstance(stop_s, (int, float)):
+            return
+        end_ns = round((stamp - stop_s) * 1e9)
+        start = turn.start_time or end_ns
+        if start <= end_ns <= at_ns:
+            turn.set_attribute(attr.WORKFLOW_SPEECH_END_MS, (end_ns - start) / _NS_PER_MS)
 
     def _first_output(self, turn: Span, at_ns: int) -> None:
         if not turn.is_recording():

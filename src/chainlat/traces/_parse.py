@@ -138,6 +138,8 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         *STEP_NAME_KEYS,
         attr.USER_FACING,
         attr.WORKFLOW_FIRST_OUTPUT_MS,
+        # the end of the caller's words on a Pipecat turn (chainlat's observer)
+        attr.WORKFLOW_SPEECH_END_MS,
         # sampled sources
         attr.SAMPLING_PROBABILITY,
         attr.TAIL_SAMPLING_POLICY,
