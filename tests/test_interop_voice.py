@@ -42,10 +42,18 @@ def _cases_right(tmp_path: Path, args: list[str], cases: set[str], timeout_s: in
 
 @pytest.mark.interop
 def test_pipecat_turns_are_read_as_pipecat_measures_them(tmp_path: Path) -> None:
-    """All five cases right (Pipecat alone or wrapped in a chainlat.workflow per turn, each
-    with and without instrument_httpx; and with chainlat's observer and a function call):
-    turns, stages, tokens, time to first byte, first audio and the tool."""
-    cases = {"unwrapped", "unwrapped+httpx", "wrapped", "wrapped+httpx", "unwrapped+observer"}
+    """All six cases right (Pipecat alone or wrapped in a chainlat.workflow per turn, each
+    with and without instrument_httpx; with chainlat's observer and a function call, and
+    the same with the caller speaking over the second answer): turns, stages, tokens, time
+    to first byte, first audio and the tool; the interrupted turn left out and said so."""
+    cases = {
+        "unwrapped",
+        "unwrapped+httpx",
+        "wrapped",
+        "wrapped+httpx",
+        "unwrapped+observer",
+        "unwrapped+observer+bargein",
+    }
     _cases_right(tmp_path, [], cases, timeout_s=1800)
 
 

@@ -28,6 +28,14 @@ and the model a function, ``lookup_order``, that the simulator calls once a turn
 sleeps ``TOOL_S``. The agent prints the body's start and end (``tool_body``) and the instant
 the output transport was handed each turn's first audio frame (``first_audio``), the truths
 the observer's tool step and first output are judged against.
+
+With ``--bargein`` (unwrapped) the caller speaks again ``BARGE_S`` after the second
+answer's first audio frame reached the output transport: the input transport's
+``VADUserStartedSpeakingFrame`` makes the user aggregator's VAD turn start strategy
+broadcast an ``InterruptionFrame`` (processors/aggregators/llm_response_universal.py
+1396-1419), which stops the answer, and Pipecat's turn tracker ends that turn interrupted
+and opens the next (observers/turn_tracking_observer.py 139-147). Three turns then hold
+one interrupted, the second.
 """
 
 # mypy: ignore-errors
@@ -61,6 +69,11 @@ STOP_SECS = 0.2
 ``VADParams.stop_secs``): the end of the words is that much before its stop frame."""
 TOOL_S = 0.12
 """How long the function's body runs (``--observer``)."""
+BARGE_TURN = 1
+"""With ``--bargein``, the caller speaks over the answer of this turn (0-based: the second)."""
+BARGE_S = 0.3
+"""How long that answer has been playing when the caller speaks again: the sim's answer
+(12 words) plays for seconds, Pipecat's interruption stops it."""
 PAUSE_S = 5.0
 """Silence after the end of an utterance before the next: room for the whole answer to be
 played, so that no turn is interrupted."""
@@ -83,6 +96,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--httpx", action="store_true")
     parser.add_argument("--wrap", action="store_true")
     parser.add_argument("--observer", action="store_true")
+    parser.add_argument("--bargein", action="store_true")
     return parser.parse_args()
 
 
@@ -173,12 +187,26 @@ async def main(args: argparse.Namespace) -> None:
                     await asyncio.sleep(0.5)
                 else:
                     await self._utterance(n, lambda: None)
-                    await asyncio.sleep(PAUSE_S)
+                    if args.bargein and n == BARGE_TURN and n + 1 < args.turns:
+                        # The caller speaks over the answer, once it has been playing
+                        # BARGE_S: the next utterance interrupts this turn.
+                        await self._answered(n)
+                        await asyncio.sleep(BARGE_S)
+                    else:
+                        await asyncio.sleep(PAUSE_S)
             if not args.wrap:
                 # Pipecat ends a turn 2.5 s after the bot stopped speaking; a pipeline
                 # ended before that closes the last turn as interrupted.
                 await asyncio.sleep(3.0)
             played.set()
+
+        async def _answered(self, n: int) -> None:
+            """Until the output transport was handed the first audio of turn ``n + 1``."""
+            for _ in range(round(30 / 0.005)):
+                if len(first_audio) > n:
+                    return
+                await asyncio.sleep(0.005)
+            raise RuntimeError(f"turn {n + 1}: no answer within 30 s")
 
         async def _utterance(self, n: int, stopped: Callable[[], None]) -> None:
             chunk = tone(FRAME_MS)

@@ -43,6 +43,10 @@ CASES = (
 """(case, chainlat.instrument_httpx(), a chainlat.workflow per turn)."""
 OBSERVER = "unwrapped+observer"
 """Pipecat's spans and chainlat's observer, with a function called in every turn."""
+BARGEIN = "unwrapped+observer+bargein"
+"""The observer's case with the caller speaking over the second answer (Pipecat
+interrupts it): that turn ends interrupted and is left out, and every output says so."""
+INTERRUPTED_TURN = 2
 TOOL_SLACK_MS = 2.0
 """The observer's tool step against its body: it runs from the push of the
 ``FunctionCallInProgressFrame`` (before the LLM service calls the handler) to the push of
@@ -50,6 +54,11 @@ the ``FunctionCallResultFrame`` (in the result callback): Pipecat's own time aro
 body, never shorter than it; 2 ms, plus ``TOOL_NOISE_MS``."""
 TOOL_NOISE_MS = 1.0
 """Room for a busy machine on top of the tool's 2 ms (one loop turn or two)."""
+WAIT_TOLERANCE_MS = 10.0
+"""With a barge-in: each turn's first output against the caller's wait as the agent saw it,
+from the end of the words to the first audio frame at the output transport (the turn's
+start, Pipecat's ``stt`` end less its ``metrics.ttfb``, 0.9-5.3 ms late; the mark 0.5-2.4
+ms after the frame)."""
 MARKED = True
 """Whether the observer's first output is judged (it marks one by default,
 ``first_output=True``)."""
@@ -105,6 +114,7 @@ class Verdict:
     case: str
     problems: list[str] = field(default_factory=list)
     figures: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def right(self) -> bool:
@@ -124,6 +134,7 @@ def run_case(
     turns: int,
     wrap: bool = False,
     observer: bool = False,
+    bargein: bool = False,
 ) -> Path:
     """Run the agent against a fresh sim; returns the traces file (``stopped_at`` beside)."""
     where.mkdir(parents=True, exist_ok=True)
@@ -152,6 +163,8 @@ def run_case(
             argv.append("--wrap")
         if observer:
             argv.append("--observer")
+        if bargein:
+            argv.append("--bargein")
         with open(where / "agent.log", "w") as log:
             done = subprocess.run(
                 argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=300, check=False
@@ -172,12 +185,19 @@ def run_case(
 
 
 def _turns_read(
-    verdict: Verdict, traces: Path, turns: int, workflow: str, *, only: bool
+    verdict: Verdict,
+    traces: Path,
+    turns: int,
+    workflow: str,
+    *,
+    only: bool,
+    interrupted: int = 0,
 ) -> tuple[list[Any], list[int], list[dict[str, Any]]] | None:
     """The runs read from ``traces`` in order (only those of ``workflow`` if ``only``), the
     instants the caller stopped speaking and the raw spans; None, said in ``verdict``, when
-    the counts of turns read, spoken and asked differ. A turn counted interrupted, or one
-    without a first audio, is a problem too."""
+    the counts of turns read, spoken and asked differ. Turns counted interrupted other than
+    ``interrupted`` of them, or a kept turn without a first audio, are a problem too; with
+    ``interrupted``, the report's heading must say they were left out."""
     from chainlat._core.stats import aggregate
     from chainlat.traces import ReadCounters, read_runs
 
@@ -194,11 +214,19 @@ def _turns_read(
         verdict.problems.append(f"{len(runs)} turns read, {len(stopped)} spoken, {turns} asked")
         return None
     stats = aggregate(runs).workflows[workflow]
-    if stats.interrupted or len(stats.quantities["first_output"]) != turns:
+    kept = len(stats.quantities["first_output"])
+    if stats.interrupted != interrupted or kept != turns - interrupted:
         verdict.problems.append(
-            f"{stats.interrupted} turns counted interrupted, "
-            f"{len(stats.quantities['first_output'])} first audio samples"
+            f"{stats.interrupted} turns counted interrupted, {kept} first audio samples"
         )
+    if interrupted:
+        from chainlat.report.common import runs_heading
+
+        heading = runs_heading(stats)
+        said = f"{interrupted} interrupted (barge-in), not in the percentiles"
+        verdict.notes.append(heading)
+        if said not in heading:
+            verdict.problems.append(f"the heading does not say {said!r}: {heading}")
     return runs, stopped, spans
 
 
@@ -353,12 +381,20 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     return verdict
 
 
-def judge_observer(case: str, traces: Path, turns: int) -> Verdict:
+def judge_observer(
+    case: str, traces: Path, turns: int, *, interrupted: int | None = None
+) -> Verdict:
     """chainlat's observer on Pipecat's spans: each turn's function call a tool step of
     its body's time plus Pipecat's around it, and the first output at the first audio frame
-    the output transport was handed, both against what the agent recorded."""
+    the output transport was handed, both against what the agent recorded. With
+    ``interrupted`` (a turn's number) that turn must end interrupted, be left out of the
+    percentiles and ``chainlat report`` and ``check`` must say so."""
+    from chainlat._core import voice
+
     verdict = Verdict(case)
-    read = _turns_read(verdict, traces, turns, "turn", only=False)
+    read = _turns_read(
+        verdict, traces, turns, "turn", only=False, interrupted=1 if interrupted else 0
+    )
     if read is None:
         return verdict
     runs, stopped, _spans = read
@@ -403,6 +439,22 @@ def judge_observer(case: str, traces: Path, turns: int) -> Verdict:
         output_ns = run.start_ns + run.first_output_ms * 1e6
         figures["first_output_after_frame_ms"] = (output_ns - audio) / 1e6
         figures["first_audio_from_the_words_ms"] = (audio - stop) / 1e6
+        figures["first_output_ms"] = run.first_output_ms
+        figures["start_after_stop_ms"] = (run.start_ns - stop) / 1e6
+        root = run.root.attributes if run.root is not None else {}
+        reason = voice.end_reason_of(root)
+        figures["end_reason"] = reason
+        wanted = "interrupted" if n == interrupted else "completed"
+        if interrupted is not None and reason != wanted:
+            verdict.problems.append(f"turn {n}: ended {reason}, the script says {wanted}")
+        if interrupted is not None and MARKED:
+            # The caller's wait: from the end of the words to the first frame at the output.
+            off_ms = run.first_output_ms - (audio - stop) / 1e6
+            if abs(off_ms) > WAIT_TOLERANCE_MS:
+                verdict.problems.append(
+                    f"turn {n}: first output {run.first_output_ms:.1f} ms, the wait for the "
+                    f"first frame {(audio - stop) / 1e6:.1f} (tolerance {WAIT_TOLERANCE_MS:.0f})"
+                )
         # Without the mark (MARKED = False) Pipecat's own reading (tts start +
         # metrics.ttfb) stands, a few ms before the frame: a figure.
         if MARKED and abs(output_ns - audio) > OUTPUT_TOLERANCE_MS * 1e6:
@@ -410,7 +462,30 @@ def judge_observer(case: str, traces: Path, turns: int) -> Verdict:
                 f"turn {n}: first output {(output_ns - audio) / 1e6:.2f} ms from the first "
                 f"audio frame at the output transport (tolerance {OUTPUT_TOLERANCE_MS:.0f})"
             )
+    if interrupted is not None:
+        _left_out_said(verdict, traces)
     return verdict
+
+
+def _left_out_said(verdict: Verdict, traces: Path) -> None:
+    """``chainlat report`` and ``chainlat check`` (a budget with a per-run and a percentile
+    limit on the turns' first output) on the traces, as a user runs them: each must say
+    that one interrupted turn was left out, and the check passes."""
+    budget = traces.parent / "chainlat.toml"
+    budget.write_text('[workflows.turn]\nfirst_output = "10s"\np95 = { first_output = "10s" }\n')
+    said = "1 interrupted (barge-in), not in the percentiles"
+    for command in ("report", "check"):
+        argv = [str(Path(sys.executable).parent / "chainlat"), command, str(traces)]
+        argv.append("--no-progress")
+        if command == "check":
+            argv += ["--budgets", str(budget)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        text = " ".join(done.stdout.split())  # a table may wrap the line
+        verdict.notes.append(f"chainlat {command}: exit {done.returncode}")
+        if said not in text or done.returncode != 0:
+            verdict.problems.append(
+                f"chainlat {command} (exit {done.returncode}) does not say {said!r}"
+            )
 
 
 def _wire(
@@ -527,9 +602,19 @@ def main(argv: list[str] | None = None) -> int:
         verdict = judge_observer(OBSERVER, traces, args.turns)
         verdicts.append(verdict)
         print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    if not args.case or BARGEIN in args.case:
+        started = time.perf_counter()
+        where = out / STACK / BARGEIN
+        traces = run_case(
+            venv, matrix, BARGEIN, False, where, args.turns, observer=True, bargein=True
+        )
+        verdict = judge_observer(BARGEIN, traces, args.turns, interrupted=INTERRUPTED_TURN)
+        verdicts.append(verdict)
+        print(f"{verdict.line()}  ({time.perf_counter() - started:.0f} s)", flush=True)
     summary = {
         "setup_s": spent,
-        "cases": {v.case: {"right": v.right, "problems": v.problems, "turns": v.figures}
+        "cases": {v.case: {"right": v.right, "problems": v.problems, "notes": v.notes,
+                           "turns": v.figures}
                   for v in verdicts},
     }  # fmt: skip
     (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
