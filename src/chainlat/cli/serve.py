@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -154,7 +155,12 @@ def _received(
             receiver.start()
         except OSError as exc:
             receiver.stop()
-            raise InputError(f"cannot receive traces: {exc.strerror or exc}") from None
+            reason = exc.strerror or str(exc)
+            if exc.filename:  # --out cannot be written: name it
+                reason = f"{shown(exc.filename)}: {reason}"
+            elif isinstance(exc, socket.gaierror):  # --host is no address: name it
+                reason = f"{shown(receiver.host)}: {reason}"
+            raise InputError(f"cannot receive traces: {reason}") from None
         except ImportError as exc:
             receiver.stop()
             raise InputError(

@@ -10,6 +10,7 @@ answered INVALID_ARGUMENT with a one-line reason, not logged by grpcio with a tr
 
 from __future__ import annotations
 
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ class GrpcReceiver:
 
     def __init__(self, sink: Sink, host: str, port: int, limits: Limits) -> None:
         self._sink = sink
+        self._host, self._port = host, port
         self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._limits = limits
         self._server: grpc.Server | None = None
@@ -43,6 +45,9 @@ class GrpcReceiver:
         """Bind and serve; the port (a free one for port 0). OSError when it cannot bind."""
         import grpc
 
+        if self._port:
+            # Bound here first: grpcio would print its own error on stderr for a port in use.
+            self._check_free()
         limits = self._limits
         server = grpc.server(
             ThreadPoolExecutor(limits.grpc_threads, thread_name_prefix="chainlat-grpc"),
@@ -64,6 +69,15 @@ class GrpcReceiver:
         self._server = server
         self.port = port
         return port
+
+    def _check_free(self) -> None:
+        try:
+            socket.create_server((self._host, self._port), family=self._family()).close()
+        except OSError as exc:
+            raise OSError(f"cannot listen on {self._address}: {exc.strerror or exc}") from None
+
+    def _family(self) -> socket.AddressFamily:
+        return socket.AF_INET6 if ":" in self._host else socket.AF_INET
 
     def stop(self) -> None:
         """Stop accepting; let the calls in progress end (a second at most)."""
