@@ -185,3 +185,33 @@ def test_the_sink_hands_each_document_over_with_the_size_of_its_line(tmp_path: P
     sink.write(document, spans=1)
     sink.close()
     assert seen == [len((tmp_path / "r.jsonl").read_bytes())]
+
+
+def test_a_run_line_cuts_a_megabyte_workflow_name_and_escapes_its_controls(
+    tmp_path: Path,
+) -> None:
+    """A span may be named in megabytes and hold terminal escapes: the run's line shows 200
+    characters of it, escaped, and the figures after it."""
+    from chainlat.budgets import parse_budgets
+    from chainlat.receiver import run_line
+    from chainlat.traces import read_runs
+
+    name = "\x1b[2J" + "w" * 1_000_000
+    span = {
+        "traceId": "1" * 32,
+        "spanId": "a" * 16,
+        "name": "invoke_workflow x",
+        "startTimeUnixNano": str(T0),
+        "endTimeUnixNano": str(T0 + 5 * MS),
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+            {"key": "gen_ai.workflow.name", "value": {"stringValue": name}},
+        ],
+    }
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n")
+    (run,) = read_runs([path])
+    budgets = parse_budgets({"workflows": {name: {"total": "1ms"}}})
+    line = run_line(run, budgets)
+    shown = "\\x1b[2J" + "w" * 193 + "…"
+    assert line == f"{shown}, total 5.0 ms, first output -: broken: {shown}"

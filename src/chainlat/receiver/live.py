@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core.amounts import amount
+from chainlat._core.errors import shorten
 from chainlat._core.redact import visible
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ Json = dict[str, Any]
 DEFAULT_SETTLE_S: Final = 0.5
 _REMOTE_PARENT: Final = 0x200
 _SWEEP_S: Final = 0.1
+_NAME_CHARS: Final = 200
+"""A name (or a verdict naming a step) longer than this is cut on a run's line: a span can
+carry a name of megabytes."""
 
 
 @dataclass
@@ -194,7 +198,7 @@ def run_line(run: WorkflowRun, budgets: Budgets | None) -> str:
 
     first = run.first_output_ms
     parts = [
-        visible(run.workflow),
+        shorten(visible(run.workflow), _NAME_CHARS),
         f"total {amount(run.total_ms, 'ms')}",
         f"first output {amount(first, 'ms') if first is not None else '-'}",
     ]
@@ -213,12 +217,15 @@ def run_line(run: WorkflowRun, budgets: Budgets | None) -> str:
             v for v in verdicts if v.status == "not_judged" and v.reason not in ABSENT_REASONS
         ]
         if broken:
-            parts.append("broken: " + "; ".join(visible(str(v)) for v in broken))
+            parts.append(
+                "broken: " + "; ".join(shorten(visible(str(v)), _NAME_CHARS) for v in broken)
+            )
         elif unjudged:
             # The run's own reason reads better on its line than the summary's "1 of 1 runs".
             budget = budgets.workflows[run.workflow]
             why = unjudged_in_run(run, budget, budgets.model_prices()) or unjudged[0].why
-            parts.append(f"not judged: {visible(why or str(unjudged[0].reason))}")
+            reason = visible(why or str(unjudged[0].reason))
+            parts.append(f"not judged: {shorten(reason, _NAME_CHARS)}")
         else:
             parts.append("kept")
     return ", ".join(parts[:3]) + (f": {parts[3]}" if len(parts) > 3 else "")
