@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from chainlat._core.stats import Stats
     from chainlat.analysis.tradeoff import Tally
     from chainlat.budgets import Budgets
+    from chainlat.report import RunExplorer
     from chainlat.traces import ReadCounters, TraceSource
 
 
@@ -195,7 +196,7 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
     """``chainlat report`` over ``sources``, printed in ``args.format``; ``serve`` and
     ``run`` report with it what they received when there is no budget file."""
     from chainlat import report
-    from chainlat._core.stats import aggregate
+    from chainlat._core.stats import Stats, aggregate
     from chainlat.traces import ReadCounters
 
     counters = ReadCounters()
@@ -213,13 +214,26 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
             jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
         )
     selected = read(sources, counters, chosen, roots=args.roots)
-    if not chosen.workflows:
-        # A run inside another run is a step of it (docs/attributes.md, rule 14): shown as
-        # a workflow of its own only when --workflow names it.
-        selected = (run for run in selected if not run.nested)
-    if tally is not None:
-        selected = _tallied(selected, tally)
-    stats = aggregate(selected if explorer is None else explorer.watch(selected))
+    if explorer is not None and explorer.budgets is not None and explorer.budgets.workflows:
+        # The page's budget verdict is check's: every run read, through the same evaluate;
+        # the page's own runs are counted on the way.
+        from chainlat.budgets import evaluate
+
+        stats = Stats()
+        explorer.verdict = evaluate(
+            _counted(selected, chosen, stats, tally, explorer),
+            chosen_budgets(explorer.budgets, chosen),
+            late_spans=counters.late_workflows,
+            dropped_runs=counters.dropped_workflows,
+        )
+    else:
+        if not chosen.workflows:
+            # A run inside another run is a step of it (docs/attributes.md, rule 14): shown
+            # as a workflow of its own only when --workflow names it.
+            selected = (run for run in selected if not run.nested)
+        if tally is not None:
+            selected = _tallied(selected, tally)
+        stats = aggregate(selected if explorer is None else explorer.watch(selected))
     settle(sources, counters, chosen, "report")
     waterfalls = _waterfalls(stats, sources, args.roots, chosen)
     where = _where(sources, chosen)
@@ -267,6 +281,24 @@ def _tallied(runs: Iterable[WorkflowRun], tally: Tally) -> Iterator[WorkflowRun]
     for run in runs:
         if not run.nested:
             tally.add(run)
+        yield run
+
+
+def _counted(
+    runs: Iterable[WorkflowRun],
+    chosen: RunFilter,
+    stats: Stats,
+    tally: Tally | None,
+    explorer: RunExplorer,
+) -> Iterator[WorkflowRun]:
+    """Every run, for the judge; on the way, those the report shows (not a step of another
+    run unless --workflow names it) counted into ``stats``, ``tally`` and ``explorer``."""
+    for run in runs:
+        if chosen.workflows or not run.nested:
+            if tally is not None and not run.nested:
+                tally.add(run)
+            explorer.add(run)
+            stats.add(run)
         yield run
 
 

@@ -302,6 +302,11 @@ def _compare(args: argparse.Namespace) -> int:
         )
         for run in runs:
             explorer.add(run)
+        if budgets is not None and budgets.workflows:
+            from chainlat.budgets import evaluate
+
+            # The page's budget verdict is check's over the same runs.
+            explorer.verdict = evaluate(runs, chosen_budgets(budgets, RunFilter(args)))
         try:
             page = tradeoff_page(comparison, sources=describe(sources), explorer=explorer)
         except ImportError:

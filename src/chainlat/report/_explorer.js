@@ -22,9 +22,17 @@
   }
   function fmt(ms) { return ms === null || ms === undefined ? "-" : ms.toLocaleString("en", { minimumFractionDigits: 1, maximumFractionDigits: 1 }); }
   function fmt3(ms) { return ms.toFixed(3); }
-  function verdictText(v) {
-    return v === null ? "" : v === 0 ? "kept" : v < 0 ? "not judged" : "broke " + v;
+  // A run's own verdict on the per-run limits; beside it, the limits over the set of runs
+  // of its workflow that chainlat check found broken or not judged (D.set, by workflow).
+  var SET = D.set || {};
+  function verdictText(v, i) {
+    var own = v === null ? "" : v === 0 ? "kept" : v < 0 ? "not judged" : "broke " + v;
+    var set = i === undefined ? null : SET[R.wf[i]];
+    if (!own || !set || !(set[0] || set[1])) return own;
+    return own + "; set: " + (set[0] ? set[0] + " broken" : "") + (set[0] && set[1] ? ", " : "") +
+      (set[1] ? set[1] + " not judged" : "");
   }
+  function setBad(i) { var set = SET[R.wf[i]]; return !!(set && (set[0] || set[1])); }
   function outcomeText(ok) { return ok === null ? "" : ok ? "success" : "failure"; }
 
   // --- filters and sorting ----------------------------------------------------------------
@@ -94,7 +102,7 @@
       row.appendChild(el("td", null, S[R["var"][i]]));
       row.appendChild(el("td", { "class": "n" }, fmt(R.total[i])));
       row.appendChild(el("td", { "class": "n" }, fmt(R.fo[i])));
-      row.appendChild(el("td", { "class": R.verdict[i] > 0 || R.verdict[i] === -1 ? "bad" : "" }, verdictText(R.verdict[i])));
+      row.appendChild(el("td", { "class": R.verdict[i] > 0 || R.verdict[i] === -1 || (R.verdict[i] !== null && setBad(i)) ? "bad" : "" }, verdictText(R.verdict[i], i)));
       row.appendChild(el("td", null, (R.err[i] ? "error " : "") + outcomeText(R.ok[i])));
       row.appendChild(el("td", { "class": "mono" }, R.trace[i].slice(0, 16)));
       body.appendChild(row);
@@ -162,7 +170,7 @@
       (tree.fo !== undefined ? "; first output at " + fmt(tree.fo) + " ms" : "") +
       (R.err[i] ? "; status ERROR" : "") +
       (R.ok[i] !== null ? "; outcome " + outcomeText(R.ok[i]) : "") +
-      (R.verdict[i] !== null ? "; budget " + verdictText(R.verdict[i]) : "") +
+      (R.verdict[i] !== null ? "; per-run limits " + verdictText(R.verdict[i], i) : "") +
       (R.trace[i] ? "; trace " + R.trace[i] : "")));
     var link = jaegerLink(R.trace[i], null, "cl-jaeger-run", "open in Jaeger");
     if (link) { facts.appendChild(document.createTextNode(" ")); facts.appendChild(link); }

@@ -30,11 +30,12 @@ from chainlat._core.redact import is_secret_header, scrub_url, scrub_value, visi
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
 from chainlat.report._critical import critical_path, step_spans
+from chainlat.report._page_verdict import set_limits, verdict_section
 from chainlat.report.common import shown_name
 from chainlat.report.waterfall import first_output_ms, row_of
 
 if TYPE_CHECKING:
-    from chainlat.budgets import Budgets
+    from chainlat.budgets import BudgetReport, Budgets
 
 
 _KINDS: Final = {"workflow": 0, "inference": 1, "data": 2, "tool": 3}
@@ -154,6 +155,11 @@ class RunExplorer:
         self.budgets = budgets
         self._prices = budgets.model_prices() if budgets is not None else None
         self.jaeger_ui = jaeger_ui
+        self.verdict: BudgetReport | None = None
+        """What ``chainlat check`` finds for the same runs and budget file
+        (:func:`chainlat.budgets.evaluate`, run by whoever reads the runs): the page shows it
+        above the table, limits over the set of runs (percentiles) included, which the
+        budget column, one run at a time, cannot show."""
         self.by_variant: dict[str, Stats] = {}
         """Statistics per variant label, for charts that keep variants apart."""
         self._strings: dict[str, int] = {}
@@ -351,7 +357,7 @@ class RunExplorer:
 
     def document(self) -> dict[str, Any]:
         """The JSON document the page's script reads."""
-        return {
+        document: dict[str, Any] = {
             "version": 1,
             "strings": list(self._strings),
             "pairs": self._pair_list,
@@ -360,6 +366,15 @@ class RunExplorer:
             "jaeger": None if self.jaeger_ui is None else _public_url(self.jaeger_ui),
             "kinds": ["workflow", "inference", "data", "tool", "other"],
         }
+        if self.verdict is not None:
+            # Per workflow (its string id), the limits over the set of runs check found
+            # broken and not judged: the budget column says so beside each run's verdict.
+            document["set"] = {
+                str(sid): counts
+                for name, counts in set_limits(self.verdict).items()
+                if (sid := self._strings.get(shown_name(name))) is not None
+            }
+        return document
 
     def html(self) -> str:
         """The explorer's section of a page: markup, style, data and script, all inline."""
@@ -369,9 +384,10 @@ class RunExplorer:
         # "<" only ever appears inside JSON strings, where \u003c is the same character:
         # then no name from a trace can end the <script> element or open a comment in it.
         data = data.replace("<", "\\u003c")
+        verdict = verdict_section(self.verdict) if self.verdict is not None else ""
         return (
             f"<style>{_asset('_explorer.css')}</style>"
-            + _MARKUP
+            + _MARKUP.replace("<!-- verdict -->", verdict)
             + f'<script type="application/json" id="chainlat-runs">{data}</script>'
             + f"<script>{_asset('_explorer.js')}</script>"
         )
@@ -415,6 +431,7 @@ def _asset(name: str) -> str:
 _MARKUP: Final = """
 <section id="explorer" aria-labelledby="explorer-title">
 <h2 id="explorer-title">Runs</h2>
+<!-- verdict -->
 <p class="hint">Pick a run to see its waterfall: filter and sort the table, or jump to the
 slowest, p50 or p95 run of the runs shown. Arrow keys move in the table and in the
 waterfall; Enter opens a row.</p>
@@ -440,7 +457,9 @@ waterfall; Enter opens a row.</p>
 <th aria-sort="none"><button type="button" data-sort="var">variant</button></th>
 <th aria-sort="descending" class="n"><button type="button" data-sort="total">total ms</button></th>
 <th aria-sort="none" class="n"><button type="button" data-sort="fo">first output ms</button></th>
-<th aria-sort="none"><button type="button" data-sort="verdict">budget</button></th>
+<th aria-sort="none" title="each run against the per-run limits; the limits over the set
+of runs (percentiles) are judged above the table"><button type="button"
+data-sort="verdict">budget (per-run limits)</button></th>
 <th aria-sort="none"><button type="button" data-sort="ok">outcome</button></th>
 <th aria-sort="none"><button type="button" data-sort="trace">trace</button></th>
 </tr></thead><tbody></tbody></table></div>
