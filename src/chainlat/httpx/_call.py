@@ -37,26 +37,12 @@ from chainlat._runtime.interface import (
     step_clock,
 )
 from chainlat._runtime.span_attributes import set_attributes
-from chainlat.httpx._audio import (
-    AUDIO_FORMATS,
-    SpeechReader,
-    audio_reader_for,
-    audio_request_attributes,
-    form_fields,
-)
 from chainlat.httpx._decoders import (
     STREAM_EVENTS_SKIPPED,
     NdjsonDecoder,
     SseDecoder,
     decompressor,
     identity,
-)
-from chainlat.httpx._formats import (
-    Reader,
-    Truncator,
-    reader_for,
-    request_attributes,
-    request_model,
 )
 from chainlat.httpx._httpx_compat import header_triples
 from chainlat.httpx._propagation import inject
@@ -71,6 +57,8 @@ from chainlat.httpx._routes import (
     sniff_model,
 )
 from chainlat.httpx._timing import Timeline, breakdown, server_time_ms
+from chainlat.httpx._wire import Reader, Truncator, WireFormat, request_model
+from chainlat.httpx.providers import wire_format
 
 HTTPX_MODULES: Final = ("httpx", "httpx2")
 
@@ -306,11 +294,11 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
         return None
     provider = provider_for(route, host)
     capture = Truncator(options.max_content_length) if options.capture_content else None
-    audio = route.format in AUDIO_FORMATS
+    wire = wire_format(route.format)
     body: Any
-    if audio and route.format == "openai_transcriptions":
-        # A multipart form: its text fields, read without the audio file.
-        raw, body = None, form_fields(request)
+    if wire.read_form is not None:
+        # A multipart form: its text fields, read without its files.
+        raw, body = None, wire.read_form(request)
     else:
         raw = info.raw_body if info.too_large else None
         body = None if raw is not None else info.body
@@ -325,11 +313,12 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
     }
     if model is not None:
         attributes[attr.GEN_AI_REQUEST_MODEL] = model
-    if audio:
+    if wire.content_never_recorded:
         # The audio and the text to speak are never recorded, whatever ``capture`` says.
-        attributes.update(audio_request_attributes(route.format, body or {}))
+        attributes.update(wire.request(body or {}, None))
     elif raw is None:
-        attributes.update(request_attributes(route.format, body, capture=capture))
+        if isinstance(body, dict):
+            attributes.update(wire.request(body, capture))
     else:
         attributes[attr.REQUEST_BODY_UNREAD] = True
         if capture is not None:
@@ -344,7 +333,7 @@ def begin(request: Any, options: Options, *, pooled: bool) -> ModelCall | None:
         inject(request.headers, span_context, context)
     if not handle.span.is_recording():
         return None
-    return ModelCall(handle, route, options, capture, context, pooled=pooled)
+    return ModelCall(handle, route, wire, options, capture, context, pooled=pooled)
 
 
 class ModelCall:
@@ -354,6 +343,7 @@ class ModelCall:
         self,
         handle: InferenceHandle,
         route: Route,
+        wire: WireFormat,
         options: Options,
         capture: Truncator | None,
         context: otel_context.Context,
@@ -371,15 +361,14 @@ class ModelCall:
         self.clock: Callable[[], int] = step_clock(handle)
         self.timeline = Timeline(handle.start_ns)
         capture_chars = options.max_content_length if capture else None
-        self.reader: Reader = audio_reader_for(route.format, capture_chars) or reader_for(
-            route.format, capture_chars
-        )
+        self.reader: Reader = wire.reader(capture_chars)
+        self._raw_output = wire.raw_output
         self._decode: Callable[[bytes], bytes] | None = None
         self._events: SseDecoder | NdjsonDecoder | None = None
         self._body: list[bytes] | None = None
         self._body_bytes = 0
-        self._audio: SpeechReader | None = None
-        """Set while the body is audio bytes: counted and timed, never kept."""
+        self._audio: Reader | None = None
+        """Set while the body is audio bytes (a raw output): counted and timed, never kept."""
         self._pending: tuple[bytes, int] | None = None
         self._error_status: int | None = None
         self._server_ms: float | None = None
@@ -457,7 +446,7 @@ class ModelCall:
             self._events = SseDecoder()
         elif "ndjson" in content_type:
             self._events = NdjsonDecoder()
-        elif isinstance(self.reader, SpeechReader) and "json" not in content_type:
+        elif self._raw_output and "json" not in content_type:
             self._audio = self.reader
         else:
             self._body = []
@@ -510,7 +499,7 @@ class ModelCall:
                 if not times:
                     self.handle.first_token(at_ns=at_ns)
                 times.append(at_ns)
-                self._audio.audio_bytes(len(data))
+                self._audio.output_bytes(len(data))
         elif self._body is not None:
             self._body_bytes += len(data)
             if self._body_bytes > MAX_BODY_BYTES:

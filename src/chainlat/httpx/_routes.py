@@ -10,21 +10,23 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, cast
 
-Format = Literal[
-    "openai_chat",
-    "openai_completions",
-    "openai_embeddings",
-    "openai_responses",
-    "anthropic_messages",
-    "ollama_chat",
-    "ollama_generate",
-    "openai_transcriptions",
-    "openai_speech",
-    "opaque",
+from chainlat.httpx.providers import WIRE_FORMATS, Format, wire_format
+
+__all__ = [
+    "DEFAULT_ROUTES",
+    "MAX_BODY_BYTES",
+    "SNIFF_BYTES",
+    "Format",
+    "Matcher",
+    "RequestInfo",
+    "Route",
+    "loads",
+    "match",
+    "provider_for",
+    "sniff_model",
 ]
-"""How request and response bodies are read; ``opaque`` reads only ``model`` from the request."""
 
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
 """Request and response bodies above this size are not parsed (the call is still traced)."""
@@ -189,22 +191,13 @@ class Route:
 Matcher = Callable[[RequestInfo], "Route | None"]
 """Anything that says whether a request is a model call: a `Route`, or a function of your own."""
 
-DEFAULT_ROUTES: Final[tuple[Route, ...]] = (
-    Route("/chat/completions", "chat", format="openai_chat", requires=("messages",)),
-    Route("/completions", "text_completion", format="openai_completions", requires=("prompt",)),
-    Route("/embeddings", "embeddings", format="openai_embeddings", requires=("input",)),
-    Route("/responses", "chat", format="openai_responses", requires=("model",)),
-    Route("/v1/messages", "chat", "anthropic", format="anthropic_messages", requires=("messages",)),
-    Route("/api/chat", "chat", "ollama", format="ollama_chat", requires=("messages",)),
-    Route(
-        "/api/generate", "text_completion", "ollama", format="ollama_generate", requires=("prompt",)
-    ),
-    # A multipart form, which is not decoded as JSON: the path alone recognises the call.
-    Route("/audio/transcriptions", "speech_to_text", format="openai_transcriptions"),
-    Route("/audio/translations", "speech_to_text", format="openai_transcriptions"),
-    Route("/audio/speech", "text_to_speech", format="openai_speech", requires=("input",)),
+DEFAULT_ROUTES: Final[tuple[Route, ...]] = tuple(
+    Route(r.path, r.operation, r.provider, format=cast("Format", wire.name), requires=r.requires)
+    for wire in WIRE_FORMATS.values()
+    for r in wire.routes
 )
-"""OpenAI-compatible, Anthropic and Ollama routes, tried after the user's matchers."""
+"""OpenAI-compatible, Anthropic and Ollama routes, tried after the user's matchers: each wire
+format's own (``chainlat.httpx.providers``), in the registry's order."""
 
 _PROVIDERS_BY_HOST: Final[Mapping[str, str]] = {
     "api.openai.com": "openai",
@@ -221,7 +214,7 @@ _PROVIDERS_BY_SUFFIX: Final = ((".openai.azure.com", "azure.ai.openai"),)
 
 
 def provider_for(route: Route, host: str) -> str:
-    """``gen_ai.provider.name``: the route's own, else from the host, else the format's family."""
+    """``gen_ai.provider.name``: the route's own, else from the host, else the wire format's."""
     if route.provider is not None:
         return route.provider
     known = _PROVIDERS_BY_HOST.get(host)
@@ -230,8 +223,7 @@ def provider_for(route: Route, host: str) -> str:
     for suffix, name in _PROVIDERS_BY_SUFFIX:
         if host.endswith(suffix):
             return name
-    family = route.format.split("_", 1)[0]
-    return family if family in ("openai", "anthropic", "ollama") else "openai"
+    return wire_format(route.format).provider
 
 
 def match(matchers: Sequence[Matcher], request: RequestInfo) -> Route | None:

@@ -1,6 +1,6 @@
 """The OpenAI-compatible audio routes, read: speech to text and text to speech.
 
-Pure and stdlib-only, like `chainlat.httpx._formats`. ``/audio/transcriptions`` and
+Pure and stdlib-only, like every wire format. ``/audio/transcriptions`` and
 ``/audio/translations`` take a multipart form (the audio file and a few text fields:
 only the text fields are read, never the file); their answer is JSON, plain text, or a
 stream of ``transcript.text.delta`` / ``transcript.text.done`` events. ``/audio/speech``
@@ -13,16 +13,19 @@ Neither the audio nor the text to speak is ever recorded: a speech call records 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat.httpx._formats import AttributeDict, Facts, Reader, Truncator
-from chainlat.httpx._routes import Format
-
-AUDIO_FORMATS: Final = frozenset({"openai_transcriptions", "openai_speech"})
-"""The wire formats of the audio routes."""
+from chainlat.httpx._wire import (
+    AttributeDict,
+    DefaultRoute,
+    Facts,
+    Reader,
+    Truncator,
+    WireFormat,
+    as_str,
+)
 
 MAX_FIELD_CHARS: Final = 256
 """Longer form fields are not read (a prompt to the transcriber is not a setting)."""
@@ -49,29 +52,29 @@ def form_fields(request: Any) -> dict[str, str]:
     return found
 
 
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def audio_request_attributes(fmt: Format, values: Mapping[str, object]) -> AttributeDict:
-    """The request attributes of a speech call, from its form fields or JSON body."""
+def transcription_request(values: dict[str, Any], capture: Truncator | None) -> AttributeDict:
+    """A transcription's request attributes, from its form fields (never its audio)."""
     out: AttributeDict = {}
-    if fmt == "openai_transcriptions":
-        stream = values.get("stream")
-        out[attr.GEN_AI_REQUEST_STREAM] = stream is True or stream == "true"
-        language = _text(values.get("language"))
-        if language is not None:
-            out[attr.GEN_AI_SPEECH_INPUT_LANGUAGE] = language
-        return out
+    stream = values.get("stream")
+    out[attr.GEN_AI_REQUEST_STREAM] = stream is True or stream == "true"
+    language = as_str(values.get("language"))
+    if language is not None:
+        out[attr.GEN_AI_SPEECH_INPUT_LANGUAGE] = language
+    return out
+
+
+def speech_request(values: dict[str, Any], capture: Truncator | None) -> AttributeDict:
+    """A speech request's attributes, from its JSON body: counts, never the text to speak."""
+    out: AttributeDict = {}
     out[attr.GEN_AI_OUTPUT_TYPE] = "speech"
     out[attr.GEN_AI_REQUEST_STREAM] = values.get("stream_format") == "sse"
     voice = values.get("voice")
     if isinstance(voice, dict):  # a custom voice, given by id
         voice = voice.get("id")
-    voice = _text(voice)
+    voice = as_str(voice)
     if voice is not None:
         out[attr.GEN_AI_SPEECH_VOICE] = voice
-    out[attr.AUDIO_FORMAT] = _text(values.get("response_format")) or _DEFAULT_SPEECH_FORMAT
+    out[attr.AUDIO_FORMAT] = as_str(values.get("response_format")) or _DEFAULT_SPEECH_FORMAT
     text = values.get("input")
     if isinstance(text, str):
         out[attr.SPEECH_INPUT_CHARACTERS] = len(text)
@@ -102,7 +105,7 @@ class AudioFacts(Facts):
         return out
 
 
-def _int(value: object) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
@@ -124,14 +127,14 @@ class _AudioReader(Reader):
         if usage.get("type") == "duration":  # whisper-1 bills by the second
             facts.input_seconds = _seconds(usage.get("seconds"))
             return
-        facts.input_tokens = _int(usage.get("input_tokens"))
-        facts.output_tokens = _int(usage.get("output_tokens"))
+        facts.input_tokens = _count(usage.get("input_tokens"))
+        facts.output_tokens = _count(usage.get("output_tokens"))
         details = usage.get("input_token_details")
         if isinstance(details, dict):
-            facts.audio_input_tokens = _int(details.get("audio_tokens"))
+            facts.audio_input_tokens = _count(details.get("audio_tokens"))
         details = usage.get("output_token_details")
         if isinstance(details, dict):
-            facts.audio_output_tokens = _int(details.get("audio_tokens"))
+            facts.audio_output_tokens = _count(details.get("audio_tokens"))
 
 
 class TranscriptionReader(_AudioReader):
@@ -168,7 +171,7 @@ class TranscriptionReader(_AudioReader):
             self.facts.text_chars = 0
             self.body(data)
         elif kind == "error":
-            self.facts.error_type = _text(data.get("code")) or "error"
+            self.facts.error_type = as_str(data.get("code")) or "error"
         return False
 
 
@@ -190,18 +193,39 @@ class SpeechReader(_AudioReader):
             self.facts.finish_reasons[0] = "stop"
             self._usage(data.get("usage"))
         elif kind == "error":
-            self.facts.error_type = _text(data.get("code")) or "error"
+            self.facts.error_type = as_str(data.get("code")) or "error"
         return False
 
-    def audio_bytes(self, count: int) -> None:
+    def output_bytes(self, count: int) -> None:
         """``count`` more bytes of audio arrived as the raw body."""
         self.facts.audio_bytes = (self.facts.audio_bytes or 0) + count
 
 
-def audio_reader_for(fmt: Format, capture_chars: int | None) -> Reader | None:
-    """A fresh reader for one speech call's response; None for the other formats."""
-    if fmt == "openai_transcriptions":
-        return TranscriptionReader(capture_chars)
-    if fmt == "openai_speech":
-        return SpeechReader(None)  # nothing of the audio is ever kept
-    return None
+def _speech_reader(capture_chars: int | None) -> SpeechReader:
+    return SpeechReader(None)  # nothing of the audio is ever kept
+
+
+FORMATS: Final = (
+    # A multipart form, which is not decoded as JSON: the path alone recognises the call.
+    WireFormat(
+        "openai_transcriptions",
+        "openai",
+        transcription_request,
+        TranscriptionReader,
+        (
+            DefaultRoute("/audio/transcriptions", "speech_to_text"),
+            DefaultRoute("/audio/translations", "speech_to_text"),
+        ),
+        content_never_recorded=True,
+        read_form=form_fields,
+    ),
+    WireFormat(
+        "openai_speech",
+        "openai",
+        speech_request,
+        _speech_reader,
+        (DefaultRoute("/audio/speech", "text_to_speech", ("input",)),),
+        content_never_recorded=True,
+        raw_output=True,
+    ),
+)
