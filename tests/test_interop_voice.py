@@ -74,3 +74,12 @@ def test_livekit_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     _cases_right(
         tmp_path, ["--stack", "livekit-realtime"], {"local-vad", "server-vad"}, timeout_s=900
     )
+
+
+@pytest.mark.interop
+def test_pipecat_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -> None:
+    """A Pipecat pipeline on the sim's Realtime API (pipecat_realtime_agent.py, Pipecat's
+    OpenAIRealtimeLLMService, chainlat's observer on the task): each turn starts at the end
+    of the words and its first output is within 10 ms of the first frame at the output,
+    turn.user_bot_latency_seconds agreeing, the response's tokens Pipecat's."""
+    _cases_right(tmp_path, ["--stack", "pipecat-realtime"], {"local-vad"}, timeout_s=900)

@@ -1,16 +1,19 @@
 """The voice cases of the interop matrix: a real Pipecat cascade (and, with ``--stack
-livekit``, a LiveKit Agents session: ``livekit_judge.py``) against ``chainlat sim``, its
-traces read by chainlat and held to the framework's own figures and the agent's truth.
+livekit``, a LiveKit Agents session: ``livekit_judge.py``; with ``--stack livekit-realtime``
+and ``--stack pipecat-realtime``, each on the sim's Realtime API: ``livekit_realtime_judge.py``,
+``pipecat_realtime_judge.py``) against ``chainlat sim``, its traces read by chainlat and held
+to the framework's own figures and the agent's truth.
 
-``python tests/interop/voice/run.py [--out DIR] [--turns N] [--stack livekit]`` (from the project's
-environment: the judging reads the traces with chainlat). The ``pipecat`` environment is
-built from ``requirements/pipecat.txt`` by the matrix's ``run.py`` (same cache). Two
-cases: ``unwrapped`` (Pipecat's spans alone) and ``unwrapped+httpx`` (with
-``chainlat.instrument_httpx()``), and the same two with the application wrapping each
-turn in a ``chainlat.workflow`` marked ``user_stopped_speaking()`` at the end of the
-caller's audio (``wrapped``, ``wrapped+httpx``), and ``unwrapped+observer``: chainlat's
-Pipecat observer (``chainlat.integrations.pipecat``) on the task and a function the model
-calls in every turn. See README.md, "The Pipecat voice case".
+``python tests/interop/voice/run.py [--out DIR] [--turns N] [--case NAME] [--stack STACK]``
+(from the project's environment: the judging reads the traces with chainlat). The
+``pipecat`` environment is built from ``requirements/pipecat.txt`` by the matrix's
+``run.py`` (same cache). Six cases: ``unwrapped`` (Pipecat's spans alone) and
+``unwrapped+httpx`` (with ``chainlat.instrument_httpx()``), and the same two with the
+application wrapping each turn in a ``chainlat.workflow`` marked ``user_stopped_speaking()``
+at the end of the caller's audio (``wrapped``, ``wrapped+httpx``), ``unwrapped+observer``:
+chainlat's Pipecat observer (``chainlat.integrations.pipecat``) on the task and a function
+the model calls in every turn, and ``unwrapped+observer+bargein``: the same with the caller
+speaking over the second answer. See README.md, "The Pipecat voice case".
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ LIVEKIT = "livekit"
 """The LiveKit case, judged by ``livekit_judge.py`` beside this file."""
 LIVEKIT_REALTIME = "livekit-realtime"
 """LiveKit on a realtime model, judged by ``livekit_realtime_judge.py`` beside this file."""
+PIPECAT_REALTIME = "pipecat-realtime"
+"""Pipecat on OpenAI's Realtime API, judged by ``pipecat_realtime_judge.py`` beside this file."""
 CASES = (
     ("unwrapped", False, False),
     ("unwrapped+httpx", True, False),
@@ -568,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--case", action="append", help="only this case (repeat)")
-    parser.add_argument("--stack", choices=(STACK, LIVEKIT, LIVEKIT_REALTIME), default=STACK)
+    parser.add_argument(
+        "--stack", choices=(STACK, LIVEKIT, LIVEKIT_REALTIME, PIPECAT_REALTIME), default=STACK
+    )
     args = parser.parse_args(argv)
     matrix = _matrix()
     if args.stack == LIVEKIT:
@@ -579,6 +586,10 @@ def main(argv: list[str] | None = None) -> int:
         realtime = _load("chainlat_interop_livekit_realtime", HERE / "livekit_realtime_judge.py")
         done: int = realtime.main(matrix, REPO, args.out, args.turns, args.case)
         return done
+    if args.stack == PIPECAT_REALTIME:
+        pipecat = _load("chainlat_interop_pipecat_realtime", HERE / "pipecat_realtime_judge.py")
+        ran: int = pipecat.main(matrix, REPO, args.out, args.turns, args.case)
+        return ran
     try:
         venv, spent = matrix.setup(STACK, REPO)
     except matrix.SetupError as exc:

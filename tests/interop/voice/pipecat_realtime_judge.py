@@ -1,0 +1,170 @@
+"""The Pipecat realtime case of the interop matrix: a Pipecat pipeline on OpenAI's Realtime
+API (``OpenAIRealtimeLLMService``: ``pipecat_realtime_agent.py``) against ``chainlat
+sim``'s ``/v1/realtime``, its traces read by chainlat and held to the truth the agent
+recorded and to Pipecat's own ``turn.user_bot_latency_seconds``.
+
+Run by ``run.py --stack pipecat-realtime``. One case, ``local-vad``: the agent's input
+transport signals the caller's speech as a VAD would, the server's turn detection is off
+(``turn_detection=False``) and the service commits the caller's audio and asks for a
+response when Pipecat's user aggregator says the caller stopped. Pipecat's spans hold no
+``stt`` span and no span for the response itself (its ``llm_response`` is the handling of
+``response.done``): chainlat's observer (``chainlat.integrations.pipecat``) writes the end
+of the caller's words and the first audio frame at the output transport on each turn. The
+sim runs in the project's environment, as for LiveKit's realtime case.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+STACK = "pipecat-realtime"
+CASES = ("local-vad",)
+TURNS = 3
+PROFILES = {
+    "models": [
+        {"name": "sim-voice-llm", "ttft_base_ms": 100, "decode_ms_per_token": 5},
+    ]
+}
+START_TOLERANCE_MS = 10.0
+"""The turn's start (the observer's end of the words: the VAD's stamp less its
+``stop_secs``) against the end of the words as the agent noted it."""
+FIRST_OUTPUT_TOLERANCE_MS = 10.0
+"""The first output against the first frame of the answer at the output transport: as an
+instant (the run's start plus its first output) and as a wait (from the end of the words).
+The observer marks the transport's push of the frame once written, less its playing time
+(``chainlat.integrations.pipecat``)."""
+USER_BOT_TOLERANCE_MS = 15.0
+"""Pipecat's ``turn.user_bot_latency_seconds`` against chainlat's first output: both count
+from the VAD's end of the words; Pipecat's ends at the output transport's
+``BotStartedSpeakingFrame``, pushed before the write by the event loop's turns (0.9-9.6 ms
+in the cascade case), chainlat's at the write (its mark 0.5-2.4 ms after it there)."""
+
+
+def run_case(venv: Path, matrix: Any, case: str, where: Path, turns: int) -> Path:
+    """Run the agent against a fresh sim; returns the traces file (``truth.json`` beside)."""
+    where.mkdir(parents=True, exist_ok=True)
+    profiles = where / "profiles.json"
+    profiles.write_text(json.dumps(PROFILES))
+    traces = where / "traces.jsonl"
+    traces.unlink(missing_ok=True)  # the exporter appends
+    sim = matrix.Sim(Path(sys.prefix), profiles, where / "sim-spans.jsonl", where / "sim.log")
+    try:
+        argv = [str(matrix._bin(venv, "python")), "-P", str(HERE / "pipecat_realtime_agent.py")]
+        argv += ["--base-url", sim.base_url.removesuffix("/v1"), "--traces", str(traces)]
+        argv += ["--truth", str(where / "truth.json"), "--turns", str(turns)]
+        with open(where / "agent.log", "w") as log:
+            done = subprocess.run(argv, stderr=log, timeout=300, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{case}: the agent failed (exit {done.returncode}); see {log.name}")
+    finally:
+        sim.stop()
+    return traces
+
+
+def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """(problems, figures per turn): chainlat's reading against the agent's truth and
+    Pipecat's own figures."""
+    from chainlat._core import conventions
+    from chainlat.traces import read_runs
+
+    truth = json.loads((traces.parent / "truth.json").read_text())
+    words, frames = truth["words_end_ns"], truth["first_frame_ns"]
+    runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
+    problems: list[str] = []
+    figures: list[dict[str, Any]] = []
+    if not len(runs) == len(words) == len(frames) == turns:
+        return [f"{len(runs)} turns read, {len(words)} spoken, {len(frames)} answered"], []
+    for n, (run, spoken, heard) in enumerate(zip(runs, words, frames, strict=True), start=1):
+        root = run.root.attributes if run.root is not None else {}
+        steps = [(s.name, s.kind) for s in run.steps]
+        start_ms = (run.start_ns - spoken) / 1e6
+        first = run.first_output_ms
+        at_ms = None if first is None else (run.start_ns + first * 1e6 - heard) / 1e6
+        truth_ms = (heard - spoken) / 1e6
+        pipecat_ms = conventions.user_bot_latency_ms_of(root)
+        reason = conventions.end_reason_of(root)
+        tokens = (run.rollup.input_tokens, run.rollup.output_tokens)
+        usage = _usage(traces, run.span_id)
+        figures.append(
+            {
+                "turn": n,
+                "workflow": run.workflow,
+                "steps": steps,
+                "start_after_words_ms": start_ms,
+                "first_output_ms": {
+                    "chainlat": first,
+                    "truth": truth_ms,
+                    "turn.user_bot_latency_seconds": pipecat_ms,
+                },
+                "instant_after_frame_ms": at_ms,
+                "tokens": {"chainlat": tokens, "pipecat": usage},
+                "end_reason": reason,
+            }
+        )
+        if run.workflow != "turn" or root.get("turn.number") not in (n, str(n)):
+            problems.append(f"turn {n}: read as {run.workflow!r} {root.get('turn.number')}")
+        if steps != [("llm_response", "inference")]:
+            problems.append(f"turn {n}: steps {steps}")
+        if tokens != usage:
+            problems.append(f"turn {n}: tokens {tokens}, Pipecat's usage {usage}")
+        if abs(start_ms) > START_TOLERANCE_MS:
+            problems.append(f"turn {n}: starts {start_ms:.1f} ms from the end of the words")
+        if at_ms is None or abs(at_ms) > FIRST_OUTPUT_TOLERANCE_MS:
+            problems.append(f"turn {n}: first output {at_ms} ms from the first frame")
+        if first is None or abs(first - truth_ms) > FIRST_OUTPUT_TOLERANCE_MS:
+            problems.append(f"turn {n}: first output {first} ms, the truth {truth_ms:.1f}")
+        if first is None or pipecat_ms is None or abs(first - pipecat_ms) > USER_BOT_TOLERANCE_MS:
+            problems.append(f"turn {n}: turn.user_bot_latency_seconds {pipecat_ms} ms, {first}")
+        if reason != "completed":
+            problems.append(f"turn {n}: ended {reason}, the script says completed")
+    return problems, figures
+
+
+def _usage(traces: Path, turn_id: str) -> tuple[int, int] | None:
+    """The usage Pipecat's ``llm_response`` under the turn recorded (its response.done)."""
+    for line in traces.read_text().splitlines():
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    if span["name"] != "llm_response" or span.get("parentSpanId") != turn_id:
+                        continue
+                    found = {
+                        kv["key"]: next(iter(kv["value"].values()))
+                        for kv in span.get("attributes", [])
+                    }
+                    return (
+                        int(found["gen_ai.usage.input_tokens"]),
+                        int(found["gen_ai.usage.output_tokens"]),
+                    )
+    return None
+
+
+def main(matrix: Any, repo: Path, out: Path | None, turns: int, cases: list[str] | None) -> int:
+    """Set up the ``pipecat`` environment, run and judge each case; the summary beside."""
+    import tempfile
+
+    try:
+        venv, spent = matrix.setup("pipecat", repo)
+    except matrix.SetupError as exc:
+        print(f"{STACK}: cannot set up: {exc}", file=sys.stderr)
+        return 2
+    out = out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
+    summary: dict[str, Any] = {"setup_s": spent, "cases": {}}
+    for case in CASES:
+        if cases and case not in cases:
+            continue
+        started = time.perf_counter()
+        traces = run_case(venv, matrix, case, out / STACK / case, turns)
+        problems, figures = judge(case, traces, turns)
+        summary["cases"][case] = {"right": not problems, "problems": problems, "turns": figures}
+        said = "right" if not problems else "WRONG (" + "; ".join(problems) + ")"
+        print(f"{STACK} {case}: {said}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"results in {out}")
+    return 0 if all(c["right"] for c in summary["cases"].values()) else 1

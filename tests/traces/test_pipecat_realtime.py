@@ -1,0 +1,60 @@
+"""A Pipecat speech-to-speech pipeline's turns (tests/data/foreign/pipecat/realtime-observer.jsonl,
+recorded from the interop case ``pipecat-realtime``, with the agent's truth beside): no
+``stt`` span says where the caller stopped; chainlat's observer wrote it on each turn, and
+the turn starts there, its first output at the first audio frame at the output transport."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chainlat.traces import read_runs
+from support.tracegen import DATA_DIR
+
+FOREIGN = DATA_DIR / "foreign" / "pipecat"
+TRACES = FOREIGN / "realtime-observer.jsonl"
+TRUTH = json.loads((FOREIGN / "realtime-observer.truth.json").read_text())
+
+
+def _without_the_observers_end_of_words(tmp_path: Path) -> Path:
+    lines = []
+    for line in TRACES.read_text().splitlines():
+        batch = json.loads(line)
+        for resource in batch["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    span["attributes"] = [
+                        kv
+                        for kv in span.get("attributes", [])
+                        if kv["key"] != "chainlat.workflow.speech_end_ms"
+                    ]
+        lines.append(json.dumps(batch))
+    path = tmp_path / "unmarked.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_each_turn_starts_at_the_end_of_the_words_and_waits_to_the_first_frame() -> None:
+    runs = sorted(read_runs([TRACES]), key=lambda r: r.start_ns)
+    assert [r.workflow for r in runs] == ["turn"] * 3
+    for run, words, frame in zip(runs, TRUTH["words_end_ns"], TRUTH["first_frame_ns"], strict=True):
+        # The observer's stamp is the agent's, in µs of a float: within 1 µs.
+        assert abs(run.start_ns - words) < 1_000
+        assert run.first_output_ms is not None
+        wait_ms = (frame - words) / 1e6
+        # The observer's mark: the frame's push once written less its playing time.
+        assert run.first_output_ms == pytest.approx(wait_ms, abs=10.0)
+        assert run.first_output_ms >= wait_ms
+        assert [(s.name, s.kind) for s in run.steps] == [("llm_response", "inference")]
+        assert run.incomplete is None
+
+
+def test_without_the_observer_a_turn_starts_where_pipecat_opened_it(tmp_path: Path) -> None:
+    """The first turn at the pipeline's start, the others when the caller began."""
+    runs = sorted(
+        read_runs([_without_the_observers_end_of_words(tmp_path)]), key=lambda r: r.start_ns
+    )
+    early_ms = [(w - r.start_ns) / 1e6 for r, w in zip(runs, TRUTH["words_end_ns"], strict=True)]
+    assert all(ms > 700 for ms in early_ms), early_ms
