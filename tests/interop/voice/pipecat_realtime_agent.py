@@ -10,8 +10,8 @@ the last sound, stamped as a VAD stamps it), the LLM context aggregators, Pipeca
 ``/v1/realtime`` with the server's turn detection off (``turn_detection=False``), and an
 output transport that plays the answer to nowhere in real time. The user aggregator
 decides the turns from the VAD's frames with its default strategies (its smart-turn model
-ends each turn 157-301 ms after the VAD's stop in the runs here): at its ``UserStoppedSpeakingFrame``
-the service commits the caller's audio and asks for a response
+ends each turn 157-301 ms after the VAD's stop in the runs here): at its
+``UserStoppedSpeakingFrame`` the service commits the caller's audio and asks for a response
 (services/openai/realtime/llm.py 604-607). The input transport sends no
 ``UserStartedSpeakingFrame`` / ``UserStoppedSpeakingFrame`` of its own: a second stop
 commits an empty buffer, which the API refuses (``input_audio_buffer_commit_empty``) and
