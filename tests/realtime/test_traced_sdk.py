@@ -1,10 +1,12 @@
 """chainlat.realtime.traced on the real openai SDK against the simulator (WebSocket on
-127.0.0.1): each turn's first output, computed by hand from the spans and the client's own
-timestamps, and a raw websockets connection traced the same way."""
+127.0.0.1): each turn's first output and its end-of-turn part, computed by hand from the
+client's own timestamps, a barge-in after the answer was done, and a raw websockets
+connection traced the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from typing import Any
@@ -15,8 +17,10 @@ from websockets.asyncio.client import connect
 
 import chainlat.realtime
 from chainlat._core import attributes as attr
+from chainlat._core.stats import first_output_parts
 from chainlat.sim import SimServer
 from chainlat.testing import capture
+from chainlat.traces.sdk import runs_from_spans
 from support.realtime import feed, utterance
 
 SILENCE_MS = 300
@@ -38,13 +42,16 @@ def workflows(spans: tuple[ReadableSpan, ...]) -> list[ReadableSpan]:
 
 
 def test_each_turns_first_output_is_the_wait_the_client_saw() -> None:
-    """First output = first audio delta received - (first append + audio_end_ms - silence)."""
+    """First output = first audio delta received - (first append + audio_end_ms - silence),
+    both stamped where the bytes come off the socket."""
+    receipts: list[tuple[dict[str, Any], int]] = []
     seen: list[tuple[int, int]] = []  # (audio_end_ms, time.time_ns() of the first delta)
 
     async def run(provider: Any) -> int:
         async with SimServer() as sim:
             client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
             async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                stamp_receipts(conn, receipts)
                 chainlat.realtime.traced(conn, tracer_provider=provider)
                 await conn.session.update(session=vad_session())
                 chunks = utterance(400, 600) * 2 + utterance(0, 1000)
@@ -53,7 +60,7 @@ def test_each_turns_first_output_is_the_wait_the_client_saw() -> None:
                 )
                 end_ms, first_delta = 0, True
                 async for event in conn:
-                    now = time.time_ns()
+                    now = receipts[-1][1]  # the SDK reads one message per event
                     if event.type == "input_audio_buffer.speech_stopped":
                         end_ms, first_delta = event.audio_end_ms, True
                     elif event.type == "response.output_audio.delta" and first_delta:
@@ -103,3 +110,109 @@ def test_a_raw_websocket_is_traced_the_same_way() -> None:
     assert isinstance(first_output, float)
     assert 180 <= first_output <= 180 + 40  # the model's first audio after the commit
     assert (response.attributes or {})[attr.GEN_AI_USAGE_AUDIO_INPUT_TOKENS] == 3
+
+
+def stamp_receipts(conn: Any, receipts: list[tuple[dict[str, Any], int]]) -> None:
+    """Stamp each event where its bytes come off the socket, beneath the tracing (which
+    wraps this) and before the SDK parses it: (the event, time.time_ns())."""
+    receive = conn.recv_bytes
+
+    async def stamped() -> bytes:
+        message: bytes = await receive()
+        now = time.time_ns()
+        receipts.append((json.loads(message), now))
+        return message
+
+    conn.recv_bytes = stamped
+
+
+def stopped_of(receipts: list[tuple[dict[str, Any], int]]) -> list[tuple[int, int]]:
+    """(audio_end_ms, received) of each speech_stopped."""
+    return [
+        (e["audio_end_ms"], ns)
+        for e, ns in receipts
+        if e["type"] == "input_audio_buffer.speech_stopped"
+    ]
+
+
+def test_the_end_of_turn_part_runs_to_the_speech_stopped_the_client_received() -> None:
+    """end of turn = speech_stopped received - the turn's start; the model part from there
+    to the first audio; the parts sum to the first output."""
+    receipts: list[tuple[dict[str, Any], int]] = []
+
+    async def run(provider: Any) -> int:
+        async with SimServer() as sim:
+            client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
+            async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                stamp_receipts(conn, receipts)
+                chainlat.realtime.traced(conn, tracer_provider=provider)
+                await conn.session.update(session=vad_session())
+                chunks = utterance(400, 600) * 2 + utterance(0, 1000)
+                feeding = asyncio.create_task(
+                    feed(lambda a: conn.input_audio_buffer.append(audio=a), chunks)
+                )
+                async for event in conn:
+                    if event.type == "response.done" and len(stopped_of(receipts)) == 2:
+                        break
+                return await feeding
+
+    with capture() as cap:
+        audio_start_ns = asyncio.run(run(cap.provider))
+        runs = sorted(runs_from_spans(cap.spans()), key=lambda r: r.start_ns)
+    assert len(runs) == 2
+    for turn, (end_ms, stopped_ns) in zip(runs, stopped_of(receipts), strict=True):
+        start_ns = audio_start_ns + (end_ms - SILENCE_MS) * 1_000_000
+        by_hand_ms = (stopped_ns - start_ns) / 1e6
+        parts = first_output_parts(turn.rollup)
+        assert parts is not None and turn.first_output_ms is not None
+        print(f"turn: end of turn {parts['end_of_turn']:.3f} ms, by hand {by_hand_ms:.3f} ms")
+        assert abs(parts["end_of_turn"] - by_hand_ms) <= TOLERANCE_MS
+        assert abs(sum(parts.values()) - turn.first_output_ms) <= 1e-6
+        assert parts["model"] > 0 and parts["overhead"] <= TOLERANCE_MS
+
+
+def test_a_truncate_after_the_answer_was_done_interrupts_its_turn() -> None:
+    """The caller speaks again while the client still plays the answer (its response.done
+    received): the client stops the audio halfway and truncates; the turn ends there,
+    interrupted, and the next one completes."""
+    truncated: list[int] = []  # time.time_ns() when the client truncated
+
+    async def run(provider: Any) -> None:
+        async with SimServer() as sim:
+            client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
+            async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                chainlat.realtime.traced(conn, tracer_provider=provider)
+                await conn.session.update(session=vad_session())
+                # the words, the answer's time, the caller again (over the answer's playout)
+                chunks = utterance(400, 1500) + utterance(400, 600) + utterance(0, 1000)
+                feeding = asyncio.create_task(
+                    feed(lambda a: conn.input_audio_buffer.append(audio=a), chunks)
+                )
+                received: dict[str, float] = {}  # ms of the answer's audio, by item
+                done = 0
+                async for event in conn:
+                    if event.type == "response.output_audio.delta":
+                        ms = len(base64.b64decode(event.delta)) / 48
+                        received[event.item_id] = received.get(event.item_id, 0.0) + ms
+                    elif event.type == "input_audio_buffer.speech_started" and done == 1:
+                        [(item, ms)] = received.items()
+                        truncated.append(time.time_ns())
+                        await conn.conversation.item.truncate(
+                            item_id=item, content_index=0, audio_end_ms=int(ms // 2)
+                        )
+                    elif event.type == "response.done":
+                        done += 1
+                        if done == 2:
+                            break
+                await feeding
+
+    with capture() as cap:
+        asyncio.run(run(cap.provider))
+        first, second = workflows(cap.spans())
+    reasons = [
+        (t.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] for t in (first, second)
+    ]
+    assert reasons == ["interrupted", "completed"]
+    [truncated_ns] = truncated
+    print(f"turn ended {((first.end_time or 0) - truncated_ns) / 1e6:.3f} ms after the truncate")
+    assert 0 <= (first.end_time or 0) - truncated_ns <= TOLERANCE_MS * 1_000_000

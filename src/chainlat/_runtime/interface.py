@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
@@ -25,7 +25,9 @@ from chainlat._runtime.exporters import choose_exporter, traces_file_path
 from chainlat._runtime.handles import InferenceHandle, StepHandle, WorkflowHandle
 from chainlat._runtime.hooks import after_workflow_end, on_workflow_end
 from chainlat._runtime.processor import Clock
-from chainlat._runtime.steps import start_step
+from chainlat._runtime.steps import _Step, start_step
+
+H = TypeVar("H", bound=StepHandle)
 
 if TYPE_CHECKING:
     from opentelemetry import trace
@@ -44,6 +46,7 @@ __all__ = [
     "on_workflow_end",
     "record_output_chunks",
     "start_detached_step",
+    "start_step_at",
     "step_clock",
     "workflow_records",
 ]
@@ -70,6 +73,15 @@ def finish_step(
 ) -> None:
     """End a step started by :func:`start_detached_step` (at ``end_ns``, default now)."""
     handle._finish(exc, end_ns=end_ns)
+
+
+def start_step_at(spec: _Step[H], at_ns: int) -> H:
+    """Start the step ``spec`` (``inference(...)``, ``tool(...)``) without making it
+    current, at ``at_ns`` of the span clock, a moment ago: an event read from a connection
+    started it, and the work of tracing that event is not the step's wait. An instant
+    after now starts it now."""
+    spec._start_at = at_ns
+    return spec.start()
 
 
 def mark_end_of_turn(handle: WorkflowHandle, at_ns: int) -> None:

@@ -198,7 +198,7 @@ class RealtimeTurns:
                 call_id = str(field_of(item, "call_id"))
                 name = self._turn.calls.pop(call_id, None)
                 if name is not None:  # answered before its response was done
-                    self._turn.tools[call_id] = self._start_tool(self._turn, name)
+                    self._turn.tools[call_id] = self._start_tool(self._turn, name, now)
                 tool = self._turn.tools.pop(call_id, None)
                 if tool is not None:
                     self._finish(tool, now)
@@ -275,7 +275,7 @@ class RealtimeTurns:
         # moment before its response.done, and a tool step overlapping the response would
         # leave the response off the first output's critical path.
         for call_id, name in turn.calls.items():
-            turn.tools[call_id] = self._start_tool(turn, name)
+            turn.tools[call_id] = self._start_tool(turn, name, now)
         turn.calls.clear()
         if status == "cancelled":
             self._end_turn(now, "interrupted")
@@ -399,6 +399,7 @@ class RealtimeTurns:
     def _start_response(
         self, turn: _Turn, now: int, key: str | None = ""
     ) -> InferenceHandle | None:
+        from chainlat._runtime.interface import start_step_at
         from chainlat._runtime.spans import inference
 
         spec = inference(
@@ -408,16 +409,17 @@ class RealtimeTurns:
             user_facing=True,
             tracer_provider=self._tracer_provider,
         )
-        handle: InferenceHandle = self._child(turn, spec.start)
+        handle: InferenceHandle = self._child(turn, lambda: start_step_at(spec, now))
         if key is not None:
             turn.responses[key] = handle
         return handle
 
-    def _start_tool(self, turn: _Turn, name: str) -> StepHandle:
+    def _start_tool(self, turn: _Turn, name: str, now: int) -> StepHandle:
+        from chainlat._runtime.interface import start_step_at
         from chainlat._runtime.spans import tool
 
         handle: StepHandle = self._child(
-            turn, tool(name, tracer_provider=self._tracer_provider).start
+            turn, lambda: start_step_at(tool(name, tracer_provider=self._tracer_provider), now)
         )
         return handle
 
