@@ -325,6 +325,12 @@ def start_in_tier(tier: ScaledTier, process: Process, **settings: str) -> None:
     _run_sh("start", process, run_dir=tier.run_dir, env={**tier.env, **settings})
 
 
+def restart_in_tier(tier: ScaledTier, process: Process) -> None:
+    """``run.sh start PROCESS`` with no setting but the run directory, as an operator
+    restarts one process by hand: run.sh restores what it was last started with."""
+    _run_sh("start", process, run_dir=tier.run_dir, env={})
+
+
 def _port(address: str) -> str:
     """The port of ``http://127.0.0.1:PORT/...`` or ``127.0.0.1:PORT``."""
     return address.split("//")[-1].split("/")[0].rsplit(":", 1)[1]
