@@ -139,9 +139,10 @@ def test_a_function_call_is_a_tool_step_from_its_response_done_until_its_output_
     assert (s.ms(tool.start_time), s.ms(tool.end_time)) == (2260, 2400)
     assert (tool.attributes or {})[attr.GEN_AI_TOOL_NAME] == "weather"
     assert (s.ms(first.start_time), s.ms(first.end_time)) == (2000, 2260)
-    assert (s.ms(second.start_time), s.ms(second.end_time)) == (2405, 3000)
+    # asked for at 2405, started at its response.created: the server's answer
+    assert (s.ms(second.start_time), s.ms(second.end_time)) == (2410, 3000)
     assert attr.LATENCY_TTFT_MS not in (first.attributes or {})
-    assert (second.attributes or {})[attr.LATENCY_TTFT_MS] == 295
+    assert (second.attributes or {})[attr.LATENCY_TTFT_MS] == 290
     a = turn.attributes or {}
     assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 3000)
     assert a[attr.WORKFLOW_FIRST_OUTPUT_MS] == 1300
@@ -189,7 +190,7 @@ def test_without_vad_the_turn_starts_at_the_clients_commit(cap: Capture) -> None
     [response] = spans(cap, "inference")
     assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (800, 1500)
     assert (turn.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS] == 300
-    assert s.ms(response.start_time) == 805
+    assert s.ms(response.start_time) == 810  # its response.created
 
 
 def test_a_failed_response_fails_the_turn_and_a_closed_session_ends_one(cap: Capture) -> None:
@@ -229,7 +230,8 @@ def test_odd_events_are_read_without_raising(cap: Capture, event: dict[str, Any]
 
 def test_a_vad_turns_first_output_splits_into_end_of_turn_and_model(cap: Capture) -> None:
     """From the end of the words (1400) to the speech_stopped received (2000) is the end of
-    turn; from there to the first audio (2300), the realtime model's."""
+    turn when the appends seen do not reach its audio_end_ms (the server counted audio the
+    client was not seen to send); from there to the first audio (2300), the model's."""
     s = Script(cap)
     vad_turn(s)
     s.received(2300, "response.output_audio.delta", response_id="resp_1", delta=audio(100))
@@ -244,20 +246,62 @@ def test_a_vad_turns_first_output_splits_into_end_of_turn_and_model(cap: Capture
     assert (turn.attributes or {})[attr.CHAIN_FIRST_OUTPUT_END_OF_TURN_MS] == 600.0
 
 
+def test_the_end_of_turn_runs_to_the_append_that_gave_the_server_its_detection(
+    cap: Capture,
+) -> None:
+    """Audio sent 100 ms at a time, every 100 ms: the append that brought the session's
+    audio to audio_end_ms 1900 went at 1800. The end of turn is 1400-1800; the round trip
+    of that audio and of the detection (1800-2000) is overhead, not the model's."""
+    s = Script(cap)
+    turn = {"type": "server_vad", "silence_duration_ms": 500}
+    session = {"model": "gpt-realtime", "audio": {"input": {"turn_detection": turn}}}
+    s.received(0, "session.updated", session=session)
+    for n in range(20):
+        s.sent(100 * n, "input_audio_buffer.append", audio=audio(100))
+    s.received(2000, "input_audio_buffer.speech_stopped", audio_end_ms=1900)
+    s.received(2010, "response.created", response={"id": "resp_1"})
+    s.received(2300, "response.output_audio.delta", response_id="resp_1", delta=audio(100))
+    s.received(2800, "response.done", response={"id": "resp_1", "status": "completed"})
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    assert first_output_parts(rollup) == {
+        "model": 300.0, "end_of_turn": 400.0, "data": 0.0, "tool": 0.0, "overhead": 200.0,
+    }  # fmt: skip
+
+
+def test_the_audio_sent_is_counted_in_the_sessions_input_format(cap: Capture) -> None:
+    """G.711 is 8 bytes a millisecond: 100 ms of it is 800 bytes, so 1900 ms of audio was
+    reached by the append sent at 1800 (read as PCM16 it would be past the audio sent)."""
+    s = Script(cap)
+    turn = {"type": "server_vad", "silence_duration_ms": 500}
+    fmt = {"type": "audio/pcmu"}
+    session = {"model": "m", "audio": {"input": {"turn_detection": turn, "format": fmt}}}
+    s.received(0, "session.updated", session=session)
+    for n in range(20):
+        s.sent(100 * n, "input_audio_buffer.append", audio=base64.b64encode(bytes(800)).decode())
+    s.received(2000, "input_audio_buffer.speech_stopped", audio_end_ms=1900)
+    s.received(2300, "response.output_audio.delta", response_id="", delta=audio(100))
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    assert rollup.first_output_end_of_turn_ms == 400.0
+
+
 def test_a_committed_turn_has_no_end_of_turn_wait(cap: Capture) -> None:
-    """The client decided the turn at its commit, the turn's start: an end of turn of 0,
-    the wait before its response.create overhead."""
+    """The client decided the turn at its commit, the turn's start: an end of turn of 0;
+    the wait before its response.create (5 ms) and the round trip to its response.created
+    (5 ms) overhead; the model's from there."""
     s = Script(cap)
     s.received(0, "session.updated", session={"model": "m", "turn_detection": None})
     s.sent(0, "input_audio_buffer.append", audio="AAAA")
     s.sent(800, "input_audio_buffer.commit")
     s.sent(805, "response.create")
+    s.received(810, "response.created", response={"id": "r"})
     s.received(1100, "response.audio.delta", response_id="r", delta=audio(100))
     s.received(1500, "response.done", response={"id": "r", "status": "completed"})
     s.turns.closed()
     [rollup] = rollups(cap)
     assert first_output_parts(rollup) == {
-        "model": 295.0, "end_of_turn": 0.0, "data": 0.0, "tool": 0.0, "overhead": 5.0,
+        "model": 290.0, "end_of_turn": 0.0, "data": 0.0, "tool": 0.0, "overhead": 10.0,
     }  # fmt: skip
 
 
@@ -273,15 +317,16 @@ def test_a_tool_turns_split_sums_to_its_first_output(cap: Capture) -> None:
     item = {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
     s.sent(2400, "conversation.item.create", item=item)
     s.sent(2405, "response.create")
+    s.received(2410, "response.created", response={"id": "resp_2"})
     s.received(2700, "response.output_audio.delta", response_id="resp_2", delta=audio(100))
     s.received(3000, "response.done", response={"id": "resp_2", "status": "completed"})
     s.turns.closed()
     [rollup] = rollups(cap)
     parts = first_output_parts(rollup)
-    # 1400-2000 end of turn, 2000-2260 the first response, 2260-2400 the tool, 2400-2405
-    # the client, 2405-2700 the second response
-    assert parts == {"model": 555.0, "end_of_turn": 600.0, "data": 0.0, "tool": 140.0,
-                     "overhead": 5.0}  # fmt: skip
+    # 1400-2000 end of turn, 2000-2260 the first response, 2260-2400 the tool, 2400-2410
+    # the client and the round trip, 2410-2700 the second response
+    assert parts == {"model": 550.0, "end_of_turn": 600.0, "data": 0.0, "tool": 140.0,
+                     "overhead": 10.0}  # fmt: skip
     assert sum(parts.values()) == rollup.first_output_ms == 1300.0
 
 

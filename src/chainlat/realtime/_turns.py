@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -72,8 +73,11 @@ _SPOKEN_DELTAS: Final = frozenset({"response.output_audio.delta", "response.audi
 DEFAULT_SILENCE_MS: Final = 500
 """OpenAI's default ``silence_duration_ms`` for ``server_vad``."""
 PCM16_BYTES_PER_MS: Final = 48.0
-"""The default output audio, PCM16 mono at 24 kHz: bytes per millisecond of playout."""
+"""The default audio, PCM16 mono at 24 kHz: bytes per millisecond."""
 _G711_BYTES_PER_MS: Final = 8.0
+_APPENDS_KEPT: Final = 4096
+"""The client's latest appends kept to find when it sent an audio position (80 s of 20 ms
+chunks; a turn's end of speech is a moment before its detection)."""
 
 
 class RealtimeResponseFailed(Exception):
@@ -149,8 +153,13 @@ class RealtimeTurns:
         self.vad = True
         self.silence_ms = DEFAULT_SILENCE_MS
         self.create_response = True
+        self.input_bytes_per_ms = PCM16_BYTES_PER_MS
         self.output_bytes_per_ms = PCM16_BYTES_PER_MS
+        self._sent_audio_ms = 0.0
+        self._appends: deque[tuple[float, int]] = deque(maxlen=_APPENDS_KEPT)
+        """(the session's audio sent, in ms, after an append; when it was sent)."""
         self._turn: _Turn | None = None
+        self._last_ns = 0
 
     # -- the doors ---------------------------------------------------------------------
 
@@ -161,18 +170,27 @@ class RealtimeTurns:
     def sent(self, event: object, now_ns: int | None = None) -> None:
         """An event the client sent (``now_ns``: when, on the span clock; default now)."""
         with internal_errors("tracing a realtime client event"):
-            self._sent(event, self._clock() if now_ns is None else now_ns)
+            self._sent(event, self._in_order(now_ns))
 
     def received(self, event: object, now_ns: int | None = None) -> None:
         """An event the client received."""
         with internal_errors("tracing a realtime server event"):
-            self._received(event, self._clock() if now_ns is None else now_ns)
+            self._received(event, self._in_order(now_ns))
+
+    def _in_order(self, now_ns: int | None) -> int:
+        """The instant an event is taken at: never before one already taken. A send is
+        stamped before the SDK's await, during which the receiving task may hand over a
+        later event (a speech_stopped starting a turn): a truncate then stamped earlier
+        would end the turn before it began."""
+        now = self._clock() if now_ns is None else now_ns
+        self._last_ns = max(now, self._last_ns)
+        return self._last_ns
 
     def closed(self, now_ns: int | None = None) -> None:
         """The session ended: an open turn ends ``session_closed``."""
         with internal_errors("ending a realtime turn"):
             if self._turn is not None and not self._release_held():
-                self._end_turn(self._clock() if now_ns is None else now_ns, "session_closed")
+                self._end_turn(self._in_order(now_ns), "session_closed")
 
     # -- client events -----------------------------------------------------------------
 
@@ -181,17 +199,20 @@ class RealtimeTurns:
         if kind == "input_audio_buffer.append":
             if self.audio_start_ns is None:
                 self.audio_start_ns = now
+            size = _decoded_size(field_of(event, "audio"))
+            if size:
+                self._sent_audio_ms += size / self.input_bytes_per_ms
+                self._appends.append((self._sent_audio_ms, now))
         elif kind == "input_audio_buffer.commit":
             self._release_held()
             if self._turn is None:
                 self._start_turn(now, now)
         elif kind == "response.create":
+            # The response step starts at its response.created, the server's answer: the
+            # request's round trip before it is no time of the model's (docs/voice.md).
             self._release_held()
             if self._turn is None:
                 self._start_turn(now, now)
-            turn = self._turn
-            if turn is not None and not turn.responses:
-                self._start_response(turn, now)
         elif kind == "conversation.item.create":
             item = field_of(event, "item")
             if field_of(item, "type") == "function_call_output" and self._turn is not None:
@@ -229,7 +250,11 @@ class RealtimeTurns:
             if end_ms is not None and self.audio_start_ns is not None:
                 spoken_ms = max(end_ms - self.silence_ms, 0)
                 start = min(self.audio_start_ns + spoken_ms * 1_000_000, now)
-            turn = self._start_turn(start, now)
+            # The detection fired on the audio up to audio_end_ms: the server had it once
+            # the client sent it, and the rest of the wait is the wire's and the server's.
+            sent = self._sent_at(end_ms) if end_ms is not None else None
+            detected = now if sent is None else min(max(sent, start), now)
+            turn = self._start_turn(start, detected)
             if turn is not None and self.create_response:
                 self._start_response(turn, now)
         elif kind == "input_audio_buffer.speech_started":
@@ -290,14 +315,24 @@ class RealtimeTurns:
             if not called and not turn.tools:
                 turn.done_ns = now  # held while the answer may still play
 
+    def _sent_at(self, audio_ms: int) -> int | None:
+        """When the client sent the session's audio up to ``audio_ms`` (its append that
+        reached it); None when the appends kept do not say."""
+        found = None
+        for reached_ms, sent_ns in reversed(self._appends):
+            if reached_ms < audio_ms:
+                break
+            found = sent_ns
+        if found is None or (self._appends and self._appends[0][0] >= audio_ms):
+            return None  # past the audio sent, or before the appends kept
+        return found
+
     def _count_audio(self, turn: _Turn, event: object) -> None:
         """Add an audio delta's playout time to its item's, from the length of its base64
         (never decoded: the audio is not read)."""
-        delta = field_of(event, "delta")
-        if not isinstance(delta, str):
+        size = _decoded_size(field_of(event, "delta"))
+        if size is None:
             return
-        padding = len(delta) - len(delta.rstrip("="))
-        size = len(delta) * 3 // 4 - padding
         item = str(field_of(event, "item_id") or "")
         turn.audio_ms[item] = turn.audio_ms.get(item, 0.0) + size / self.output_bytes_per_ms
 
@@ -331,7 +366,7 @@ class RealtimeTurns:
         model = field_of(session, "model")
         if from_server and isinstance(model, str) and model and not self._model_given:
             self.model = model
-        self._read_output_format(session)
+        self._read_formats(session)
         audio_in = field_of(field_of(session, "audio"), "input")
         missing = object()
         detection: object = missing
@@ -354,37 +389,35 @@ class RealtimeTurns:
         if isinstance(create, bool):
             self.create_response = create
 
-    def _read_output_format(self, session: object) -> None:
-        """The output audio's bytes per millisecond: GA ``audio.output.format`` (``{"type":
-        "audio/pcm", "rate": 24000}``, ``audio/pcmu``, ``audio/pcma``) or the beta's
-        ``output_audio_format`` (``pcm16``, ``g711_ulaw``, ``g711_alaw``)."""
-        fmt = field_of(field_of(field_of(session, "audio"), "output"), "format")
-        if fmt is None:
-            fmt = field_of(session, "output_audio_format")
-        kind = fmt if isinstance(fmt, str) else field_of(fmt, "type")
-        if kind in ("audio/pcm", "pcm16"):
-            rate = _int(field_of(fmt, "rate")) if not isinstance(fmt, str) else None
-            self.output_bytes_per_ms = (rate or 24_000) * 2 / 1000
-        elif kind in ("audio/pcmu", "audio/pcma", "g711_ulaw", "g711_alaw"):
-            self.output_bytes_per_ms = _G711_BYTES_PER_MS
+    def _read_formats(self, session: object) -> None:
+        """The audio formats' bytes per millisecond: GA ``audio.input.format`` and
+        ``audio.output.format``, or the beta's ``input_audio_format`` and
+        ``output_audio_format`` (see `_bytes_per_ms`)."""
+        audio = field_of(session, "audio")
+        for direction in ("input", "output"):
+            fmt = field_of(field_of(audio, direction), "format")
+            if fmt is None:
+                fmt = field_of(session, f"{direction}_audio_format")
+            rate = _bytes_per_ms(fmt)
+            if rate is not None:
+                setattr(self, f"{direction}_bytes_per_ms", rate)
 
     # -- spans -------------------------------------------------------------------------
 
-    def _start_turn(self, start_ns: int, now: int) -> _Turn | None:
+    def _start_turn(self, start_ns: int, detected_ns: int) -> _Turn | None:
+        """Open a turn that started at ``start_ns`` (the end of the caller's words, a
+        moment ago or now), its end detected at ``detected_ns``."""
+        from chainlat._runtime.interface import mark_end_of_turn
         from chainlat._runtime.spans import workflow
 
         spec = workflow(
             self.workflow_name,
             variant=self.variant,
-            started_at_ns=start_ns if start_ns < now else None,
+            started_at_ns=start_ns,
             tracer_provider=self._tracer_provider,
         )
-        from chainlat._runtime.interface import mark_end_of_turn
-
         self._turn = _Turn(spec.start())
-        # The end of the turn was detected where the client learned of it: now (the
-        # speech_stopped received; the turn's start when the client itself committed).
-        mark_end_of_turn(self._turn.workflow, now)
+        mark_end_of_turn(self._turn.workflow, detected_ns)
         return self._turn
 
     def _child(self, turn: _Turn, start: Callable[[], Any]) -> Any:
@@ -463,6 +496,26 @@ class RealtimeTurns:
         if reason is not None:
             turn.workflow.end_reason(reason)
         self._finish(turn.workflow, now, error)
+
+
+def _decoded_size(audio: object) -> int | None:
+    """The bytes a base64 string decodes to, from its length (the audio is not decoded)."""
+    if not isinstance(audio, str):
+        return None
+    padding = len(audio) - len(audio.rstrip("="))
+    return len(audio) * 3 // 4 - padding
+
+
+def _bytes_per_ms(fmt: object) -> float | None:
+    """Bytes per millisecond of an audio format: GA ``{"type": "audio/pcm", "rate": 24000}``,
+    ``audio/pcmu``, ``audio/pcma``, or the beta's ``pcm16``, ``g711_ulaw``, ``g711_alaw``."""
+    kind = fmt if isinstance(fmt, str) else field_of(fmt, "type")
+    if kind in ("audio/pcm", "pcm16"):
+        rate = None if isinstance(fmt, str) else _int(field_of(fmt, "rate"))
+        return (rate or 24_000) * 2 / 1000
+    if kind in ("audio/pcmu", "audio/pcma", "g711_ulaw", "g711_alaw"):
+        return _G711_BYTES_PER_MS
+    return None
 
 
 def _has(value: object, key: str) -> bool:
