@@ -114,3 +114,14 @@ def test_include_errors_keeps_failed_runs_in_the_percentiles() -> None:
     assert "STATUS_CODE_ERROR" not in queries["p95.total"].value
     assert 'error_type=""' not in queries["p95.data"].value
     assert "STATUS_CODE_ERROR" not in queries['steps."chat gpt-4o".p95'].value
+
+
+@pytest.mark.parametrize(("window", "named"), [("1h", False), ("2h", False), ("6h", True)])
+def test_a_window_longer_than_the_tiers_series_expiry_names_the_setting(
+    window: str, named: bool
+) -> None:
+    """The tier keeps a series 2 h without an update: a longer window says, in the header,
+    to start it with CHAINLAT_METRIC_EXPIRATION at least the window."""
+    text = prometheus_rules(budgets_of(), window=window)
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert (f"#   CHAINLAT_METRIC_EXPIRATION={window}" in header) is named

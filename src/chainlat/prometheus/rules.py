@@ -32,6 +32,7 @@ from chainlat.prometheus.queries import (
     buckets_setting,
     limit_queries,
     matchers,
+    parse_duration,
     parse_window,
     prom_number,
     unexpressed_limits,
@@ -40,6 +41,10 @@ from chainlat.prometheus.queries import (
 __all__ = ["ALERT_NAME", "comment_text", "prometheus_rules", "template_text"]
 
 ALERT_NAME: Final = "ChainlatBudgetBroken"
+
+TIER_METRIC_EXPIRATION: Final = "2h"
+"""How long the Collector tier's exporter keeps a series after its last update
+(``metric_expiration`` in collector/otelcol.yaml, ``CHAINLAT_METRIC_EXPIRATION``)."""
 
 
 _LINE_BREAKS: Final = frozenset("\n\r\x85\u2028\u2029")
@@ -206,6 +211,13 @@ def prometheus_rules(
             "These limits are not span-metrics bucket boundaries yet; start the Collector",
             "tier with (collector/otelcol.yaml reads it):",
             f"  CHAINLAT_SPANMETRICS_BUCKETS='{buckets_setting(needed)}'",
+        ]
+    if parse_duration(window) > parse_duration(TIER_METRIC_EXPIRATION):
+        # A series expired and exported again more than a window later would count whole.
+        header += [
+            f"The window is longer than the {TIER_METRIC_EXPIRATION} the Collector tier keeps a "
+            "series without an update; start it with",
+            f"  CHAINLAT_METRIC_EXPIRATION={window}",
         ]
     unexpressed = unexpressed_limits(budgets)
     if unexpressed:
