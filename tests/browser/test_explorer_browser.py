@@ -381,3 +381,55 @@ def _luminance(css: str) -> float:
 
 def _contrast(a: float, b: float) -> float:
     return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def test_the_path_to_the_first_audio_is_drawn_beside_the_whole_turns(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A voice turn (tests/support/voice.py, first audio at 520 ms of 1,100): the toggle
+    draws the path to the first audio, which ends at the first-output line and runs through
+    the first sentence's speech, not the second's; its pieces add up to 520/1,100 of a track,
+    and the span detail counts a call's time on it."""
+    from support.voice import voice_turn
+
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        voice_turn(cap)
+        traces = tmp_path / "voice.jsonl"
+        traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    report = tmp_path / "report.html"
+    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
+    capsys.readouterr()
+    page, problems = _open(browser, report.as_uri(), "file:")
+    steps = ["speech_to_text stt-1", "data kb", "answer", "text_to_speech tts-1"]
+    assert page.locator("#cl-path").get_attribute("data-path") == "turn"
+    assert page.locator(".cl-cp-fo").count() == 0
+    page.click("button[data-path=output]")
+    assert page.locator("button[data-path=output]").get_attribute("aria-pressed") == "true"
+    assert page.locator("#cl-path").get_attribute("data-path") == "output"
+    assert page.locator("#cl-path li").all_inner_texts() == steps
+    rows = page.locator("#cl-waterfall .cl-row[data-span]")
+    marked = page.locator("#cl-waterfall .cl-row[data-critical=true] .cl-name").all_inner_texts()
+    assert marked == steps
+    speech = [i for i in range(rows.count()) if "tts-1" in rows.nth(i).inner_text()]
+    assert len(speech) == 2
+    assert rows.nth(speech[0]).locator(".cl-cp-fo").count() == 1
+    assert rows.nth(speech[1]).locator(".cl-cp").count() == 0  # the second sentence's
+    track = rows.first.locator(".cl-track").bounding_box()
+    widths = [box["width"] for box in _boxes(page, "#cl-waterfall .cl-cp-fo")]
+    assert track is not None
+    assert sum(widths) == pytest.approx(520 / 1100 * track["width"], abs=len(widths) * 1.0)
+    # The path's last piece ends on the first-output line.
+    last = _boxes(page, "#cl-waterfall .cl-cp-fo")[-1]
+    line = rows.nth(speech[0]).locator(".cl-fo").bounding_box()
+    assert line is not None
+    assert last["x"] + last["width"] == pytest.approx(line["x"], abs=2.0)
+    rows.nth(speech[0]).click()
+    on_path = page.locator("#cl-on-path").get_attribute("data-ms")
+    assert on_path is not None and float(on_path) == pytest.approx(120.0, abs=0.001)
+    assert "to the first output" in page.locator("#cl-detail").inner_text()
+    # Back to the whole turn: its path runs through the second sentence's speech to 1,100.
+    page.click("button[data-path=turn]")
+    assert page.locator("#cl-path").get_attribute("data-path") == "turn"
+    assert rows.nth(speech[1]).locator(".cl-cp").count() == 1
+    assert page.locator(".cl-cp-fo").count() == 0
+    assert problems == []

@@ -25,6 +25,7 @@ from chainlat.testing import capture
 from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
 from support.tracegen import ChatRun, write_runs
+from support.voice import voice_turn
 
 KINDS: tuple[SpanKindLabel | None, ...] = (None, "inference", "data", "tool", "workflow")
 
@@ -73,6 +74,71 @@ def test_critical_pieces_name_the_rollups_path_and_make_its_split(twins: bool) -
         for kind in ("inference", "data", "tool", "overhead"):
             spent = sum(p.end_ns - p.start_ns for p in path.pieces if p.kind == kind)
             assert spent / 1e6 == pytest.approx(rollup.kind_ms(kind), abs=1e-9)
+
+
+@pytest.mark.parametrize("twins", [False, True])
+def test_pieces_to_the_first_output_make_the_rollups_first_output_split(twins: bool) -> None:
+    """On random trees, the path to the first output is the rollup's own: back to back from
+    the run's start to the first output, adding up to its split by kind."""
+    rng = random.Random(20261206 + twins)
+    drawn = 0
+    for _ in range(300):
+        root, records = _random_tree(rng, twins=twins)
+        rollup = compute_rollup(root, records)
+        path = critical_path(root, records)
+        if rollup.first_output_ms is None:
+            assert path.to_output == () and path.output_steps == ()
+            continue
+        drawn += 1
+        pieces = [p for p in path.to_output if p.end_ns > p.start_ns]
+        ends = [root.start_ns] + [p.end_ns for p in pieces]
+        assert [p.start_ns for p in pieces] == ends[:-1]
+        assert (ends[-1] - root.start_ns) / 1e6 == pytest.approx(rollup.first_output_ms, abs=1e-9)
+        split = rollup.first_output_split()
+        assert split is not None
+        for kind in ("inference", "data", "tool", "overhead"):
+            spent = sum(p.end_ns - p.start_ns for p in pieces if p.kind == kind)
+            assert spent / 1e6 == pytest.approx(split[kind], abs=1e-9)
+        assert set(path.output_steps) <= set(path.names)
+    assert drawn > 100  # most random trees have a model call
+
+
+def test_the_explorer_draws_a_voice_turns_path_to_its_first_audio() -> None:
+    """The voice turn of tests/support/voice.py: its first audio at 520 ms comes through speech
+    to text, the retrieval, the model's first sentence and the first sentence's speech; the
+    second sentence's speech, on the whole turn's path, is not on it."""
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        voice_turn(cap)
+        (run,) = runs_from_spans(cap.spans())
+    document = _document(RunExplorer(), [run])
+    tree = document["trees"][0]
+    assert tree["fo"] == 520.0
+    names = [document["strings"][row[0]] for row in tree["s"]]
+    steps = ["speech_to_text stt-1", "data kb", "answer", "text_to_speech tts-1"]
+    assert _strings(document, [name for _, name in tree["o"]]) == steps
+    assert tree["o"][-1][0] < tree["p"][-1][0]  # the first sentence's speech, not the second's
+    by_row: dict[str, float] = {}
+    for row, start, end in tree["q"]:
+        by_row[names[row]] = by_row.get(names[row], 0.0) + end - start
+    assert by_row == {
+        "invoke_workflow voice-turn": 20.0,  # the turn opened 20 ms after the caller stopped
+        "speech_to_text stt-1": 120.0,
+        "data kb": 40.0,
+        "answer": 220.0,
+        "text_to_speech tts-1": 120.0,
+    }
+    assert tree["q"][-1][2] == tree["fo"]
+    flagged = [names[j] for j, row in enumerate(tree["s"]) if row[9] & 8]
+    assert flagged == steps
+    second = [j for j, name in enumerate(names) if name == "text_to_speech tts-1"][1]
+    assert tree["s"][second][9] & 2 and not tree["s"][second][9] & 8  # whole turn's path only
+
+
+def test_a_run_without_a_first_output_has_no_path_to_it() -> None:
+    root = SpanRecord(1, None, "invoke_workflow w", 0, 100_000_000, "workflow")
+    run = build_run("w", root, [SpanRecord(2, 1, "data d", 0, 50_000_000, "data")])
+    tree = _document(RunExplorer(), [run])["trees"][0]
+    assert "fo" not in tree and "q" not in tree and "o" not in tree
 
 
 def test_critical_steps_of_a_run_without_spans_follow_the_names_to_the_later_call() -> None:

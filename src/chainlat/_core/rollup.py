@@ -84,6 +84,7 @@ def compute_rollup(
     prices: Prices | None = None,
     pieces: list[PathPiece] | None = None,
     end_of_turn_ns: int | None = None,
+    output_pieces: list[PathPiece] | None = None,
 ) -> Rollup:
     """Roll the spans of one workflow up into chain latency.
 
@@ -108,6 +109,8 @@ def compute_rollup(
             instant the framework decided their turn was over. The wait for the first
             output before it is the end-of-turn wait (``first_output_end_of_turn_ms``, a
             part of the overhead; `voice.end_of_turn_cut`).
+        output_pieces: When given, the critical path to the first output (the walk whose
+            split is the first output's) is appended to it as drawable pieces.
     """
     # Runs for every workflow (on the export worker, or in the application's thread when
     # it reads the rollup) and for every run the CLI reads: written for speed (locals, no
@@ -119,7 +122,7 @@ def compute_rollup(
     tally = Tally()
     # The common shape (every span a step of the workflow, one after another) in one pass;
     # any other, or a walk drawn as pieces, through the general phases.
-    flat = flat_tree(top, records, tally) if pieces is None else None
+    flat = flat_tree(top, records, tally) if pieces is None and output_pieces is None else None
     renamed: Mapping[int, str] = {}
     speech: list[Node] | None = None
     slack = 0
@@ -153,8 +156,19 @@ def compute_rollup(
     if output_ns is not None:
         output_ns = min(max(output_ns, top.start), top.end)
         waits, wait_path = _wait(
-            top, output_ns, source, segments, disjoint, speech, split, slack, end_of_turn_ns
+            top,
+            output_ns,
+            source,
+            segments,
+            disjoint,
+            speech,
+            split,
+            slack,
+            end_of_turn_ns,
+            keep=output_pieces is not None,
         )
+        if output_pieces is not None:
+            _draw(wait_path, renamed, output_pieces)
     cost = None
     if prices is not None and tally.calls:
         cost = _cost(
@@ -220,40 +234,59 @@ def _walk(
         split[node.attribution] += seg_end - seg_start
         step = node.owner
         if pieces is not None:
-            shown = step if step is not None and step.rec.kind == node.rec.kind else node
-            pieces.append(
-                PathPiece(
-                    node.rec.span_id, seg_start, seg_end, node.attribution, (), shown.rec.span_id
-                )
-            )
+            pieces.append(_piece(node, seg_start, seg_end))
         if step is None or id(step) in on_path:
             continue
-        chain: list[str] = []
-        chain_ids: list[int] = []
-        while step is not None and id(step) not in on_path:
-            rec = step.rec
-            chain.append(
-                rec.step_name or renamed.get(rec.span_id) or rec.name
-                if renamed
-                else rec.step_name or rec.name
-            )
-            chain_ids.append(rec.span_id)
-            on_path.add(id(step))
-            step = step.enclosing
-        chain.reverse()
+        chain, chain_ids = _joining(step, on_path, renamed)
         path += chain
         if pieces is not None:
-            chain_ids.reverse()
-            last = pieces[-1]
-            pieces[-1] = PathPiece(
-                last.span_id,
-                last.start_ns,
-                last.end_ns,
-                last.kind,
-                tuple(zip(chain_ids, chain, strict=True)),
-                last.shown_on,
-            )
+            pieces[-1] = replace(pieces[-1], steps=tuple(zip(chain_ids, chain, strict=True)))
     return split, path, segments, disjoint
+
+
+def _piece(node: Node, seg_start: int, seg_end: int) -> PathPiece:
+    """A stretch of a path as drawn: on the step around it when of its kind (see `PathPiece`)."""
+    step = node.owner
+    shown = step if step is not None and step.rec.kind == node.rec.kind else node
+    return PathPiece(node.rec.span_id, seg_start, seg_end, node.attribution, (), shown.rec.span_id)
+
+
+def _joining(
+    step: Node, on_path: set[int], renamed: Mapping[int, str]
+) -> tuple[list[str], list[int]]:
+    """The names and span ids of ``step`` and the steps around it not yet on the path (by
+    ``id`` in ``on_path``, which they join), outermost first."""
+    chain: list[str] = []
+    chain_ids: list[int] = []
+    found: Node | None = step
+    while found is not None and id(found) not in on_path:
+        rec = found.rec
+        chain.append(
+            rec.step_name or renamed.get(rec.span_id) or rec.name
+            if renamed
+            else rec.step_name or rec.name
+        )
+        chain_ids.append(rec.span_id)
+        on_path.add(id(found))
+        found = found.enclosing
+    chain.reverse()
+    chain_ids.reverse()
+    return chain, chain_ids
+
+
+def _draw(
+    path: list[tuple[Node, int, int]], renamed: Mapping[int, str], pieces: list[PathPiece]
+) -> None:
+    """``path`` appended to ``pieces`` as `_walk` draws the whole run's: each stretch, and
+    the steps that join the path there."""
+    on_path: set[int] = set()
+    for node, seg_start, seg_end in path:
+        piece = _piece(node, seg_start, seg_end)
+        step = node.owner
+        if step is not None and id(step) not in on_path:
+            chain, chain_ids = _joining(step, on_path, renamed)
+            piece = replace(piece, steps=tuple(zip(chain_ids, chain, strict=True)))
+        pieces.append(piece)
 
 
 def _wait(
@@ -266,14 +299,17 @@ def _wait(
     split: Mapping[str, int],
     slack_ns: int = 0,
     end_of_turn_ns: int | None = None,
+    *,
+    keep: bool = False,
 ) -> tuple[dict[str, int], list[tuple[Node, int, int]]]:
     """Phase 4: the wait for the first output at ``output_ns``, split by kind along the
     critical path to that instant; and that path, kept for a run with a speech call or an
-    end of turn. ``split``: the whole path's split by kind, summed from ``segments``;
-    ``slack_ns``: as for `_walk`; ``end_of_turn_ns``: as for `compute_rollup`."""
+    end of turn, or when ``keep`` asks for it. ``split``: the whole path's split by kind,
+    summed from ``segments``; ``slack_ns``: as for `_walk`; ``end_of_turn_ns``: as for
+    `compute_rollup`."""
     waits = {"inference": 0, "data": 0, "tool": 0, "overhead": 0}
     wait_path: list[tuple[Node, int, int]] = []
-    keep = speech is not None or end_of_turn_ns is not None
+    keep = keep or speech is not None or end_of_turn_ns is not None
     if disjoint and critical_path.SHORTCUT and not keep:
         # The same cut, from the other end: the whole path's split, less what lies after
         # the output (segments are in time order, and end to end). The output mostly comes

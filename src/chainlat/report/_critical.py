@@ -1,4 +1,5 @@
-"""The critical path of a run as drawable pieces: which span each instant on it belongs to.
+"""The critical path of a run as drawable pieces: which span each instant on it belongs to;
+and the path to its first output (the first audio of a voice turn) the same way.
 
 The rollup (:func:`chainlat._core.rollup.compute_rollup`) keeps only the split and
 the step names of its critical path. A waterfall needs the pieces: for each instant
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from chainlat._core.rollup import PathPiece, SpanRecord, compute_rollup, find_twins
-from chainlat._core.runs import StepTiming, WorkflowRun
+from chainlat._core.runs import StepTiming, WorkflowRun, marked_first_output
 
 _STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
 
@@ -44,24 +45,71 @@ class CriticalPath:
     """The name the rollup gives each step on the path: its step name, a twin's, its span's."""
     twins: dict[int, int]
     """A call seen twice: the span id of each duplicate, mapped to the span that counts."""
+    to_output: tuple[Piece, ...] = ()
+    """The critical path to the first output (the walk whose split is the first output's:
+    the wait for the first audio of a voice turn), in time order; empty without one."""
+    output_steps: tuple[int, ...] = ()
+    """Span ids of the steps on the path to the first output, in path order (their names
+    are in ``names`` too)."""
 
 
-def critical_path(root: SpanRecord, spans: Sequence[SpanRecord]) -> CriticalPath:
-    """The critical path of the workflow span ``root`` over its descendants ``spans``: the
-    rollup's own walk (:func:`~chainlat._core.rollup.compute_rollup` with ``pieces``)."""
+def critical_path(
+    root: SpanRecord,
+    spans: Sequence[SpanRecord],
+    *,
+    first_output_ns: int | None = None,
+    end_of_turn_ns: int | None = None,
+) -> CriticalPath:
+    """The critical path of the workflow span ``root`` over its descendants ``spans``, and
+    the path to its first output: the rollup's own walks
+    (:func:`~chainlat._core.rollup.compute_rollup` with ``pieces`` and ``output_pieces``;
+    ``first_output_ns`` and ``end_of_turn_ns`` as for it, `run_path` passes a run's)."""
     records = list(spans)
     found: list[PathPiece] = []
-    compute_rollup(root, records, pieces=found)
-    steps: list[int] = []
+    to_output: list[PathPiece] = []
+    compute_rollup(
+        root,
+        records,
+        pieces=found,
+        output_pieces=to_output,
+        first_output_ns=first_output_ns,
+        end_of_turn_ns=end_of_turn_ns,
+    )
     names: dict[int, str] = {}
+    steps = _steps(found, names)
+    output_steps = _steps(to_output, names)
+    twins = find_twins(root.span_id, records)
+    twin_ids = {twin: primary.span_id for twin, primary in twins.items()}
+    return CriticalPath(
+        _pieces(found), tuple(steps), names, twin_ids, _pieces(to_output), tuple(output_steps)
+    )
+
+
+def run_path(run: WorkflowRun) -> CriticalPath | None:
+    """The critical paths of a run read with its spans, to its end and to its first output
+    as its rollup found it (the application's mark, the end of the caller's turn); None
+    for a run without spans."""
+    if run.root is None:
+        return None
+    return critical_path(
+        run.root.record,
+        run.records,
+        first_output_ns=marked_first_output(run.root),
+        end_of_turn_ns=run.end_of_turn_ns,
+    )
+
+
+def _steps(found: Sequence[PathPiece], names: dict[int, str]) -> list[int]:
+    steps: list[int] = []
     for piece in found:
         for span_id, name in piece.steps:
             steps.append(span_id)
             names[span_id] = name
-    twins = find_twins(root.span_id, records)
-    twin_ids = {twin: primary.span_id for twin, primary in twins.items()}
-    pieces = tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind, p.shown_on) for p in found)
-    return CriticalPath(pieces, tuple(steps), names, twin_ids)
+    return steps
+
+
+def _pieces(found: Sequence[PathPiece]) -> tuple[Piece, ...]:
+    return tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind, p.shown_on) for p in found)
 
 
 def step_spans(run: WorkflowRun) -> list[int | None]:

@@ -9,9 +9,11 @@
   var S = D.strings, R = D.runs, T = D.trees, KINDS = D.kinds;
   var N = R.total.length;
   var PAGE = 200;
-  var ON_PATH = 2, ERROR = 1, CACHED = 4;
+  var ON_PATH = 2, ERROR = 1, CACHED = 4, TO_OUTPUT = 8;
+  // path: the critical path drawn, "turn" (to the run's end) or "output" (to its first
+  // output, the first audio of a voice turn), for the runs that have one (tree.q).
   var state = { wf: "", variant: "", verdict: "", status: "", trace: "",
-                key: "total", dir: -1, shown: PAGE, run: -1, span: -1, list: [] };
+                key: "total", dir: -1, shown: PAGE, run: -1, span: -1, list: [], path: "turn" };
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -180,15 +182,38 @@
       tree.v.forEach(function (v) { broke.appendChild(el("li", null, v[1] + " (on " + S[spans[v[0]][0]] + ")")); });
       head.appendChild(broke);
     }
+    if (tree.q) {
+      var toggle = el("p", { "class": "cl-path-toggle", role: "group", "aria-label": "Critical path drawn" });
+      toggle.appendChild(el("span", null, "draw the critical path "));
+      [["turn", "of the whole turn"], ["output", "to the first output"]].forEach(function (choice) {
+        var button = el("button", { type: "button", "data-path": choice[0], "aria-pressed": state.path === choice[0] ? "true" : "false" }, choice[1]);
+        button.addEventListener("click", function () { state.path = choice[0]; selectRun(state.run, why); });
+        toggle.appendChild(button);
+      });
+      head.appendChild(toggle);
+    }
+    var output = drawsOutput(tree);
     var path = el("p", { "class": "cl-path-line" });
-    path.appendChild(el("span", null, "critical path: "));
-    var list = el("ol", { id: "cl-path" });
-    tree.p.forEach(function (p) { list.appendChild(el("li", { "data-span": p[0] }, S[p[1]])); });
+    path.appendChild(el("span", null, output ? "critical path to the first output (" + fmt(tree.fo) + " ms): " : "critical path: "));
+    var list = el("ol", { id: "cl-path", "data-path": output ? "output" : "turn" });
+    (output ? tree.o : tree.p).forEach(function (p) { list.appendChild(el("li", { "data-span": p[0] }, S[p[1]])); });
     path.appendChild(list);
     head.appendChild(path);
     renderWaterfall(i);
     $("cl-detail").textContent = "";
   }
+
+  // The path to the first output is drawn when asked for and the run has one.
+  function drawsOutput(tree) { return state.path === "output" && !!tree.q; }
+  // Per span (row index), the stretches of the path drawn: the whole run's (s[6]) or the
+  // path to the first output (tree.q, [row, start, end] in time order).
+  function pathPieces(tree) {
+    var by = {};
+    if (drawsOutput(tree)) tree.q.forEach(function (q) { (by[q[0]] = by[q[0]] || []).push([q[1], q[2]]); });
+    else tree.s.forEach(function (s, j) { if (s[6]) by[j] = s[6]; });
+    return by;
+  }
+  function onPathFlag(tree) { return drawsOutput(tree) ? TO_OUTPUT : ON_PATH; }
 
   function pct(x, total) { return (total > 0 ? Math.max(0, Math.min(100, 100 * x / total)) : 0) + "%"; }
 
@@ -208,13 +233,16 @@
     box.appendChild(scale);
     var marks = {};
     tree.v.forEach(function (v) { (marks[v[0]] = marks[v[0]] || []).push(v[1]); });
+    var pieces = pathPieces(tree), flag = onPathFlag(tree);
+    var onText = drawsOutput(tree) ? ", on the critical path to the first output" : ", on the critical path";
+    box.setAttribute("data-path", drawsOutput(tree) ? "output" : "turn");
     for (var j = 0; j < spans.length; j++) {
       var s = spans[j], kind = KINDS[s[1]];
       var row = el("div", {
-        "class": "cl-row" + (s[9] & ON_PATH ? " cl-critical" : "") + (s[9] & ERROR ? " cl-error" : ""),
+        "class": "cl-row" + (s[9] & flag ? " cl-critical" : "") + (s[9] & ERROR ? " cl-error" : ""),
         role: "treeitem", tabindex: j === 0 ? "0" : "-1", "aria-level": depth[j] + 1,
-        "data-span": j, "data-kind": kind, "data-critical": s[9] & ON_PATH ? "true" : null,
-        "aria-label": S[s[0]] + ", " + kind + ", " + fmt(s[4]) + " ms" + (s[9] & ON_PATH ? ", on the critical path" : "")
+        "data-span": j, "data-kind": kind, "data-critical": s[9] & flag ? "true" : null,
+        "aria-label": S[s[0]] + ", " + kind + ", " + fmt(s[4]) + " ms" + (s[9] & flag ? onText : "")
       });
       var name = el("div", { "class": "cl-name", style: "padding-left:" + (depth[j] * 1.1 + 0.2) + "em" }, S[s[0]]);
       row.appendChild(name);
@@ -230,8 +258,8 @@
         });
       }
       track.appendChild(bar);
-      if (s[6]) s[6].forEach(function (c) {
-        track.appendChild(el("div", { "class": "cl-cp", style: "left:" + pct(c[0], total) + ";width:" + pct(c[1] - c[0], total), title: "critical path" }));
+      if (pieces[j]) pieces[j].forEach(function (c) {
+        track.appendChild(el("div", { "class": "cl-cp" + (drawsOutput(tree) ? " cl-cp-fo" : ""), style: "left:" + pct(c[0], total) + ";width:" + pct(c[1] - c[0], total), title: drawsOutput(tree) ? "critical path to the first output" : "critical path" }));
       });
       if (s[8] !== null) track.appendChild(el("div", { "class": "cl-ttft", style: "left:" + pct(s[3] + s[8], total), title: "first token at " + fmt(s[8]) + " ms" }));
       if (tree.fo !== undefined) track.appendChild(el("div", { "class": "cl-fo", style: "left:" + pct(tree.fo, total), title: "first output" }));
@@ -258,14 +286,15 @@
     box.textContent = "";
     box.setAttribute("data-span", j);
     box.appendChild(el("h3", null, S[s[0]]));
-    var onPath = 0;
-    if (s[6]) s[6].forEach(function (c) { onPath += c[1] - c[0]; });
+    var onPath = 0, drawn = pathPieces(tree)[j], output = drawsOutput(tree);
+    if (drawn) drawn.forEach(function (c) { onPath += c[1] - c[0]; });
     var facts = el("dl");
     function fact(k, v, attrs) { facts.appendChild(el("dt", null, k)); facts.appendChild(el("dd", attrs || null, v)); }
     fact("kind", KINDS[s[1]]);
     fact("start", fmt3(s[3]) + " ms");
     fact("duration", fmt3(s[4]) + " ms", { id: "cl-duration", "data-ms": s[4] });
-    fact("on the critical path", fmt3(onPath) + " ms" + (s[9] & ON_PATH ? " (a step on the path)" : ""));
+    fact(output ? "on the critical path to the first output" : "on the critical path",
+         fmt3(onPath) + " ms" + (s[9] & onPathFlag(tree) ? " (a step on the path)" : ""), { id: "cl-on-path", "data-ms": onPath });
     if (s[8] !== null) fact("first token", fmt3(s[8]) + " ms after its start");
     if (s[9] & CACHED) fact("cache", "hit");
     if (s[9] & ERROR) fact("status", "ERROR");

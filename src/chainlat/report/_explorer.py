@@ -8,10 +8,11 @@ this package's ``_explorer.js`` and ``_explorer.css``, inlined. Strings repeat
 string table; attributes are (key, value) pairs kept once each as well.
 
 What a span shows: its timing, the part of it on the critical path
-(:mod:`chainlat.report._critical`), for a model call its latency parts (the
-``chainlat.latency.*`` breakdown of ``docs/httpx.md``, or time to first token and
-generation for a call timed by hand), its first token, the limits the run broke on
-it, and its attributes as the trace reader kept them, without any that could hold a
+(:mod:`chainlat.report._critical`), or for a run with a first output, on the path to it
+(the first audio of a voice turn: a toggle above the waterfall), for a model call its
+latency parts (the ``chainlat.latency.*`` breakdown of ``docs/httpx.md``, or time to first
+token and generation for a call timed by hand), its first token, the limits the run broke
+on it, and its attributes as the trace reader kept them, without any that could hold a
 credential.
 """
 
@@ -29,7 +30,7 @@ from chainlat._core.errors import InputError
 from chainlat._core.redact import is_secret_header, scrub_url, scrub_value, visible
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
-from chainlat.report._critical import critical_path, step_spans
+from chainlat.report._critical import run_path, step_spans
 from chainlat.report._page_verdict import set_limits, verdict_section
 from chainlat.report.common import shown_name
 from chainlat.report.waterfall import first_output_ms, row_of
@@ -44,6 +45,7 @@ _MAX_VALUE_CHARS: Final = 1000
 _ERROR: Final = 1
 _ON_PATH: Final = 2
 _CACHED: Final = 4
+_TO_OUTPUT: Final = 8
 
 
 def _ms(ns: int) -> float:
@@ -257,7 +259,8 @@ class RunExplorer:
             return self._steps_tree(run, violations)
         spans = _in_tree_order(root, run.spans)
         index = {span.record.span_id: i for i, span in enumerate(spans)}
-        path = critical_path(root.record, run.records)
+        path = run_path(run)
+        assert path is not None  # the run has its spans
         pieces: dict[int, list[list[float]]] = {}
         for piece in path.pieces:
             # A call seen twice is one step: its twin's stretch of the path is drawn on it.
@@ -265,6 +268,7 @@ class RunExplorer:
                 [_ms(piece.start_ns - run.start_ns), _ms(piece.end_ns - run.start_ns)]
             )
         on_path = set(path.steps)
+        to_output = set(path.output_steps)
         rows: list[list[Any]] = []
         for span in spans:
             rec = span.record
@@ -281,6 +285,7 @@ class RunExplorer:
                 (_ERROR if span.error else 0)
                 | (_ON_PATH if rec.span_id in on_path else 0)
                 | (_CACHED if rec.cache_hit else 0)
+                | (_TO_OUTPUT if rec.span_id in to_output else 0)
             )
             rows.append(
                 [
@@ -315,6 +320,23 @@ class RunExplorer:
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
+            if path.to_output:
+                # The path to the first output, drawn instead of the whole run's on demand:
+                # its stretches on the spans that draw them, and its steps in path order.
+                tree["q"] = [
+                    [
+                        index[p.shown_on],
+                        _ms(p.start_ns - run.start_ns),
+                        _ms(p.end_ns - run.start_ns),
+                    ]
+                    for p in path.to_output
+                    if p.shown_on in index
+                ]
+                tree["o"] = [
+                    [index[s], self._sid(shown_name(path.names[s]))]
+                    for s in path.output_steps
+                    if s in index
+                ]
         return tree
 
     def _steps_tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
@@ -472,6 +494,7 @@ data-sort="verdict">budget (per-run limits)</button></th>
 <span><i class="cl-swatch cl-k-tool"></i>tool</span>
 <span><i class="cl-swatch cl-k-other"></i>other span</span>
 <span><i class="cl-swatch cl-legend-path"></i>critical path</span>
+<span><i class="cl-swatch cl-legend-path-fo"></i>critical path to the first output</span>
 <span><i class="cl-swatch cl-legend-ttft"></i>first token</span>
 <span><i class="cl-swatch cl-legend-fo"></i>first output</span>
 <span>model call parts: <i class="cl-swatch cl-p-queue"></i>queue
