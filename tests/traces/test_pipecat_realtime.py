@@ -18,20 +18,25 @@ TRACES = FOREIGN / "realtime-observer.jsonl"
 TRUTH = json.loads((FOREIGN / "realtime-observer.truth.json").read_text())
 
 
-def _without_the_observers_end_of_words(tmp_path: Path) -> Path:
+def _with_the_end_of_words(tmp_path: Path, value: dict[str, object] | None) -> Path:
+    """The traces with each turn's ``chainlat.workflow.speech_end_ms`` set to ``value`` (an
+    OTLP JSON value), or without it (None)."""
     lines = []
     for line in TRACES.read_text().splitlines():
         batch = json.loads(line)
         for resource in batch["resourceSpans"]:
             for scope in resource["scopeSpans"]:
                 for span in scope["spans"]:
-                    span["attributes"] = [
+                    kept = [
                         kv
                         for kv in span.get("attributes", [])
                         if kv["key"] != "chainlat.workflow.speech_end_ms"
                     ]
+                    if value is not None and len(kept) < len(span.get("attributes", [])):
+                        kept.append({"key": "chainlat.workflow.speech_end_ms", "value": value})
+                    span["attributes"] = kept
         lines.append(json.dumps(batch))
-    path = tmp_path / "unmarked.jsonl"
+    path = tmp_path / "changed.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -53,8 +58,25 @@ def test_each_turn_starts_at_the_end_of_the_words_and_waits_to_the_first_frame()
 
 def test_without_the_observer_a_turn_starts_where_pipecat_opened_it(tmp_path: Path) -> None:
     """The first turn at the pipeline's start, the others when the caller began."""
-    runs = sorted(
-        read_runs([_without_the_observers_end_of_words(tmp_path)]), key=lambda r: r.start_ns
-    )
+    runs = sorted(read_runs([_with_the_end_of_words(tmp_path, None)]), key=lambda r: r.start_ns)
     early_ms = [(w - r.start_ns) / 1e6 for r, w in zip(runs, TRUTH["words_end_ns"], strict=True)]
     assert all(ms > 700 for ms in early_ms), early_ms
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"doubleValue": -5.0}, {"doubleValue": 1e9}, {"stringValue": "800"}, {"boolValue": True}],
+)
+def test_an_end_of_words_outside_its_turn_or_no_number_moves_nothing(
+    tmp_path: Path, value: dict[str, object]
+) -> None:
+    plain = sorted(read_runs([_with_the_end_of_words(tmp_path, None)]), key=lambda r: r.start_ns)
+    runs = sorted(read_runs([_with_the_end_of_words(tmp_path, value)]), key=lambda r: r.start_ns)
+    assert [r.start_ns for r in runs] == [r.start_ns for r in plain]
+
+
+def test_the_end_of_words_is_read_in_ms_from_the_turns_start(tmp_path: Path) -> None:
+    plain = sorted(read_runs([_with_the_end_of_words(tmp_path, None)]), key=lambda r: r.start_ns)
+    moved = _with_the_end_of_words(tmp_path, {"doubleValue": 100.25})
+    runs = sorted(read_runs([moved]), key=lambda r: r.start_ns)
+    assert [r.start_ns - p.start_ns for r, p in zip(runs, plain, strict=True)] == [100_250_000] * 3
