@@ -11,7 +11,9 @@ the first audio delta received. The server's VAD decides the end of each turn af
 
 Per turn, each cascade voice's first audio and its split (`first_output_parts`: end of
 turn, speech to text, model, text to speech, data, overhead) are printed beside the
-realtime session's (end of turn, the realtime model, overhead).
+realtime session's, by the same definition (end of turn, the realtime model, tool, and
+overhead: the round trip of the audio the server's detection needed and of the detection,
+docs/voice.md).
 """
 
 from __future__ import annotations
@@ -125,9 +127,10 @@ async def run_realtime_turns(base_url: str, *, turns: int) -> None:
 
 
 def realtime_parts(run: WorkflowRun) -> dict[str, float]:
-    """A realtime turn's wait for the first audio by part: the end of turn (the VAD's
-    silence and transit), the realtime model's time to first audio, and overhead; they sum
-    to the wait. A cascade turn's is `first_output_parts`, as the voice demo prints it."""
+    """A realtime turn's wait for the first audio by part (`first_output_parts`, as the
+    voice demo prints a cascade turn's: the end of turn, the realtime model's time to first
+    audio, tool and overhead); for a turn whose end of turn is not known, the realtime
+    model's and the overhead, the VAD's silence in it. They sum to the wait."""
     from chainlat._core.stats import first_output_parts
 
     rollup = run.rollup
