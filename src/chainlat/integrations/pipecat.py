@@ -45,6 +45,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -246,7 +247,10 @@ class ChainlatObserver:
         stop_s = getattr(frame, "stop_secs", 0.0) or 0.0
         if not isinstance(stamp, (int, float)) or not isinstance(stop_s, (int, float)):
             return
-        end_ns = round((stamp - stop_s) * 1e9)
+        end_ns_float = (stamp - stop_s) * 1e9
+        if not math.isfinite(end_ns_float):  # a NaN or infinite stamp or silence: no instant
+            return
+        end_ns = round(end_ns_float)
         start = turn.start_time or end_ns
         if start <= end_ns <= at_ns:
             turn.set_attribute(attr.WORKFLOW_SPEECH_END_MS, (end_ns - start) / _NS_PER_MS)
