@@ -155,18 +155,12 @@ def test_the_chart_marks_the_front_and_skips_variants_without_outcomes() -> None
 def _voice_variants(cap: Capture) -> list[WorkflowRun]:
     """Two variants of the support voice turn (tests/support/voice.py): ``fast`` with 120 ms
     of speech to text, ``slow`` with 200 ms; every other stage the same."""
-    from dataclasses import replace
-
     from chainlat.traces.sdk import runs_from_spans
 
-    for stt_ms in (120, 120, 120):
-        voice_turn(cap, stt_ms=stt_ms)
-    fast = [replace(r, variant="fast") for r in runs_from_spans(cap.spans())]
-    cap.clear()
-    for stt_ms in (200, 200, 200):
-        voice_turn(cap, stt_ms=stt_ms)
-    slow = [replace(r, variant="slow") for r in runs_from_spans(cap.spans())]
-    return fast + slow
+    for variant, stt_ms in (("fast", 120), ("slow", 200)):
+        for _ in range(3):
+            voice_turn(cap, stt_ms=stt_ms, variant=variant)
+    return list(runs_from_spans(cap.spans()))
 
 
 def test_each_variant_has_the_first_output_split_of_first_output_parts(cap: Capture) -> None:
@@ -254,3 +248,38 @@ def test_a_plain_workflow_json_has_no_split() -> None:
     document = compare_json(compare(batch("a", [100.0] * 3, 2)))
     assert document["variants"][0]["first_output_split"] is None
     assert document["first_output_split_changes"] == []
+
+
+def test_the_compare_page_shows_each_stage_before_after_and_change(cap: Capture) -> None:
+    page = html_page(compare(_voice_variants(cap)))
+    section = page[page.index('<section id="first-output-split">') :]
+    assert "<caption>voice-turn: slow against fast (ms)</caption>" in section
+    assert (
+        '<tr><td>speech to text</td><td class="n">120.0</td><td class="n">200.0</td>'
+        '<td class="n">+80.0</td><td class="n">120.0</td><td class="n">200.0</td>'
+        '<td class="n">+80.0</td></tr>'
+    ) in section
+    assert 'id="first-output-split"' not in html_page(compare(batch("a", [100.0] * 3, 2)))
+
+
+def test_compare_prints_the_split_of_a_voice_trace_file(
+    cap: Capture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command: variants recorded on the workflow span, read back from a file."""
+    from chainlat._runtime.otlp_json import encode_request
+    from chainlat.cli import main
+
+    lines = []
+    for variant, stt_ms in (("fast", 120), ("slow", 200)):
+        for _ in range(3):
+            voice_turn(cap, stt_ms=stt_ms, variant=variant)
+        lines.append(json.dumps(encode_request(cap.spans())))
+        cap.clear()
+    traces = tmp_path / "voice.jsonl"
+    traces.write_text("\n".join(lines) + "\n")
+    assert main(["compare", str(traces), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (change,) = document["first_output_split_changes"]
+    assert change["parts"]["speech_to_text"]["p95_delta"] == 80.0
+    assert main(["compare", str(traces), "--format", "markdown"]) == 0
+    assert "| speech to text | 120.0 | 200.0 | +80.0 |" in capsys.readouterr().out

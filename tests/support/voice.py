@@ -9,17 +9,22 @@ from chainlat._core.rollup import Rollup
 from chainlat.testing import Capture
 
 
-def voice_turn(cap: Capture, *, end_reason: str | None = None, stt_ms: float = 120) -> Rollup:
+def voice_turn(
+    cap: Capture, *, end_reason: str | None = None, stt_ms: float = 120, variant: str | None = None
+) -> Rollup:
     """End of speech at t=0; the turn opens 20 ms later, when end of turn is detected.
 
     STT 20-140, retrieval 140-180, the model streams 180-600 (first token at 330, first
     sentence at 400), TTS of sentence 1 400-900 (first audio byte at 520, the user
     hears it), TTS of sentence 2 600-1100; a longer ``stt_ms`` moves all that later.
+    ``variant``: the turn's ``chainlat.variant``.
     """
     p = cap.provider
     t0 = cap.clock()
     cap.clock.advance(20)
-    with chainlat.workflow("voice-turn", started_at_ns=t0, tracer_provider=p) as turn:
+    with chainlat.workflow(
+        "voice-turn", started_at_ns=t0, variant=variant, tracer_provider=p
+    ) as turn:
         with chainlat.inference("stt-1", operation="speech_to_text", tracer_provider=p):
             cap.clock.advance(stt_ms)
         with chainlat.data_stage("kb", tracer_provider=p):

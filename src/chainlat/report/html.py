@@ -428,6 +428,58 @@ def tradeoff_page(
         + "</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
+        + _split_section(comparison)
         + (explorer.html() if explorer is not None else "")
         + "</body></html>\n"
     )
+
+
+def _split_section(comparison: Comparison) -> str:
+    """The first output of the voice runs by stage: per later variant of a workflow, each
+    stage before (the workflow's first variant), after and the change, as ``compare``
+    prints them; empty without a voice run."""
+    tables: list[str] = []
+    for workflow in comparison.workflows():
+        variants = comparison.of(workflow)
+        baseline = variants[0]
+        for variant in variants[1:]:
+            changes = comparison.split_changes(variant)
+            if not changes:
+                continue
+            rows = "".join(
+                "<tr><td>{}</td>{}</tr>".format(
+                    html.escape(c.part.replace("_", " ")),
+                    "".join(
+                        f'<td class="n">{html.escape(v)}</td>'
+                        for v in (
+                            ms(None if c.before is None else c.before.p50),
+                            ms(None if c.after is None else c.after.p50),
+                            _signed(c.p50_delta),
+                            ms(None if c.before is None else c.before.p95),
+                            ms(None if c.after is None else c.after.p95),
+                            _signed(c.p95_delta),
+                        )
+                    ),
+                )
+                for c in changes
+            )
+            tables.append(
+                f'<table class="first-output-split" data-variant="{_h(variant.variant)}">'
+                f"<caption>{_h(shown_name(workflow))}: {_h(shown_name(variant.variant))} "
+                f"against {_h(shown_name(baseline.variant))} (ms)</caption><thead><tr>"
+                "<th>stage</th><th>p50 before</th><th>p50 after</th><th>p50 change</th>"
+                "<th>p95 before</th><th>p95 after</th><th>p95 change</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>"
+            )
+    if not tables:
+        return ""
+    return (
+        '<section id="first-output-split"><h2>First output by stage</h2><p>The wait for the '
+        "first audio of the voice runs, each run split by stage as <code>report</code> and "
+        "<code>check</code> split it; change: the variant's value less the workflow's first "
+        "variant's.</p>" + "".join(tables) + "</section>"
+    )
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+,.1f}"
