@@ -234,3 +234,49 @@ def test_a_truncate_after_the_answer_was_done_interrupts_its_turn() -> None:
     [truncated_ns] = truncated
     print(f"turn ended {((first.end_time or 0) - truncated_ns) / 1e6:.3f} ms after the truncate")
     assert 0 <= (first.end_time or 0) - truncated_ns <= TOLERANCE_MS * 1_000_000
+
+
+def test_speech_during_the_answer_interrupts_its_turn_at_the_speech_started() -> None:
+    """The caller speaks as the first audio arrives: the simulator hears it (speech_started)
+    and cancels the response; the turn ends there, interrupted, its first output kept."""
+    receipts: list[tuple[dict[str, Any], int]] = []
+
+    async def run(provider: Any) -> None:
+        async with SimServer() as sim:
+            client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
+            async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                stamp_receipts(conn, receipts)
+                chainlat.realtime.traced(conn, tracer_provider=provider)
+                session = vad_session()
+                del session["max_output_tokens"]  # 12 words: longer than the barge-in's wait
+                await conn.session.update(session=session)
+                words = asyncio.create_task(
+                    feed(lambda a: conn.input_audio_buffer.append(audio=a), utterance(400, 400))
+                )
+                over: asyncio.Task[int] | None = None
+                async for event in conn:
+                    if event.type == "response.output_audio.delta" and over is None:
+                        over = asyncio.create_task(  # the caller, over the answer
+                            feed(
+                                lambda a: conn.input_audio_buffer.append(audio=a),
+                                utterance(300, 0),
+                            )
+                        )
+                    elif event.type == "response.done":
+                        assert event.response.status == "cancelled"
+                        break
+                await words
+                if over is not None:
+                    await over
+
+    with capture() as cap:
+        asyncio.run(run(cap.provider))
+        [turn] = workflows(cap.spans())
+    a = turn.attributes or {}
+    assert a[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"
+    assert isinstance(a[attr.WORKFLOW_FIRST_OUTPUT_MS], float)
+    [started_ns] = [ns for e, ns in receipts if e["type"] == "input_audio_buffer.speech_started"][
+        1:
+    ]  # the caller's words, then the barge-in
+    print(f"turn ended {((turn.end_time or 0) - started_ns) / 1e6:.3f} ms after speech_started")
+    assert abs((turn.end_time or 0) - started_ns) <= TOLERANCE_MS * 1_000_000

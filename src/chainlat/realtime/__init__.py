@@ -5,7 +5,11 @@ request per step to time: `traced` reads the session's events as they pass and m
 chainlat workflow per turn, from where the caller stopped speaking (the server VAD's
 ``speech_stopped``) to the end of the answer, with the model's response as an inference
 step (operation ``realtime``) whose first token, and the turn's first output, is the
-first audio delta received, and each function call as a tool step (docs/voice.md)::
+first audio delta received, and each function call as a tool step. The first output splits
+into the end of turn (to the audio the server's detection fired on), the round trip
+(overhead), the model and the tools; a caller cutting the answer off, also after its
+``response.done`` while the client plays it, ends the turn ``interrupted``
+(docs/voice.md)::
 
     client = openai.AsyncOpenAI()
     async with client.realtime.connect(model="gpt-realtime") as connection:
