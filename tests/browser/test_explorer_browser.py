@@ -433,3 +433,39 @@ def test_the_path_to_the_first_audio_is_drawn_beside_the_whole_turns(
     assert rows.nth(speech[1]).locator(".cl-cp").count() == 1
     assert page.locator(".cl-cp-fo").count() == 0
     assert problems == []
+
+
+def test_the_budget_summary_and_column_say_what_check_says(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every turn keeps the per-run limits, while their p95 of text to speech breaks its
+    limit: check exits 1, and the page says the same above the table and in the column."""
+    from support.voice import voice_turn
+
+    with capture(fake_clock=True, sequential_ids=True) as cap:
+        for stt_ms in (100, 120, 140):
+            voice_turn(cap, stt_ms=stt_ms)
+        traces = tmp_path / "voice.jsonl"
+        traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    budgets = tmp_path / "budget.toml"
+    budgets.write_text(
+        '[workflows.voice-turn]\ntotal = "5s"\n\n'
+        '[workflows.voice-turn.p95]\nfirst_output_text_to_speech = "100ms"\n'
+    )
+    assert main(["check", str(traces), "--budgets", str(budgets)]) == 1
+    report = tmp_path / "report.html"
+    args = ["report", str(traces), "--html", str(report), "--budgets", str(budgets)]
+    assert main([*args, "--format", "json"]) == 0
+    capsys.readouterr()
+    page, problems = _open(browser, report.as_uri(), "file:")
+    summary = page.locator("#cl-budget-summary")
+    assert summary.inner_text() == "FAILED: 1 of 2 limits broken, 0 not judged"
+    assert summary.is_visible()
+    broken = page.locator("#cl-budget tr[data-status=broken] td")
+    assert broken.first.inner_text() == "p95.first_output_text_to_speech"
+    cells = page.locator("#cl-runs tbody tr[data-run] td:nth-child(5)").all_inner_texts()
+    assert cells == ["kept; set: 1 broken"] * 3
+    assert "per-run limits kept; set: 1 broken" in page.locator("#cl-run").inner_text()
+    heading = page.locator("#cl-runs thead th:nth-child(5)").inner_text()
+    assert heading.startswith("budget (per-run limits)")
+    assert problems == []
