@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import chainlat
 from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.testing import Capture
@@ -129,3 +130,26 @@ def test_a_page_without_a_budget_file_has_no_verdict(
     assert main(["report", str(traces), "--html", str(page_path), "--format", "json"]) == 0
     page = page_path.read_text()
     assert 'id="cl-budget"' not in page and "set" not in _document(page)
+
+
+def test_the_page_judges_the_workflows_workflow_names_as_check_does(
+    cap: Capture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--workflow leaves the other budgets out of the page's verdict, as out of check's; a
+    workflow no budget names leaves the page without a verdict."""
+    traces, budgets = _files(cap, tmp_path, "100ms")
+    budgets.write_text(budgets.read_text() + '\n[workflows.other]\ntotal = "1s"\n')
+    chosen = ["--workflow", "voice-turn"]
+    assert main(["check", str(traces), "--budgets", str(budgets), *chosen]) == 1
+    page_path = tmp_path / "page.html"
+    args = ["report", str(traces), "--budgets", str(budgets), "--html", str(page_path)]
+    assert main([*args, *chosen, "--format", "json"]) == 0
+    assert _summary(page_path.read_text()) == "FAILED: 1 of 4 limits broken, 0 not judged"
+    cap.clear()
+    with chainlat.workflow("unbudgeted", tracer_provider=cap.provider):
+        cap.clock.advance(5)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    args = ["report", str(other), "--budgets", str(budgets), "--html", str(page_path)]
+    assert main([*args, "--workflow", "unbudgeted", "--format", "json"]) == 0
+    assert 'id="cl-budget"' not in page_path.read_text()

@@ -214,7 +214,10 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
             jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
         )
     selected = read(sources, counters, chosen, roots=args.roots)
-    if explorer is not None and explorer.budgets is not None and explorer.budgets.workflows:
+    judged = None
+    if explorer is not None and explorer.budgets is not None:
+        judged = chosen_budgets(explorer.budgets, chosen)
+    if explorer is not None and judged is not None and judged.workflows:
         # The page's budget verdict is check's: every run read, through the same evaluate;
         # the page's own runs are counted on the way.
         from chainlat.budgets import evaluate
@@ -222,7 +225,7 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
         stats = Stats()
         explorer.verdict = evaluate(
             _counted(selected, chosen, stats, tally, explorer),
-            chosen_budgets(explorer.budgets, chosen),
+            judged,
             late_spans=counters.late_workflows,
             dropped_runs=counters.dropped_workflows,
         )
