@@ -159,6 +159,15 @@ def _plan_long(rng: random.Random, i: int) -> dict[str, Call]:
     }
 
 
+def _plan_varied(rng: random.Random, i: int) -> dict[str, Call]:
+    # The swapped call's prompts range ten times wider than the sim-small calls beside it,
+    # the only ones A shows of sim-small (and streamed): its estimate extrapolates both.
+    return {
+        "swapped": Call(_tokens(rng, 40, 4000), rng.randint(10, 60), stream=False),
+        "other": Call(_tokens(rng, 40, 400), rng.randint(10, 60), stream=True),
+    }
+
+
 def _plan_one_model(rng: random.Random, i: int) -> dict[str, Call]:
     # Both calls on the swapped model: A never calls sim-small, so its profile (and
     # noise) can only come from the other variant's runs (``file``).
@@ -205,6 +214,14 @@ SHAPES = {
             4,
             _plan_long,
             "sequential",
+        ),
+        Shape(
+            "varied",
+            "parallel; the swapped call's prompts 40-4000 tokens, the streamed sim-small "
+            "call's 40-400",
+            4,
+            _plan_varied,
+            "parallel",
         ),
         Shape(
             "one-model",
@@ -468,10 +485,13 @@ class _Builder:
         x, y, rng = call.input_tokens, call.max_tokens, self.rng
         prefill = profile.ttft_ms(x) * math.exp(rng.gauss(0, profile.jitter))
         decode = profile.decode_ms_per_token * (y - 1) * math.exp(rng.gauss(0, profile.jitter))
+        generation = decode  # a stream's first chunk to its last, as the client reads them
         if self.environment == "client":
             prefill += rng.expovariate(1 / CLIENT_MS)
             if call.stream:
-                decode += STREAM_MS_PER_TOKEN * (y - 1) + STREAM_TAIL_MS
+                # Reading each chunk paces the stream; its tail comes after the last chunk.
+                generation += STREAM_MS_PER_TOKEN * (y - 1)
+                decode = generation + STREAM_TAIL_MS
         end_ms = start_ms + prefill + decode
         attributes: dict[str, Any] = {
             "chainlat.step.kind": "inference",
@@ -482,6 +502,7 @@ class _Builder:
         }
         if call.stream:
             attributes["chainlat.latency.ttft_ms"] = prefill
+            attributes["chainlat.latency.generation_ms"] = generation
         record = SpanRecord(
             len(self.spans) + 2,
             1,

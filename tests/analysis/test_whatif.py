@@ -591,6 +591,175 @@ def test_a_swap_from_a_profile_file_predicts_calls_not_streamed_at_their_own_rat
 
 
 def test_a_swap_to_a_model_seen_streamed_only_says_its_estimate_is_high() -> None:
+    """Without a model called both ways or a stream's last chunk, nothing shows the cost."""
     runs = [big_beside_small(200, 100, trace=f"s{i}", small_ttft_ms=20.0) for i in range(5)]
     result = whatif(runs, swap={"chat big": "small"})
-    assert any(n.startswith("small: known from streamed calls only") for n in result.notes)
+    assert any(n.startswith("small: known from calls streamed only") for n in result.notes)
+    assert "so high" in next(n for n in result.notes if n.startswith("small: known"))
+    (basis,) = result.basis
+    assert basis.streaming is None
+
+
+def streaming_runs(*, small_streamed: bool, big_streamed: bool = False) -> list[WorkflowRun]:
+    """Five runs, each: chat big (span 2: 100 in, 11 out, 200 ms, streamed or not) beside
+    chat small (span 5) and a model called both ways, mid (spans 3 and 4).
+
+    mid: streamed 20 ms to the first token + 4 ms a token after it, not streamed 20 ms +
+    2 ms a token: streaming costs 0 ms + 2 ms an output token. small: 10 ms to the first
+    token + 3 ms a token, streamed or not. Output tokens 11, 21, ... 51 across the runs.
+    """
+    runs = []
+    for i in range(5):
+        out = 11 + 10 * i
+        big = call("big")
+        if big_streamed:
+            big["chainlat.latency.ttft_ms"] = 100.0
+        small = call("small", tokens_out=out)
+        small_ms = 10 + 3 * (out - 1)
+        if small_streamed:
+            small["chainlat.latency.ttft_ms"] = 10.0
+        mid = {**call("mid", tokens_out=out), "chainlat.latency.ttft_ms": 20.0}
+        runs.append(
+            run_of(
+                max(200, small_ms) + 1,
+                (2, 1, "chat big", 0, 200, big),
+                (3, 1, "chat mid", 0, 20 + 4 * (out - 1), mid),
+                (4, 1, "chat mid", 0, 20 + 2 * (out - 1), call("mid", tokens_out=out)),
+                (5, 1, "chat small", 0, small_ms, small),
+                trace=f"r{i}",
+            )
+        )
+    return runs
+
+
+def test_the_cost_of_streaming_measured_on_a_model_called_both_ways_is_taken_off() -> None:
+    """small seen streamed only: 10 + 3 x 10 = 40 ms streamed for 11 tokens out, less
+    mid's cost of streaming (0 + 2 x 10 = 20 ms): 20 ms not streamed."""
+    result = whatif(streaming_runs(small_streamed=True), swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([20.0] * 5, abs=1e-6)
+    (basis,) = result.basis
+    assert (basis.step, basis.model, basis.streamed, basis.calls) == ("chat big", "small", False, 5)
+    assert basis.fit == "the closest fit of its calls streamed"
+    assert basis.fitted_calls == 5
+    assert basis.output_tokens_range == (11, 51)
+    assert basis.streaming is not None
+    assert basis.streaming.base_ms == pytest.approx(0.0, abs=1e-9)
+    assert basis.streaming.per_output_token_ms == pytest.approx(2.0)
+    assert basis.streaming.calls == 10
+    assert basis.extrapolated == 0
+    assert not any(n.startswith("small: known") for n in result.notes)
+    assert "less the cost of streaming (0.0 ms + 2.00 ms an output token" in basis.line()
+
+
+def test_the_cost_of_streaming_is_added_for_a_model_seen_not_streamed_only() -> None:
+    """small seen not streamed only (10 + 3 x 10 = 40 ms), the swapped call streamed: plus
+    20 ms, 60 ms."""
+    runs = streaming_runs(small_streamed=False, big_streamed=True)
+    result = whatif(runs, swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([60.0] * 5, abs=1e-6)
+    (basis,) = result.basis
+    assert basis.streamed is True
+    assert basis.fit == "the closest fit of its calls not streamed"
+    assert "plus the cost of streaming" in basis.line()
+
+
+def test_without_a_model_called_both_ways_a_streams_tail_is_its_cost() -> None:
+    """small streamed with 6 ms after its last chunk: 10 + 3.6 x 10 = 46 ms at 11 tokens
+    out by the line fitted through its ends, less the 6 ms tail: 40 ms not streamed."""
+    runs = [
+        run_of(201, (2, 1, "chat big", 0, 200, call("big")),
+               (5, 1, "chat small", 0, 46, {**call("small"), "chainlat.latency.ttft_ms": 10.0,
+                                            "chainlat.latency.generation_ms": 30.0}),
+               trace=f"r{i}")
+        for i in range(5)
+    ]  # fmt: skip
+    result = whatif(runs, swap={"chat big": "small"})
+    assert swapped_ms(result) == pytest.approx([40.0] * 5, abs=1e-6)
+    (basis,) = result.basis
+    assert basis.streaming is not None
+    assert (basis.streaming.base_ms, basis.streaming.per_output_token_ms) == (6.0, 0.0)
+    assert "after their last chunk" in basis.streaming.source
+
+
+def test_a_swap_beyond_the_prompts_seen_extrapolates_at_a_robust_slope_and_says_how_far() -> None:
+    """small's first token at 100-500 input tokens: 10 + 0.1 x in, off by +10, -5, -10, -5,
+    +10 ms (30, 25, 30, 45, 70 ms). Its least-squares slope, 0.1, is within three standard
+    errors (0.034) of 0, so its profile is flat at 40 ms. The swapped call at 2000 tokens
+    takes the closest fit at 500 tokens (60 ms) plus the median of the ten slopes between
+    two calls (0.1) for each of the 1500 tokens beyond: 210 ms. Sen's interval takes the
+    slopes ranked 3rd and 9th: 0.05 and 0.2."""
+    runs = []
+    for i, (x, e) in enumerate(zip((100, 200, 300, 400, 500), (10, -5, -10, -5, 10), strict=True)):
+        ttft = 10 + 0.1 * x + e
+        small = {**call("small", x), "chainlat.latency.ttft_ms": ttft}
+        runs.append(
+            run_of(
+                901,
+                (2, 1, "chat big", 0, 900, call("big", 2000, 1)),
+                (5, 1, "chat small", 0, ttft + 30, small),
+                trace=f"r{i}",
+            )
+        )
+    result = whatif(runs, swap={"chat big": "small"})
+    assert result.profiles["small"].ttft_per_input_token_ms == 0
+    assert swapped_ms(result) == pytest.approx([210.0] * 5, abs=1e-6)
+    (basis,) = result.basis
+    assert basis.input_tokens_range == (100, 500)
+    assert basis.swapped_input_range == (2000, 2000)
+    assert basis.extrapolated == 5
+    assert basis.prefill is not None
+    assert basis.prefill.ms_per_token == pytest.approx(0.1)
+    assert (basis.prefill.low, basis.prefill.high) == pytest.approx((0.05, 0.2))
+    assert "extrapolated for 5 of them (input 2000-2000 tokens) at 0.1 ms an input token " in (
+        basis.line()
+    )
+    assert "(0.05-0.2, about one standard error either way)" in basis.line()
+
+
+def test_calls_held_up_by_the_machine_do_not_set_the_slope_beyond_the_prompts_seen() -> None:
+    """small: 200 + 0.1 ms an input token at 100-900 tokens, but the two calls at 800 and
+    900 held up 400 ms by a busy client: least squares puts the slope at 0.57, the median
+    of the pairwise slopes stays at 0.1. At 2000 tokens: the closest fit at 900 tokens,
+    then 0.1 ms for each of the 1100 tokens beyond."""
+    runs = []
+    for i, x in enumerate(range(100, 1000, 100)):
+        ttft = 200 + 0.1 * x + (400 if x >= 800 else 0)
+        small = {**call("small", x), "chainlat.latency.ttft_ms": ttft}
+        runs.append(
+            run_of(
+                901,
+                (2, 1, "chat big", 0, 900, call("big", 2000, 1)),
+                (5, 1, "chat small", 0, ttft + 30, small),
+                trace=f"r{i}",
+            )
+        )
+    result = whatif(runs, swap={"chat big": "small"})
+    (basis,) = result.basis
+    assert basis.prefill is not None
+    assert basis.prefill.ms_per_token == pytest.approx(0.1)
+    line = statistics.linear_regression(
+        range(100, 1000, 100),
+        [200 + 0.1 * x + (400 if x >= 800 else 0) for x in range(100, 1000, 100)],
+    )
+    assert line.slope == pytest.approx(0.1 + 7 / 15)  # 400 ms x (300 + 400) / 600,000
+    at_900 = line.intercept + line.slope * 900
+    assert swapped_ms(result) == pytest.approx([at_900 + 0.1 * 1100] * 9, abs=1e-3)
+
+
+def test_the_report_says_what_the_estimate_rests_on() -> None:
+    """The text (and so Markdown) and the JSON carry the basis of the swapped calls."""
+    from rich.console import Console
+
+    from chainlat.report.tradeoff import whatif_json, whatif_text
+
+    result = whatif(streaming_runs(small_streamed=True), swap={"chat big": "small"})
+    document = whatif_json(result)
+    (basis,) = document["basis"]
+    assert basis["streaming_cost"]["per_output_token_ms"] == pytest.approx(2.0)
+    assert basis["fitted_calls"] == 5
+    assert basis["input_tokens_range"] == [100, 100]
+    assert basis["extrapolated_calls"] == 0
+    console = Console(width=400, record=True)
+    console.print(whatif_text(result, "t.jsonl"))
+    text = console.export_text()
+    assert 'basis: "chat big" -> small, 5 calls not streamed: the closest fit of its calls' in text

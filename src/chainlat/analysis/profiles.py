@@ -15,7 +15,9 @@ Fitting (:func:`fit_profiles`), per model, over the model calls of the runs
 
 * **Service time** is the call's duration less the parts that do not depend on
   the model: ``chainlat.latency.queue_ms`` (waiting for a connection),
-  ``connect_ms`` and ``network_ms``, when the httpx instrumentation recorded them.
+  ``connect_ms``, ``send_ms`` (writing the request: a busy client takes hundreds
+  of milliseconds at it) and ``network_ms``, when the httpx instrumentation
+  recorded them.
 * **Time to first token**, when calls streamed (``chainlat.latency.ttft_ms`` or
   ``gen_ai.response.time_to_first_chunk``): a least-squares line of TTFT
   (less queue and network) against input tokens gives ``ttft_base_ms`` and
@@ -95,7 +97,12 @@ __all__ = [
     "usage_gaps",
 ]
 
-_ENV_KEYS: Final = (attr.LATENCY_QUEUE_MS, attr.LATENCY_CONNECT_MS, attr.LATENCY_NETWORK_MS)
+_ENV_KEYS: Final = (
+    attr.LATENCY_QUEUE_MS,
+    attr.LATENCY_CONNECT_MS,
+    attr.LATENCY_SEND_MS,
+    attr.LATENCY_NETWORK_MS,
+)
 """Parts of a model call's duration that do not depend on the model."""
 _NS_PER_MS: Final = 1_000_000
 MAX_TOKENS: Final = 10**9
@@ -127,6 +134,9 @@ class ModelCall:
     output_tokens: int | None = None
     ttft_ms: float | None = None
     """From the step's start to the first token, when it streamed."""
+    generation_ms: float | None = None
+    """A stream's first output chunk to its last (``chainlat.latency.generation_ms``):
+    what is left after it, to the call's end, is the client finishing the stream."""
     env_ms: float = 0.0
     """Queue, connect and network time recorded on the call (0 when not recorded)."""
     queue_ms: float | None = None
@@ -246,6 +256,8 @@ def _call_of(
             env += value
     record = step.record
     operation, speech_input = speech_input_of(s.attributes for s in group)
+    generations = (_number(s.attributes, attr.LATENCY_GENERATION_MS) for s in group)
+    generation = next((g for g in generations if g is not None and g > 0), None)
     return ModelCall(
         span_id=record.span_id,
         step=record.label,
@@ -254,6 +266,7 @@ def _call_of(
         input_tokens=max(tokens_in) if tokens_in else None,
         output_tokens=max(tokens_out) if tokens_out else None,
         ttft_ms=ttft,
+        generation_ms=generation if ttft is not None else None,
         env_ms=env,
         queue_ms=parts.get(attr.LATENCY_QUEUE_MS),
         network_ms=parts.get(attr.LATENCY_NETWORK_MS),

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from chainlat._core.latency import LatencyProfile
     from chainlat.analysis.tradeoff import Comparison, PartChange, SplitPart, VariantSummary
-    from chainlat.analysis.whatif import Percentiles, WhatIfResult, WorkflowEffect
+    from chainlat.analysis.whatif import Basis, Percentiles, WhatIfResult, WorkflowEffect
     from chainlat.budgets import BudgetReport
 
 _KINDS = ("inference", "data", "tool", "overhead")
@@ -157,9 +157,43 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
             "budget_before": _budget_json(result.budget_before),
             "budget_after": _budget_json(result.budget_after),
             "notes": list(result.notes),
+            "basis": [_basis_json(b) for b in result.basis],
         }
     )
     return document
+
+
+def _basis_json(basis: Basis) -> dict[str, Any]:
+    streaming = basis.streaming
+    return {
+        "step": basis.step,
+        "model": basis.model,
+        "streamed": basis.streamed,
+        "calls": basis.calls,
+        "fit": basis.fit,
+        "fitted_calls": basis.fitted_calls,
+        "input_tokens_range": basis.input_tokens_range,
+        "output_tokens_range": basis.output_tokens_range,
+        "swapped_input_tokens_range": basis.swapped_input_range,
+        "extrapolated_calls": basis.extrapolated,
+        "prefill_ms_per_input_token": basis.prefill_slope_ms,
+        "extrapolated_at_ms_per_input_token": None
+        if basis.prefill is None
+        else {
+            "median": basis.prefill.ms_per_token,
+            "low": basis.prefill.low,
+            "high": basis.prefill.high,
+        },
+        "streaming_cost": None
+        if streaming is None
+        else {
+            "base_ms": streaming.base_ms,
+            "per_output_token_ms": streaming.per_output_token_ms,
+            "source": streaming.source,
+            "calls": streaming.calls,
+        },
+        "line": basis.line(),
+    }
 
 
 def _percentiles_json(p: Percentiles | None) -> dict[str, float] | None:
@@ -209,6 +243,7 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
     for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
         if report is not None:
             parts.extend(_cell(line) for line in budget_lines(report, when))
+    parts.extend(_cell(f"basis: {basis.line()}") for basis in result.basis)
     parts.extend(_cell(f"note: {note}") for note in result.notes)
     parts.append(
         _cell(

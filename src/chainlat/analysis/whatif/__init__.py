@@ -7,7 +7,7 @@ Method, for every recorded run:
    fitted from the same traces, or from a profile file) with the run's own token
    counts. The new duration is::
 
-       queue + connect + network (as recorded) + new profile's prediction * residual
+       queue + connect + send + network (as recorded) + new profile's prediction * residual
 
    Under ``--prompt-scale`` alone a call keeps its own residual: its recorded
    service time divided by its model's prediction for its tokens. Under a swap
@@ -20,7 +20,13 @@ Method, for every recorded run:
    never called. With fewer than five calls of the new model of that kind, the
    call keeps its own residual (said in a note). So a call that was slow
    for its size stays slow, and the spread of the estimate is the new model's
-   (``docs/tradeoffs.md`` has the measurements behind each rule). ``--prompt-scale`` multiplies the
+   (``docs/tradeoffs.md`` has the measurements behind each rule). A swapped call's
+   prediction models what the runs did not show of the new model
+   (:mod:`~chainlat.analysis.whatif.basis`): a mode it was not seen in, through the
+   cost of streaming measured on a model called both ways or on the streams' tails;
+   prompt sizes it was not seen at, extrapolated at a robust slope. The result's
+   ``basis`` says, per swapped step, which fit, on how many calls, over which
+   tokens, and how far it was extrapolated. ``--prompt-scale`` multiplies the
    call's input tokens (rounded); output tokens stay as recorded (a swapped model
    is assumed to answer at the same length). ``--cache-hit-rate`` turns a
    deterministic share of the step's calls (a hash of seed, trace and span id)
@@ -43,6 +49,7 @@ docs/tradeoffs.md for where this breaks down).
 The package, by phase: :mod:`~chainlat.analysis.whatif.changes` (the changes parsed
 and checked), :mod:`~chainlat.analysis.whatif.timeline` (the dependency rule),
 :mod:`~chainlat.analysis.whatif.estimate` (new durations, runs re-timed),
+:mod:`~chainlat.analysis.whatif.basis` (what a swap's prediction rests on),
 :mod:`~chainlat.analysis.whatif.result` (per workflow, before and after) and
 :mod:`~chainlat.analysis.whatif.api` (:func:`whatif`). Reading trace files is the
 caller's: ``chainlat whatif`` reads them, :func:`whatif` takes runs.
@@ -59,6 +66,7 @@ from __future__ import annotations
 
 from chainlat._core.errors import SpecError
 from chainlat.analysis.whatif.api import whatif
+from chainlat.analysis.whatif.basis import Basis, StreamingCost
 from chainlat.analysis.whatif.changes import MAX_PROMPT_SCALE, Change, parse_change
 from chainlat.analysis.whatif.estimate import MIN_NOISE_CALLS
 from chainlat.analysis.whatif.result import (
@@ -75,12 +83,14 @@ __all__ = [
     "KINDS",
     "MAX_PROMPT_SCALE",
     "MIN_NOISE_CALLS",
+    "Basis",
     "Change",
     "Percentiles",
     "RunEstimate",
     "SpecError",
     "StepEffect",
     "StepOverride",
+    "StreamingCost",
     "WhatIfResult",
     "WorkflowEffect",
     "parse_change",

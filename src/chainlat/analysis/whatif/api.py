@@ -101,6 +101,7 @@ def whatif(
         runs=tuple(estimates),
         profiles=table,
         notes=estimator.counted_notes(),
+        basis=estimator.basis.bases(),
         budget_before=before_report,
         budget_after=after_report,
     )

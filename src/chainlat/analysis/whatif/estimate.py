@@ -2,7 +2,7 @@
 
 A changed model call's new duration is::
 
-    queue + connect + network (as recorded) + new profile's prediction * residual
+    queue + connect + send + network (as recorded) + new profile's prediction * residual
 
 The rules for the prediction and the residual are in :mod:`chainlat.analysis.whatif`'s
 docstring and, with the measurements behind them, in ``docs/tradeoffs.md``.
@@ -18,11 +18,18 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.rollup import compute_rollup
+from chainlat.analysis.whatif.basis import (
+    BasisTally,
+    PrefillSlope,
+    StreamingCost,
+    robust_prefill_slope,
+    streaming_cost,
+)
 from chainlat.analysis.whatif.result import RunEstimate
 from chainlat.analysis.whatif.timeline import StepOverride, counted_steps, rebuild_timeline
 
@@ -37,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["MIN_NOISE_CALLS", "Estimator", "Noise", "hit_ms_by_step", "noise_of"]
 
 _NS_PER_MS: Final = 1_000_000
+
+_Service = Callable[[int, bool], float]
+"""A service time by output tokens and mode (True: streamed), at a set prompt size."""
 
 
 def _draw(seed: int, trace_id: str, span_id: int) -> float:
@@ -71,6 +81,7 @@ class Estimator:
         self.seed = seed
         self.hit_ms_by_step = hit_ms_by_step
         self.notes: dict[str, int] = {}
+        self.basis = BasisTally()
 
     def note(self, text: str) -> None:
         self.notes[text] = self.notes.get(text, 0) + 1
@@ -187,26 +198,111 @@ class Estimator:
             self.note(f"{call.model}: no profile, so its calls get no residual")
         elif expected > 0 and call.service_ms > 0:
             residual = call.service_ms / expected
+        ttft_ms = new.ttft_ms(new_in)
         if model != call.model:
-            # Streamed and non-streamed calls of the new model apart, when it has enough of
-            # each: a profile fitted from one kind mispredicts the other (see Noise).
-            own = self.noise.profiles.get((model, streamed))
-            fitted_on = own.input_tokens_range if own is not None else None
-            if own is not None and fitted_on and fitted_on[0] <= new_in <= fitted_on[1]:
-                new = own  # within the sizes it was fitted on, every slope is safe to use
-            predicted = new.service_ms(new_in, tokens_out, streamed=streamed)
-            if not streamed and new.calls and new.ttft_calls == new.calls:
-                self.note(
-                    f"{model}: known from streamed calls only, which also pay for reading every "
-                    "chunk; its calls not streamed are estimated at that rate, so high "
-                    "(a profile file with calls of both kinds fixes it: docs/tradeoffs.md)"
-                )
+            predicted, ttft_ms, new = self.swapped(
+                call.step, model, new, new_in, tokens_out, streamed
+            )
             residual = self.new_residual(run, call, model, new, residual)
         new_ms = call.env_ms + predicted * residual
-        ttft = call.env_ms + new.ttft_ms(new_in) * residual if streamed else None
+        ttft = call.env_ms + ttft_ms * residual if streamed else None
         return StepOverride(
             round(new_ms * _NS_PER_MS), name=new_name, input_tokens=new_in, ttft_ms=ttft
         )
+
+    def swapped(
+        self,
+        step: str,
+        model: str,
+        profile: LatencyProfile,
+        input_tokens: int,
+        output_tokens: int,
+        streamed: bool,
+    ) -> tuple[float, float, LatencyProfile]:
+        """A swapped call's service time and time to first token on the new model (without
+        queue and network), and the profile they came from.
+
+        From the closest fit of the new model's calls of the swapped call's mode when
+        the runs have enough of them; else from the profile, when it holds both modes;
+        else from the mode the new model was seen in, with the cost of streaming
+        (:func:`~chainlat.analysis.whatif.basis.streaming_cost`) taken off or added.
+        Beyond the prompt sizes a closest fit was made from, it is extrapolated at a
+        robust slope (:func:`~chainlat.analysis.whatif.basis.robust_prefill_slope`).
+        What each swapped call rested on is counted in ``self.basis``.
+        """
+        mode = "streamed" if streamed else "not streamed"
+        own = self.noise.profiles.get((model, streamed))
+        if own is not None:
+            service, ttft, slope = self.extrapolated(own, (model, streamed), input_tokens)
+            self.basis.add(
+                step, model, streamed, input_tokens,
+                fit=f"the closest fit of its calls {mode}", profile=own,
+                prefill=slope, streaming=None,
+            )  # fmt: skip
+            return service(output_tokens, streamed), ttft, own
+        seen = _modes_seen(profile)
+        other = self.noise.profiles.get((model, not streamed))
+        if other is None and (seen is None or streamed in seen):
+            fit = "its profile" if profile.calls else "its profile (written by hand)"
+            if model in self.noise.called and seen == {True, False}:
+                fit = "its profile, fitted from its calls of both modes"
+            self.basis.add(
+                step, model, streamed, input_tokens,
+                fit=fit, profile=profile, prefill=None, streaming=None,
+            )  # fmt: skip
+            service_ms = profile.service_ms(input_tokens, output_tokens, streamed=streamed)
+            return service_ms, profile.ttft_ms(input_tokens), profile
+        seen_mode = "streamed" if not streamed else "not streamed"
+        if other is not None:
+            service, ttft, slope = self.extrapolated(other, (model, not streamed), input_tokens)
+            base, fit = other, f"the closest fit of its calls {seen_mode}"
+        else:
+            base, fit, slope = profile, f"its profile, from calls {seen_mode}", None
+            service, ttft = self.flat(profile, input_tokens), profile.ttft_ms(input_tokens)
+        predicted = service(output_tokens, not streamed)
+        cost = self.noise.streaming
+        if cost is None:
+            self.note(
+                f"{model}: known from calls {seen_mode} only, and nothing in the runs shows "
+                f"what streaming costs here; its calls {mode} are estimated at that mode's "
+                f"rate, so {'high' if not streamed else 'low'} (a profile file with calls of "
+                "both modes, or runs with a model called both ways, fixes it: "
+                "docs/tradeoffs.md)"
+            )
+        else:
+            extra = cost.ms(output_tokens)
+            predicted = predicted + extra if streamed else predicted - extra
+            # A cost of streaming above the call itself is no time at all: keep its prefill.
+            predicted = max(predicted, ttft, 0.0)
+        self.basis.add(
+            step, model, streamed, input_tokens,
+            fit=fit, profile=base, prefill=slope, streaming=cost,
+        )  # fmt: skip
+        return predicted, ttft, base
+
+    def extrapolated(
+        self, fit: LatencyProfile, key: tuple[str, bool], input_tokens: int
+    ) -> tuple[_Service, float, PrefillSlope | None]:
+        """A closest fit's prediction at ``input_tokens``: as it is within the prompt sizes
+        it was made from; beyond them, from the nearest size it saw plus the robust prefill
+        slope of those calls for every token past it (its own slope without one)."""
+        low, high = fit.input_tokens_range or (input_tokens, input_tokens)
+        edge = min(max(input_tokens, low), high)
+        slope = self.noise.prefill.get(key)
+        per_token = slope.ms_per_token if slope is not None else fit.ttft_per_input_token_ms
+        beyond = per_token * (input_tokens - edge)
+
+        def service(output_tokens: int, streamed: bool) -> float:
+            return fit.service_ms(edge, output_tokens, streamed=streamed) + beyond
+
+        return service, fit.ttft_ms(edge) + beyond, slope
+
+    @staticmethod
+    def flat(profile: LatencyProfile, input_tokens: int) -> _Service:
+        def service(output_tokens: int, streamed: bool) -> float:
+            return profile.service_ms(input_tokens, output_tokens, streamed=streamed)
+
+        return service
 
     def speech_call(
         self,
@@ -305,6 +401,11 @@ class Noise:
     ranks: dict[tuple[str, int], float] = field(default_factory=dict)
     """Each usable call's quantile (0..1) among its model's calls streamed like it, by
     (trace id, span id)."""
+    prefill: dict[tuple[str, bool], PrefillSlope] = field(default_factory=dict)
+    """By (model, streamed): the robust prefill slope of those calls, for the models in
+    ``profiles``: what a swapped call is extrapolated at beyond their prompt sizes."""
+    streaming: StreamingCost | None = None
+    """What a streamed call costs more than one not streamed here (None: nothing shows it)."""
     closest: dict[tuple[str, int], float] = field(default_factory=dict)
     """Each usable call's log residual against the closest fit of its model's calls
     streamed like it (:func:`fit_profile` ``in_sample``: every slope kept), for models
@@ -340,6 +441,12 @@ def noise_of(
             closest = profiles.get(model)
         elif len(calls) >= MIN_NOISE_CALLS:
             noise.profiles[(model, streamed)] = closest
+            decode = closest.decode_ms_per_token or 0.0
+            if not streamed and closest.unstreamed_base_ms is not None:
+                decode = closest.unstreamed_decode_ms_per_token or 0.0
+            slope = robust_prefill_slope([c for _, c in calls], decode)
+            if slope is not None:
+                noise.prefill[(model, streamed)] = slope
         if closest is None:
             continue
         logs = (_log_residual(closest, c) for _, c in calls)
@@ -353,7 +460,17 @@ def noise_of(
             noise.ranks[(trace_id, span_id)] = (i + 0.5) / len(ranked)
             if model in fitted:
                 noise.closest[(trace_id, span_id)] = log
-    return noise
+    counts = {key: len(calls) for key, calls in by_mode.items()}
+    return replace(noise, streaming=streaming_cost(runs, noise.profiles, counts))
+
+
+def _modes_seen(profile: LatencyProfile) -> set[bool] | None:
+    """The modes a fitted profile's calls were made in (True: streamed); None by hand."""
+    if not profile.calls:
+        return None
+    if profile.unstreamed_base_ms is not None or 0 < profile.ttft_calls < profile.calls:
+        return {True, False}
+    return {True} if profile.ttft_calls else {False}
 
 
 def _log_residual(profile: LatencyProfile, call: ModelCall) -> float | None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from chainlat._core.latency import LatencyProfile
     from chainlat._core.prices import Prices
     from chainlat._core.runs import WorkflowRun
+    from chainlat.analysis.whatif.basis import Basis
     from chainlat.analysis.whatif.changes import Change
     from chainlat.budgets import BudgetReport, Budgets, NotJudgedReason
 
@@ -118,6 +119,9 @@ class WhatIfResult:
     """The profiles used: fitted from the runs, overridden by a profile file."""
     notes: tuple[str, ...] = ()
     """Assumptions the estimate had to make, one line each."""
+    basis: tuple[Basis, ...] = ()
+    """What the swapped calls were predicted from, per step, new model and mode: which
+    fit, on how many calls, over which tokens, and how far it was extrapolated."""
     budget_before: BudgetReport | None = field(default=None, repr=False)
     """The verdict of the budgets on the recorded runs, when budgets were given."""
     budget_after: BudgetReport | None = field(default=None, repr=False)
