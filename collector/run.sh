@@ -30,8 +30,9 @@
 # `start NAME` saves the CHAINLAT_* settings it was given in $RUN_DIR/NAME.env (each
 # process of a group too), and a later `start NAME` restores those the caller does not
 # set again: `stop replica-1` then `start replica-1` runs it on its ports, with its
-# CHAINLAT_SPANMETRICS_BUCKETS and decision wait, as before. Credentials
-# (CHAINLAT_*_USERNAME, _PASSWORD, _TOKEN, _SECRET) are never saved.
+# CHAINLAT_SPANMETRICS_BUCKETS and decision wait, as before. Set a variable to change
+# it; remove the file to start from the defaults. Credentials (CHAINLAT_*_USERNAME,
+# _PASSWORD, _TOKEN, _SECRET) are never saved.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -70,7 +71,13 @@ if [[ ${1:-} == start && ${2:-all} =~ ^[a-z]+(-[0-9]+)?$ ]]; then restore_settin
 # The settings as given (and restored), before the defaults: what `start` saves.
 declare -A CALLER_SETTINGS=()
 for name in $(compgen -e); do
-  if saved_setting "$name"; then CALLER_SETTINGS[$name]=${!name}; fi
+  if saved_setting "$name"; then
+    value=${!name}
+    # A relative path (a rules file, a UI) is saved as it resolves from here, so that a
+    # restart from another directory finds the same file.
+    if [[ -n $value && $value != /* && -e $value ]]; then value=$PWD/$value; fi
+    CALLER_SETTINGS[$name]=$value
+  fi
 done
 save_settings() {
   local name
@@ -460,7 +467,8 @@ case $cmd in
     exit "$failed"
     ;;
   *)
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+    # The header comment, to its end.
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
     exit 2
     ;;
 esac
