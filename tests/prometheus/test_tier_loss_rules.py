@@ -5,6 +5,8 @@ of the killed process only, and the table closing on what the load balancer rece
 
 from __future__ import annotations
 
+import inspect
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from chainlat.prometheus import parse_duration, prometheus_rules
+from chainlat.prometheus.rules import TIER_METRIC_EXPIRATION
 from support.promtool import check_rules, find_promtool
 
 TIER_RULES = Path(__file__).resolve().parents[2] / "collector" / "rules" / "tier-losses.yml"
@@ -238,3 +242,18 @@ def test_promtool_the_tier_table_closes_with_no_term_left_over(
     short = closing.replace(" + sum(chainlat_tier:spans_queued_for_jaeger)", "")
     test = {"expr": short, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 0}]}
     assert "1.9E+01" in _run(promtool, tmp_path, [test])
+
+
+def test_the_tier_keeps_a_series_at_least_as_long_as_any_window_of_its_rules() -> None:
+    """collector/otelcol.yaml's metric_expiration default (``CHAINLAT_METRIC_EXPIRATION``)
+    is the one the rules generator warns from, and no shorter than the default window of
+    ``chainlat budgets rules`` or any window of the tier's own rules."""
+    config = yaml.safe_load((TIER_RULES.parents[1] / "otelcol.yaml").read_text())
+    setting = config["exporters"]["prometheus"]["metric_expiration"]
+    match = re.fullmatch(r"\$\{env:CHAINLAT_METRIC_EXPIRATION:-(\w+)\}", setting)
+    assert match is not None, setting
+    expiration = match.group(1)
+    assert expiration == TIER_METRIC_EXPIRATION
+    default_window = inspect.signature(prometheus_rules).parameters["window"].default
+    windows = [default_window, *re.findall(r"\[(\w+)\]", TIER_RULES.read_text())]
+    assert all(parse_duration(w) <= parse_duration(expiration) for w in windows), windows
