@@ -355,13 +355,16 @@ def test_the_end_of_turn_part_is_the_value_its_budget_key_judges(cap: Capture) -
     session_of_turns(s, [50, 100, 150])
     runs = runs_from_spans(cap.spans())
     budgets = {
+        "first_output_end_of_turn": "620ms",  # every turn: the 650 ms one breaks it
         "p50": {"first_output_end_of_turn": "1s"},
         "operations": {"realtime": {"p50": {"first_output": "1s"}}},
         "steps": {"realtime gpt-realtime": {"ttft_p50": "1s"}},
     }
     report = evaluate(runs, Budgets.model_validate({"workflows": {"realtime-turn": budgets}}))
     judged = {v.target: v.actual_ms for v in report.verdicts}
+    assert [v.target for v in report.broken] == ["first_output_end_of_turn"]
     assert judged == {
+        "first_output_end_of_turn": 650.0,
         "p50.first_output_end_of_turn": 600.0,  # 500 of silence and the 100 ms lag
         "operations.realtime.p50.first_output": 300.0,
         'steps."realtime gpt-realtime".ttft_p50': 300.0,
