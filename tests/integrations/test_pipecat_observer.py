@@ -58,6 +58,35 @@ class VadStopped:
     timestamp: float
 
 
+@dataclass
+class UserStopped:
+    """Pipecat's ``UserStoppedSpeakingFrame``: a realtime service asks for its answer."""
+
+
+@dataclass
+class ServiceAudio:
+    """A ``TTSAudioRawFrame``: the audio a service pushes."""
+
+    audio: bytes = bytes(960)
+
+
+@dataclass
+class ResponseEnd:
+    """An ``LLMFullResponseEndFrame``."""
+
+
+@dataclass
+class _Settings:
+    model: str
+
+
+class RealtimeService:
+    """An LLM service (``LLMService``) that answers with audio: a speech-to-speech one."""
+
+    def __init__(self, model: str = "sim-realtime") -> None:
+        self._settings = _Settings(model)
+
+
 class Transport:
     """The output transport, the source of the frames that mark the first output."""
 
@@ -69,7 +98,19 @@ class Other:
 OUT = Transport()
 CHUNK = Audio(bytes(1280))
 """40 ms of 16 kHz mono 16-bit audio: Pipecat's default output chunk."""
-FRAMES = Frames(Started, Result, Cancelled, Speaking, Audio, Transport, VadStopped)
+FRAMES = Frames(
+    Started,
+    Result,
+    Cancelled,
+    Speaking,
+    Audio,
+    Transport,
+    VadStopped,
+    UserStopped,
+    RealtimeService,
+    ServiceAudio,
+    ResponseEnd,
+)
 
 
 def _setup() -> tuple[TracerProvider, InMemorySpanExporter, ChainlatObserver]:
@@ -187,3 +228,39 @@ def test_a_vad_stop_stamped_outside_its_turn_moves_nothing() -> None:
     turn.end(end_time=T0 + 1000 * MS)
     (ended,) = exporter.get_finished_spans()
     assert attr.WORKFLOW_SPEECH_END_MS not in (ended.attributes or {})
+
+
+def test_a_realtime_services_answer_is_an_inference_step_from_the_ask_to_its_end() -> None:
+    """From the ``UserStoppedSpeakingFrame`` the service asked at to its
+    ``LLMFullResponseEndFrame``, its time to first token at the first audio it pushed."""
+    from opentelemetry import trace
+
+    provider, exporter, observer = _setup()
+    tracer = provider.get_tracer("pipecat.turn")
+    conversation = tracer.start_span("conversation", start_time=T0 - 5000 * MS)
+    turn = tracer.start_span("turn", context=trace.set_span_in_context(conversation), start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    service = RealtimeService()
+    observer.observe(VadStopped(0.2, (T0 + 1000 * MS) / 1e9), T0 + 1001 * MS)
+    observer.observe(ServiceAudio(), T0 + 900 * MS, Other())  # a TTS service's: no answer
+    observer.observe(UserStopped(), T0 + 1300 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 1600 * MS, service)
+    observer.observe(ServiceAudio(), T0 + 1620 * MS, service)
+    observer.observe(Speaking(), T0 + 1610 * MS, OUT)
+    observer.observe(CHUNK, T0 + 1650 * MS, OUT)
+    observer.observe(ResponseEnd(), T0 + 2400 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 2500 * MS, service)  # no answer open: nothing
+    observer.observe(ServiceAudio(), T0 + 2600 * MS, service)  # not asked again: nothing
+    turn.end(end_time=T0 + 3000 * MS)
+    conversation.end(end_time=T0 + 3000 * MS)
+    spans = exporter.get_finished_spans()
+    (step,) = [s for s in spans if s.name == "realtime sim-realtime"]
+    assert step.parent is not None and step.parent.span_id == turn.get_span_context().span_id
+    assert (step.start_time, step.end_time) == (T0 + 1300 * MS, T0 + 2400 * MS)
+    (run,) = runs_from_spans(spans)
+    assert run.start_ns == T0 + 800 * MS  # the VAD's stamp less its stop_secs
+    assert [(s.name, s.kind, s.ttft_ms) for s in run.steps] == [
+        ("realtime sim-realtime", "inference", 300.0)
+    ]
+    assert run.first_output_ms == 810.0  # the write from 1610 ms, pushed at 1650
+    assert run.rollup.first_output_inference_ms == 310.0

@@ -18,6 +18,16 @@ first frame, a few ms before the output transport plays it. The observer records
   starts there (``chainlat._core.turn_start``). Pipecat's own ``turn`` opens when the
   caller starts speaking (the first at the pipeline's start), and a speech-to-speech turn
   (``OpenAIRealtimeLLMService``) has no ``stt`` span to find the end of the words by;
+- a speech-to-speech service's answer (an LLM service that pushes ``TTSAudioRawFrame``s)
+  as an inference step (``realtime {model}``, ``gen_ai.operation.name`` ``realtime``)
+  under the turn: from the ``UserStoppedSpeakingFrame`` it asks at (with the server's turn
+  detection off, ``OpenAIRealtimeLLMService`` commits the audio and creates the response
+  there: services/openai/realtime/llm.py 604-607) to the ``LLMFullResponseEndFrame`` it
+  pushes at ``response.done`` (1090-1122), its first token at the first audio it pushed
+  (``response.output_audio.delta``, 979-1019). Pipecat's own ``llm_response`` span is the
+  handling of ``response.done`` alone (0.5 ms); the readers take it for the same call seen
+  twice and keep its usage. An answer not asked by a ``UserStoppedSpeakingFrame`` in its
+  turn (the server's turn detection on) gets no step;
 - the turn's first output (``first_output=True``, the default) where the caller's audio
   starts: the output transport's write of the turn's first audio frame. No frame is pushed
   at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
@@ -78,6 +88,10 @@ class Frames:
     audio: type
     output_transport: type
     vad_stopped: type | None = None
+    user_stopped: type | None = None
+    llm_service: type | None = None
+    tts_audio: type | None = None
+    response_end: type | None = None
 
 
 def pipecat_frames() -> Frames:
@@ -87,8 +101,14 @@ def pipecat_frames() -> Frames:
         FunctionCallCancelFrame,
         FunctionCallInProgressFrame,
         FunctionCallResultFrame,
+        LLMFullResponseEndFrame,
         OutputAudioRawFrame,
+        TTSAudioRawFrame,
+        UserStoppedSpeakingFrame,
         VADUserStoppedSpeakingFrame,
+    )
+    from pipecat.services.llm_service import (  # type: ignore[import-not-found,unused-ignore]
+        LLMService,
     )
     from pipecat.transports.base_output import (  # type: ignore[import-not-found,unused-ignore]
         BaseOutputTransport,
@@ -102,6 +122,10 @@ def pipecat_frames() -> Frames:
         OutputAudioRawFrame,
         BaseOutputTransport,
         VADUserStoppedSpeakingFrame,
+        UserStoppedSpeakingFrame,
+        LLMService,
+        TTSAudioRawFrame,
+        LLMFullResponseEndFrame,
     )
 
 
@@ -140,6 +164,17 @@ class _Call:
     turn: Span | None
 
 
+@dataclass
+class _Response:
+    """A speech-to-speech service's answer: asked at ``start_ns``, its first audio at
+    ``first_ns``."""
+
+    model: str
+    start_ns: int
+    first_ns: int
+    turn: Span
+
+
 class ChainlatObserver:
     """The observer's reading of frames; :func:`observer` makes it a Pipecat observer."""
 
@@ -163,6 +198,9 @@ class ChainlatObserver:
         self._marked: set[int] = set()
         self._speaking: tuple[Span, int] | None = None
         """The turn and push of a ``BotStartedSpeakingFrame``, until its first audio frame."""
+        self._asked_ns: int | None = None
+        """The push of the last ``UserStoppedSpeakingFrame``: a realtime service asks then."""
+        self._response: _Response | None = None
         self._mark_first_output = first_output
 
     async def on_push_frame(self, data: Any) -> None:
@@ -197,6 +235,10 @@ class ChainlatObserver:
             call = self._calls.pop(str(getattr(frame, "tool_call_id", "")), None)
             if call is not None:
                 self._tool(call, at_ns, "cancelled")
+        elif frames.llm_service is not None and isinstance(source, frames.llm_service):
+            self._realtime(frame, at_ns, source)
+        elif frames.user_stopped is not None and isinstance(frame, frames.user_stopped):
+            self._asked_ns = at_ns
         elif not self._mark_first_output:
             return
         elif frames.vad_stopped is not None and isinstance(frame, frames.vad_stopped):
@@ -236,6 +278,44 @@ class ChainlatObserver:
             span.set_status(Status(StatusCode.ERROR, error))
         span.end(end_time=max(end_ns, call.start_ns))
 
+    def _realtime(self, frame: object, at_ns: int, source: object) -> None:
+        """A speech-to-speech service's answer (an LLM service pushing audio): from the
+        caller's stop it was asked at to its ``LLMFullResponseEndFrame``, its first audio
+        the first ``TTSAudioRawFrame`` it pushed."""
+        frames = self._frames
+        if frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
+            if self._response is not None or self._asked_ns is None:
+                return
+            turn = self.turns.at(at_ns)
+            start_ns = self._asked_ns
+            if turn is None or start_ns < (turn.start_time or 0):
+                return  # asked before the turn: not this turn's answer
+            self._response = _Response(_model_of(source), start_ns, at_ns, turn)
+        elif frames.response_end is not None and isinstance(frame, frames.response_end):
+            response, self._response = self._response, None
+            if response is not None:
+                self._asked_ns = None
+                self._inference(response, at_ns)
+
+    def _inference(self, response: _Response, end_ns: int) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind
+
+        span = self._tracer.start_span(
+            f"{attr.OP_REALTIME} {response.model}",
+            context=trace.set_span_in_context(response.turn),
+            kind=SpanKind.CLIENT,
+            start_time=response.start_ns,
+            attributes={
+                attr.GEN_AI_OPERATION_NAME: attr.OP_REALTIME,
+                attr.GEN_AI_REQUEST_MODEL: response.model,
+                attr.STEP_KIND: "inference",
+                attr.LATENCY_TTFT_MS: (response.first_ns - response.start_ns) / _NS_PER_MS,
+            },
+        )
+        span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=response.first_ns)
+        span.end(end_time=max(end_ns, response.first_ns))
+
     def _speech_end(self, frame: object, at_ns: int) -> None:
         """The VAD's end of the caller's words (its stamp less the silence it waited, as
         Pipecat's user-bot latency counts it) on the turn open at its push; the last stop
@@ -267,6 +347,12 @@ class ChainlatObserver:
         turn.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=at_ns)
 
 
+def _model_of(service: object) -> str:
+    """The model a Pipecat service was set up with (its settings' ``model``)."""
+    model = getattr(getattr(service, "_settings", None), "model", None)
+    return model if isinstance(model, str) and model else "realtime"
+
+
 def _playing_ns(frame: object) -> int:
     """How long a frame of 16-bit PCM (Pipecat's only output format) plays."""
     audio = getattr(frame, "audio", b"")
@@ -280,8 +366,9 @@ _observer_type: type | None = None
 def observer(
     tracer_provider: TracerProvider | None = None, *, first_output: bool = True
 ) -> ChainlatObserver:
-    """A Pipecat observer (a ``BaseObserver``) adding function calls as tool steps and the
-    first audio at the output transport as each turn's first output.
+    """A Pipecat observer (a ``BaseObserver``) adding function calls as tool steps, a
+    speech-to-speech service's answers as inference steps, the end of the caller's words as
+    each turn's start and the first audio at the output transport as its first output.
 
     Pass it before the pipeline runs (its span processor joins ``tracer_provider``, default
     the global one, to see Pipecat's turns start). ``first_output=False`` leaves the first

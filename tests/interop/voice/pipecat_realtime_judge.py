@@ -9,7 +9,11 @@ transport signals the caller's speech as a VAD would, the server's turn detectio
 response when Pipecat's user aggregator says the caller stopped. Pipecat's spans hold no
 ``stt`` span and no span for the response itself (its ``llm_response`` is the handling of
 ``response.done``): chainlat's observer (``chainlat.integrations.pipecat``) writes the end
-of the caller's words and the first audio frame at the output transport on each turn. The
+of the caller's words, the response (``realtime sim-realtime``, from the
+``UserStoppedSpeakingFrame`` the service asked at to its ``LLMFullResponseEndFrame``, its
+first audio the first ``TTSAudioRawFrame`` it pushed; Pipecat's ``llm_response`` is read as
+the same call seen twice, its usage kept) and the first audio frame at the output
+transport on each turn. The
 sim runs in the project's environment, as for LiveKit's realtime case.
 """
 
@@ -26,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 STACK = "pipecat-realtime"
 CASES = ("local-vad",)
 TURNS = 3
+MODEL = "sim-realtime"
 PROFILES = {
     "models": [
         {"name": "sim-voice-llm", "ttft_base_ms": 100, "decode_ms_per_token": 5},
@@ -39,6 +44,10 @@ FIRST_OUTPUT_TOLERANCE_MS = 10.0
 instant (the run's start plus its first output) and as a wait (from the end of the words).
 The observer marks the transport's push of the frame once written, less its playing time
 (``chainlat.integrations.pipecat``)."""
+SIM_FIRST_BYTE_MS = 300.0
+"""``sim-realtime``'s first audio, after the response was created (``REALTIME_PROFILES`` in
+``chainlat.sim._realtime``): the observer's response step, from the caller's stop the
+service asked at to its first audio, can be no shorter."""
 USER_BOT_TOLERANCE_MS = 15.0
 """Pipecat's ``turn.user_bot_latency_seconds`` against chainlat's first output: both count
 from the VAD's end of the words; Pipecat's ends at the output transport's
@@ -83,6 +92,7 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     for n, (run, spoken, heard) in enumerate(zip(runs, words, frames, strict=True), start=1):
         root = run.root.attributes if run.root is not None else {}
         steps = [(s.name, s.kind) for s in run.steps]
+        ttft = run.steps[0].ttft_ms if len(run.steps) == 1 else None
         start_ms = (run.start_ns - spoken) / 1e6
         first = run.first_output_ms
         at_ms = None if first is None else (run.start_ns + first * 1e6 - heard) / 1e6
@@ -104,13 +114,20 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
                 },
                 "instant_after_frame_ms": at_ms,
                 "tokens": {"chainlat": tokens, "pipecat": usage},
+                "response_first_audio_ms": ttft,
+                "split_ms": {
+                    "inference": run.rollup.first_output_inference_ms,
+                    "overhead": run.rollup.first_output_overhead_ms,
+                },
                 "end_reason": reason,
             }
         )
         if run.workflow != "turn" or root.get("turn.number") not in (n, str(n)):
             problems.append(f"turn {n}: read as {run.workflow!r} {root.get('turn.number')}")
-        if steps != [("llm_response", "inference")]:
+        if steps != [(f"realtime {MODEL}", "inference")]:
             problems.append(f"turn {n}: steps {steps}")
+        elif ttft is None or ttft < SIM_FIRST_BYTE_MS:
+            problems.append(f"turn {n}: the response's first audio {ttft} ms after it was asked")
         if tokens != usage:
             problems.append(f"turn {n}: tokens {tokens}, Pipecat's usage {usage}")
         if abs(start_ms) > START_TOLERANCE_MS:
