@@ -90,7 +90,7 @@ def mark_end_of_turn(handle: WorkflowHandle, at_ns: int) -> None:
     first output before it is its end-of-turn part (``compute_rollup``'s
     ``end_of_turn_ns``). Kept between the workflow's start and now; the last mark wins."""
     if handle.end_ns is None:
-        handle._end_of_turn_ns = max(handle.start_ns, at_ns)
+        handle._end_of_turn_ns = min(max(handle.start_ns, at_ns), handle._now())
 
 
 def step_clock(handle: StepHandle) -> Clock:
