@@ -74,9 +74,11 @@ BARGE_TURN = 1
 BARGE_S = 0.3
 """How long that answer has been playing when the caller speaks again: the sim's answer
 (12 words) plays for seconds, Pipecat's interruption stops it."""
-PAUSE_S = 5.0
+PAUSE_S = 6.5
 """Silence after the end of an utterance before the next: room for the whole answer to be
-played, so that no turn is interrupted."""
+played, so that no turn is interrupted (the answer plays about 3 s from its first audio,
+1.2-1.8 s after the words; at 5 s a turn whose first audio came 1.8 s after the words, on
+a loaded machine, was still playing when the next utterance began)."""
 
 
 def tone(ms: float, hz: float = 220.0) -> bytes:
