@@ -215,3 +215,44 @@ def test_a_run_line_cuts_a_megabyte_workflow_name_and_escapes_its_controls(
     line = run_line(run, budgets)
     shown = "\\x1b[2J" + "w" * 193 + "…"
     assert line == f"{shown}, total 5.0 ms, first output -: broken: {shown}"
+
+
+def _workflow_body(value: str) -> bytes:
+    """One workflow span whose attribute ``x`` is ``value`` as written in the body."""
+    span = {
+        "traceId": "1" * 32,
+        "spanId": "a" * 16,
+        "name": "invoke_workflow support",
+        "startTimeUnixNano": str(T0),
+        "endTimeUnixNano": str(T0 + 10 * MS),
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+            {"key": "gen_ai.workflow.name", "value": {"stringValue": "support"}},
+            {"key": "x", "value": "VALUE"},
+        ],
+    }
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    return json.dumps(document).replace('"VALUE"', value).encode()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['{"doubleValue":NaN}', '{"doubleValue":-Infinity}', '{"doubleValue":1e999}'],
+    ids=["NaN", "-Infinity", "past a double"],
+)
+def test_a_json_body_with_a_number_json_has_not_is_400_and_the_file_stays_readable(
+    receiver: Receiver, value: str
+) -> None:
+    """Python's parser takes NaN, Infinity and 1e999; written to the file, that one line made
+    every reader refuse the whole file, and the summary of serve and run with it."""
+    from chainlat.traces import read_runs
+
+    url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+    headers = {"Content-Type": "application/json"}
+    bad = httpx.post(url, content=_workflow_body(value), headers=headers, timeout=10)
+    good = httpx.post(url, content=_workflow_body('{"doubleValue":"NaN"}'), headers=headers)
+    assert (bad.status_code, good.status_code) == (400, 200)
+    assert bad.text.startswith("not JSON: ")
+    receiver.stop()
+    (run,) = read_runs([receiver.out])
+    assert run.total_ms == 10.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -116,9 +117,12 @@ def _hex_ids(item: Json) -> None:
 
 
 def from_json(body: bytes) -> Json:
-    """An OTLP/JSON body, checked for the shape of a trace request."""
+    """An OTLP/JSON body, checked for the shape of a trace request. ``NaN``, ``Infinity``
+    and a number past a double's range are refused: Python's parser takes them, but they
+    are not JSON (OTLP/JSON writes such a double as the string ``"NaN"``), and one such
+    line written to the file would make every reader refuse the whole file."""
     try:
-        document = json.loads(body)
+        document = json.loads(body, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise BadBody(400, f"not JSON: {exc}") from None
     if not isinstance(document, dict):
@@ -136,6 +140,17 @@ def from_json(body: bytes) -> Json:
             if not all(isinstance(span, dict) for span in scope.get("spans", [])):
                 raise BadBody(400, "not an OTLP/JSON trace request: a span is not an object")
     return document
+
+
+def _not_json(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is past a double's range")
+    return value
 
 
 def decode(body: bytes, content_type: str, encoding: str, max_bytes: int) -> Json:
