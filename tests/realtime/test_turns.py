@@ -457,3 +457,23 @@ def test_a_barge_in_during_the_response_ends_the_turn_there(cap: Capture) -> Non
     [turn] = spans(cap, "workflow")
     assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2350)
     assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"
+
+
+def test_a_first_append_that_holds_the_whole_utterance_is_the_one_that_reached_it(
+    cap: Capture,
+) -> None:
+    """A client that sends its recording at once (2 s of audio at 0): the detection's audio
+    was sent then, before the turn's start, so the end of turn is 0 and the round trip
+    (1500 to 2000) is overhead."""
+    s = Script(cap)
+    turn = {"type": "server_vad", "silence_duration_ms": 500}
+    session = {"model": "m", "audio": {"input": {"turn_detection": turn}}}
+    s.received(0, "session.updated", session=session)
+    s.sent(0, "input_audio_buffer.append", audio=audio(2000))
+    s.received(2000, "input_audio_buffer.speech_stopped", audio_end_ms=2000)
+    s.received(2300, "response.output_audio.delta", response_id="", delta=audio(100))
+    s.turns.closed()
+    [rollup] = rollups(cap)
+    assert first_output_parts(rollup) == {
+        "model": 300.0, "end_of_turn": 0.0, "data": 0.0, "tool": 0.0, "overhead": 500.0,
+    }  # fmt: skip

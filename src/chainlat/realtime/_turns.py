@@ -9,13 +9,18 @@ model, with the instant it passed) and makes one chainlat workflow per turn:
   VAD waited on (``silence_duration_ms``), so the turn starts at the first append +
   ``audio_end_ms`` - that silence; without server VAD, at the client's
   ``input_audio_buffer.commit`` (or ``response.create`` outside a turn);
-- the end of the turn was detected where the client learned of it: the
-  ``speech_stopped`` received (the end-of-turn part of the first output's wait runs from
-  the turn's start to there), or the turn's start itself when the client committed;
-- each response is an inference step (operation ``realtime``), from the
-  ``speech_stopped`` received (a response the server makes itself) or the client's
-  ``response.create`` to ``response.done``; its first token, and the turn's first
-  output, is the first audio delta received; usage from ``response.done``;
+- the end of the turn was detected on the audio up to ``audio_end_ms``: the server had it
+  once the client sent it, at the ``input_audio_buffer.append`` that brought the audio
+  sent to that length (each append's length read in the session's input format from the
+  length of its base64), or at the ``speech_stopped`` received when the appends seen do
+  not reach it; at the turn's start when the client committed. The end-of-turn part of
+  the first output's wait runs from the turn's start to there; the round trip after it
+  (the audio up, the detection down) is overhead;
+- each response is an inference step (operation ``realtime``), from the server's first
+  event of it received (the ``speech_stopped`` of a response its VAD makes, else the
+  ``response.created``: the round trip of a ``response.create`` is no time of the
+  model's) to ``response.done``; its first token, and the turn's first output, is the
+  first audio delta received; usage from ``response.done``;
 - a function call is a tool step, from the ``response.done`` of the response that made
   it (its ``response.function_call_arguments.done`` comes a moment before) to the
   ``conversation.item.create`` sent with its output;
@@ -323,8 +328,9 @@ class RealtimeTurns:
             if reached_ms < audio_ms:
                 break
             found = sent_ns
-        if found is None or (self._appends and self._appends[0][0] >= audio_ms):
-            return None  # past the audio sent, or before the appends kept
+        appends = self._appends
+        if found is None or (len(appends) == appends.maxlen and appends[0][0] >= audio_ms):
+            return None  # past the audio sent, or maybe before the appends kept
         return found
 
     def _count_audio(self, turn: _Turn, event: object) -> None:
