@@ -62,8 +62,13 @@ TOOL_NOISE_MS = 1.0
 WAIT_TOLERANCE_MS = 10.0
 """With a barge-in: each turn's first output against the caller's wait as the agent saw it,
 from the end of the words to the first audio frame at the output transport (the turn's
-start, Pipecat's ``stt`` end less its ``metrics.ttfb``, 0.9-5.3 ms late; the mark 0.5-2.4
-ms after the frame)."""
+start, the observer's end of the words, is the agent's to the microsecond; the mark
+0.5-2.4 ms after the frame on a quiet machine)."""
+USER_BOT_TOLERANCE_MS = 15.0
+"""With a barge-in: Pipecat's ``turn.user_bot_latency_seconds`` against chainlat's first
+output. Both count from the VAD's stop less its ``stop_secs``; Pipecat's ends at the output
+transport's ``BotStartedSpeakingFrame``, pushed before the write by the event loop's turns
+(0.9-9.6 ms), chainlat's at the write (0.5-2.4 ms after it)."""
 MARKED = True
 """Whether the observer's first output is judged (it marks one by default,
 ``first_output=True``)."""
@@ -394,7 +399,7 @@ def judge_observer(
     the output transport was handed, both against what the agent recorded. With
     ``interrupted`` (a turn's number) that turn must end interrupted, be left out of the
     percentiles and ``chainlat report`` and ``check`` must say so."""
-    from chainlat._core import voice
+    from chainlat._core import conventions, voice
 
     verdict = Verdict(case)
     read = _turns_read(
@@ -447,6 +452,15 @@ def judge_observer(
         figures["first_output_ms"] = run.first_output_ms
         figures["start_after_stop_ms"] = (run.start_ns - stop) / 1e6
         root = run.root.attributes if run.root is not None else {}
+        pipecat_ms = conventions.user_bot_latency_ms_of(root)
+        figures["pipecat_user_bot_latency_ms"] = pipecat_ms
+        if interrupted is not None and (
+            pipecat_ms is None or abs(run.first_output_ms - pipecat_ms) > USER_BOT_TOLERANCE_MS
+        ):
+            verdict.problems.append(
+                f"turn {n}: turn.user_bot_latency_seconds {pipecat_ms} ms, chainlat's first "
+                f"output {run.first_output_ms:.1f} (tolerance {USER_BOT_TOLERANCE_MS:.0f})"
+            )
         reason = voice.end_reason_of(root)
         figures["end_reason"] = reason
         wanted = "interrupted" if n == interrupted else "completed"
