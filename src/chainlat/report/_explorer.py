@@ -30,7 +30,7 @@ from chainlat._core.errors import InputError
 from chainlat._core.redact import is_secret_header, scrub_url, scrub_value, visible
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.stats import Stats
-from chainlat.report._critical import run_path, step_spans
+from chainlat.report._critical import CriticalPath, run_path, step_spans
 from chainlat.report._page_verdict import set_limits, verdict_section
 from chainlat.report.common import shown_name
 from chainlat.report.waterfall import first_output_ms, row_of
@@ -321,23 +321,26 @@ class RunExplorer:
         if first_output is not None:
             tree["fo"] = first_output
             if path.to_output:
-                # The path to the first output, drawn instead of the whole run's on demand:
-                # its stretches on the spans that draw them, and its steps in path order.
-                tree["q"] = [
-                    [
-                        index[p.shown_on],
-                        _ms(p.start_ns - run.start_ns),
-                        _ms(p.end_ns - run.start_ns),
-                    ]
-                    for p in path.to_output
-                    if p.shown_on in index
-                ]
-                tree["o"] = [
-                    [index[s], self._sid(shown_name(path.names[s]))]
-                    for s in path.output_steps
-                    if s in index
-                ]
+                tree.update(self._output_path(path, index, run.start_ns))
         return tree
+
+    def _output_path(
+        self, path: CriticalPath, index: Mapping[int, int], start_ns: int
+    ) -> dict[str, Any]:
+        """The path to the first output, drawn instead of the whole run's on demand: its
+        stretches on the rows that draw them (``q``), its steps in path order (``o``)."""
+        return {
+            "q": [
+                [index[p.shown_on], _ms(p.start_ns - start_ns), _ms(p.end_ns - start_ns)]
+                for p in path.to_output
+                if p.shown_on in index
+            ],
+            "o": [
+                [index[s], self._sid(shown_name(path.names[s]))]
+                for s in path.output_steps
+                if s in index
+            ],
+        }
 
     def _steps_tree(self, run: WorkflowRun, violations: Sequence[Any]) -> dict[str, Any]:
         from chainlat.report._critical import critical_steps
