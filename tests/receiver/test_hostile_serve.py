@@ -4,7 +4,13 @@ own on the terminal."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,3 +66,70 @@ def test_a_host_that_is_no_address_is_named(capfd: pytest.CaptureFixture[str]) -
     code, lines = _serve(capfd, "--host", "256.1.1.1", "--port", "0", "--grpc-port", "0")
     assert code == 2
     assert len(lines) == 1 and lines[0].startswith("chainlat: cannot receive traces: '256.1.1.1': ")
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+    attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "support"}
+    provider.get_tracer("app").start_span("invoke_workflow support", attributes=attributes).end()
+    provider.shutdown()
+    with open(sys.argv[1], "w") as file:
+        file.write(str(os.getpid()))
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_run_awaits_the_last_spans_cleans_up_and_exits_130(
+    tmp_path: Path, signum: int
+) -> None:
+    """CMD has exited and run waits (--wait 10) for its last spans: a signal then ended
+    chainlat by its default (SIGTERM: killed, the temporary file of the traces received
+    left in TMPDIR)."""
+    temp, app, pid_file = tmp_path / "tmp", tmp_path / "app.py", tmp_path / "pid"
+    temp.mkdir()
+    app.write_text(CHILD)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    command = ["run", "--wait", "10", "--", sys.executable, str(app), str(pid_file)]
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from chainlat.cli import main; sys.exit(main())",
+            *command,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a measure
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        while not _gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(temp.glob("chainlat-*")), "run has its temporary file while it waits"
+        run.send_signal(signum)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err
+    assert b"Traceback" not in err
+    assert list(temp.glob("chainlat-*")) == []

@@ -220,7 +220,9 @@ def _run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot run {shown(command[0])}: {exc.strerror or exc}") from None
         with _signals(lambda signum: _forward(child, signum)):
             code = child.wait()
-        receiver.wait_quiet(args.wait, _MOST_WAIT_S)
+            # Still ours while the last spans are awaited: a signal's default would end
+            # chainlat at once, leaving the temporary file of what was received behind.
+            receiver.wait_quiet(args.wait, _MOST_WAIT_S)
         receiver.stop()
         failed = code != 0
         code = 128 - code if code < 0 else code  # killed by a signal: as a shell reports it
@@ -266,7 +268,10 @@ def _environment(receiver: Receiver) -> dict[str, str]:
 def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
     """A signal for CMD. A Ctrl-C at the terminal already reached it (it is in the
     terminal's foreground process group with chainlat): sent once more only when chainlat
-    is not in the foreground, so that a SIGINT sent to chainlat alone reaches CMD too."""
+    is not in the foreground, so that a SIGINT sent to chainlat alone reaches CMD too. Once
+    CMD has exited, the signal is for chainlat: it stops waiting, cleans up and exits 130."""
+    if child.returncode is not None:
+        raise KeyboardInterrupt
     if signum == signal.SIGINT and _in_foreground():
         return
     if child.poll() is None:
