@@ -405,6 +405,13 @@ def test_the_path_to_the_first_audio_is_drawn_beside_the_whole_turns(
     assert page.locator(".cl-cp-fo").count() == 0
     page.click("button[data-path=output]")
     assert page.locator("button[data-path=output]").get_attribute("aria-pressed") == "true"
+    backgrounds = [
+        page.evaluate(
+            f"getComputedStyle(document.querySelector('button[data-path={which}]')).backgroundColor"
+        )
+        for which in ("output", "turn")
+    ]
+    assert backgrounds[0] != backgrounds[1]  # the path drawn is the button that looks pressed
     assert page.locator("#cl-path").get_attribute("data-path") == "output"
     assert page.locator("#cl-path li").all_inner_texts() == steps
     rows = page.locator("#cl-waterfall .cl-row[data-span]")
