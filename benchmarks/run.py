@@ -501,7 +501,76 @@ def peers(quick: bool, rounds: int) -> Section:
             f"{r['bare_us']:.1f} µs | {r['ratio']:.2f} ({low:.2f}–{high:.2f}) | "
             f"{r['plain_us']:.1f} µs | {r['ratio_plain']:.2f} ({plow:.2f}–{phigh:.2f}) |"
         )
+    _agent_lines(section, quick, rounds)
     return section
+
+
+AGENT_NAMES = {
+    "chainlat": "chainlat: `chainlat.workflow` around the run, `instrument_httpx()`, "
+    "a `chainlat.tool` step",
+    "openai-v2": "`opentelemetry-instrumentation-openai-v2` (`OpenAIInstrumentor`)",
+    "traceloop": "OpenLLMetry (traceloop-sdk): `Traceloop.init()`, `@workflow`, `@tool`",
+    "logfire": "logfire: `instrument_openai()`, `logfire.span` around the run and the tool",
+}
+
+
+def _agent_lines(section: Section, quick: bool, rounds: int) -> None:
+    """The agent workload: CPU per run with each peer against its environment's plain run."""
+    output = OUT / "peers-agent.json"
+    runs = "50" if quick else "200"
+    _run([sys.executable, str(HERE / "bench_peers.py"), "--agent", "--rounds", str(rounds),
+          "--repeats", "1" if quick else "2", "--runs", runs, "-o", str(output)])  # fmt: skip
+    data = json.loads(output.read_text())
+    rows = data["summary"]
+    section.lines += [
+        "",
+        "**One agent workload.** `benchmarks/bench_peers.py --agent` runs "
+        "`benchmarks/peers/agent_run.py`: the real `openai` SDK against `chainlat sim` at zero "
+        "latency (in a process of its own, not counted), one run = a chat completion, a tool, "
+        "a chat completion streamed and read to the end, a last chat completion. Every "
+        "peer's pipeline ends in a BatchSpanProcessor over an exporter that drops every "
+        f"batch. CPU time per run (every thread: the exports too), {data['runs']} runs after "
+        "20 warm-up runs, each measurement in a fresh process, in the peer's own environment "
+        "(openai-v2 and traceloop-sdk from the interop matrix's pins, logfire from "
+        "`benchmarks/peers/logfire.txt`, chainlat in this one), beside the same workload "
+        "with nothing instrumented (**plain**) in that same environment; "
+        f"{data['rounds']} interleaved rounds (the processes' order rotates), run "
+        f"{data['repeats']} time{'s' if data['repeats'] != 1 else ''}. Added = the peer's "
+        "run less its environment's plain run in the same round: the median over rounds, "
+        "the range in brackets.",
+        "",
+        "| peer | version | spans per run | repeat | per run | plain, same environment "
+        "| added | peer / plain |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        low, high = r["added_range"]
+        rlow, rhigh = r["ratio_range"]
+        section.lines.append(
+            f"| {AGENT_NAMES.get(r['peer'], r['peer'])} | {r['version']} | "
+            f"{r['spans_per_run']:.0f} | {r['repeat'] + 1} | {r['peer_ms']:.2f} ms | "
+            f"{r['plain_ms']:.2f} ms | {r['added_ms']:+.2f} ms ({low:+.2f} to {high:+.2f}) | "
+            f"{r['ratio']:.2f} ({rlow:.2f}–{rhigh:.2f}) |"
+        )
+    ours = [r["added_ms"] for r in rows if r["peer"] == "chainlat"]
+    others = {r["peer"] for r in rows if r["peer"] != "chainlat"}
+    if ours and others:
+        # The cheapest peer by its median over the repeats; chainlat's worst repeat against
+        # its best, so that the verdict cannot rest on one lucky repeat.
+        def added(peer: str) -> list[float]:
+            return [r["added_ms"] for r in rows if r["peer"] == peer]
+
+        cheapest_peer = min(others, key=lambda p: statistics.median(added(p)))
+        theirs = added(cheapest_peer)
+        met = max(ours) <= min(theirs)
+        section.verdicts.append(
+            (
+                "agent workload: chainlat adds no more CPU per run than the cheapest peer",
+                met,
+                f"chainlat +{min(ours):.2f} to +{max(ours):.2f} ms, {cheapest_peer} "
+                f"+{min(theirs):.2f} to +{max(theirs):.2f} ms (medians of each repeat)",
+            )
+        )
 
 
 # -- 4. memory under load --------------------------------------------------------------------
