@@ -113,6 +113,10 @@ class Convention:
         names: Span name -> step kind, for spans with no attribute that says.
         roots: Span names that make a run at the top of their trace.
         containers: Span names of sessions: never a run, the turns inside are.
+        shapes: What is classified by code, not by a key's value (described, for people).
+        overrides: Values of another convention's key that this one's kinds relabel.
+        placeholders: (key, value) pairs of a placeholder span, which never makes a run.
+        chain_roots: Key -> values of a chain that is a run at the top of its trace.
     """
 
     name: str
@@ -131,6 +135,15 @@ class Convention:
     shapes: tuple[str, ...] = ()
     """Rules that classify by what a span carries rather than by one key's value, as
     :func:`chainlat._core.conventions.classify` applies them last."""
+    overrides: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Another convention's key -> its values on which this convention's ``kinds`` have the
+    last word (LangSmith writes ``gen_ai.operation.name = chat`` on prompt spans too)."""
+    placeholders: tuple[tuple[str, str], ...] = ()
+    """(key, value) pairs that mark a placeholder of a span (Logfire's pending span): it
+    never makes a run, whichever convention classified it."""
+    chain_roots: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Key -> values of a chain that makes a run at the top of its trace (LangChain and
+    LangGraph name no workflow: the outermost chain is the run)."""
 
 
 def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
@@ -271,6 +284,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             DECISION_TOKEN_COUNT_OUTPUT,
             AGENT_NAME,
         ),
+        # LangChain and LangGraph name no workflow: the outermost chain is the run.
+        chain_roots=MappingProxyType({OPENINFERENCE_SPAN_KIND: ("CHAIN",)}),
     ),
     Convention(
         name="openllmetry",
@@ -300,13 +315,6 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                     "task": None,
                     "unknown": None,
                 },
-                LLM_REQUEST_TYPE: {
-                    "chat": "inference",
-                    "completion": "inference",
-                    "embedding": "inference",
-                    "rerank": "data",
-                    "unknown": None,
-                },
             }
         ),
         reads=(
@@ -317,6 +325,174 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             GEN_AI_AGENT_NAME,
             TRACELOOP_ENTITY_NAME,
         ),
+    ),
+    Convention(
+        name="langsmith",
+        checked=("langsmith==0.15.1",),
+        kinds=_frozen(
+            {
+                LANGSMITH_SPAN_KIND: {
+                    "llm": "inference",
+                    "embedding": "inference",
+                    "retriever": "data",
+                    "tool": "tool",
+                    "chain": None,
+                    "prompt": None,
+                    "parser": None,
+                },
+            }
+        ),
+        reads=(GEN_AI_SYSTEM, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL),
+        # LangSmith writes ``chat`` on prompt spans and ``embeddings`` on retriever spans:
+        # on those two values its own span kind has the last word.
+        overrides=MappingProxyType({GEN_AI_OPERATION_NAME: ("chat", "embeddings")}),
+        chain_roots=MappingProxyType({LANGSMITH_SPAN_KIND: ("chain",)}),
+    ),
+    Convention(
+        name="openllmetry-legacy",
+        checked=("opentelemetry-semantic-conventions-ai==0.5.1", "traceloop-sdk==0.62.4"),
+        # OpenLLMetry's older key, asked after LangSmith's span kind.
+        kinds=_frozen(
+            {
+                LLM_REQUEST_TYPE: {
+                    "chat": "inference",
+                    "completion": "inference",
+                    "embedding": "inference",
+                    "rerank": "data",
+                    "unknown": None,
+                },
+            }
+        ),
+    ),
+    Convention(
+        name="ai-sdk",
+        checked=(
+            "ai==7.0.185 with @ai-sdk/otel==1.0.185 (LegacyOpenTelemetry), "
+            "packages/ai/src/telemetry, docs/ai-sdk-core/telemetry: collected data",
+        ),
+        kinds=_frozen(
+            {
+                # The SDK's call (``ai.generateText``) holds its provider calls and tools, as
+                # ``invoke_agent`` does in the SDK's GenAI format: a run; the provider calls
+                # are the model calls. ``ai.embed`` holds ``ai.embed.doEmbed``, the call.
+                AI_OPERATION_ID: {
+                    **_all(
+                        "workflow",
+                        "ai.generateText",
+                        "ai.streamText",
+                        "ai.generateObject",
+                        "ai.streamObject",
+                    ),
+                    **_all(
+                        "inference",
+                        "ai.generateText.doGenerate",
+                        "ai.streamText.doStream",
+                        "ai.generateObject.doGenerate",
+                        "ai.streamObject.doStream",
+                        "ai.embed.doEmbed",
+                        "ai.embedMany.doEmbed",
+                    ),
+                    "ai.toolCall": "tool",
+                    "ai.embed": None,
+                    "ai.embedMany": None,
+                },
+            }
+        ),
+        reads=(
+            AI_TELEMETRY_FUNCTION_ID,
+            AI_MODEL_ID,
+            AI_MODEL_PROVIDER,
+            AI_USAGE_INPUT_TOKENS,
+            AI_USAGE_OUTPUT_TOKENS,
+            AI_USAGE_PROMPT_TOKENS,
+            AI_USAGE_COMPLETION_TOKENS,
+            AI_RESPONSE_MS_TO_FIRST_CHUNK,
+            AI_STREAM_MS_TO_FIRST_CHUNK,
+            *_GEN_AI_MODEL_CALL,
+            GEN_AI_SYSTEM,
+        ),
+    ),
+    Convention(
+        name="db",
+        checked=(
+            "opentelemetry-semantic-conventions==0.66b2",
+            "opentelemetry-instrumentation-chromadb==0.62.4 and the other vector stores above",
+        ),
+        kinds=_frozen({DB_SYSTEM: {ANY_VALUE: "data"}, DB_SYSTEM_NAME: {ANY_VALUE: "data"}}),
+    ),
+    Convention(
+        name="pipecat",
+        checked=(
+            "pipecat-ai==1.14.0 pipecat/utils/tracing/service_attributes.py, "
+            "service_decorators.py, turn_trace_observer.py",
+        ),
+        kinds=_frozen(
+            {
+                # Pipecat's own operation names on its service spans (chat is the LLM's).
+                GEN_AI_OPERATION_NAME: {"stt": "inference", "tts": "inference"},
+                PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
+            }
+        ),
+        # The conversation span (turn_trace_observer.py) holds every turn of the call.
+        containers=("conversation",),
+        reads=(
+            PIPECAT_TTFB,
+            PIPECAT_USER_BOT_LATENCY,
+            PIPECAT_WAS_INTERRUPTED,
+            PIPECAT_ENDED_BY_CONVERSATION_END,
+        ),
+    ),
+    Convention(
+        name="livekit",
+        checked=(
+            "livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py, "
+            "voice/generation.py, voice/agent_activity.py, tts/tts.py, llm/llm.py",
+        ),
+        kinds=_frozen(
+            {
+                # agent_turn is invoke_agent and llm_request chat (the GenAI values above);
+                # tts_node writes no operation: its first audio marks it.
+                LIVEKIT_RESPONSE_TTFB: {ANY_VALUE: "inference"},
+            }
+        ),
+        # agent_session (an invoke_workflow, voice/agent_session.py 988-1012) spans the
+        # whole call, the wait for the caller included: a container of turns.
+        containers=("agent_session",),
+        reads=(
+            LIVEKIT_RESPONSE_TTFT,
+            LIVEKIT_INTERRUPTED,
+            LIVEKIT_E2E_LATENCY,
+        ),
+    ),
+    Convention(
+        name="haystack",
+        checked=(
+            "haystack-ai==3.4.1 haystack/tracing/tracer.py, haystack/core/pipeline, "
+            "haystack/components/agents/agent.py",
+            "opentelemetry-haystack==2.0.0",
+        ),
+        kinds=_frozen({HAYSTACK_TOOL_NAME: {ANY_VALUE: "tool"}}),
+        # A component run is classified by its component's class: Haystack's own and the
+        # integrations' follow these names (InMemoryBM25Retriever, OpenAIChatGenerator,
+        # SentenceTransformersDocumentEmbedder, ToolInvoker).
+        suffixes=MappingProxyType(
+            {
+                HAYSTACK_COMPONENT_TYPE: (
+                    ("Retriever", "data"),
+                    ("Ranker", "data"),
+                    ("ChatGenerator", "inference"),
+                    ("Generator", "inference"),
+                    ("TextEmbedder", "inference"),
+                    ("DocumentEmbedder", "inference"),
+                    ("ToolInvoker", "tool"),
+                ),
+            }
+        ),
+        # An agent's model call is a span with no key but its content (written only with
+        # HAYSTACK_CONTENT_TRACING_ENABLED): its name says what it is.
+        names=MappingProxyType({"haystack.agent.step.llm": "inference"}),
+        roots=("haystack.pipeline.run", "haystack.async_pipeline.run", "haystack.agent.run"),
+        reads=(HAYSTACK_PIPELINE_NAME,),
     ),
     Convention(
         name="pydantic-ai",
@@ -337,24 +513,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             PYDANTIC_AI_AGENT_NAME,
             LOGFIRE_SPAN_TYPE,
         ),
-    ),
-    Convention(
-        name="langsmith",
-        checked=("langsmith==0.15.1",),
-        kinds=_frozen(
-            {
-                LANGSMITH_SPAN_KIND: {
-                    "llm": "inference",
-                    "embedding": "inference",
-                    "retriever": "data",
-                    "tool": "tool",
-                    "chain": None,
-                    "prompt": None,
-                    "parser": None,
-                },
-            }
-        ),
-        reads=(GEN_AI_SYSTEM, GEN_AI_REQUEST_MODEL, GEN_AI_RESPONSE_MODEL),
+        # Logfire exports a zero-length copy of a span at its start, then the span.
+        placeholders=((LOGFIRE_SPAN_TYPE, "pending_span"),),
     ),
     Convention(
         name="litellm",
@@ -417,128 +577,6 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
     ),
     Convention(
-        name="pipecat",
-        checked=(
-            "pipecat-ai==1.14.0 pipecat/utils/tracing/service_attributes.py, "
-            "service_decorators.py, turn_trace_observer.py",
-        ),
-        kinds=_frozen(
-            {
-                # Pipecat's own operation names on its service spans (chat is the LLM's).
-                GEN_AI_OPERATION_NAME: {"stt": "inference", "tts": "inference"},
-                PIPECAT_TURN_NUMBER: {ANY_VALUE: "workflow"},
-            }
-        ),
-        # The conversation span (turn_trace_observer.py) holds every turn of the call.
-        containers=("conversation",),
-        reads=(
-            PIPECAT_TTFB,
-            PIPECAT_USER_BOT_LATENCY,
-            PIPECAT_WAS_INTERRUPTED,
-            PIPECAT_ENDED_BY_CONVERSATION_END,
-        ),
-    ),
-    Convention(
-        name="livekit",
-        checked=(
-            "livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py, "
-            "voice/generation.py, voice/agent_activity.py, tts/tts.py, llm/llm.py",
-        ),
-        kinds=_frozen(
-            {
-                # agent_turn is invoke_agent and llm_request chat (the GenAI values above);
-                # tts_node writes no operation: its first audio marks it.
-                LIVEKIT_RESPONSE_TTFB: {ANY_VALUE: "inference"},
-            }
-        ),
-        # agent_session (an invoke_workflow, voice/agent_session.py 988-1012) spans the
-        # whole call, the wait for the caller included: a container of turns.
-        containers=("agent_session",),
-        reads=(
-            LIVEKIT_RESPONSE_TTFT,
-            LIVEKIT_INTERRUPTED,
-            LIVEKIT_E2E_LATENCY,
-        ),
-    ),
-    Convention(
-        name="ai-sdk",
-        checked=(
-            "ai==7.0.185 with @ai-sdk/otel==1.0.185 (LegacyOpenTelemetry), "
-            "packages/ai/src/telemetry, docs/ai-sdk-core/telemetry: collected data",
-        ),
-        kinds=_frozen(
-            {
-                # The SDK's call (``ai.generateText``) holds its provider calls and tools, as
-                # ``invoke_agent`` does in the SDK's GenAI format: a run; the provider calls
-                # are the model calls. ``ai.embed`` holds ``ai.embed.doEmbed``, the call.
-                AI_OPERATION_ID: {
-                    **_all(
-                        "workflow",
-                        "ai.generateText",
-                        "ai.streamText",
-                        "ai.generateObject",
-                        "ai.streamObject",
-                    ),
-                    **_all(
-                        "inference",
-                        "ai.generateText.doGenerate",
-                        "ai.streamText.doStream",
-                        "ai.generateObject.doGenerate",
-                        "ai.streamObject.doStream",
-                        "ai.embed.doEmbed",
-                        "ai.embedMany.doEmbed",
-                    ),
-                    "ai.toolCall": "tool",
-                    "ai.embed": None,
-                    "ai.embedMany": None,
-                },
-            }
-        ),
-        reads=(
-            AI_TELEMETRY_FUNCTION_ID,
-            AI_MODEL_ID,
-            AI_MODEL_PROVIDER,
-            AI_USAGE_INPUT_TOKENS,
-            AI_USAGE_OUTPUT_TOKENS,
-            AI_USAGE_PROMPT_TOKENS,
-            AI_USAGE_COMPLETION_TOKENS,
-            AI_RESPONSE_MS_TO_FIRST_CHUNK,
-            AI_STREAM_MS_TO_FIRST_CHUNK,
-            *_GEN_AI_MODEL_CALL,
-            GEN_AI_SYSTEM,
-        ),
-    ),
-    Convention(
-        name="haystack",
-        checked=(
-            "haystack-ai==3.4.1 haystack/tracing/tracer.py, haystack/core/pipeline, "
-            "haystack/components/agents/agent.py",
-            "opentelemetry-haystack==2.0.0",
-        ),
-        kinds=_frozen({HAYSTACK_TOOL_NAME: {ANY_VALUE: "tool"}}),
-        # A component run is classified by its component's class: Haystack's own and the
-        # integrations' follow these names (InMemoryBM25Retriever, OpenAIChatGenerator,
-        # SentenceTransformersDocumentEmbedder, ToolInvoker).
-        suffixes=MappingProxyType(
-            {
-                HAYSTACK_COMPONENT_TYPE: (
-                    ("Retriever", "data"),
-                    ("Ranker", "data"),
-                    ("ChatGenerator", "inference"),
-                    ("Generator", "inference"),
-                    ("TextEmbedder", "inference"),
-                    ("DocumentEmbedder", "inference"),
-                    ("ToolInvoker", "tool"),
-                ),
-            }
-        ),
-        # An agent's model call is a span with no key but its content (written only with
-        # HAYSTACK_CONTENT_TRACING_ENABLED): its name says what it is.
-        names=MappingProxyType({"haystack.agent.step.llm": "inference"}),
-        roots=("haystack.pipeline.run", "haystack.async_pipeline.run", "haystack.agent.run"),
-        reads=(HAYSTACK_PIPELINE_NAME,),
-    ),
-    Convention(
         name="shape",
         checked=(
             "opentelemetry-semantic-conventions==0.66b2 (HTTP client spans, stable and older)",
@@ -553,13 +591,9 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         ),
         reads=(*METHOD_KEYS, *URL_KEYS),
     ),
-    Convention(
-        name="db",
-        checked=(
-            "opentelemetry-semantic-conventions==0.66b2",
-            "opentelemetry-instrumentation-chromadb==0.62.4 and the other vector stores above",
-        ),
-        kinds=_frozen({DB_SYSTEM: {ANY_VALUE: "data"}, DB_SYSTEM_NAME: {ANY_VALUE: "data"}}),
-    ),
 )
-"""Every convention understood, the versions checked, and how its spans classify."""
+"""Every convention understood, the versions checked, and how its spans classify.
+
+The order is the classifier's: a span's kind comes from the first key, in the order the
+rows name them (chainlat's own kind, then ``gen_ai.operation.name``, ...), whose value a
+row knows; a row added at the end is asked after every key before it."""

@@ -11,24 +11,47 @@ either, so a trace reader can drop the rest as it parses.
 Which convention decides the kind, first match wins:
 
 1. chainlat's own ``chainlat.step.kind``.
-2. ``gen_ai.operation.name``, with the values of the GenAI conventions and of every
-   instrumentation that extends them (OpenLLMetry, LiteLLM, pydantic-ai, util-genai).
-   LangSmith writes ``chat`` on prompt spans and ``embeddings`` on retriever spans, so on
-   those two values its ``langsmith.span.kind`` has the last word.
-3. ``openinference.span.kind``, ``traceloop.span.kind``, ``langsmith.span.kind``,
-   OpenLLMetry's older ``llm.request.type``, then the presence of ``db.system`` or
-   ``db.system.name`` (databases and vector stores are data stages).
-4. The Vercel AI SDK's ``ai.operationId``, Haystack's tool and component type (by the
-   class name's suffix), then what the span carries (:func:`_by_shape`): an HTTP client
-   span's POST to a model route, or a model with token usage, is a model call.
-5. Anything else is transparent (None): framework glue, other HTTP spans, chains, unknown
+2. Every other key of :data:`CONVENTIONS` that classifies (a row's ``kinds`` and
+   ``suffixes``), in the table's order: ``gen_ai.operation.name`` (the GenAI conventions
+   and every instrumentation that extends them), ``openinference.span.kind``,
+   ``traceloop.span.kind``, ``langsmith.span.kind``, OpenLLMetry's older
+   ``llm.request.type``, the Vercel AI SDK's ``ai.operationId``, ``db.system`` and
+   ``db.system.name`` (databases and vector stores are data stages), Pipecat's turn,
+   LiveKit's first audio, Haystack's tool and component type (by the class name's
+   suffix). The first key the span holds with a value a row knows decides; a row's
+   ``overrides`` relabel another key's values (LangSmith writes ``chat`` on prompt spans
+   and ``embeddings`` on retriever spans, so on those two values its
+   ``langsmith.span.kind`` has the last word), and a row's ``placeholders`` keep a
+   placeholder span (Logfire's pending span) from making a run.
+3. What the span carries (:func:`_by_shape`): an HTTP client span's POST to a model
+   route, or a model with token usage, is a model call.
+4. Anything else is transparent (None): framework glue, other HTTP spans, chains, unknown
    conventions. A few spans that carry no key that says what they are are known by their
    name, where a trace is read (:func:`kind_by_name`: Haystack's ``haystack.agent.step.llm``).
 
 :data:`CONVENTIONS` is the table: per convention, the packages whose source it was read
 in (name and version), the keys that classify a span with each value's kind, and the
-other keys read. The classifier's value tables are built from it, so the table is what
-runs. ``docs/integrations.md`` is the same table for people, with the caveats.
+other keys read, the span names that make a run or hold runs, and the chains that are a
+run at the top of their trace. Everything :func:`classify`, :func:`is_run_root`,
+:func:`is_container` and :func:`kind_by_name` decide is built from it, so the table is
+what runs: a new instrumentation is a new row. ``docs/integrations.md`` is the same
+table for people, with the caveats.
+
+What is not a row, and why:
+
+- chainlat's own kind is asked before the table, and no placeholder rule touches it:
+  chainlat's span processor wrote it knowing the span.
+- The shapes (:func:`_by_shape`) read a URL's path against the model routes
+  (:mod:`chainlat._core.model_routes`) and keys of several conventions together (a model
+  and a token count, by any convention): a rule over a span, not a value of one key.
+  The ``shape`` row describes them and lists the keys they read.
+- The order in which the readings take their keys across conventions: the workflow's
+  name (``_WORKFLOW_NAME_KEYS``: a workflow's name before an entity's before an agent's)
+  and a call's model, provider, tokens and time to first token
+  (:mod:`chainlat._core.call_readings`: the response's model before the request's, the
+  GenAI keys before the older ones). A row lists the keys it reads; their rank among
+  other rows' keys is a decision across rows, so it is one tuple per reading. The rows'
+  ``reads`` hold every such key (``tests/core/test_conventions_keys.py``).
 
 Decisions the packages leave open, taken here:
 
@@ -53,30 +76,17 @@ Decisions the packages leave open, taken here:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from chainlat._core.attributes import (
     AGENT_NAME,
-    AI_OPERATION_ID,
     AI_TELEMETRY_FUNCTION_ID,
-    DB_SYSTEM,
-    DB_SYSTEM_NAME,
     GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
     GEN_AI_WORKFLOW_NAME,
-    HAYSTACK_COMPONENT_TYPE,
     HAYSTACK_PIPELINE_NAME,
-    HAYSTACK_TOOL_NAME,
-    LANGSMITH_SPAN_KIND,
-    LIVEKIT_RESPONSE_TTFB,
-    LLM_REQUEST_TYPE,
-    LOGFIRE_SPAN_TYPE,
-    OPENINFERENCE_SPAN_KIND,
-    PIPECAT_TURN_NUMBER,
     PYDANTIC_AI_AGENT_NAME,
     STEP_KIND,
     TRACELOOP_ENTITY_NAME,
-    TRACELOOP_SPAN_KIND,
 )
 from chainlat._core.attributes import SpanKind as StepKind
 from chainlat._core.call_readings import INPUT_TOKEN_KEYS, MODEL_KEYS, OUTPUT_TOKEN_KEYS, first_text
@@ -109,22 +119,53 @@ def _values_of(key: str) -> dict[str, StepKind | None]:
     return merged
 
 
+_Kinds = dict[str, "StepKind | None"]
+
+
+class _Rule(NamedTuple):
+    """How one classifying key's value gives a kind, every row's values merged."""
+
+    kinds: _Kinds
+    suffixes: tuple[tuple[str, StepKind | None], ...]
+    """(value suffix, kind) pairs, tried in order when the value is none of ``kinds``'."""
+    overrides: dict[str, tuple[tuple[str, _Kinds], ...]]
+    """Value -> the (key, kinds) of the conventions that relabel it."""
+
+
+def _rules() -> tuple[tuple[str, _Rule], ...]:
+    """The table's classifying keys in its order, each with every row's values merged."""
+    keys: dict[str, None] = {}
+    for convention in CONVENTIONS:
+        keys.update(dict.fromkeys((*convention.kinds, *convention.suffixes)))
+    del keys[STEP_KIND]  # chainlat's own kind is asked first, apart (see classify)
+    rules: list[tuple[str, _Rule]] = []
+    for key in keys:
+        suffixes = tuple(
+            pair for convention in CONVENTIONS for pair in convention.suffixes.get(key, ())
+        )
+        relabelled: dict[str, list[tuple[str, _Kinds]]] = {}
+        for convention in CONVENTIONS:
+            for value in convention.overrides.get(key, ()):
+                relabelled.setdefault(value, []).extend(
+                    (other, _values_of(other)) for other in convention.kinds
+                )
+        overrides = {value: tuple(found) for value, found in relabelled.items()}
+        rules.append((key, _Rule(_values_of(key), suffixes, overrides)))
+    return tuple(rules)
+
+
 # Plain dicts, not the table's read-only views: a look-up in a dict is the cheapest there is.
 _OWN_KINDS: Final = _values_of(STEP_KIND)
-_OPERATION_KINDS: Final = _values_of(GEN_AI_OPERATION_NAME)
-_LANGSMITH_KINDS: Final = _values_of(LANGSMITH_SPAN_KIND)
-_OPENINFERENCE_KINDS: Final = _values_of(OPENINFERENCE_SPAN_KIND)
-_TRACELOOP_KINDS: Final = _values_of(TRACELOOP_SPAN_KIND)
-_REQUEST_TYPE_KINDS: Final = _values_of(LLM_REQUEST_TYPE)
-_AI_SDK_KINDS: Final = _values_of(AI_OPERATION_ID)
-_HAYSTACK_SUFFIXES: Final = tuple(
-    pair
-    for convention in CONVENTIONS
-    for pair in convention.suffixes.get(HAYSTACK_COMPONENT_TYPE, ())
+_RULES: Final = _rules()
+_FIRST_KEY, (_FIRST_KINDS, _FIRST_SUFFIXES, _FIRST_OVERRIDES) = _RULES[0]  # gen_ai.operation.name
+# The first rule is asked inline (see classify); the loop asks it again only if it has more
+# than a value table to give.
+_ASKED: Final = _RULES[1:] if not _FIRST_SUFFIXES and ANY_VALUE not in _FIRST_KINDS else _RULES
+_ASKED_KEYS: Final = frozenset(key for key, _ in _ASKED)
+_PLACEHOLDERS: Final = tuple(pair for c in CONVENTIONS for pair in c.placeholders)
+_CHAIN_ROOTS: Final = tuple(
+    (key, frozenset(values)) for c in CONVENTIONS for key, values in c.chain_roots.items()
 )
-_LANGSMITH_RELABELLED: Final = frozenset({"chat", "embeddings"})
-"""Operations LangSmith writes for more than one run type (``prompt`` is ``chat`` too)."""
-_PENDING_SPAN: Final = "pending_span"
 
 _WORKFLOW_NAME_KEYS: Final = (
     GEN_AI_WORKFLOW_NAME,
@@ -166,62 +207,62 @@ def classify(attributes: Mapping[str, object]) -> StepKind | None:
     """
     # Called for every span read from a file: chainlat's own kind costs one look-up, a
     # GenAI operation two (three on chat and embeddings, which LangSmith also writes for
-    # prompts and retrievers); the other conventions are asked only after both miss.
+    # prompts and retrievers); the other keys are asked only after both miss.
     own = attributes.get(STEP_KIND)
     if type(own) is str:
         kind = _OWN_KINDS.get(own)
         if kind is not None:
             return kind
-    operation = attributes.get(GEN_AI_OPERATION_NAME)
-    if type(operation) is str and operation in _OPERATION_KINDS:
-        if operation in _LANGSMITH_RELABELLED:
-            langsmith = attributes.get(LANGSMITH_SPAN_KIND)
-            if type(langsmith) is str and langsmith in _LANGSMITH_KINDS:
-                return _LANGSMITH_KINDS[langsmith]
-        kind = _OPERATION_KINDS[operation]
+    # The first key (the GenAI operation) inline: most model calls stop there.
+    value = attributes.get(_FIRST_KEY)
+    if type(value) is str and value in _FIRST_KINDS:
+        kind = _FIRST_KINDS[value]
+        if value in _FIRST_OVERRIDES:
+            kind = _relabelled(kind, _FIRST_OVERRIDES[value], attributes)
         return kind if kind != "workflow" else _checked(kind, attributes)
-    return _foreign(attributes)
+    if attributes.keys().isdisjoint(_ASKED_KEYS):
+        return _by_shape(attributes)  # most spans that get here: HTTP or glue, in C
+    get = attributes.get
+    for key, rule in _ASKED:
+        value = get(key)
+        if value is None:
+            continue
+        kinds, suffixes, overrides = rule
+        if type(value) is str:
+            if value in kinds:
+                kind = kinds[value]
+                if overrides and value in overrides:
+                    kind = _relabelled(kind, overrides[value], attributes)
+                return kind if kind != "workflow" else _checked(kind, attributes)
+            for suffix, kind in suffixes:
+                if value.endswith(suffix):
+                    return kind if kind != "workflow" else _checked(kind, attributes)
+        if ANY_VALUE in kinds:
+            kind = kinds[ANY_VALUE]
+            return kind if kind != "workflow" else _checked(kind, attributes)
+    return _by_shape(attributes)
 
 
-def _checked(kind: StepKind | None, attributes: Mapping[str, object]) -> StepKind | None:
-    """``kind``, unless it makes a run and the span is Logfire's placeholder for a running one."""
-    if kind == "workflow" and attributes.get(LOGFIRE_SPAN_TYPE) == _PENDING_SPAN:
-        return None
+def _relabelled(
+    kind: StepKind | None,
+    relabels: tuple[tuple[str, _Kinds], ...],
+    attributes: Mapping[str, object],
+) -> StepKind | None:
+    """``kind``, unless a convention that relabels its value knows the span's own key."""
+    for other, other_kinds in relabels:
+        relabel = attributes.get(other)
+        if type(relabel) is str and relabel in other_kinds:
+            return other_kinds[relabel]
     return kind
 
 
-def _foreign(attributes: Mapping[str, object]) -> StepKind | None:
-    """The kind by the conventions that do not write ``gen_ai.operation.name``."""
-    # Unrolled: most spans that get here are HTTP or framework spans that match nothing.
-    value = attributes.get(OPENINFERENCE_SPAN_KIND)
-    if type(value) is str and value in _OPENINFERENCE_KINDS:
-        return _checked(_OPENINFERENCE_KINDS[value], attributes)
-    value = attributes.get(TRACELOOP_SPAN_KIND)
-    if type(value) is str and value in _TRACELOOP_KINDS:
-        return _checked(_TRACELOOP_KINDS[value], attributes)
-    value = attributes.get(LANGSMITH_SPAN_KIND)
-    if type(value) is str and value in _LANGSMITH_KINDS:
-        return _LANGSMITH_KINDS[value]
-    value = attributes.get(LLM_REQUEST_TYPE)
-    if type(value) is str and value in _REQUEST_TYPE_KINDS:
-        return _REQUEST_TYPE_KINDS[value]
-    value = attributes.get(AI_OPERATION_ID)
-    if type(value) is str and value in _AI_SDK_KINDS:
-        return _AI_SDK_KINDS[value]
-    if DB_SYSTEM in attributes or DB_SYSTEM_NAME in attributes:
-        return "data"
-    if PIPECAT_TURN_NUMBER in attributes:
-        return "workflow"
-    if LIVEKIT_RESPONSE_TTFB in attributes:
-        return "inference"
-    if HAYSTACK_TOOL_NAME in attributes:
-        return "tool"
-    value = attributes.get(HAYSTACK_COMPONENT_TYPE)
-    if type(value) is str:
-        for suffix, kind in _HAYSTACK_SUFFIXES:
-            if value.endswith(suffix):
-                return kind
-    return _by_shape(attributes)
+def _checked(kind: StepKind | None, attributes: Mapping[str, object]) -> StepKind | None:
+    """``kind``, unless it makes a run and the span is a placeholder for a running one."""
+    if kind == "workflow":
+        for key, value in _PLACEHOLDERS:
+            if attributes.get(key) == value:
+                return None
+    return kind
 
 
 def _by_shape(attributes: Mapping[str, object]) -> StepKind | None:
@@ -294,10 +335,11 @@ def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: 
         return False
     if span_name in _ROOT_NAMES:
         return True
-    return (
-        attributes.get(OPENINFERENCE_SPAN_KIND) == "CHAIN"
-        or attributes.get(LANGSMITH_SPAN_KIND) == "chain"
-    ) and attributes.get(LOGFIRE_SPAN_TYPE) != _PENDING_SPAN
+    for key, values in _CHAIN_ROOTS:
+        value = attributes.get(key)
+        if type(value) is str and value in values:
+            return _checked("workflow", attributes) is not None
+    return False
 
 
 def workflow_name_of(attributes: Mapping[str, object], span_name: str) -> str:
