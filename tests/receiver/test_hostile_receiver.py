@@ -256,3 +256,27 @@ def test_a_json_body_with_a_number_json_has_not_is_400_and_the_file_stays_readab
     receiver.stop()
     (run,) = read_runs([receiver.out])
     assert run.total_ms == 10.0
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full (a disk always full)")
+def test_a_file_that_cannot_be_written_is_503_and_said_so_not_a_chainlat_bug() -> None:
+    """A full disk: the exporter is told to retry (HTTP 503, gRPC UNAVAILABLE), the warning
+    names the file and the reason; it was a 500 counted as a failure of the receiver."""
+    import grpc
+
+    with Receiver("/dev/full", port=0, grpc_port=0) as receiver:
+        url = f"http://127.0.0.1:{receiver.port}/v1/traces"
+        answer = httpx.post(url, json={"resourceSpans": []}, timeout=10)
+        method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
+            export = channel.unary_unary(
+                method, request_serializer=bytes, response_deserializer=bytes
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                export(b"", timeout=10)
+    assert answer.status_code == 503
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert receiver.counters.warnings() == [
+        "2 requests not written (cannot write /dev/full: No space left on device): their "
+        "spans are not judged"
+    ]

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from chainlat.receiver.decoding import BadBody, from_protobuf, span_count
+from chainlat.receiver.sink import Unwritten
 
 if TYPE_CHECKING:
     import grpc
@@ -102,6 +103,8 @@ def _handler(sink: Sink) -> grpc.GenericRpcHandler:
         except BadBody as bad:
             sink.refused(bad.status, bad.reason)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.reason)
+        except Unwritten as exc:  # counted by the sink; an exporter retries UNAVAILABLE
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
             sink.refused(500, f"{type(exc).__name__}: {exc}")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from chainlat.receiver.decoding import JSON, PROTOBUF, BadBody, decode, span_count
+from chainlat.receiver.sink import Unwritten
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -147,7 +148,10 @@ class HttpReceiver:
             except (ClientPayloadError, ConnectionError) as exc:  # cut short by the client
                 return self._refuse(400, f"the body was cut short: {exc}")
             spans = span_count(document)
-            await self._loop.run_in_executor(self._pool, self._sink.write, document, spans)
+            try:
+                await self._loop.run_in_executor(self._pool, self._sink.write, document, spans)
+            except Unwritten as exc:  # counted by the sink; an exporter retries a 503
+                return web.Response(status=503, text=f"{exc}\n")
         finally:
             self._sink.ended()
         if request.content_type == JSON:

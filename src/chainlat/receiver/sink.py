@@ -36,6 +36,11 @@ class ReceiverCounters:
     """Connections closed at once because the most allowed were open."""
     first_problem: str = ""
     """What was wrong with the first request refused, for the warning."""
+    unwritten: int = 0
+    """Requests taken but not written: the file could not be (a full disk); answered 503
+    (gRPC UNAVAILABLE), which an exporter retries."""
+    first_unwritten: str = ""
+    """Why the first of them could not be written."""
     failed: int = 0
     """Requests the receiver failed to handle (HTTP 500, gRPC INTERNAL): chainlat's fault."""
     first_failure: str = ""
@@ -59,6 +64,11 @@ class ReceiverCounters:
             lines.append(
                 f"{_count(self.timed_out, 'request')} timed out before the whole body arrived"
             )
+        if self.unwritten:
+            lines.append(
+                f"{_count(self.unwritten, 'request')} not written ({self.first_unwritten}): "
+                "their spans are not judged"
+            )
         if self.failed:
             lines.append(
                 f"{_count(self.failed, 'request')} failed in the receiver (HTTP 500 or gRPC "
@@ -73,6 +83,10 @@ class ReceiverCounters:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class Unwritten(Exception):
+    """A request the file could not take (counted already): the server answers 503."""
 
 
 class Sink:
@@ -108,7 +122,13 @@ class Sink:
         with self._lock:
             if self._file is None:
                 raise RuntimeError("the receiver's file is closed")
-            self._file.write(data)
+            try:
+                self._file.write(data)
+            except OSError as exc:
+                reason = f"cannot write {self.path}: {exc.strerror or exc}"
+                self.counters.unwritten += 1
+                self.counters.first_unwritten = self.counters.first_unwritten or reason
+                raise Unwritten(reason) from None
             self.counters.requests += 1
             self.counters.spans += spans
         if self._on_document is not None and spans:
