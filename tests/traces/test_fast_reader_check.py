@@ -59,7 +59,12 @@ def _budgets_for(path: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for p in DATA_DIR.rglob("*") if p.suffix in (".json", ".jsonl")),
+    # Every trace file; a recording's truth (``*.truth.json``, what happened) is no trace.
+    sorted(
+        p
+        for p in DATA_DIR.rglob("*")
+        if p.suffix in (".json", ".jsonl") and not p.name.endswith(".truth.json")
+    ),
     ids=lambda p: str(p.relative_to(DATA_DIR)),
 )
 def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_full_walk(

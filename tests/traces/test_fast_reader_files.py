@@ -46,7 +46,12 @@ def test_the_jaeger_download_is_left_to_the_validating_path() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for p in DATA_DIR.rglob("*") if p.suffix in (".json", ".jsonl")),
+    # Every trace file; a recording's truth (``*.truth.json``, what happened) is no trace.
+    sorted(
+        p
+        for p in DATA_DIR.rglob("*")
+        if p.suffix in (".json", ".jsonl") and not p.name.endswith(".truth.json")
+    ),
     ids=lambda p: str(p.relative_to(DATA_DIR)),
 )
 def test_every_data_file_gives_the_same_runs_by_either_path(
