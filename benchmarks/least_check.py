@@ -61,9 +61,9 @@ def _least_facts(blob: bytes) -> Facts:
 
 
 def _chainlat_facts(blob: bytes) -> Facts:
-    derived = _derive(_decode_attributes(blob))
-    attributes, kind, ttft = derived[0], derived[1], derived[2]
-    return kind, ttft if ttft is not None else attributes.get(_TOTAL)
+    readings, _ = _derive(_decode_attributes(blob))
+    ttft = readings.ttft_ms
+    return readings.kind, ttft if ttft is not None else readings.attributes.get(_TOTAL)
 
 
 def _skeleton_traces(path: Path, facts_of: Callable[[bytes], Facts]) -> dict[str, list[Row]]:

@@ -14,14 +14,19 @@ from hypothesis import strategies as st
 from chainlat._core import attributes as attr
 from chainlat._core.records import SpanRecord
 from chainlat._core.runs import record_of
-from chainlat.traces._derive import derive
+from chainlat.traces._derive import Readings, derive
 from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
 
 _KINDS = st.sampled_from(["inference", "data", "tool", "workflow"])
 
 
-def _derived_fields(derived: tuple[Any, ...]) -> tuple[Any, ...]:
-    return derived[1:]
+def _derived_fields(derived: Readings) -> tuple[Any, ...]:
+    return (
+        derived.kind, derived.ttft_ms, derived.input_tokens, derived.output_tokens,
+        derived.cache_hit, derived.model, derived.source, derived.step_name,
+        derived.user_facing, derived.cache_read_tokens, derived.has_output,
+        derived.ttft_marked, derived.operation, derived.ttft_unusable,
+    )  # fmt: skip
 
 
 def _record_fields(record: SpanRecord) -> tuple[Any, ...]:

@@ -1,16 +1,26 @@
-"""What a span's kept attributes give, worked out once for every reader of trace files: the
-quick msgspec path (:mod:`chainlat.traces._fast`) and the validating one
-(:mod:`chainlat.traces._parse`) share it, so both read the same values."""
+"""What a span's kept attributes give its record, worked out once for every reader of trace
+files, and the one place those readers make a :class:`~chainlat._core.rollup.SpanRecord`
+from it.
+
+The quick msgspec path (:mod:`chainlat.traces._fast`) and the common-layout path of the
+validating one (:mod:`chainlat.traces._parse`) both read a span's attributes into
+:class:`Readings` with :func:`derive` and build its record with :func:`span_record`, so
+both read the same values, and a field added to ``SpanRecord`` is added here once. The
+validating path's reference, :func:`~chainlat._core.records.call_record`, stays apart on
+purpose: ``tests/traces/test_derive_rules.py`` holds :func:`derive` to it, and
+``tests/traces/test_fast_reader_*.py`` the readers' records to the validating path's.
+"""
 
 from __future__ import annotations
 
 import types
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.records import call_fields
-from chainlat._core.rollup import classify, step_name_of
+from chainlat._core.records import STEP_NAME_KEYS, SpanKindLabel, call_fields, step_name_of
+from chainlat._core.rollup import SpanRecord, classify
 
 NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 """The attributes of a span that has none chainlat keeps (shared, read-only)."""
@@ -19,45 +29,102 @@ NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 _CACHE_HIT: Final = attr.CACHE_HIT
 
 
-Derived = tuple[
-    Mapping[str, object], Any, Any, Any, Any, bool, Any, Any, Any, bool, Any, bool, bool, Any, Any
-]
-"""What a span's kept attributes give, read once for both quick paths: the attributes,
-kind, first token, input and output tokens (ints or None), cache hit, model, source, step
-name, user-facing, cache-read tokens, and what :func:`~chainlat._core.records.call_marks`
-says of a model call (carries its output, first token marked, operation), and a time to first
-token present but unusable (``SpanRecord.ttft_unusable``)."""
+@dataclass(slots=True)
+class Readings:
+    """What a span's kept attributes give its record, each field named as the
+    :class:`~chainlat._core.rollup.SpanRecord` field it becomes; read once per distinct
+    attribute list and shared by the spans that carry it (treated as immutable).
 
-NOTHING_DERIVED: Final[Derived] = (
-    NO_ATTRIBUTES, None, None, None, None, False, None, None, None, False, None, False,
-    False, None, None,
-)  # fmt: skip
+    A model call's fields are read by its convention's rules
+    (:func:`~chainlat._core.records.call_fields`); every other kind of span leaves them
+    unset, as :func:`~chainlat._core.records.call_record` does.
+    """
+
+    attributes: Mapping[str, object]
+    """The kept attributes themselves (the span's ``TracedSpan.attributes``)."""
+    kind: SpanKindLabel | None = None
+    cache_hit: bool = False
+    step_name: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ttft_ms: float | None = None
+    model: str | None = None
+    source: str | None = None
+    user_facing: bool = False
+    cache_read_tokens: int | None = None
+    has_output: bool = False
+    ttft_marked: bool = False
+    operation: str | None = None
+    ttft_unusable: str | None = None
+
+
+NO_READINGS: Final = Readings(NO_ATTRIBUTES)
+"""What a span without kept attributes gives: nothing (shared)."""
 
 
 def derive(
     found: dict[str, object],
     _classify: Callable[[Mapping[str, object]], Any] = classify,
-) -> Derived:
+) -> Readings:
     """What the kept attributes ``found`` of a span give, as :func:`call_record` reads them
     (``tests/traces/test_fast_reader_attributes.py`` holds the quick paths to the validating
     one, ``tests/traces/test_derive_rules.py`` to :func:`call_record`)."""
     if not found:
-        return NOTHING_DERIVED
+        return NO_READINGS
     kind = _classify(found)
     cache_hit = found.get(_CACHE_HIT) is True
-    step_name = step_name_of(found)
+    # Most spans name no step: asked in C before the loop over the keys.
+    step_name = None if found.keys().isdisjoint(STEP_NAME_KEYS) else step_name_of(found)
     if kind != "inference":
-        return (
-            found, kind, None, None, None, cache_hit, None, None,
-            step_name, False, None, False, False, None, None,
-        )  # fmt: skip
+        return Readings(found, kind, cache_hit, step_name)
     # Tokens, first token, model and source by any convention, by its one rule for each,
     # and what call_marks says: a read span gets the record a live one gets.
     (
         tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
         ttft_marked, operation, unusable,
     ) = call_fields(found)  # fmt: skip
-    return (
-        found, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
+    # In the order of the fields: a call by keyword costs more, and this runs for every
+    # model call whose attributes differ from the last ones read (its tokens, its first token).
+    return Readings(
+        found, kind, cache_hit, step_name, tokens_in, tokens_out, ttft, model, source,
         user_facing, cache_read, has_output, ttft_marked, operation, unusable,
     )  # fmt: skip
+
+
+def span_record(
+    readings: Readings,
+    span_id: int,
+    parent_id: int | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    _new: Any = object.__new__,
+    _record: type[SpanRecord] = SpanRecord,
+) -> SpanRecord:
+    """The record of a span read from a trace file, from its ids, name, times and what its
+    attributes give; the one place the file readers' quick paths make a record."""
+    # Every field set here, without the class's __init__: a call of it costs a thousand
+    # instructions more per span (tests/traces/test_fast_reader_*.py compare each field
+    # with the validating path's records, made by the constructor).
+    record: SpanRecord = _new(_record)
+    record.span_id = span_id
+    record.parent_id = parent_id
+    record.name = name
+    record.start_ns = start_ns
+    record.end_ns = end_ns
+    record.kind = readings.kind
+    record.cache_hit = readings.cache_hit
+    record.input_tokens = readings.input_tokens
+    record.output_tokens = readings.output_tokens
+    record.ttft_ms = readings.ttft_ms
+    record.model = readings.model
+    record.source = readings.source
+    record.step_name = readings.step_name
+    record.user_facing = readings.user_facing
+    record.cache_read_tokens = readings.cache_read_tokens
+    record.extended = record.failed = record.unrecorded_end = False
+    record.has_output = readings.has_output
+    record.ttft_marked = readings.ttft_marked
+    record.operation = readings.operation
+    record.ttft_unusable = readings.ttft_unusable
+    return record

@@ -32,7 +32,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import TracedSpan
-from chainlat.traces._derive import NOTHING_DERIVED, Derived, derive
+from chainlat.traces._derive import NO_READINGS, Readings, derive, span_record
 from chainlat.traces._parse import (
     INT64,
     MAX_NS,
@@ -157,7 +157,7 @@ def quick_spans(line: bytes, origin: str) -> list[Parsed] | None:
     return found
 
 
-_derived_cache: dict[bytes, Derived] = {}
+_derived_cache: dict[bytes, Readings] = {}
 _CACHE_ENTRIES: Final = 4096
 
 
@@ -167,14 +167,15 @@ def _scope_spans(
     origin: str,
     append: Callable[[Parsed], None],
     # Bound once: the globals a span needs, looked up millions of times.
-    _cache: dict[bytes, Derived] = _derived_cache,
+    _cache: dict[bytes, Readings] = _derived_cache,
     names: dict[str, str] = names,
     _unset: Any = UNSET,
     _new: Any = object.__new__,
-    _record: type[SpanRecord] = SpanRecord,
+    _span_record: Callable[..., SpanRecord] = span_record,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> None:
-    """Each span of a scope, as :func:`~chainlat.traces._parse._common_otlp_span` reads it,
+    """Each span of a scope, as :func:`~chainlat.traces._parse._common_otlp_span` reads it
+    (its record made by :func:`~chainlat.traces._derive.span_record`),
     handed to ``append``; raises _NotCommon (or a decoding error) on anything else."""
     last: str | None = None  # no trace id is None, the empty one included
     trace_id = ""
@@ -202,67 +203,41 @@ def _scope_spans(
         end_ns = int(raw.endTimeUnixNano)
         if not 0 <= start_ns <= end_ns <= MAX_NS:
             raise _NotCommon
-        derived: Derived | None = NOTHING_DERIVED
+        readings = NO_READINGS
         items: Any = raw.attributes
         if items is not _unset:
             # Spans of one kind repeat the same attributes (a data stage's kind and workflow)
             # on every run: what they give is worked out once per distinct list.
             blob = bytes(items)
-            derived = _cache.get(blob)
-            if derived is None:
-                nonfinite = tally.nonfinite_values
-                derived = _derive(_decode_attributes(blob))
-                if tally.nonfinite_values == nonfinite:  # counted again on each span that has one
+            known = _cache.get(blob)
+            if known is not None:
+                readings = known
+            else:
+                readings, counted = _derive(_decode_attributes(blob))
+                if not counted:  # a value dropped is counted again on each span that has one
                     if len(_cache) >= _CACHE_ENTRIES:
                         _cache.clear()
-                    _cache[blob] = derived
-        (
-            attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source,
-            step_name, user_facing, cache_read, has_output, ttft_marked, operation, unusable,
-        ) = derived  # type: ignore[misc]  # fmt: skip
+                    _cache[blob] = readings
         events = raw.events
         status = raw.status
         code = status.code if status is not None else None
         name = raw.name
-        # Every field set here, without the class's __init__: a call of it costs a thousand
-        # instructions more per span (tests/traces/test_fast_reader_*.py compare each field
-        # with the validating path's records, made by the constructor).
-        record = _new(_record)
-        record.span_id = span_id
-        record.parent_id = parent_id
-        record.name = names.setdefault(name, name)
-        record.start_ns = start_ns
-        record.end_ns = end_ns
-        record.kind = kind
-        record.cache_hit = cache_hit
-        record.input_tokens = tokens_in
-        record.output_tokens = tokens_out
-        record.ttft_ms = ttft
-        record.ttft_unusable = unusable
-        record.model = model
-        record.source = source
-        record.step_name = step_name
-        record.user_facing = user_facing
-        record.cache_read_tokens = cache_read
-        record.extended = record.failed = record.unrecorded_end = False
-        if kind == "inference":  # what call_marks says, worked out with the rest
-            record.has_output = has_output
-            record.ttft_marked = ttft_marked
-            record.operation = operation
-        else:
-            record.has_output = record.ttft_marked = False
-            record.operation = None
+        record = _span_record(
+            readings, span_id, parent_id, names.setdefault(name, name), start_ns, end_ns
+        )
         if events:  # the first token by any convention's event; events after the span's end
-            found = [(e.name, int(e.timeUnixNano)) for e in events]  # type: ignore[arg-type]
-            for _, at in found:
+            found = []
+            for event in events:
+                at = int(event.timeUnixNano)  # type: ignore[arg-type]
                 if not 0 <= at <= MAX_NS:
                     raise _NotCommon  # the checking path skips it, or drops the span
+                found.append((event.name, at))
             apply_events(record, found)
         local_root = parent_id is None or raw.flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
         error = code == 2 or code == "STATUS_CODE_ERROR"
         traced = _new(_traced)
         traced.record = record
-        traced.attributes = attributes
+        traced.attributes = readings.attributes
         traced.error = error
         traced.origin = origin
         append((trace_id, local_root, traced))
@@ -275,9 +250,12 @@ def _attribute_values(
     names: dict[str, str] = names,
     _missing: object = MISSING,
     _unset: Any = UNSET,
-) -> dict[str, object]:
-    """The kept attributes by key; raises _NotCommon on a value not in the common layout."""
+) -> tuple[dict[str, object], bool]:
+    """The kept attributes by key, and whether reading them counted a value dropped (an
+    out-of-range number inside an array); raises _NotCommon on a value not in the common
+    layout."""
     found: dict[str, object] = {}
+    counted = False
     for item in items:
         key = _keys.get(item.key, _missing)
         if key is None:
@@ -311,7 +289,9 @@ def _attribute_values(
             try:  # an array of strings (a critical path), checked in C
                 found[key] = list(map(_string_of, _decode_strings(raw).values))  # type: ignore[index]
             except msgspec.DecodeError:  # any other array: read as the validating path reads it
+                dropped = tally.nonfinite_values
                 found[key] = any_value({"arrayValue": loads(raw)})  # type: ignore[index]
+                counted = counted or tally.nonfinite_values != dropped
             continue
         inner = value.intValue
         if inner is not _unset:
@@ -335,15 +315,17 @@ def _attribute_values(
         if inner is _unset:
             raise _NotCommon  # an empty value: no attribute, as the validating path reads it
         found[key] = inner  # type: ignore[index]
-    return found
+    return found, counted
 
 
 def _derive(
     items: list[_KeyValue] | None,
-    _values: Callable[[list[_KeyValue]], dict[str, object]] = _attribute_values,
-) -> Derived:
+    _values: Callable[[list[_KeyValue]], tuple[dict[str, object], bool]] = _attribute_values,
+) -> tuple[Readings, bool]:
     """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
-    reads them (the same :func:`~chainlat.traces._derive.derive`)."""
+    reads them (the same :func:`~chainlat.traces._derive.derive`), and whether reading them
+    counted a value dropped (then not remembered: it is counted on each span that has it)."""
     if not items:
-        return NOTHING_DERIVED
-    return derive(_values(items))
+        return NO_READINGS, False
+    found, counted = _values(items)
+    return derive(found), counted

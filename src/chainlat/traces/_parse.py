@@ -30,9 +30,10 @@ from chainlat.traces._derive import (
     NO_ATTRIBUTES as NO_ATTRIBUTES,
 )
 from chainlat.traces._derive import (
-    NOTHING_DERIVED,
-    Derived,
+    NO_READINGS,
+    Readings,
     derive,
+    span_record,
 )
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -381,11 +382,11 @@ def _common_attributes(
     _keys: dict[str, str | None] = key_cache,
     names: dict[str, str] = names,
     _missing: object = MISSING,
-) -> Derived:
+) -> Readings:
     """The attributes of a span in the common layout, and what they give; raises one of
     ``_NOT_COMMON`` on anything else, as :func:`_common_otlp_span` does."""
     if not items:
-        return NOTHING_DERIVED
+        return NO_READINGS
     found: dict[str, object] = {}
     for item in items:
         key = _keys.get(item["key"], _missing)
@@ -417,8 +418,8 @@ def _common_otlp_span(
     origin: str,
     # Bound once: the globals a span needs, looked up millions of times.
     names: dict[str, str] = names,
-    _attributes: Callable[[Any], Derived] = _common_attributes,
-    _record: type[SpanRecord] = SpanRecord,
+    _attributes: Callable[[Any], Readings] = _common_attributes,
+    _span_record: Callable[..., SpanRecord] = span_record,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> Parsed:
     """A span as chainlat and the Collector write it, read quickly.
@@ -451,36 +452,16 @@ def _common_otlp_span(
     end_ns = int(end)
     if not 0 <= start_ns <= end_ns <= MAX_NS:
         raise ValueError
-    (
-        attributes, kind, ttft, tokens_in, tokens_out, cache_hit, model, source, step_name,
-        user_facing, cache_read, has_output, ttft_marked, operation, unusable,
-    ) = _attributes(raw.get("attributes"))  # fmt: skip
+    readings = _attributes(raw.get("attributes"))
     events = raw.get("events")
     if events is not None and type(events) is not list:
         raise TypeError
     status = raw.get("status")
     code = status.get("code") if status else None
     flags = raw.get("flags", 0)
-    record = _record(
-        span_id,
-        parent_id,
-        names.setdefault(name, name),
-        start_ns,
-        end_ns,
-        kind,
-        cache_hit,
-        tokens_in,
-        tokens_out,
-        ttft,
-        model,
-        source,
-        step_name,
-        user_facing,
-        cache_read,
+    record = _span_record(
+        readings, span_id, parent_id, names.setdefault(name, name), start_ns, end_ns
     )
-    if kind == "inference":  # what call_marks says
-        record.has_output, record.ttft_marked = has_output, ttft_marked
-        record.operation, record.ttft_unusable = operation, unusable
     if events:
         found = [(e["name"], int(e["timeUnixNano"])) for e in events]
         for _, at in found:
@@ -491,7 +472,7 @@ def _common_otlp_span(
         type(flags) is int and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
     )
     error = code == 2 or code == "STATUS_CODE_ERROR"
-    return trace_id.lower(), local_root, _traced(record, attributes, error, origin)
+    return trace_id.lower(), local_root, _traced(record, readings.attributes, error, origin)
 
 
 def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
