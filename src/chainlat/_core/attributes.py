@@ -65,10 +65,6 @@ DATA_KIND: Final = "chainlat.data.kind"
 DATA_SOURCE: Final = "chainlat.data.source"
 """The source of a data stage that is not a retrieval (``gen_ai.data_source.id`` belongs to
 ``retrieval`` spans: on another span, Jaeger's GenAI view calls it an unknown GenAI span)."""
-INFERENCE_OPERATIONS: Final = frozenset(
-    {"chat", "text_completion", "generate_content", "embeddings", OP_REALTIME, *SPEECH_OPERATIONS}
-)
-"""``gen_ai.operation.name`` values that count as inference in the rollup."""
 
 # --- chainlat step attributes ---------------------------------------------------
 STEP_KIND: Final = "chainlat.step.kind"

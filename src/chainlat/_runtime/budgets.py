@@ -91,12 +91,6 @@ def install(
             _removers.extend((on_workflow_end(_check), after_workflow_end(_apply)))
 
 
-def active_budgets() -> Budgets | None:
-    """The budgets enforced at runtime, if any."""
-    active = _active
-    return active.budgets if active is not None else None
-
-
 def workflow_name(handle: WorkflowHandle) -> str:
     """``gen_ai.workflow.name`` of a workflow handle."""
     attributes = getattr(handle.span, "attributes", None) or {}

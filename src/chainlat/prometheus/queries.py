@@ -172,9 +172,6 @@ PERCENTILE_SOURCES: Final[dict[str, Callable[[str], tuple[str, dict[str, str], s
 """Percentile quantity -> (histogram, its labels for a workflow, the filter that leaves
 failed runs out)."""
 
-CHAIN_KINDS: Final = ("total", "inference", "data", "tool", "overhead", "first_output")
-"""The kinds of ``chainlat.chain.duration`` the application records, when it has them."""
-
 NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "ttft_percentiles": "no histogram of time to first token per step and workflow "
     "(gen_ai.client.operation.time_to_first_chunk is per model only)",

@@ -314,10 +314,6 @@ def message_list(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def _messages_text(body: dict[str, Any]) -> str:
-    return "".join(message_text(m) for m in message_list(body))
-
-
 def compact_json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
