@@ -193,7 +193,7 @@ from urllib.parse import urlsplit
 from chainlat._core.errors import ProfileError
 from chainlat._runtime.scrubbing import install_log_scrubber
 from chainlat.sim._audio import DEFAULT_VOICE_PROFILES, VoiceProfile
-from chainlat.sim._cli import main
+from chainlat.sim._cli import serve
 from chainlat.sim._engine import Engine
 from chainlat.sim._http import MAX_HEAD_BYTES, serve_connection
 from chainlat.sim._profiles import DEFAULT_PROFILES, ModelProfile, load_profiles
@@ -216,7 +216,6 @@ __all__ = [
 
 # Defined in a private module; report them where users import them from (as httpx does).
 ModelProfile.__module__ = load_profiles.__module__ = VoiceProfile.__module__ = __name__
-main.__module__ = __name__
 
 logger = logging.getLogger("chainlat.sim")
 install_log_scrubber(logger)  # a logger's filters do not apply to its children's records
@@ -559,3 +558,19 @@ def _traces_url(endpoint: str) -> str:
     if parts.path in ("", "/"):
         return endpoint.rstrip("/") + "/v1/traces"
     return endpoint
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``chainlat sim`` until Ctrl-C (or SIGTERM).
+
+    Example:
+        >>> main(["--port", "8000", "--network-delay-ms", "40"])  # doctest: +SKIP
+        chainlat sim: serving http://127.0.0.1:8000 (sim-large, sim-small, sim-embed)
+
+    Args:
+        argv: Arguments after ``chainlat sim``; ``sys.argv[1:]`` when None.
+
+    Returns:
+        0 after a clean stop, 2 for bad input (arguments, profiles file, address in use).
+    """
+    return serve(argv, SimServer)

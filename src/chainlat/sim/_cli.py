@@ -10,11 +10,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from chainlat._core.error_lines import Parser, one_line
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
 from chainlat.sim._profiles import read_profiles
+
+if TYPE_CHECKING:
+    from chainlat.sim import SimServer
 
 
 class _UsageError(Exception):
@@ -23,7 +26,7 @@ class _UsageError(Exception):
 
 class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
-        # Raised, not exited: main returns its exit code (as a library call too).
+        # Raised, not exited: serve returns its exit code (as a library call too).
         raise _UsageError(message)
 
 
@@ -66,26 +69,13 @@ def _build_parser() -> _Parser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``chainlat sim`` until Ctrl-C (or SIGTERM).
-
-    Example:
-        >>> main(["--port", "8000", "--network-delay-ms", "40"])  # doctest: +SKIP
-        chainlat sim: serving http://127.0.0.1:8000 (sim-large, sim-small, sim-embed)
-
-    Args:
-        argv: Arguments after ``chainlat sim``; ``sys.argv[1:]`` when None.
-
-    Returns:
-        0 after a clean stop, 2 for bad input (arguments, profiles file, address in use).
-    """
-    from chainlat.sim import SimServer  # the package imports this module
-
+def serve(argv: list[str] | None, server: type[SimServer]) -> int:
+    """``chainlat sim`` with the arguments ``argv``, serving a ``server`` (`chainlat.sim.main`)."""
     prog = "chainlat sim"
     try:
         args = _build_parser().parse_args(argv)
         chat, voices = ([], []) if args.profiles is None else read_profiles(args.profiles)
-        sim = SimServer(
+        sim = server(
             chat or None,
             voices=voices or None,
             host=args.host,
