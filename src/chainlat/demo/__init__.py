@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
-import re
-import sqlite3
-import time
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import chainlat
 from chainlat._core.error_lines import Parser
 from chainlat._core.errors import InputError
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
+from chainlat.demo.files import keep_previous as keep_previous
+from chainlat.demo.files import print_destination as print_destination
+from chainlat.demo.files import traces_path as traces_path
+from chainlat.demo.store import Store as Store
+from chainlat.demo.store import lookup_order as lookup_order
+from chainlat.demo.store import open_store as open_store
+from chainlat.demo.store import search as search
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -58,52 +59,6 @@ class Run:
     variant: str
     trace_id: int
     rollup: chainlat.Rollup
-
-
-@dataclass(frozen=True)
-class Store:
-    """The demo's local data: an FTS5 index of the FAQ and an orders table, in SQLite."""
-
-    db: sqlite3.Connection
-    questions: list[str]
-
-
-def open_store() -> Store:
-    """Load the shipped corpus into an in-memory SQLite database."""
-    corpus = json.loads(resources.files("chainlat").joinpath("data/demo_corpus.json").read_text())
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute("CREATE VIRTUAL TABLE faq USING fts5(title, body)")
-    db.executemany(
-        "INSERT INTO faq VALUES (?, ?)", [(d["title"], d["body"]) for d in corpus["faq"]]
-    )
-    db.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT, eta_days INTEGER)")
-    db.executemany(
-        "INSERT INTO orders VALUES (?, ?, ?)",
-        [(o["order"], o["status"], o["eta_days"]) for o in corpus["orders"]],
-    )
-    db.commit()
-    return Store(db, list(corpus["questions"]))
-
-
-def search(db: sqlite3.Connection, question: str, k: int = 3) -> list[str]:
-    """The ``k`` FAQ entries that match the question best (BM25)."""
-    words = re.findall(r"[a-z0-9]+", question.lower())
-    query = " OR ".join(f'"{w}"' for w in words if len(w) > 2) or '""'
-    rows = db.execute(
-        "SELECT title, body FROM faq WHERE faq MATCH ? ORDER BY bm25(faq) LIMIT ?", (query, k)
-    ).fetchall()
-    return [f"{title}: {body}" for title, body in rows]
-
-
-def lookup_order(db: sqlite3.Connection, question: str) -> str:
-    """The status line of the order named in the question, if any."""
-    found = re.search(r"\bA-\d{4}\b", question)
-    if found is None:
-        return "no order number given"
-    row = db.execute("SELECT status, eta_days FROM orders WHERE id = ?", (found[0],)).fetchone()
-    if row is None:
-        return f"order {found[0]} not found"
-    return f"order {found[0]} is {row[0]}, eta {row[1]} days"
 
 
 async def answer(
@@ -424,81 +379,3 @@ def _tradeoff_table(batches: dict[str, list[Run]]) -> Any:
             f"{percentile([r.rollup.overhead_ms for r in runs], 50):.0f} ms",
         )
     return table
-
-
-def print_destination(console: Console, traces_file: str | None, check_options: str = "") -> None:
-    """Where the traces went and, for a file, the ``check`` to run on it next (with
-    ``check_options``, e.g. `` --workflow voice-agent``)."""
-    from chainlat._runtime.interface import choose_exporter
-
-    path = traces_path(traces_file)
-    if path is None:
-        chosen = choose_exporter(None)
-        console.print("traces sent over OTLP" if chosen == "otlp" else f"traces: {chosen}")
-        return
-    console.print(
-        f"traces written to [bold]{path}[/]; next: {_command()} check {path}{check_options}",
-        soft_wrap=True,
-    )
-
-
-def _command() -> str:
-    """How this ``chainlat`` was run (``.venv/bin/chainlat`` from ``make demo``), for the hint:
-    the virtual environment's command is not on the PATH until it is activated."""
-    import os
-    import sys
-
-    invoked = sys.argv[0] if sys.argv else ""
-    if os.path.basename(invoked) != "chainlat":
-        return "chainlat"
-    relative = os.path.relpath(invoked)
-    return relative if not relative.startswith("..") else invoked
-
-
-def traces_path(traces_file: str | None) -> Path | None:
-    """The file the demo's traces go to, as :func:`chainlat.configure` picks it; None when
-    they go elsewhere (OTLP, the console, nowhere)."""
-    from chainlat._runtime.interface import default_traces_path
-
-    return default_traces_path(traces_file)
-
-
-def keep_previous(path: Path) -> Path | None:
-    """Move the traces an earlier run left at ``path`` aside, so that this run starts a
-    fresh file; returns where they went, or None when there was nothing to keep.
-
-    The new name carries the time the file was last written, in UTC
-    (``chainlat-traces.jsonl`` -> ``chainlat-traces.20261203T121500Z.jsonl``), with
-    ``-1``, ``-2``, ... when that name is taken.
-
-    Example::
-
-        kept = keep_previous(Path("chainlat-traces.jsonl"))
-    """
-    try:
-        written = path.stat()
-    except FileNotFoundError:
-        return None
-    if written.st_size == 0:
-        return None
-    stem, suffix = (
-        (path.name[: -len(".jsonl")], ".jsonl")
-        if path.name.endswith(".jsonl")
-        else (
-            path.name,
-            "",
-        )
-    )
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(written.st_mtime))
-    target = path.with_name(f"{stem}.{stamp}{suffix}")
-    taken = 0
-    while target.exists():
-        taken += 1
-        target = path.with_name(f"{stem}.{stamp}-{taken}{suffix}")
-    try:
-        path.rename(target)
-    except OSError as exc:
-        raise InputError(
-            f"{path}: cannot keep the previous traces: {exc.strerror or exc}"
-        ) from None
-    return target

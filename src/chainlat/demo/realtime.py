@@ -24,14 +24,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from chainlat.demo.voice import REALTIME_WORKFLOW as WORKFLOW
-
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
     from chainlat._core.runs import WorkflowRun
 
+WORKFLOW: Final = "voice-agent-realtime"
+"""The workflow of the turns spoken to the speech-to-speech model."""
 MODEL: Final = "sim-realtime"
 RATE: Final = 24_000
 """The Realtime API's PCM16 sample rate (mono)."""
@@ -148,13 +148,15 @@ def realtime_parts(run: WorkflowRun) -> dict[str, float]:
 
 
 def comparison(
-    cascade: Sequence[WorkflowRun], realtime: Sequence[WorkflowRun], variants: Sequence[str]
+    cascade: Sequence[WorkflowRun],
+    realtime: Sequence[WorkflowRun],
+    variants: Sequence[str],
+    cascade_split: Callable[[WorkflowRun], dict[str, float]],
 ) -> Table:
     """Per turn, each cascade voice's first audio and its split beside the realtime
-    session's, one row each (milliseconds; the split as the voice demo prints it)."""
+    session's, one row each (milliseconds; the split by ``cascade_split``, as the voice
+    demo prints it)."""
     from rich.table import Table
-
-    from chainlat.demo.voice import first_audio_split
 
     table = Table(title="first audio per turn: cascade and realtime", title_justify="left")
     table.add_column("turn", no_wrap=True)
@@ -165,7 +167,7 @@ def comparison(
         (
             variant,
             sorted((r for r in cascade if r.variant == variant), key=lambda r: r.start_ns),
-            first_audio_split,
+            cascade_split,
         )
         for variant in variants
     ]

@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import chainlat
 from chainlat._core.exits import EXIT_INPUT, EXIT_OK
-from chainlat.demo import Store, keep_previous, open_store, search, traces_path
+from chainlat.demo import realtime as realtime_demo
+from chainlat.demo.files import keep_previous, print_destination, traces_path
+from chainlat.demo.store import Store, open_store, search
 
 if TYPE_CHECKING:
     import argparse
@@ -55,7 +57,7 @@ WORKFLOW: Final = "voice-agent"
 STT: Final = "sim-stt"
 MODEL: Final = "sim-small"
 VARIANTS: Final = (("fast-voice", "sim-tts"), ("hd-voice", "sim-tts-hd"))
-REALTIME_WORKFLOW: Final = "voice-agent-realtime"
+REALTIME_WORKFLOW: Final = realtime_demo.WORKFLOW
 """The turns of ``--realtime``, spoken to a speech-to-speech model (`chainlat.demo.realtime`)."""
 SENTENCE_TOKENS: Final = 8
 """The simulator's text has no full stops: a sentence is this many tokens."""
@@ -268,7 +270,6 @@ def voice_main(args: argparse.Namespace) -> int:
     """``chainlat demo --voice`` with the demo's parsed arguments; returns the exit code."""
     from rich.console import Console
 
-    from chainlat.demo import print_destination
     from chainlat.httpx import instrument_httpx, uninstrument_httpx
     from chainlat.sim import SimServer
     from chainlat.traces.sdk import runs_from_spans
@@ -337,7 +338,7 @@ def render_realtime(console: Console, runs: Sequence[WorkflowRun]) -> dict[str, 
 
     cascade = [r for r in runs if r.workflow == WORKFLOW]
     realtime = [r for r in runs if r.workflow == REALTIME_WORKFLOW]
-    show(console, comparison(cascade, realtime, [v for v, _ in VARIANTS]))
+    show(console, comparison(cascade, realtime, [v for v, _ in VARIANTS], first_audio_split))
     finished = [r for r in realtime if r.first_output_ms is not None]
     if not finished:
         console.print(f"[red]no turn of {REALTIME_WORKFLOW} finished[/]")
