@@ -190,10 +190,14 @@ def _release(top: Node, stand_ins: list[Node]) -> None:
     """Unlink the finished tree under ``top``. Its nodes point back at each other (a step
     owns itself, each node points at its parent), so they would wait for the cyclic garbage
     collector, which walks every one of them; unlinked, they go when the rollup returns."""
-    stack = [top, *stand_ins]
+    stack = [top]
     while stack:
         node = stack.pop()
-        stack += node.kids  # a stand-in's are its parent's: they are unlinked twice
+        stack += node.kids
+        node.parent = node.owner = node.enclosing = None
+    # A stand-in is in no node's kids, and its kids are its parent's, unlinked above: walked
+    # again for each stand-in, a run of n AI SDK calls (a stand-in each) cost n^2.
+    for node in stand_ins:
         node.parent = node.owner = node.enclosing = None
 
 
