@@ -215,3 +215,51 @@ def test_a_beta_client_gets_the_beta_event_names() -> None:
     names = asyncio.run(run())
     assert "response.audio.delta" in names and "response.output_audio.delta" not in names
     assert "response.audio_transcript.done" in names
+
+
+def test_a_responses_output_items_join_the_conversation() -> None:
+    """After ``response.output_item.added`` its item is ``conversation.item.added`` (after
+    the item before it), and ``conversation.item.done`` after ``response.output_item.done``,
+    as OpenAI sends them: a function call, then the spoken answer."""
+
+    async def run() -> list[tuple[float, Any]]:
+        async with SimServer() as sim:
+            client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
+            async with client.realtime.connect(model="sim-realtime-mini") as conn:
+                session: Any = {"type": "realtime", "tools": [WEATHER], "max_output_tokens": 2}
+                session["audio"] = {"input": {"turn_detection": None}}
+                await conn.session.update(session=session)
+                for _ in range(3):
+                    await conn.input_audio_buffer.append(audio=speech())
+                await conn.input_audio_buffer.commit()
+                await conn.response.create()
+                events: list[tuple[float, Any]] = []
+                call = await collect(conn, "response.function_call_arguments.done", events)
+                await collect(conn, "response.done", events)
+                item: Any = {"type": "function_call_output", "call_id": call.call_id}
+                await conn.conversation.item.create(item={**item, "output": "sun"})
+                await conn.response.create()
+                await collect(conn, "response.done", events)
+                return events
+
+    events = [e for _, e in asyncio.run(run())]
+    names = [e.type for e in events]
+    outputs = [i for i, name in enumerate(names) if name == "response.output_item.added"]
+    assert len(outputs) == 2
+    added = [e for e in events if e.type == "conversation.item.added"]
+    user, call, result, answer = (e.item for e in added)
+    assert (user.type, call.type, result.type, answer.type) == (
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    )
+    assert answer.role == "assistant"
+    for index, item in zip(outputs, (call, answer), strict=True):
+        assert names[index + 1] == "conversation.item.added"
+        assert events[index + 1].item.id == events[index].item.id == item.id
+    assert [e.previous_item_id for e in added] == [None, user.id, call.id, result.id]
+    done = [i for i, name in enumerate(names) if name == "response.output_item.done"]
+    for index in done:
+        assert names[index + 1] == "conversation.item.done"
+        assert names[index + 2] == "response.done"

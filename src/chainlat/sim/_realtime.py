@@ -37,12 +37,14 @@ is being made cancels it (``interrupt_response``): ``response.done`` with status
 ``turn_detection`` null the client commits (at least 100 ms of audio) and asks for a
 response itself.
 
-A response: ``response.created``, ``response.output_item.added``,
+A response: ``response.created``, ``response.output_item.added`` (and
+``conversation.item.added``: the item joins the conversation),
 ``response.content_part.added``, the audio as ``response.output_audio.delta`` events of
-silent PCM16 (with ``response.output_audio_transcript.delta``), their ``.done`` events,
-and ``response.done`` with ``usage``: input text tokens (``ceil(characters / 4)`` of the
-instructions and the text items), input audio tokens (one per 100 ms heard), output text
-tokens (the transcript) and output audio tokens (one per 50 ms spoken). A client of the
+silent PCM16 (with ``response.output_audio_transcript.delta``), their ``.done`` events
+(``response.output_item.done``, then ``conversation.item.done``), and ``response.done``
+with ``usage``: input text tokens (``ceil(characters / 4)`` of the instructions and the
+text items), input audio tokens (one per 100 ms heard), output text tokens (the
+transcript) and output audio tokens (one per 50 ms spoken). A client of the
 beta protocol (header ``OpenAI-Beta: realtime=v1``, as the SDK's ``client.beta.realtime``
 sends) gets the beta names: ``response.audio.delta``, ``response.audio_transcript.delta``,
 ``response.text.delta``, ``conversation.item.created``.
@@ -515,6 +517,25 @@ class _Session:
             {"type": "conversation.item.done", "previous_item_id": previous, "item": item}
         )
 
+    async def _output_item(self, item: dict[str, Any], previous: object, *, done: bool) -> None:
+        """A response's output item is an item of the conversation too: OpenAI sends
+        ``conversation.item.added`` after ``response.output_item.added`` and
+        ``conversation.item.done`` after ``.done`` (the beta protocol: ``conversation.item
+        .created``, once). Pipecat's realtime service tracks a function call by its
+        ``conversation.item.added`` and runs none it did not see added."""
+        if self._beta:
+            if not done:
+                await self.send(
+                    {
+                        "type": "conversation.item.created",
+                        "previous_item_id": previous,
+                        "item": item,
+                    }
+                )
+            return
+        kind = "conversation.item.done" if done else "conversation.item.added"
+        await self.send({"type": kind, "previous_item_id": previous, "item": item})
+
     async def _truncate(self, event: dict[str, Any]) -> None:
         item_id = event.get("item_id")
         end = event.get("audio_end_ms")
@@ -634,6 +655,7 @@ class _Session:
             "content": [],
             "audio_ms": 0.0,
         }
+        previous = self._items[-1]["id"] if self._items else None
         self._items.append(item)
         ids = {"response_id": response.id, "item_id": response.item_id}
         part = {"output_index": 0, "content_index": 0, **ids}
@@ -647,6 +669,7 @@ class _Session:
                 "item": public_item,
             }
         )
+        await self._output_item(public_item, previous, done=False)
         await self.send(
             {
                 "type": "response.content_part.added",
@@ -691,6 +714,7 @@ class _Session:
                 "item": public_item,
             }
         )
+        await self._output_item(public_item, previous, done=True)
         await self._finish(response, [public_item], transcript)
 
     async def _call(
@@ -711,6 +735,7 @@ class _Session:
             "arguments": "",
         }
         ids = {"response_id": response.id, "item_id": response.item_id, "output_index": 0}
+        previous = self._items[-1]["id"] if self._items else None
         await self.send(
             {
                 "type": "response.output_item.added",
@@ -719,6 +744,7 @@ class _Session:
                 "item": dict(item),
             }
         )
+        await self._output_item(dict(item), previous, done=False)
         await sleep_until(first_ns)
         await self.send(
             {
@@ -748,6 +774,7 @@ class _Session:
                 "item": item,
             }
         )
+        await self._output_item(item, previous, done=True)
         await self._finish(response, [item], arguments)
 
     async def _finish(self, response: _Response, output: list[dict[str, Any]], text: str) -> None:
