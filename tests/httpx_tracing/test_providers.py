@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import get_args
 
+import chainlat.httpx
 from chainlat.httpx import DEFAULT_ROUTES, Route
 from chainlat.httpx._formats import reader_for, request_attributes
 from chainlat.httpx._routes import provider_for
@@ -41,3 +44,18 @@ def test_a_routes_provider_falls_back_to_its_formats() -> None:
         route = Route("/x", format=name)  # type: ignore[arg-type]
         assert provider_for(route, "llm.internal") == wire.provider
     assert {wire.provider for wire in WIRE_FORMATS.values()} == {"openai", "anthropic", "ollama"}
+
+
+def test_the_transport_and_the_routes_never_branch_on_a_formats_name() -> None:
+    """No format's name is spelled in _call.py or _routes.py: they ask the registry."""
+    package = Path(chainlat.httpx.__file__).parent
+    for name in ("_call.py", "_routes.py"):
+        tree = ast.parse((package / name).read_text())
+        spelled = {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        # The routes' default format is the one exception: a Route's field default.
+        allowed = {"openai_chat"} if name == "_routes.py" else set()
+        assert spelled & set(WIRE_FORMATS) == allowed, name
