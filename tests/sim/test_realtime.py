@@ -237,7 +237,8 @@ def test_a_responses_output_items_join_the_conversation() -> None:
                 call = await collect(conn, "response.function_call_arguments.done", events)
                 await collect(conn, "response.done", events)
                 item: Any = {"type": "function_call_output", "call_id": call.call_id}
-                await conn.conversation.item.create(item={**item, "output": "sun"})
+                item["output"] = "sun"
+                await conn.conversation.item.create(item=item)
                 await conn.response.create()
                 await collect(conn, "response.done", events)
                 return events
