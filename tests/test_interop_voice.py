@@ -81,5 +81,7 @@ def test_pipecat_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     """A Pipecat pipeline on the sim's Realtime API (pipecat_realtime_agent.py, Pipecat's
     OpenAIRealtimeLLMService, chainlat's observer on the task): each turn starts at the end
     of the words and its first output is within 10 ms of the first frame at the output,
-    turn.user_bot_latency_seconds agreeing, the response's tokens Pipecat's."""
-    _cases_right(tmp_path, ["--stack", "pipecat-realtime"], {"local-vad"}, timeout_s=900)
+    turn.user_bot_latency_seconds agreeing, the response's tokens Pipecat's; with a function
+    the model calls in every turn, each call a tool step holding its body."""
+    cases = {"local-vad", "local-vad+tool"}
+    _cases_right(tmp_path, ["--stack", "pipecat-realtime"], cases, timeout_s=900)

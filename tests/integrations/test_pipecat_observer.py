@@ -76,6 +76,13 @@ class ResponseEnd:
 
 
 @dataclass
+class Metadata:
+    """An ``LLMServiceMetadataFrame``: a service says what it is at the pipeline's start."""
+
+    is_realtime_service: bool
+
+
+@dataclass
 class _Settings:
     model: str
 
@@ -110,6 +117,7 @@ FRAMES = Frames(
     RealtimeService,
     ServiceAudio,
     ResponseEnd,
+    Metadata,
 )
 
 
@@ -241,6 +249,7 @@ def test_a_realtime_services_answer_is_an_inference_step_from_the_ask_to_its_end
     turn = tracer.start_span("turn", context=trace.set_span_in_context(conversation), start_time=T0)
     turn.set_attribute("turn.number", 1)
     service = RealtimeService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
     observer.observe(VadStopped(0.2, (T0 + 1000 * MS) / 1e9), T0 + 1001 * MS)
     observer.observe(ServiceAudio(), T0 + 900 * MS, Other())  # a TTS service's: no answer
     observer.observe(UserStopped(), T0 + 1300 * MS, Other())
@@ -264,3 +273,31 @@ def test_a_realtime_services_answer_is_an_inference_step_from_the_ask_to_its_end
     ]
     assert run.first_output_ms == 810.0  # the write from 1610 ms, pushed at 1650
     assert run.rollup.first_output_inference_ms == 310.0
+
+
+def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() -> None:
+    """The answer that called the function pushed no audio (no step); the tool is a step,
+    and the spoken answer runs from the result to its end, not from the caller's stop. A
+    cascade's LLM service (it never said it is speech to speech) answers with no step."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    service = RealtimeService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    observer.observe(UserStopped(), T0 + 100 * MS, Other())
+    observer.observe(Started("lookup", "c1"), T0 + 400 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 410 * MS, service)  # the call's answer: no audio
+    observer.observe(Result("lookup", "c1"), T0 + 520 * MS, service)
+    observer.observe(ServiceAudio(), T0 + 830 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 1500 * MS, service)
+    cascade = RealtimeService("gpt-4o")
+    observer.observe(Metadata(is_realtime_service=False), T0, cascade)
+    observer.observe(UserStopped(), T0 + 1600 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 1700 * MS, cascade)
+    observer.observe(ResponseEnd(), T0 + 1800 * MS, cascade)
+    turn.end(end_time=T0 + 2000 * MS)
+    spans = exporter.get_finished_spans()
+    assert sorted(s.name for s in spans) == ["execute_tool lookup", "realtime sim-realtime", "turn"]
+    (answer,) = [s for s in spans if s.name == "realtime sim-realtime"]
+    assert (answer.start_time, answer.end_time) == (T0 + 520 * MS, T0 + 1500 * MS)
+    assert (answer.attributes or {})[attr.LATENCY_TTFT_MS] == 310.0

@@ -26,8 +26,12 @@ first frame, a few ms before the output transport plays it. The observer records
   pushes at ``response.done`` (1090-1122), its first token at the first audio it pushed
   (``response.output_audio.delta``, 979-1019). Pipecat's own ``llm_response`` span is the
   handling of ``response.done`` alone (0.5 ms); the readers take it for the same call seen
-  twice and keep its usage. An answer not asked by a ``UserStoppedSpeakingFrame`` in its
-  turn (the server's turn detection on) gets no step;
+  twice and keep its usage. An answer that calls a function pushes no audio and is no step
+  (Pipecat's ``llm_response`` of it, 0.5 ms, stays a step with its usage); the answer after
+  the call counts from the call's result. A service is
+  speech to speech when its ``LLMServiceMetadataFrame`` says so (``is_realtime_service``);
+  an answer not asked by a ``UserStoppedSpeakingFrame`` in its turn (the server's turn
+  detection on) gets no step;
 - the turn's first output (``first_output=True``, the default) where the caller's audio
   starts: the output transport's write of the turn's first audio frame. No frame is pushed
   at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
@@ -92,6 +96,7 @@ class Frames:
     llm_service: type | None = None
     tts_audio: type | None = None
     response_end: type | None = None
+    service_metadata: type | None = None
 
 
 def pipecat_frames() -> Frames:
@@ -102,6 +107,7 @@ def pipecat_frames() -> Frames:
         FunctionCallInProgressFrame,
         FunctionCallResultFrame,
         LLMFullResponseEndFrame,
+        LLMServiceMetadataFrame,
         OutputAudioRawFrame,
         TTSAudioRawFrame,
         UserStoppedSpeakingFrame,
@@ -126,6 +132,7 @@ def pipecat_frames() -> Frames:
         LLMService,
         TTSAudioRawFrame,
         LLMFullResponseEndFrame,
+        LLMServiceMetadataFrame,
     )
 
 
@@ -201,6 +208,8 @@ class ChainlatObserver:
         self._asked_ns: int | None = None
         """The push of the last ``UserStoppedSpeakingFrame``: a realtime service asks then."""
         self._response: _Response | None = None
+        self._realtime_services: set[int] = set()
+        """The services that said they are speech to speech (``is_realtime_service``)."""
         self._mark_first_output = first_output
 
     async def on_push_frame(self, data: Any) -> None:
@@ -231,11 +240,16 @@ class ChainlatObserver:
             if call is not None:
                 error = getattr(frame, "error", None)
                 self._tool(call, at_ns, str(error) if error else None)
+                self._answered_by_tool(at_ns)
         elif isinstance(frame, frames.call_cancelled):
             call = self._calls.pop(str(getattr(frame, "tool_call_id", "")), None)
             if call is not None:
                 self._tool(call, at_ns, "cancelled")
-        elif frames.llm_service is not None and isinstance(source, frames.llm_service):
+                self._answered_by_tool(at_ns)
+        elif frames.service_metadata is not None and isinstance(frame, frames.service_metadata):
+            if getattr(frame, "is_realtime_service", False) is True and source is not None:
+                self._realtime_services.add(id(source))
+        elif id(source) in self._realtime_services:
             self._realtime(frame, at_ns, source)
         elif frames.user_stopped is not None and isinstance(frame, frames.user_stopped):
             self._asked_ns = at_ns
@@ -279,23 +293,28 @@ class ChainlatObserver:
         span.end(end_time=max(end_ns, call.start_ns))
 
     def _realtime(self, frame: object, at_ns: int, source: object) -> None:
-        """A speech-to-speech service's answer (an LLM service pushing audio): from the
-        caller's stop it was asked at to its ``LLMFullResponseEndFrame``, its first audio
-        the first ``TTSAudioRawFrame`` it pushed."""
+        """A speech-to-speech service's spoken answer: from the caller's stop (or the
+        call's result) it was asked at to its ``LLMFullResponseEndFrame``, its first audio
+        the first ``TTSAudioRawFrame`` it pushed. An answer that calls a function pushes no
+        audio: no step (Pipecat's ``llm_response`` of it stays, with its usage)."""
         frames = self._frames
         if frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
-            if self._response is not None or self._asked_ns is None:
-                return
-            turn = self.turns.at(at_ns)
-            start_ns = self._asked_ns
-            if turn is None or start_ns < (turn.start_time or 0):
-                return  # asked before the turn: not this turn's answer
-            self._response = _Response(_model_of(source), start_ns, at_ns, turn)
+            if self._response is None and self._asked_ns is not None:
+                turn = self.turns.at(at_ns)
+                start_ns = self._asked_ns
+                if turn is not None and start_ns >= (turn.start_time or 0):
+                    self._response = _Response(_model_of(source), start_ns, at_ns, turn)
         elif frames.response_end is not None and isinstance(frame, frames.response_end):
             response, self._response = self._response, None
             if response is not None:
                 self._asked_ns = None
                 self._inference(response, at_ns)
+
+    def _answered_by_tool(self, at_ns: int) -> None:
+        """A realtime service asks its next answer with a call's result: that answer counts
+        from the result, the tool before it a step of its own."""
+        if self._realtime_services and self._response is None:
+            self._asked_ns = at_ns
 
     def _inference(self, response: _Response, end_ns: int) -> None:
         from opentelemetry import trace
@@ -310,11 +329,12 @@ class ChainlatObserver:
                 attr.GEN_AI_OPERATION_NAME: attr.OP_REALTIME,
                 attr.GEN_AI_REQUEST_MODEL: response.model,
                 attr.STEP_KIND: "inference",
-                attr.LATENCY_TTFT_MS: (response.first_ns - response.start_ns) / _NS_PER_MS,
             },
         )
-        span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=response.first_ns)
-        span.end(end_time=max(end_ns, response.first_ns))
+        first = response.first_ns
+        span.set_attribute(attr.LATENCY_TTFT_MS, (first - response.start_ns) / _NS_PER_MS)
+        span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=first)
+        span.end(end_time=max(end_ns, first))
 
     def _speech_end(self, frame: object, at_ns: int) -> None:
         """The VAD's end of the caller's words (its stamp less the silence it waited, as

@@ -22,6 +22,11 @@ Pipecat writes its spans (``conversation``, ``turn``, the service's ``llm_setup`
 (``chainlat.integrations.pipecat``) is on the task. The agent writes its truth to
 ``--truth``: per turn, the end of the caller's words and the instant the output transport
 was handed the answer's first audio frame (``time.time_ns()``).
+
+With ``--tool`` the session has a function, ``lookup_order`` (its body sleeps ``TOOL_S``),
+in its ``session_properties`` (given to the ``LLMContext`` instead, it never reached the
+session here: the service takes the context's tools at its first context frame, and none
+came); the truth then holds each call's body (``tool_ns``: its start and end).
 """
 
 # mypy: ignore-errors
@@ -44,7 +49,7 @@ import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipecat_agent import FRAME_MS, IN_RATE, SPEECH_S, STOP_SECS, tone
+from pipecat_agent import FRAME_MS, IN_RATE, SPEECH_S, STOP_SECS, TOOL_S, tone
 
 MODEL = "sim-realtime"
 PAUSE_S = 6.0
@@ -58,10 +63,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--traces", required=True)
     parser.add_argument("--truth", required=True)
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--tool", action="store_true")
     return parser.parse_args()
 
 
 async def main(args: argparse.Namespace) -> None:
+    from pipecat.adapters.schemas.function_schema import FunctionSchema
+    from pipecat.adapters.schemas.tools_schema import ToolsSchema
     from pipecat.frames.frames import (
         EndFrame,
         InputAudioRawFrame,
@@ -142,6 +150,28 @@ async def main(args: argparse.Namespace) -> None:
     params = TransportParams(audio_in_enabled=True, audio_out_enabled=True)
     transport_in = GeneratedInput(params)
     transport_out = SilentOutput(params)
+    tool_body: list[tuple[int, int]] = []
+    tools = (
+        ToolsSchema(
+            standard_tools=[
+                FunctionSchema(
+                    name="lookup_order",
+                    description="Look up an order's status.",
+                    properties={"order": {"type": "string"}},
+                    required=["order"],
+                )
+            ]
+        )
+        if args.tool
+        else None
+    )
+
+    async def lookup_order(params) -> None:
+        began = time.time_ns()
+        await asyncio.sleep(TOOL_S)
+        tool_body.append((began, time.time_ns()))
+        await params.result_callback({"status": "shipped"})
+
     llm = OpenAIRealtimeLLMService(
         api_key="sk-test",
         base_url=args.base_url.replace("http://", "ws://") + "/v1/realtime",
@@ -149,12 +179,15 @@ async def main(args: argparse.Namespace) -> None:
             model=MODEL,
             system_instruction="You are a helpful voice agent.",
             session_properties=events.SessionProperties(
+                tools=tools,
                 audio=events.AudioConfiguration(
                     input=events.AudioInput(turn_detection=False),
                 ),
             ),
         ),
     )
+    if args.tool:
+        llm.register_function("lookup_order", lookup_order)
     context = LLMContext([])
     aggregators = LLMContextAggregatorPair(context)
     pipeline = Pipeline(
@@ -173,7 +206,7 @@ async def main(args: argparse.Namespace) -> None:
     await task.queue_frame(EndFrame())
     await running
     Path(args.truth).write_text(
-        json.dumps({"words_end_ns": words_end, "first_frame_ns": first_frame})
+        json.dumps({"words_end_ns": words_end, "first_frame_ns": first_frame, "tool_ns": tool_body})
     )
 
 

@@ -3,7 +3,8 @@ API (``OpenAIRealtimeLLMService``: ``pipecat_realtime_agent.py``) against ``chai
 sim``'s ``/v1/realtime``, its traces read by chainlat and held to the truth the agent
 recorded and to Pipecat's own ``turn.user_bot_latency_seconds``.
 
-Run by ``run.py --stack pipecat-realtime``. One case, ``local-vad``: the agent's input
+Run by ``run.py --stack pipecat-realtime``. Two cases, ``local-vad`` and
+``local-vad+tool`` (the same with a function the model calls in every turn): the agent's input
 transport signals the caller's speech as a VAD would, the server's turn detection is off
 (``turn_detection=False``) and the service commits the caller's audio and asks for a
 response when Pipecat's user aggregator says the caller stopped. Pipecat's spans hold no
@@ -28,7 +29,15 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STACK = "pipecat-realtime"
-CASES = ("local-vad",)
+CASES = ("local-vad", "local-vad+tool")
+TOOL = "local-vad+tool"
+"""The same with a function, ``lookup_order`` (its body sleeps ``TOOL_S``, 120 ms), in the
+session's tools: the sim's model calls it first in every turn, then answers."""
+TOOL_SLACK_MS = 2.0
+TOOL_NOISE_MS = 3.0
+"""A tool step against its body: the observer's step runs from the service's push of the
+``FunctionCallInProgressFrame`` to that of the result, Pipecat's own time around the body
+(0.2-0.9 ms here); 2 ms plus a busy machine's loop turns."""
 TURNS = 3
 MODEL = "sim-realtime"
 PROFILES = {
@@ -67,6 +76,8 @@ def run_case(venv: Path, matrix: Any, case: str, where: Path, turns: int) -> Pat
         argv = [str(matrix._bin(venv, "python")), "-P", str(HERE / "pipecat_realtime_agent.py")]
         argv += ["--base-url", sim.base_url.removesuffix("/v1"), "--traces", str(traces)]
         argv += ["--truth", str(where / "truth.json"), "--turns", str(turns)]
+        if case == TOOL:
+            argv.append("--tool")
         with open(where / "agent.log", "w") as log:
             done = subprocess.run(argv, stderr=log, timeout=300, check=False)
         if done.returncode != 0:
@@ -84,6 +95,7 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
 
     truth = json.loads((traces.parent / "truth.json").read_text())
     words, frames = truth["words_end_ns"], truth["first_frame_ns"]
+    bodies: list[list[int]] = truth.get("tool_ns", [])
     runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
     problems: list[str] = []
     figures: list[dict[str, Any]] = []
@@ -92,7 +104,8 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     for n, (run, spoken, heard) in enumerate(zip(runs, words, frames, strict=True), start=1):
         root = run.root.attributes if run.root is not None else {}
         steps = [(s.name, s.kind) for s in run.steps]
-        ttft = run.steps[0].ttft_ms if len(run.steps) == 1 else None
+        answers = [s for s in run.steps if s.name == f"realtime {MODEL}"]
+        ttft = answers[0].ttft_ms if len(answers) == 1 else None
         start_ms = (run.start_ns - spoken) / 1e6
         first = run.first_output_ms
         at_ms = None if first is None else (run.start_ns + first * 1e6 - heard) / 1e6
@@ -124,9 +137,11 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
         )
         if run.workflow != "turn" or root.get("turn.number") not in (n, str(n)):
             problems.append(f"turn {n}: read as {run.workflow!r} {root.get('turn.number')}")
-        if steps != [(f"realtime {MODEL}", "inference")]:
+        if case == TOOL:
+            _tools(problems, figures[-1], run, bodies, n)
+        elif steps != [(f"realtime {MODEL}", "inference")]:
             problems.append(f"turn {n}: steps {steps}")
-        elif ttft is None or ttft < SIM_FIRST_BYTE_MS:
+        if len(answers) != 1 or ttft is None or ttft < SIM_FIRST_BYTE_MS:
             problems.append(f"turn {n}: the response's first audio {ttft} ms after it was asked")
         if tokens != usage:
             problems.append(f"turn {n}: tokens {tokens}, Pipecat's usage {usage}")
@@ -143,23 +158,54 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     return problems, figures
 
 
+def _tools(
+    problems: list[str], figures: dict[str, Any], run: Any, bodies: list[list[int]], n: int
+) -> None:
+    """The tool is a tool: each tool step of the turn holds one body of the agent's and is
+    no more than ``TOOL_SLACK_MS`` (+ noise) longer; the answer starts at the last result."""
+    tools = [s for s in run.steps if s.kind == "tool"]
+    mine = [b for b in bodies if run.start_ns <= b[0] <= run.end_ns]
+    figures["tool_ms"] = [
+        {"step": (t.end_ns - t.start_ns) / 1e6, "body": (b[1] - b[0]) / 1e6}
+        for t, b in zip(tools, mine, strict=False)
+    ]
+    if not tools or len(tools) != len(mine):
+        problems.append(f"turn {n}: {len(tools)} tool steps, {len(mine)} calls of the body")
+        return
+    for tool, (began, ended) in zip(tools, mine, strict=True):
+        over_ms = (tool.end_ns - tool.start_ns - (ended - began)) / 1e6
+        if not (tool.start_ns <= began and ended <= tool.end_ns):
+            problems.append(f"turn {n}: a tool step does not hold its body")
+        elif over_ms > TOOL_SLACK_MS + TOOL_NOISE_MS:
+            problems.append(f"turn {n}: a tool step {over_ms:.2f} ms longer than its body")
+    answers = [s for s in run.steps if s.name == f"realtime {MODEL}"]
+    if answers and answers[-1].start_ns != tools[-1].end_ns:
+        after_ms = (answers[-1].start_ns - tools[-1].end_ns) / 1e6
+        problems.append(f"turn {n}: the answer starts {after_ms:.2f} ms from the last result")
+    if not run.rollup.first_output_tool_ms:
+        problems.append(f"turn {n}: no tool part in the first output's split")
+
+
 def _usage(traces: Path, turn_id: str) -> tuple[int, int] | None:
-    """The usage Pipecat's ``llm_response`` under the turn recorded (its response.done)."""
+    """The usage Pipecat's ``llm_response`` spans under the turn recorded, summed (each
+    ``response.done``: a function call's answer and the spoken one)."""
+    found: tuple[int, int] | None = None
     for line in traces.read_text().splitlines():
         for resource in json.loads(line)["resourceSpans"]:
             for scope in resource["scopeSpans"]:
                 for span in scope["spans"]:
                     if span["name"] != "llm_response" or span.get("parentSpanId") != turn_id:
                         continue
-                    found = {
+                    values = {
                         kv["key"]: next(iter(kv["value"].values()))
                         for kv in span.get("attributes", [])
                     }
-                    return (
-                        int(found["gen_ai.usage.input_tokens"]),
-                        int(found["gen_ai.usage.output_tokens"]),
+                    before = found or (0, 0)
+                    found = (
+                        before[0] + int(values["gen_ai.usage.input_tokens"]),
+                        before[1] + int(values["gen_ai.usage.output_tokens"]),
                     )
-    return None
+    return found
 
 
 def main(matrix: Any, repo: Path, out: Path | None, turns: int, cases: list[str] | None) -> int:
