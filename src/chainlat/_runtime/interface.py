@@ -25,7 +25,7 @@ from chainlat._runtime.exporters import choose_exporter, traces_file_path
 from chainlat._runtime.handles import InferenceHandle, StepHandle, WorkflowHandle
 from chainlat._runtime.hooks import after_workflow_end, on_workflow_end
 from chainlat._runtime.processor import Clock
-from chainlat._runtime.steps import _Step, start_step
+from chainlat._runtime.steps import StepSpec, start_step
 
 H = TypeVar("H", bound=StepHandle)
 
@@ -75,13 +75,12 @@ def finish_step(
     handle._finish(exc, end_ns=end_ns)
 
 
-def start_step_at(spec: _Step[H], at_ns: int) -> H:
+def start_step_at(spec: StepSpec[H], at_ns: int) -> H:
     """Start the step ``spec`` (``inference(...)``, ``tool(...)``) without making it
     current, at ``at_ns`` of the span clock, a moment ago: an event read from a connection
     started it, and the work of tracing that event is not the step's wait. An instant
     after now starts it now."""
-    spec._start_at = at_ns
-    return spec.start()
+    return spec.start(at_ns)
 
 
 def mark_end_of_turn(handle: WorkflowHandle, at_ns: int) -> None:

@@ -105,7 +105,7 @@ def start_step(
     return handle
 
 
-class _Step(EnterExit[H, H]):
+class StepSpec(EnterExit[H, H]):
     """One step spec: a context manager (sync and async) and a decorator (sync and async)."""
 
     def __init__(
@@ -127,15 +127,16 @@ class _Step(EnterExit[H, H]):
     _start_at: int | None = None
     """An earlier start than now, from the same clock (``workflow(started_at_ns=...)``)."""
 
-    def start(self) -> H:
-        """Start the span without making it current (see ``interface.start_detached_step``)."""
+    def start(self, at_ns: int | None = None) -> H:
+        """Start the span without making it current (see ``interface.start_detached_step``),
+        at ``at_ns`` of the span clock when given, else at the spec's own earlier start."""
         return start_step(
             self._handle_type,
             self._name,
             self._span_kind,
             self._attributes,
             self._provider,
-            start_at_ns=self._start_at,
+            start_at_ns=self._start_at if at_ns is None else at_ns,
         )
 
     def _open(self) -> H:
@@ -232,19 +233,19 @@ class _Step(EnterExit[H, H]):
     # ``async with`` and the decorator (sync and async) come from EnterExit.
 
 
-class Workflow(_Step[WorkflowHandle]):
+class Workflow(StepSpec[WorkflowHandle]):
     """Returned by :func:`chainlat.workflow`."""
 
 
-class Inference(_Step[InferenceHandle]):
+class Inference(StepSpec[InferenceHandle]):
     """Returned by :func:`chainlat.inference`."""
 
 
-class DataStage(_Step[StepHandle]):
+class DataStage(StepSpec[StepHandle]):
     """Returned by :func:`chainlat.data_stage`."""
 
 
-class Tool(_Step[StepHandle]):
+class Tool(StepSpec[StepHandle]):
     """Returned by :func:`chainlat.tool`."""
 
 
