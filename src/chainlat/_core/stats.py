@@ -383,17 +383,24 @@ class WorkflowStats:
     def first_output_split(self) -> dict[str, Samples]:
         """The wait for the first output of the voice runs by stage (`first_output_parts`),
         each part's samples: the speech parts and the end of turn are the quantities their
-        budget keys judge (the same samples, not copies); empty without a voice run."""
+        budget keys judge (the same samples, not copies); empty without a voice run. The
+        speech parts are left out when no run has them (speech-to-speech turns), not shown
+        as no samples; the end of turn stays, its count saying how many traces said it."""
         if not len(self.split_samples["model"]):
             return {}
         quantities = self.quantities
-        return {
+        split = {
             part: (
                 quantities[_SPEECH_PART_QUANTITY[part]]
                 if part in _SPEECH_PART_QUANTITY
                 else self.split_samples[part]
             )
             for part in FIRST_OUTPUT_PARTS
+        }
+        return {
+            part: samples
+            for part, samples in split.items()
+            if len(samples) or part not in ("speech_to_text", "text_to_speech")
         }
 
     @property
