@@ -10,8 +10,10 @@ on random trees.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Final
 
 from chainlat._core.rollup import PathPiece, SpanRecord, compute_rollup, find_twins
@@ -112,6 +114,9 @@ def _pieces(found: Sequence[PathPiece]) -> tuple[Piece, ...]:
     return tuple(Piece(p.span_id, p.start_ns, p.end_ns, p.kind, p.shown_on) for p in found)
 
 
+_START_NS: Final = attrgetter("start_ns")
+
+
 def step_spans(run: WorkflowRun) -> list[int | None]:
     """The span id of each of ``run.steps`` (None for a run read without its spans).
 
@@ -132,7 +137,11 @@ def step_spans(run: WorkflowRun) -> list[int | None]:
     found: list[int | None] = []
     for step in run.steps:
         match = None
-        for rec in by_name.get(step.name, ()):
+        candidates = by_name.get(step.name, [])
+        # A span that starts before the step is not it: those are skipped at once, not read
+        # for each step (a run of thousands of calls of one name read them all, n^2).
+        for index in range(bisect_left(candidates, step.start_ns, key=_START_NS), len(candidates)):
+            rec = candidates[index]
             if (
                 rec.span_id not in used
                 and step.start_ns <= rec.start_ns
