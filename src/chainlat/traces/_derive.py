@@ -2,13 +2,14 @@
 files, and the one place those readers make a :class:`~chainlat._core.rollup.SpanRecord`
 from it.
 
-The quick msgspec path (:mod:`chainlat.traces._fast`) and the common-layout path of the
-validating one (:mod:`chainlat.traces._parse`) both read a span's attributes into
-:class:`Readings` with :func:`derive` and build its record with :func:`span_record`, so
-both read the same values, and a field added to ``SpanRecord`` is added here once. The
-validating path's reference, :func:`~chainlat._core.records.call_record`, stays apart on
-purpose: ``tests/traces/test_derive_rules.py`` holds :func:`derive` to it, and
-``tests/traces/test_fast_reader_*.py`` the readers' records to the validating path's.
+The typed msgspec reader (:mod:`chainlat.traces._fast`) reads a span's attributes into
+:class:`Readings` with :func:`derive`, once per distinct attribute list, and builds its
+record with :func:`span_record`: a field added to ``SpanRecord`` is added here once. The
+validating reader (:mod:`chainlat.traces._parse`), which reads whatever the typed one
+refuses, builds its records with the reference,
+:func:`~chainlat._core.records.call_record`, apart on purpose:
+``tests/traces/test_derive_rules.py`` holds :func:`derive` to it, and
+``tests/traces/test_fast_reader_*.py`` the two readers' records to each other.
 """
 
 from __future__ import annotations

@@ -174,9 +174,9 @@ def _scope_spans(
     _span_record: Callable[..., SpanRecord] = span_record,
     _traced: type[TracedSpan] = TracedSpan,
 ) -> None:
-    """Each span of a scope, as :func:`~chainlat.traces._parse._common_otlp_span` reads it
-    (its record made by :func:`~chainlat.traces._derive.span_record`),
-    handed to ``append``; raises _NotCommon (or a decoding error) on anything else."""
+    """Each span of a scope, as :func:`~chainlat.traces._parse.otlp_spans` reads it (its
+    record made by :func:`~chainlat.traces._derive.span_record`), handed to ``append``;
+    raises _NotCommon (or a decoding error) on anything else."""
     last: str | None = None  # no trace id is None, the empty one included
     trace_id = ""
     for raw in raws:
@@ -322,8 +322,8 @@ def _derive(
     items: list[_KeyValue] | None,
     _values: Callable[[list[_KeyValue]], tuple[dict[str, object], bool]] = _attribute_values,
 ) -> tuple[Readings, bool]:
-    """What a span's attributes give, as :func:`~chainlat.traces._parse._common_otlp_span`
-    reads them (the same :func:`~chainlat.traces._derive.derive`), and whether reading them
+    """What a span's attributes give, as :func:`~chainlat.traces._parse.otlp_spans` reads
+    them (by :func:`~chainlat.traces._derive.derive`), and whether reading them
     counted a value dropped (then not remembered: it is counted on each span that has it)."""
     if not items:
         return NO_READINGS, False

@@ -1,7 +1,9 @@
 """Parsing spans into :class:`~chainlat._core.runs.TracedSpan`, with the attributes chainlat reads.
 
-OTLP/JSON (chainlat's exporter, a Collector's file exporter, Jaeger api/v3), and the field
-readers and span builder that :mod:`chainlat.traces._jaeger_json` uses for Jaeger JSON.
+The validating reader: OTLP/JSON (chainlat's exporter, a Collector's file exporter, Jaeger
+api/v3) in every valid form, each problem named, for whatever the typed reader
+(:mod:`chainlat.traces._fast`) refuses and for Jaeger's answers; and the field readers and
+span builder that :mod:`chainlat.traces._jaeger_json` uses for Jaeger JSON.
 """
 
 from __future__ import annotations
@@ -21,19 +23,12 @@ from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
     STEP_NAME_KEYS,
-    SpanRecord,
     call_record,
     classify,
 )
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._derive import (
     NO_ATTRIBUTES as NO_ATTRIBUTES,
-)
-from chainlat.traces._derive import (
-    NO_READINGS,
-    Readings,
-    derive,
-    span_record,
 )
 
 try:  # orjson is several times faster on big files; the standard library is the fallback
@@ -373,108 +368,6 @@ def make_span(
     return trace_id, local_root, TracedSpan(record, attributes, error, origin)
 
 
-_NOT_COMMON: Final = (KeyError, TypeError, ValueError, AttributeError, OverflowError)
-
-
-def _common_attributes(
-    items: Any,
-    # Bound once, as in _common_otlp_span.
-    _keys: dict[str, str | None] = key_cache,
-    names: dict[str, str] = names,
-    _missing: object = MISSING,
-) -> Readings:
-    """The attributes of a span in the common layout, and what they give; raises one of
-    ``_NOT_COMMON`` on anything else, as :func:`_common_otlp_span` does."""
-    if not items:
-        return NO_READINGS
-    found: dict[str, object] = {}
-    for item in items:
-        key = _keys.get(item["key"], _missing)
-        if key is None:
-            continue
-        if key is _missing:
-            key = cached_key(item["key"])
-            if key is None:
-                continue
-        for type_, inner in item["value"].items():  # one entry: the type and the value
-            if type_ == "stringValue" and type(inner) is str:
-                found[key] = names.setdefault(inner, inner) if len(inner) <= 200 else inner  # type: ignore[index]
-            elif type_ == "intValue" and type(inner) is str and len(inner) < 19:
-                found[key] = int(inner)  # type: ignore[index]  # 18 digits: always an int64
-            elif (
-                type_ == "doubleValue"
-                and type(inner) is float
-                and -MAX_NUMBER <= inner <= MAX_NUMBER
-            ):
-                found[key] = inner  # type: ignore[index]
-            else:
-                found[key] = any_value(item["value"])  # type: ignore[index]
-            break
-    return derive(found)
-
-
-def _common_otlp_span(
-    raw: dict[str, Any],
-    origin: str,
-    # Bound once: the globals a span needs, looked up millions of times.
-    names: dict[str, str] = names,
-    _attributes: Callable[[Any], Readings] = _common_attributes,
-    _span_record: Callable[..., SpanRecord] = span_record,
-    _traced: type[TracedSpan] = TracedSpan,
-) -> Parsed:
-    """A span as chainlat and the Collector write it, read quickly.
-
-    Raises one of ``_NOT_COMMON`` on anything else (a missing or odd field, ids in
-    base64, numbers as numbers, a negative duration), and the caller reads the span
-    again with :func:`_otlp_span`, which accepts every valid form and names any
-    problem. Two paths rather than one: checking each field for a good message
-    costs more than the whole common case.
-    """
-    trace_id = raw["traceId"]
-    span_hex = raw["spanId"]
-    if len(trace_id) != 32 or len(span_hex) != 16:
-        raise ValueError
-    int(trace_id, 16)
-    span_id = int(span_hex, 16)
-    parent = raw.get("parentSpanId")
-    if parent:
-        if len(parent) != 16:
-            raise ValueError
-        parent_id: int | None = int(parent, 16)
-    else:
-        parent_id = None
-    start = raw["startTimeUnixNano"]
-    end = raw["endTimeUnixNano"]
-    name = raw["name"]
-    if type(start) is not str or type(end) is not str or type(name) is not str:
-        raise TypeError
-    start_ns = int(start)
-    end_ns = int(end)
-    if not 0 <= start_ns <= end_ns <= MAX_NS:
-        raise ValueError
-    readings = _attributes(raw.get("attributes"))
-    events = raw.get("events")
-    if events is not None and type(events) is not list:
-        raise TypeError
-    status = raw.get("status")
-    code = status.get("code") if status else None
-    flags = raw.get("flags", 0)
-    record = _span_record(
-        readings, span_id, parent_id, names.setdefault(name, name), start_ns, end_ns
-    )
-    if events:
-        found = [(e["name"], int(e["timeUnixNano"])) for e in events]
-        for _, at in found:
-            if not 0 <= at <= MAX_NS:
-                raise ValueError  # the checking path skips it, or drops the span
-        apply_events(record, found)
-    local_root = parent_id is None or (
-        type(flags) is int and flags & REMOTE_PARENT_FLAGS == REMOTE_PARENT_FLAGS
-    )
-    error = code == 2 or code == "STATUS_CODE_ERROR"
-    return trace_id.lower(), local_root, _traced(record, readings.attributes, error, origin)
-
-
 def _otlp_events(raw: object, where: str) -> list[tuple[str, int]]:
     """A span's events as (name, time): a first-token event with a bad time is a bad span,
     as it always was; any other event with a bad time is skipped (it only extends a span)."""
@@ -555,13 +448,10 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                 if only is not None and (not isinstance(raw, dict) or raw.get("name") != only):
                     continue
                 try:
-                    parsed = _common_otlp_span(raw, origin)
-                except _NOT_COMMON:
-                    try:
-                        parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
-                    except NegativeDuration as exc:
-                        # One impossible span costs itself, not the line's other spans (a
-                        # whole run, and the gate would pass without it).
-                        tally.negative(f"{origin}: {exc}", exc)
-                        continue
+                    parsed = _otlp_span(raw, f"{at}[{j}].spans[{k}]", origin)
+                except NegativeDuration as exc:
+                    # One impossible span costs itself, not the line's other spans (a
+                    # whole run, and the gate would pass without it).
+                    tally.negative(f"{origin}: {exc}", exc)
+                    continue
                 yield parsed
