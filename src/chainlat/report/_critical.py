@@ -134,13 +134,17 @@ def step_spans(run: WorkflowRun) -> list[int | None]:
     for candidates in by_name.values():
         candidates.sort(key=lambda r: (r.start_ns, r.span_id))
     used: set[int] = set()
+    unused_from: dict[str, int] = {}
+    """By name: the index of its first span not matched yet."""
     found: list[int | None] = []
     for step in run.steps:
         match = None
         candidates = by_name.get(step.name, [])
-        # A span that starts before the step is not it: those are skipped at once, not read
-        # for each step (a run of thousands of calls of one name read them all, n^2).
-        for index in range(bisect_left(candidates, step.start_ns, key=_START_NS), len(candidates)):
+        # Skipped at once, not read for each step (a run of thousands of calls of one name
+        # read them all, n^2): the spans that start before the step (not it), and the first
+        # ones matched already (all of them, when the calls started at one instant).
+        first = bisect_left(candidates, step.start_ns, key=_START_NS)
+        for index in range(max(first, unused_from.get(step.name, 0)), len(candidates)):
             rec = candidates[index]
             if (
                 rec.span_id not in used
@@ -151,6 +155,10 @@ def step_spans(run: WorkflowRun) -> list[int | None]:
                 break
         if match is not None:
             used.add(match)
+            index = unused_from.get(step.name, 0)
+            while index < len(candidates) and candidates[index].span_id in used:
+                index += 1
+            unused_from[step.name] = index
         found.append(match)
     return found
 
