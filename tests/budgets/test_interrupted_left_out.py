@@ -68,3 +68,22 @@ def test_report_says_how_many_turns_were_left_out(
         assert json.loads(out)["workflows"]["voice-turn"]["interrupted"] == 19
     else:
         assert LEFT_OUT in out
+
+
+@pytest.mark.parametrize(("include", "status", "judged"), [(False, "ok", 1), (True, "broken", 20)])
+def test_per_run_limits_leave_interrupted_turns_out_as_the_percentiles_do(
+    tmp_path: Path, include: bool, status: str, judged: int
+) -> None:
+    """A 500 ms per-run limit judges the one completed turn (100 ms) and keeps; with
+    ``include_interrupted = true`` it judges all twenty and the 2 s turns break it."""
+    from chainlat.budgets import evaluate, load_budgets
+    from chainlat.traces import read_runs
+
+    traces = tmp_path / "t.jsonl"
+    _turns(traces)
+    budgets = tmp_path / "b.toml"
+    flag = "include_interrupted = true\n" if include else ""
+    budgets.write_text(f'{flag}[workflows.voice-turn]\ntotal = "500ms"\n')
+    (verdict,) = evaluate(read_runs([str(traces)]), load_budgets(budgets)).verdicts
+    assert (verdict.target, verdict.status, verdict.runs) == ("total", status, judged)
+    assert verdict.actual_ms == (2000.0 if include else 100.0)

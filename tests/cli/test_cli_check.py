@@ -347,6 +347,7 @@ def test_check_as_a_real_process(tmp_path: Path, budgets: Path) -> None:
     assert done.stderr == f"chainlat: {broken}: workflows.x.max: unknown key (expected one of: " + (
         "total, inference, data, tool, overhead, first_output, speech_to_text, "
         "text_to_speech, first_output_speech_to_text, first_output_text_to_speech, "
-        "p50/p90/p95/p99 (any pNN), error_rate, cost, cost_p95 (any cost_pNN), min_runs, "
-        "exclude_cache_hits, include_errors, include_interrupted, optional, steps, operations)\n"
+        "first_output_end_of_turn, p50/p90/p95/p99 (any pNN), error_rate, cost, "
+        "cost_p95 (any cost_pNN), min_runs, exclude_cache_hits, include_errors, "
+        "include_interrupted, optional, steps, operations)\n"
     )

@@ -249,8 +249,8 @@ class WorkflowBudget(BudgetModel):
     include_errors: StrictBool | None = None
     """Count failed runs in the latency percentiles (default: the file's, false)."""
     include_interrupted: StrictBool | None = None
-    """Count turns interrupted by barge-in in the latency percentiles (default: the file's,
-    false)."""
+    """Count turns interrupted by barge-in in the latency percentiles and the per-run limits
+    (default: the file's, false)."""
     optional: StrictBool = False
     """The workflow runs only sometimes: no run of it is not an error."""
     steps: dict[str, StepBudget] = Field(default_factory=dict)
@@ -318,7 +318,8 @@ class Budgets(BudgetModel):
     include_errors: StrictBool = False
     """Default for counting failed runs in the latency percentiles."""
     include_interrupted: StrictBool = False
-    """Default for counting interrupted voice turns in the latency percentiles."""
+    """Default for counting interrupted voice turns in the latency percentiles and the per-run
+    limits."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Model prices, by model name, for cost per call, run and variant. Never built in:
     prices change."""

@@ -159,8 +159,8 @@ def runs_heading(workflow: WorkflowStats) -> str:
         text += f" ({workflow.interrupted} interrupted (barge-in), " + (
             "in the percentiles)"
             if workflow.include_interrupted
-            else "not in the percentiles: an interrupted answer was cut; "
-            "include_interrupted = true counts them)"
+            else "not in the percentiles or the per-run limits: an interrupted answer "
+            "was cut; include_interrupted = true counts them)"
         )
     return text
 
