@@ -489,7 +489,8 @@ def judge_observer(
 def _left_out_said(verdict: Verdict, traces: Path) -> None:
     """``chainlat report`` and ``chainlat check`` (a budget with a per-run and a percentile
     limit on the turns' first output) on the traces, as a user runs them: each must say
-    that one interrupted turn was left out, and the check passes."""
+    that one interrupted turn was left out, and the check passes; the per-run limit judges
+    every turn but that one."""
     budget = traces.parent / "chainlat.toml"
     budget.write_text('[workflows.turn]\nfirst_output = "10s"\np95 = { first_output = "10s" }\n')
     said = "1 interrupted (barge-in), not in the percentiles"
@@ -505,6 +506,19 @@ def _left_out_said(verdict: Verdict, traces: Path) -> None:
             verdict.problems.append(
                 f"chainlat {command} (exit {done.returncode}) does not say {said!r}"
             )
+    from chainlat.budgets import evaluate, load_budgets
+    from chainlat.traces import read_runs
+
+    # The per-run limit judges the completed turns only, as the percentile does.
+    runs = [r for r in read_runs([traces]) if r.workflow == "turn"]
+    (per_run,) = [
+        v for v in evaluate(runs, load_budgets(budget)).verdicts if v.target == "first_output"
+    ]
+    if per_run.runs != len(runs) - 1:
+        verdict.problems.append(
+            f"the per-run first_output limit judged {per_run.runs} of {len(runs)} turns, "
+            "the interrupted one included"
+        )
 
 
 def _wire(
