@@ -12,6 +12,7 @@ import socket
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -280,3 +281,40 @@ def test_a_file_that_cannot_be_written_is_503_and_said_so_not_a_chainlat_bug() -
         "2 requests not written (cannot write /dev/full: No space left on device): their "
         "spans are not judged"
     ]
+
+
+def test_the_traces_still_open_at_the_end_are_read_together_in_one_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """2,000 complete traces handed out at close: one read of them all, each run to on_run in
+    the order the runs started. One read per trace held serve 18 s after Ctrl-C with 5,000."""
+    import chainlat.traces
+
+    reads: list[object] = []
+    real = chainlat.traces.read_runs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chainlat.traces, "read_runs", counted)
+    starts: list[int] = []
+    live = LiveRuns(lambda run: starts.append(run.start_ns), settle_s=3600)
+    spans = [
+        {
+            "traceId": f"{index + 1:032x}",
+            "spanId": "a" * 16,
+            "name": "invoke_workflow support",
+            "startTimeUnixNano": str(T0 + (2000 - index) * MS),
+            "endTimeUnixNano": str(T0 + (2000 - index) * MS + MS),
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+                {"key": "gen_ai.workflow.name", "value": {"stringValue": "support"}},
+            ],
+        }
+        for index in range(2000)
+    ]
+    live.add({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    live.close()
+    assert len(reads) == 1
+    assert starts == [T0 + n * MS for n in range(1, 2001)]
