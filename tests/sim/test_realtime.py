@@ -77,7 +77,9 @@ def test_a_vad_turn_is_detected_on_the_audio_clock_and_answered_with_silent_audi
         assert audio and audio == bytes(len(audio)) and len(audio) % 2 == 0
         created_at = next(t for t, e in events if e.type == "response.created")
         first_audio_ms = (deltas[0][0] - created_at) * 1000
-        assert FIRST_AUDIO_MS - 5 <= first_audio_ms <= FIRST_AUDIO_MS + 30
+        # Never early (5 ms for the two clocks); late by a loaded machine's scheduling at
+        # most (this test failed at +30 ms on two cores loaded by other work).
+        assert FIRST_AUDIO_MS - 5 <= first_audio_ms <= FIRST_AUDIO_MS + 100
         assert done.response.status == "completed"
         usage = done.response.usage
         assert usage.input_token_details.audio_tokens == 7  # 700 ms committed, one per 100 ms
