@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from chainlat._core.rollup import Rollup, SpanRecord, classify, compute_rollup
+from chainlat._core.conventions import classify
+from chainlat._core.rollup import Rollup, SpanRecord, compute_rollup
 from support.records import rec
 
 

@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 import chainlat
 from chainlat._core import attributes as attr
-from chainlat._core.rollup import Rollup, classify
+from chainlat._core.conventions import classify
+from chainlat._core.rollup import Rollup
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter, any_value
 from chainlat.cli import main
 from chainlat.httpx import TracingTransport

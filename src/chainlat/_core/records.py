@@ -82,11 +82,6 @@ class SpanRecord:
         return self.step_name or self.name
 
 
-classify: Final = conventions.classify
-"""The step kind of a span from its attributes, chainlat's own or another instrumentation's
-(see :mod:`chainlat._core.conventions` and docs/integrations.md)."""
-
-
 EXCEPTION_EVENT: Final = "exception"
 """The event OpenTelemetry's ``Span.record_exception`` writes."""
 

@@ -45,7 +45,6 @@ from chainlat._core.records import (
     SpanKindLabel,
     SpanRecord,
     call_record,
-    classify,
     source_of,
     step_name_of,
 )
@@ -63,7 +62,6 @@ __all__ = [
     "SpanKindLabel",
     "SpanRecord",
     "call_record",
-    "classify",
     "compute_rollup",
     "find_twins",
     "nested_rollup",

@@ -22,6 +22,7 @@ from typing import Final, Literal
 
 from chainlat._core import attributes as attr
 from chainlat._core.amounts import amount
+from chainlat._core.conventions import classify
 from chainlat._core.prices import Prices
 from chainlat._core.recorded import inconsistency as inconsistency
 from chainlat._core.records import apply_events
@@ -29,7 +30,6 @@ from chainlat._core.rollup import (
     Rollup,
     SpanRecord,
     call_record,
-    classify,
     compute_rollup,
 )
 from chainlat._core.steps import StepKindName as StepKindName

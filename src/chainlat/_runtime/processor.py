@@ -28,9 +28,10 @@ from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.conventions import classify
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, classify, same_model, source_of
+from chainlat._core.rollup import SpanRecord, same_model, source_of
 from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.handover import Handover, first_to_start, sampler_is_blind
 from chainlat._runtime.naming import current_step_name, step_naming

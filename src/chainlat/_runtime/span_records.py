@@ -8,8 +8,9 @@ from typing import Final
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
+from chainlat._core.conventions import classify
 from chainlat._core.records import apply_events
-from chainlat._core.rollup import SpanRecord, call_record, classify
+from chainlat._core.rollup import SpanRecord, call_record
 from chainlat._runtime.otel_compat import attribute_dict, event_count_source, span_slots
 from chainlat._runtime.span_attributes import attributes_of
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
+from chainlat._core.conventions import classify
 from chainlat._core.records import STEP_NAME_KEYS, SpanKindLabel, call_fields, step_name_of
-from chainlat._core.rollup import SpanRecord, classify
+from chainlat._core.rollup import SpanRecord
 
 NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 """The attributes of a span that has none chainlat keeps (shared, read-only)."""

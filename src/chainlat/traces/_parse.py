@@ -18,13 +18,13 @@ from typing import Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat._core import conventions
+from chainlat._core.conventions import classify
 from chainlat._core.errors import shown
 from chainlat._core.records import apply_events
 from chainlat._core.rollup import (
     CACHE_READ_KEYS,
     STEP_NAME_KEYS,
     call_record,
-    classify,
 )
 from chainlat._core.runs import TracedSpan
 from chainlat.traces._derive import (
@@ -44,7 +44,7 @@ _MAX_ARRAY_DEPTH: Final = 8
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-class Tally:
+class ParseDrops:
     """What parsing dropped, counted where no :class:`ReadCounters` is at hand."""
 
     nonfinite_values: int = 0
@@ -84,7 +84,7 @@ class Tally:
                     dropped[workflow] = dropped.get(workflow, 0) + 1
 
 
-tally: Final = Tally()
+tally: Final = ParseDrops()
 
 
 def loads_lenient(data: bytes) -> Any:
