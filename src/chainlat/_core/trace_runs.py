@@ -79,7 +79,11 @@ def runs_of_trace(
     flat = _flat_run(spans)
     if flat is not None:
         top, descendants = flat
-        return [_run(top, descendants, trace_id, origin, _outcome(top.attributes))]
+        # A lone voice turn (a Pipecat turn with no conversation above it) starts by its
+        # framework's rule too; the index of spans is built only for such a turn.
+        voice = turn_start.is_voice_turn(top.record, top.attributes)
+        by_span = {s.record.span_id: s for s in spans} if voice else None
+        return [_run(top, descendants, trace_id, origin, _outcome(top.attributes), spans=by_span)]
     by_id, children, workflows, late = _index(spans, roots=roots)
     cycles = _parent_cycles(list(by_id.values()), by_id) if roots else {}
     workflows.extend(by_id[span_id] for span_id in cycles)
