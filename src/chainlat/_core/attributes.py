@@ -329,6 +329,10 @@ PIPECAT_TURN_NUMBER: Final = "turn.number"
 """On Pipecat's ``turn`` span: one voice turn, a run."""
 PIPECAT_TTFB: Final = "metrics.ttfb"
 """Seconds, on Pipecat's ``stt``, ``llm`` and ``tts`` spans: its time to first byte."""
+PIPECAT_SERVICE_OPERATION: Final = "service.operation"
+"""On the spans of Pipecat's realtime services (OpenAI Realtime, Gemini Live): the event
+handled (``llm_setup``, ``llm_request``, ``llm_response``); their ``metrics.ttfb`` is the
+service's last time to first byte, read when the span opened, not theirs."""
 PIPECAT_USER_BOT_LATENCY: Final = "turn.user_bot_latency_seconds"
 PIPECAT_WAS_INTERRUPTED: Final = "turn.was_interrupted"
 PIPECAT_ENDED_BY_CONVERSATION_END: Final = "turn.ended_by_conversation_end"

@@ -73,6 +73,7 @@ from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
 from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
 from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
 from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
+from chainlat._core.convention_table import UNTIMED_KEYS
 from chainlat._core.convention_table import Convention as Convention
 
 MODEL_KEYS: Final = (
@@ -195,10 +196,14 @@ def call_plan(keys: tuple[str, ...]) -> CallPlan:
     plan = _plans.get(keys)
     if plan is None:
         present = frozenset(keys)
+        # A span a row calls untimed (Pipecat's realtime llm_response) gives no first token:
+        # its keys of one say another instant (convention_table, Convention.untimed).
+        timed = present.isdisjoint(UNTIMED_KEYS)
         plan = tuple(  # type: ignore[assignment]
             tuple(key for key in group if key in present)
             for group in (
-                INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS, TTFT_MS_KEYS, TTFT_SECONDS_KEYS,
+                INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS,
+                TTFT_MS_KEYS if timed else (), TTFT_SECONDS_KEYS if timed else (),
                 MODEL_KEYS,
             )
         )  # fmt: skip
@@ -247,6 +252,8 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
         250.0
     """
     if attributes.keys().isdisjoint(_TTFT_KEYS):  # none there (the common case), asked in C
+        return None
+    if not attributes.keys().isdisjoint(UNTIMED_KEYS):  # another instant's (call_plan)
         return None
     present = attributes.__contains__  # absent keys skipped in C
     return _ttft_among(

@@ -80,6 +80,7 @@ from chainlat._core.attributes import (
     OPENINFERENCE_SPAN_KIND,
     OPENLLMETRY_CHUNK_EVENT,
     PIPECAT_ENDED_BY_CONVERSATION_END,
+    PIPECAT_SERVICE_OPERATION,
     PIPECAT_TTFB,
     PIPECAT_TURN_NUMBER,
     PIPECAT_USER_BOT_LATENCY,
@@ -117,6 +118,7 @@ class Convention:
         overrides: Values of another convention's key that this one's kinds relabel.
         placeholders: (key, value) pairs of a placeholder span, which never makes a run.
         chain_roots: Key -> values of a chain that is a run at the top of its trace.
+        untimed: Keys whose presence says a span's time to first token is not its own.
     """
 
     name: str
@@ -144,6 +146,11 @@ class Convention:
     chain_roots: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     """Key -> values of a chain that makes a run at the top of its trace (LangChain and
     LangGraph name no workflow: the outermost chain is the run)."""
+    untimed: tuple[str, ...] = ()
+    """Keys whose presence says the span's time-to-first-token keys describe another
+    instant than its own first token (Pipecat's realtime services' ``service.operation``:
+    their ``metrics.ttfb`` is the service's last): none of them is read on such a span
+    (docs/attributes.md, rule 15)."""
 
 
 def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
@@ -440,7 +447,15 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             PIPECAT_USER_BOT_LATENCY,
             PIPECAT_WAS_INTERRUPTED,
             PIPECAT_ENDED_BY_CONVERSATION_END,
+            PIPECAT_SERVICE_OPERATION,
         ),
+        # A realtime service's span is its handling of one server event (llm_response:
+        # response.done, 0.3-0.7 ms), and the metrics.ttfb on it is the service's last time
+        # to first byte, from its response.create to that response's first audio delta
+        # (service_decorators.py 1631-1635, services/openai/realtime/llm.py 979-982,
+        # 1315-1317): another response's, or none yet (302-312 ms on 0.3-0.4 ms spans of
+        # answers that called a function, in the interop case pipecat-realtime).
+        untimed=(PIPECAT_SERVICE_OPERATION,),
     ),
     Convention(
         name="livekit",
@@ -597,3 +612,7 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
 The order is the classifier's: a span's kind comes from the first key, in the order the
 rows name them (chainlat's own kind, then ``gen_ai.operation.name``, ...), whose value a
 row knows; a row added at the end is asked after every key before it."""
+
+UNTIMED_KEYS: Final = frozenset(key for c in CONVENTIONS for key in c.untimed)
+"""Every row's :attr:`Convention.untimed`: a span with any of them has no time to first
+token of its own."""
