@@ -8,6 +8,7 @@ calls whose time the wire decides.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Final
@@ -57,13 +58,24 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
         return {}
     calls.sort(key=lambda r: (r.start_ns - r.end_ns, r.start_ns, r.span_id))  # longest first
     primaries: list[SpanRecord] = []
+    starts: list[tuple[int, int]] = []  # (start, index in primaries), in order of start
+    longest = 0  # the longest primary's duration
+    beside: dict[tuple[int | None, bool], list[SpanRecord]] = {}
+    """The primaries by parent and whether on the wire: a twin beside a call is the wire's
+    span under the same parent (see `_adjacent_twin`)."""
     matched: set[tuple[int, str | None]] = set()  # (primary, source) pairs already used
     twins: dict[int, SpanRecord] = {}
     for rec in calls:
         best: SpanRecord | None = None
         best_rank = (0, 0)
         duration = rec.end_ns - rec.start_ns
-        for primary in primaries:
+        # Only a primary that starts before ``rec`` ends, and at most the longest one's
+        # duration before it starts, can overlap it: those are looked at, in the order they
+        # became primaries (every primary for every call: 3,000 calls, 9,000,000 pairs).
+        low = bisect_left(starts, (rec.start_ns - longest, -1))
+        high = bisect_left(starts, (rec.end_ns, -1))
+        for index in sorted(index for _, index in starts[low:high]):
+            primary = primaries[index]
             if primary.source == rec.source or (primary.span_id, rec.source) in matched:
                 continue
             if not same_model(primary.model, rec.model):
@@ -75,9 +87,13 @@ def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecor
             if best is None or rank > best_rank:
                 best, best_rank = primary, rank
         if best is None:
-            best = _adjacent_twin(rec, primaries, matched, records)
+            others = beside.get((rec.parent_id, rec.source != WIRE), [])
+            best = _adjacent_twin(rec, others, matched, records)
         if best is None:
+            insort(starts, (rec.start_ns, len(primaries)))
             primaries.append(rec)
+            beside.setdefault((rec.parent_id, rec.source == WIRE), []).append(rec)
+            longest = max(longest, duration)
         else:
             matched.add((best.span_id, rec.source))
             twins[rec.span_id] = best
