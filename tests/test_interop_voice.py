@@ -81,7 +81,9 @@ def test_pipecat_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     """A Pipecat pipeline on the sim's Realtime API (pipecat_realtime_agent.py, Pipecat's
     OpenAIRealtimeLLMService, chainlat's observer on the task): each turn starts at the end
     of the words and its first output is within 10 ms of the first frame at the output,
-    turn.user_bot_latency_seconds agreeing, the response's tokens Pipecat's; with a function
-    the model calls in every turn, each call a tool step holding its body."""
+    turn.user_bot_latency_seconds agreeing, the response's tokens Pipecat's, the first
+    output's split (end of turn, model, tool, the rest) summing to it; with a function the
+    model calls in every turn, each call a tool step holding its body and each answer that
+    called one a model step of its own with no first token."""
     cases = {"local-vad", "local-vad+tool"}
     _cases_right(tmp_path, ["--stack", "pipecat-realtime"], cases, timeout_s=900)

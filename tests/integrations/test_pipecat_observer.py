@@ -276,9 +276,10 @@ def test_a_realtime_services_answer_is_an_inference_step_from_the_ask_to_its_end
 
 
 def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() -> None:
-    """The answer that called the function pushed no audio (no step); the tool is a step,
-    and the spoken answer runs from the result to its end, not from the caller's stop. A
-    cascade's LLM service (it never said it is speech to speech) answers with no step."""
+    """The answer that called the function is a step from the caller's stop to its end,
+    with no first token (it pushed no audio); the tool is a step, and the spoken answer
+    runs from the result to its end. A cascade's LLM service (it never said it is speech to
+    speech) answers with no step."""
     provider, exporter, observer = _setup()
     turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
     turn.set_attribute("turn.number", 1)
@@ -297,7 +298,49 @@ def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() 
     observer.observe(ResponseEnd(), T0 + 1800 * MS, cascade)
     turn.end(end_time=T0 + 2000 * MS)
     spans = exporter.get_finished_spans()
-    assert sorted(s.name for s in spans) == ["execute_tool lookup", "realtime sim-realtime", "turn"]
-    (answer,) = [s for s in spans if s.name == "realtime sim-realtime"]
+    assert sorted(s.name for s in spans) == [
+        "execute_tool lookup", "realtime sim-realtime", "realtime sim-realtime", "turn"
+    ]  # fmt: skip
+    calling, answer = sorted(
+        (s for s in spans if s.name == "realtime sim-realtime"), key=lambda s: s.start_time or 0
+    )
+    assert (calling.start_time, calling.end_time) == (T0 + 100 * MS, T0 + 410 * MS)
+    assert attr.LATENCY_TTFT_MS not in (calling.attributes or {})
+    assert [e.name for e in calling.events] == []
     assert (answer.start_time, answer.end_time) == (T0 + 520 * MS, T0 + 1500 * MS)
     assert (answer.attributes or {})[attr.LATENCY_TTFT_MS] == 310.0
+
+
+def test_a_result_before_the_calling_answer_ended_asks_the_next_at_that_end() -> None:
+    """The service owes the create while a response runs (llm.py 1109-1114): the spoken
+    answer starts at the end of the one that called, not at the earlier result; with two
+    calls of one answer, at the last result."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    service = RealtimeService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    observer.observe(UserStopped(), T0 + 100 * MS, Other())
+    observer.observe(Started("lookup", "c1"), T0 + 400 * MS, service)
+    observer.observe(Result("lookup", "c1"), T0 + 405 * MS, service)  # a quick tool
+    observer.observe(ResponseEnd(), T0 + 410 * MS, service)
+    observer.observe(Started("lookup", "c2"), T0 + 700 * MS, service)  # asked again: 2 calls
+    observer.observe(Started("lookup", "c3"), T0 + 701 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 710 * MS, service)
+    observer.observe(Result("lookup", "c2"), T0 + 800 * MS, service)
+    observer.observe(Result("lookup", "c3"), T0 + 850 * MS, service)
+    observer.observe(ServiceAudio(), T0 + 1150 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 1500 * MS, service)
+    turn.end(end_time=T0 + 2000 * MS)
+    answers = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "realtime sim-realtime"),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [(s.start_time, s.end_time) for s in answers] == [
+        (T0 + 100 * MS, T0 + 410 * MS),
+        (T0 + 410 * MS, T0 + 710 * MS),
+        (T0 + 850 * MS, T0 + 1500 * MS),
+    ]
+    assert [(s.attributes or {}).get(attr.LATENCY_TTFT_MS) for s in answers] == [
+        None, None, 300.0
+    ]  # fmt: skip

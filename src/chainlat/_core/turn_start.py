@@ -40,7 +40,10 @@ workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` alread
   (``chainlat.integrations.pipecat``) writes that instant on the turn
   (``chainlat.workflow.speech_end_ms``: the VAD's stop less ``stop_secs``, what
   ``turn.user_bot_latency_seconds`` counts from): its mark wins, and it is the only one a
-  speech-to-speech turn has (``OpenAIRealtimeLLMService``: no ``stt`` span).
+  speech-to-speech turn has (``OpenAIRealtimeLLMService``: no ``stt`` span). In such a
+  turn the decision is the start of the observer's first answer step (``realtime
+  {model}``): the ``UserStoppedSpeakingFrame`` the service asked at, once Pipecat's user
+  aggregator decided the caller had finished.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def _pipecat(
     if isinstance(marked, (int, float)) and not isinstance(marked, bool):
         speech_end = turn.start_ns + round(marked * _NS_PER_MS) if math.isfinite(marked) else -1
         if turn.start_ns <= speech_end <= turn.end_ns:
-            return TurnStart(speech_end, None, "pipecat.observer")
+            return TurnStart(speech_end, _pipecat_asked(speech_end, kids), "pipecat.observer")
     last: SpanRecord | None = None
     for span in kids:
         rec = span.record
@@ -183,3 +186,25 @@ def _pipecat(
     if not last.start_ns <= speech_end <= last.end_ns:
         return None  # a time to first byte longer than the span: not this span's speech
     return TurnStart(speech_end, None, "pipecat.stt_ttfb")
+
+
+def _pipecat_asked(speech_end: int, kids: Iterable[_Span]) -> int | None:
+    """When Pipecat decided the caller had finished, in a speech-to-speech turn: the start of
+    the observer's first answer step (``realtime {model}``), which starts at the
+    ``UserStoppedSpeakingFrame`` the service asked at; None in a turn with no such step, or
+    when another span of the turn started between the end of the words and it (an earlier
+    observer wrote no step for an answer that called a function: its first step then
+    starts at a call's result, after the tool, long after the decision)."""
+    asked: int | None = None
+    others: int | None = None
+    for span in kids:
+        start = span.record.start_ns
+        if start < speech_end:
+            continue
+        if span.attributes.get(attr.GEN_AI_OPERATION_NAME) == attr.OP_REALTIME:
+            asked = start if asked is None else min(asked, start)
+        else:
+            others = start if others is None else min(others, start)
+    if asked is None or (others is not None and others < asked):
+        return None
+    return asked

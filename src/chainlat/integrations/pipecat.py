@@ -26,12 +26,17 @@ first frame, a few ms before the output transport plays it. The observer records
   pushes at ``response.done`` (1090-1122), its first token at the first audio it pushed
   (``response.output_audio.delta``, 979-1019). Pipecat's own ``llm_response`` span is the
   handling of ``response.done`` alone (0.5 ms); the readers take it for the same call seen
-  twice and keep its usage. An answer that calls a function pushes no audio and is no step
-  (Pipecat's ``llm_response`` of it, 0.5 ms, stays a step with its usage); the answer after
-  the call counts from the call's result. A service is
+  twice and keep its usage. An answer that calls a function pushes no audio: its step has
+  no first token and ends at its ``response.done``; the answer after the call counts from
+  the call's result (from the end of the answer that called, when the result came first:
+  the service then owes the create, 1109-1114). A service is
   speech to speech when its ``LLMServiceMetadataFrame`` says so (``is_realtime_service``);
   an answer not asked by a ``UserStoppedSpeakingFrame`` in its turn (the server's turn
-  detection on) gets no step;
+  detection on) gets no step. With the server's turn detection on, the end of the words is
+  not seen either: the service hands on the server's ``input_audio_buffer.speech_stopped``
+  as a bare ``ProposedUserStoppedSpeakingFrame``, pushed when the event arrived, and drops
+  its ``audio_end_ms`` (1223-1229; no handler is called for it), and no VAD frame is
+  pushed: such a turn keeps the start Pipecat gave it;
 - the turn's first output (``first_output=True``, the default) where the caller's audio
   starts: the output transport's write of the turn's first audio frame. No frame is pushed
   at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
@@ -174,11 +179,11 @@ class _Call:
 @dataclass
 class _Response:
     """A speech-to-speech service's answer: asked at ``start_ns``, its first audio at
-    ``first_ns``."""
+    ``first_ns`` (None: it pushed none, as an answer that calls a function)."""
 
     model: str
     start_ns: int
-    first_ns: int
+    first_ns: int | None
     turn: Span
 
 
@@ -208,6 +213,11 @@ class ChainlatObserver:
         self._asked_ns: int | None = None
         """The push of the last ``UserStoppedSpeakingFrame``: a realtime service asks then."""
         self._response: _Response | None = None
+        self._calling = False
+        """A function call began in the answer asked at ``_asked_ns``, not ended yet."""
+        self._owed = False
+        """A call's result came before the answer that called it ended: the service asks
+        the next answer at that end."""
         self._realtime_services: set[int] = set()
         """The services that said they are speech to speech (``is_realtime_service``)."""
         self._mark_first_output = first_output
@@ -232,6 +242,7 @@ class ChainlatObserver:
             if call_id not in self._calls:  # broadcast: once downstream, once upstream
                 name = str(getattr(frame, "function_name", "") or "function")
                 self._calls[call_id] = _Call(name, at_ns, self.turns.at(at_ns))
+                self._calling = self._asked_ns is not None and self._response is None
         elif isinstance(frame, frames.call_result):
             properties = getattr(frame, "properties", None)
             if properties is not None and getattr(properties, "is_final", True) is False:
@@ -293,27 +304,45 @@ class ChainlatObserver:
         span.end(end_time=max(end_ns, call.start_ns))
 
     def _realtime(self, frame: object, at_ns: int, source: object) -> None:
-        """A speech-to-speech service's spoken answer: from the caller's stop (or the
-        call's result) it was asked at to its ``LLMFullResponseEndFrame``, its first audio
-        the first ``TTSAudioRawFrame`` it pushed. An answer that calls a function pushes no
-        audio: no step (Pipecat's ``llm_response`` of it stays, with its usage)."""
+        """A speech-to-speech service's answer: from the caller's stop (or the call's
+        result) it was asked at to its ``LLMFullResponseEndFrame``, its first audio the
+        first ``TTSAudioRawFrame`` it pushed. An answer that calls a function pushes no
+        audio: its step has no first token (Pipecat's ``llm_response`` of it, the same
+        call seen twice, keeps its usage)."""
         frames = self._frames
         if frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
             if self._response is None and self._asked_ns is not None:
-                turn = self.turns.at(at_ns)
-                start_ns = self._asked_ns
-                if turn is not None and start_ns >= (turn.start_time or 0):
-                    self._response = _Response(_model_of(source), start_ns, at_ns, turn)
+                self._response = self._asked(source, at_ns, at_ns)
         elif frames.response_end is not None and isinstance(frame, frames.response_end):
             response, self._response = self._response, None
+            if response is None and self._asked_ns is not None:
+                response = self._asked(source, at_ns, None)
+            if response is not None or self._asked_ns is not None:
+                # The next answer is asked by a call's result: at it, or at this end when
+                # the result came first (the service owes the create: llm.py 1109-1114).
+                self._asked_ns = at_ns if self._owed else None
+                self._calling = self._owed = False
             if response is not None:
-                self._asked_ns = None
                 self._inference(response, at_ns)
+
+    def _asked(self, source: object, at_ns: int, first_ns: int | None) -> _Response | None:
+        """The answer asked at ``_asked_ns``, in the turn open at ``at_ns``; None when the
+        ask is before that turn (an answer the turn did not ask)."""
+        turn = self.turns.at(at_ns)
+        start_ns = self._asked_ns
+        if turn is None or start_ns is None or start_ns < (turn.start_time or 0):
+            return None
+        return _Response(_model_of(source), start_ns, first_ns, turn)
 
     def _answered_by_tool(self, at_ns: int) -> None:
         """A realtime service asks its next answer with a call's result: that answer counts
-        from the result, the tool before it a step of its own."""
-        if self._realtime_services and self._response is None:
+        from the result (the last, when calls run side by side), the tool before it a step
+        of its own; from the end of the answer that called, when that came later."""
+        if not self._realtime_services or self._response is not None:
+            return
+        if self._calling:
+            self._owed = True
+        else:
             self._asked_ns = at_ns
 
     def _inference(self, response: _Response, end_ns: int) -> None:
@@ -332,9 +361,11 @@ class ChainlatObserver:
             },
         )
         first = response.first_ns
-        span.set_attribute(attr.LATENCY_TTFT_MS, (first - response.start_ns) / _NS_PER_MS)
-        span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=first)
-        span.end(end_time=max(end_ns, first))
+        if first is not None:  # an answer that called a function spoke no first token
+            span.set_attribute(attr.LATENCY_TTFT_MS, (first - response.start_ns) / _NS_PER_MS)
+            span.add_event(attr.FIRST_TOKEN_EVENT, timestamp=first)
+            end_ns = max(end_ns, first)
+        span.end(end_time=max(end_ns, response.start_ns))
 
     def _speech_end(self, frame: object, at_ns: int) -> None:
         """The VAD's end of the caller's words (its stamp less the silence it waited, as

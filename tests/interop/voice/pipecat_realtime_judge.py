@@ -13,8 +13,10 @@ response when Pipecat's user aggregator says the caller stopped. Pipecat's spans
 of the caller's words, the response (``realtime sim-realtime``, from the
 ``UserStoppedSpeakingFrame`` the service asked at to its ``LLMFullResponseEndFrame``, its
 first audio the first ``TTSAudioRawFrame`` it pushed; Pipecat's ``llm_response`` is read as
-the same call seen twice, its usage kept) and the first audio frame at the output
-transport on each turn. The
+the same call seen twice, its usage kept; an answer that called a function is a step
+too, with no first token) and the first audio frame at the output transport on each turn;
+the first output's split is the end-of-turn wait (to the first answer's ask), the model,
+the tool and the rest, summing to it. The
 sim runs in the project's environment, as for LiveKit's realtime case.
 """
 
@@ -57,6 +59,8 @@ SIM_FIRST_BYTE_MS = 300.0
 """``sim-realtime``'s first audio, after the response was created (``REALTIME_PROFILES`` in
 ``chainlat.sim._realtime``): the observer's response step, from the caller's stop the
 service asked at to its first audio, can be no shorter."""
+SPLIT_ROUNDING_MS = 0.001
+"""The parts of the first output's split against it: float sums of ms figures."""
 USER_BOT_TOLERANCE_MS = 15.0
 """Pipecat's ``turn.user_bot_latency_seconds`` against chainlat's first output: both count
 from the VAD's end of the words; Pipecat's ends at the output transport's
@@ -104,7 +108,8 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     for n, (run, spoken, heard) in enumerate(zip(runs, words, frames, strict=True), start=1):
         root = run.root.attributes if run.root is not None else {}
         steps = [(s.name, s.kind) for s in run.steps]
-        answers = [s for s in run.steps if s.name == f"realtime {MODEL}"]
+        # The spoken answer has a first token; the answers that called a function none.
+        answers = [s for s in run.steps if s.name == f"realtime {MODEL}" and s.ttft_ms]
         ttft = answers[0].ttft_ms if len(answers) == 1 else None
         start_ms = (run.start_ns - spoken) / 1e6
         first = run.first_output_ms
@@ -129,7 +134,9 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
                 "tokens": {"chainlat": tokens, "pipecat": usage},
                 "response_first_audio_ms": ttft,
                 "split_ms": {
+                    "end_of_turn": run.rollup.first_output_end_of_turn_ms,
                     "inference": run.rollup.first_output_inference_ms,
+                    "tool": run.rollup.first_output_tool_ms,
                     "overhead": run.rollup.first_output_overhead_ms,
                 },
                 "end_reason": reason,
@@ -143,6 +150,7 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
             problems.append(f"turn {n}: steps {steps}")
         if len(answers) != 1 or ttft is None or ttft < SIM_FIRST_BYTE_MS:
             problems.append(f"turn {n}: the response's first audio {ttft} ms after it was asked")
+        _split(problems, run, n)
         if tokens != usage:
             problems.append(f"turn {n}: tokens {tokens}, Pipecat's usage {usage}")
         if abs(start_ms) > START_TOLERANCE_MS:
@@ -179,11 +187,43 @@ def _tools(
         elif over_ms > TOOL_SLACK_MS + TOOL_NOISE_MS:
             problems.append(f"turn {n}: a tool step {over_ms:.2f} ms longer than its body")
     answers = [s for s in run.steps if s.name == f"realtime {MODEL}"]
-    if answers and answers[-1].start_ns != tools[-1].end_ns:
-        after_ms = (answers[-1].start_ns - tools[-1].end_ns) / 1e6
+    calling = [s for s in answers if not s.ttft_ms]
+    figures["calling_answer_ms"] = [(s.end_ns - s.start_ns) / 1e6 for s in calling]
+    if not calling or len(calling) + 1 != len(answers):
+        problems.append(f"turn {n}: {len(calling)} answers calling a function of {len(answers)}")
+    elif any(c.end_ns > t.end_ns for c, t in zip(calling, tools, strict=False)):
+        problems.append(f"turn {n}: an answer that called a function ends after the result")
+    # Asked at the last result, or at the end of the answer that called when that came later
+    # (the service owes the create while a response runs).
+    asked = max(tools[-1].end_ns, max((c.end_ns for c in calling), default=0))
+    if answers and answers[-1].start_ns != asked:
+        after_ms = (answers[-1].start_ns - asked) / 1e6
         problems.append(f"turn {n}: the answer starts {after_ms:.2f} ms from the last result")
     if not run.rollup.first_output_tool_ms:
         problems.append(f"turn {n}: no tool part in the first output's split")
+
+
+def _split(problems: list[str], run: Any, n: int) -> None:
+    """The first output's split: the end-of-turn wait (from the end of the words to the
+    first answer's ask, a part of the overhead), the model, the tool and the rest sum to it
+    (within float rounding)."""
+    rollup, first = run.rollup, run.first_output_ms
+    parts = (
+        rollup.first_output_inference_ms,
+        rollup.first_output_data_ms,
+        rollup.first_output_tool_ms,
+        rollup.first_output_overhead_ms,
+    )
+    if first is None or None in parts or abs(sum(parts) - first) > SPLIT_ROUNDING_MS:
+        problems.append(f"turn {n}: the split {parts} does not sum to {first}")
+    asked = min(
+        (s.start_ns for s in run.steps if s.name == f"realtime {MODEL}"), default=run.start_ns
+    )
+    eot, overhead = rollup.first_output_end_of_turn_ms, rollup.first_output_overhead_ms
+    if eot is None or abs(eot - (asked - run.start_ns) / 1e6) > SPLIT_ROUNDING_MS:
+        problems.append(f"turn {n}: end of turn {eot} ms, the first answer asked at {asked}")
+    elif overhead is None or eot > overhead:
+        problems.append(f"turn {n}: end of turn {eot} ms outside the overhead {overhead}")
 
 
 def _usage(traces: Path, turn_id: str) -> tuple[int, int] | None:
