@@ -273,6 +273,9 @@ def test_a_realtime_services_answer_is_an_inference_step_from_the_ask_to_its_end
     ]
     assert run.first_output_ms == 810.0  # the write from 1610 ms, pushed at 1650
     assert run.rollup.first_output_inference_ms == 310.0
+    # The end of the words (800 ms) to the ask (1300 ms): the end-of-turn wait, overhead.
+    assert run.rollup.first_output_end_of_turn_ms == 500.0
+    assert run.rollup.first_output_overhead_ms == 500.0
 
 
 def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() -> None:
