@@ -75,7 +75,7 @@ def general(
 
 def took_flat(root: SpanRecord, records: list[SpanRecord]) -> bool:
     top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    return tree.flat_tree(top, list(records), tree.Tally()) is not None
+    return tree.flat_tree(top, list(records), tree.TreeCounts()) is not None
 
 
 @pytest.mark.parametrize("shortcut", [True, False])
@@ -151,9 +151,9 @@ def test_any_other_shape_goes_through_the_general_phases(
         assert took_flat(root, records)
         broken = BROKEN[how](records)
         top = Node(root, root.start_ns, root.end_ns, "overhead", None)
-        tally = tree.Tally()
+        tally = tree.TreeCounts()
         assert tree.flat_tree(top, list(broken), tally) is None
-        assert top.kids == [] and tally == tree.Tally()  # nothing done before it said no
+        assert top.kids == [] and tally == tree.TreeCounts()  # nothing done before it said no
         assert compute_rollup(root, list(broken)) == general(monkeypatch, root, broken)
 
 

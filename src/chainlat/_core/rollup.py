@@ -48,7 +48,7 @@ from chainlat._core.records import (
     source_of,
     step_name_of,
 )
-from chainlat._core.tree import Tally, flat_tree, grow, plan
+from chainlat._core.tree import TreeCounts, flat_tree, grow, plan
 from chainlat._core.twins import find_twins, normalised, same_model
 
 __all__ = [
@@ -117,7 +117,7 @@ def compute_rollup(
     # first output; the first three in one pass for a flat workflow (`tree.flat_tree`).
     records = spans if isinstance(spans, list) else list(spans)
     top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    tally = Tally()
+    tally = TreeCounts()
     # The common shape (every span a step of the workflow, one after another) in one pass;
     # any other, or a walk drawn as pieces, through the general phases.
     flat = flat_tree(top, records, tally) if pieces is None and output_pieces is None else None
@@ -380,7 +380,7 @@ def _speech_ms(
 
 def _rollup(
     top: Node,
-    tally: Tally,
+    tally: TreeCounts,
     split: Mapping[str, int],
     path: list[str],
     output_ns: int | None,
@@ -428,7 +428,7 @@ def _rollup(
 
 def _unrecorded(
     rollup: Rollup,
-    tally: Tally,
+    tally: TreeCounts,
     renamed: Mapping[int, str],
     output_ns: int | None,
     marked_ns: int | None,
@@ -469,7 +469,7 @@ def _unrecorded(
 _TTFT_UNUSABLE: Final = operator.attrgetter("ttft_unusable")
 
 
-def _unusable(records: list[SpanRecord], tally: Tally) -> dict[int, str]:
+def _unusable(records: list[SpanRecord], tally: TreeCounts) -> dict[int, str]:
     """The counted calls whose first token is not known, with what each gives (rule 15): a
     span of the call gives a time to first token that is no time and none gives a usable
     one, or the first token comes before the call's start (taken out of
@@ -495,7 +495,7 @@ def _unusable(records: list[SpanRecord], tally: Tally) -> dict[int, str]:
     return found
 
 
-def _bounded_output(tally: Tally, unusable: Mapping[int, str]) -> tuple[int, Node, bool]:
+def _bounded_output(tally: TreeCounts, unusable: Mapping[int, str]) -> tuple[int, Node, bool]:
     """The first output of a run with calls whose first token is not known, the call that
     gave it, and whether it is a lower bound (rule 15).
 
@@ -524,7 +524,7 @@ def _bounded_output(tally: Tally, unusable: Mapping[int, str]) -> tuple[int, Nod
 
 def _unusable_marked(
     rollup: Rollup,
-    tally: Tally,
+    tally: TreeCounts,
     renamed: Mapping[int, str],
     unusable: Mapping[int, str],
     bounded: bool,
@@ -673,7 +673,7 @@ def nested_rollup(
     if _slack(gcd_starts, gcd_ends):
         return None
     top = Node(root, root.start_ns, max(root.end_ns, root.start_ns), "overhead", None)
-    tally = Tally()
+    tally = TreeCounts()
     try:
         grow(top, plan(root_id, records), tally)
         return _composed(top, tally, nested, first_output_ns, sources, gcd_starts, gcd_ends, spans)
@@ -683,7 +683,7 @@ def nested_rollup(
 
 def _composed(
     top: Node,
-    tally: Tally,
+    tally: TreeCounts,
     nested: Mapping[int, NestedRun],
     first_output_ns: int | None,
     sources: set[str | None],
@@ -847,7 +847,7 @@ def _spliced_path(
     return path, levels, inner
 
 
-def _outputs(tally: Tally) -> _Outputs:
+def _outputs(tally: TreeCounts) -> _Outputs:
     calls, first_token, user_facing = tally.calls, tally.first_token, tally.user_facing
     facing = [first_token.get(n.rec.span_id, n.end) for n in calls if n.rec.span_id in user_facing]
     streamed = [(n.start, n.end) for n in calls if n.rec.span_id in first_token]

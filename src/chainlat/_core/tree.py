@@ -64,7 +64,7 @@ def plan(root_id: int, records: list[SpanRecord]) -> Plan:
 
 
 @dataclass(slots=True)
-class Tally:
+class TreeCounts:
     """Phase 2, what the tree counts: steps by kind, and each counted call's usage."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_STEP_KINDS, 0))
@@ -111,7 +111,7 @@ class Tally:
             self.at_wire.add(key)
 
 
-def grow(top: Node, plan: Plan, tally: Tally) -> None:
+def grow(top: Node, plan: Plan, tally: TreeCounts) -> None:
     """Phase 2: the tree of nodes under ``top``, each clipped to its parent, with what it
     counts as; transparent spans and nested workflows hand their children to their parent."""
     by_parent, twins, widened, wire_timed = (
@@ -180,7 +180,7 @@ def grow(top: Node, plan: Plan, tally: Tally) -> None:
             tally.add_timing(rec, call)
 
 
-def _count(node: Node, kind: str | None, enclosing: Node | None, tally: Tally) -> None:
+def _count(node: Node, kind: str | None, enclosing: Node | None, tally: TreeCounts) -> None:
     """A counted step: a model call, data stage, tool call or nested workflow."""
     node.owner = node
     node.enclosing = enclosing
@@ -271,7 +271,7 @@ with every call of one source there are no twins (see :func:`find_twins`)."""
 
 
 def flat_tree(
-    top: Node, records: list[SpanRecord], tally: Tally
+    top: Node, records: list[SpanRecord], tally: TreeCounts
 ) -> tuple[dict[str, int], list[str], list[tuple[Node, int, int]]] | None:
     """The tree under ``top`` and its critical path, when every record is a step of the
     workflow itself and the steps run one after another: None otherwise, and nothing done.

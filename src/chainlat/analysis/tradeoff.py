@@ -346,7 +346,7 @@ def compare(
     if not trees:
         what = f" of workflow {workflow!r}" if workflow is not None else ""
         raise InputError(f"{where}: no workflow run{what} to compare")
-    tally = Tally(prices)
+    tally = ComparisonTally(prices)
     for tree in trees:
         tally.add(tree)
     return tally.comparison()
@@ -410,7 +410,7 @@ def _split_part(values: array.array[float]) -> SplitPart:
     return SplitPart(len(values), p.p50, p.p95, p.p99)
 
 
-class Tally:
+class ComparisonTally:
     """Runs counted into a :class:`Comparison` one at a time, keeping a few numbers per run.
 
     For a reader that streams runs by (``chainlat report --html``); :func:`compare`

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from chainlat._core.runs import WorkflowRun
     from chainlat._core.stats import Stats
-    from chainlat.analysis.tradeoff import Tally
+    from chainlat.analysis.tradeoff import ComparisonTally
     from chainlat.budgets import Budgets
     from chainlat.report import RunExplorer
     from chainlat.traces import ReadCounters, TraceSource
@@ -206,9 +206,9 @@ def report_sources(args: argparse.Namespace, sources: list[TraceSource]) -> int:
     if (args.budgets or args.jaeger_ui) and not args.html:
         raise InputError("--budgets and --jaeger-ui mark the runs of the HTML page: add --html")
     if args.html:
-        from chainlat.analysis.tradeoff import Tally
+        from chainlat.analysis.tradeoff import ComparisonTally
 
-        tally = Tally()
+        tally = ComparisonTally()
         explorer = report.RunExplorer(
             budgets=found_budgets(args.budgets),
             jaeger_ui=report.jaeger_ui_url(args.jaeger_ui) if args.jaeger_ui else None,
@@ -278,7 +278,7 @@ def _where(sources: list[TraceSource], chosen: RunFilter) -> str:
     return f"{describe(sources)} ({chosen.described()}; {read} read)"
 
 
-def _tallied(runs: Iterable[WorkflowRun], tally: Tally) -> Iterator[WorkflowRun]:
+def _tallied(runs: Iterable[WorkflowRun], tally: ComparisonTally) -> Iterator[WorkflowRun]:
     """The runs; on the way, the variants and outcomes of those that are not steps of
     another counted into ``tally``."""
     for run in runs:
@@ -291,7 +291,7 @@ def _counted(
     runs: Iterable[WorkflowRun],
     chosen: RunFilter,
     stats: Stats,
-    tally: Tally | None,
+    tally: ComparisonTally | None,
     explorer: RunExplorer,
 ) -> Iterator[WorkflowRun]:
     """Every run, for the judge; on the way, those the report shows (not a step of another
