@@ -470,7 +470,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
         limit_label,
         limit_text,
         ms,
-        source_name,
+        printed_source,
         stat_rows,
         verdict_label,
         verdict_runs,
@@ -481,7 +481,7 @@ def session_lines(report: BudgetReport, *, width: int = 80) -> list[str]:
     stats = report.stats
     lines = [
         f"{_count(stats.runs, 'run')} of {_count(len(stats.workflows), 'workflow')} "
-        f"in this session; budgets from {source_name(report.budgets_source)}",
+        f"in this session; budgets from {printed_source(report.budgets_source)}",
         "",
     ]
     budgeted = list(dict.fromkeys(v.workflow for v in report.verdicts))

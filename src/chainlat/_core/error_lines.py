@@ -1,7 +1,7 @@
 """How every command prints an error or a warning: one line on stderr, credentials scrubbed
-and control characters escaped; and a bad argument the same way, with exit 2, never
-argparse's usage dump. ``chainlat`` and the commands that parse their own options
-(``demo``, ``sim``) print through it."""
+and control characters escaped (:func:`chainlat._core.redact.one_line`); and a bad argument
+the same way, with exit 2, never argparse's usage dump. ``chainlat`` and the commands that
+parse their own options (``demo``, ``sim``) print through it."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import argparse
 from typing import NoReturn
 
 from chainlat._core.exits import EXIT_INPUT
-from chainlat._core.redact import scrub, visible
-
-
-def one_line(text: str) -> str:
-    """An error as a command prints it: one line, no credential, no control character."""
-    return visible(" ".join(line.strip() for line in scrub(text).splitlines()))
+from chainlat._core.redact import one_line
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are :func:`one_line` and exit 2."""
+    """An argument parser whose usage errors are
+    :func:`~chainlat._core.redact.one_line` and exit 2."""
 
     def error(self, message: str) -> NoReturn:
         # argparse's own usage errors are bad input too. They quote the argument given,

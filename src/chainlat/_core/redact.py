@@ -1,10 +1,24 @@
-r"""One credential scrubber for everything chainlat records, exports or prints.
+r"""One credential scrubber for everything chainlat records, exports or prints, and the one
+output boundary built on it.
 
-Span attributes, exception messages and events, status descriptions, log lines and CLI
-errors pass through `scrub` before they leave the process; header allow-lists pass
-through `is_secret_header`; whatever is printed or drawn passes through `visible` (the
-scrubber, and control characters escaped). Pure and standard library only, so every layer
-may use it.
+Each function has one job:
+
+- `scrub` (and `scrub_url`, `scrub_value` for a URL or an attribute value): remove
+  credentials. Span attributes, exception messages and events, status descriptions and log
+  lines pass through it before they leave the process; header allow-lists pass through
+  `is_secret_header`.
+- `scrub_once`: `scrub`, the result marked `Scrubbed` so that no later layer scrubs it
+  again (the strings of a JSON document, built by a renderer and written by the CLI).
+- `visible`: the output boundary. Whatever is printed or drawn (a name in a table, a page, a
+  document) passes through it once: `scrub`, then control characters escaped. What it
+  returns is a `Cleaned` string, which `scrub` and `visible` hand back as it is, so a name
+  cleaned where a renderer inserts it is not scrubbed again where the document is written.
+- `one_line`: an error or warning line as a command prints it: its lines joined, then
+  `visible` once.
+
+Cutting to a length is :func:`chainlat._core.errors.shorten` (a quoted value in a message)
+and :func:`chainlat.report.common.shown_name` (a name on a page, cut after cleaning). Pure
+and standard library only, so every layer may use it.
 
 The text comes from the outside world (an error body, a URL, a bytes repr), so it may be
 large or hostile: a pattern that scans a run starts only where the run starts (behind a
@@ -223,19 +237,44 @@ def _is_port(user: str, password: str) -> bool:
     return host and digits > 0 and not password[digits : digits + 1].isalnum()
 
 
+class Scrubbed(str):
+    """Text :func:`scrub_once` scrubbed (its control characters as they were): :func:`scrub`
+    returns it unchanged, so a text is scrubbed once however many layers it passes on its
+    way out (a JSON document built, then written). Only this module makes one; any change to
+    it (formatting, joining, slicing) gives a plain ``str``, scrubbed again."""
+
+    __slots__ = ()
+
+
+class Cleaned(Scrubbed):
+    """Text that has passed :func:`visible` (credentials scrubbed, control characters and
+    newlines escaped): :func:`scrub` and :func:`visible` return it unchanged."""
+
+    __slots__ = ()
+
+
 def scrub(text: str) -> str:
-    """Free text (a message, status description, log or CLI line) with every credential redacted.
+    """Remove credentials: free text (a message, status description, log or CLI line) with
+    every credential redacted; a :class:`Scrubbed` text, scrubbed already, as it is.
 
     Example:
         >>> scrub("Client error for url 'https://api.example.com/v1?key=hunter2'")
         "Client error for url 'https://api.example.com/v1?key=[REDACTED]'"
     """
+    if isinstance(text, Scrubbed):
+        return text
     text = _HEADER_VALUE_REPR.sub(_redact_header_repr, text)
     text = _URL.sub(lambda m: scrub_url(m.group()), text)
     text = _TUPLE.sub(_redact_tuple, text)
     text = _scrub_pairs(text)
     text = _AUTH_SCHEME.sub(_redact_auth_scheme, text)
     return _scrub_shapes(text)
+
+
+def scrub_once(text: str) -> Scrubbed:
+    """Remove credentials, as :func:`scrub`, marking the result :class:`Scrubbed`: for text
+    that more than one layer may scrub (a JSON document's strings)."""
+    return text if isinstance(text, Scrubbed) else Scrubbed(scrub(text))
 
 
 def scrub_value(value: object, _depth: int = 0) -> object:
@@ -424,9 +463,19 @@ def _escape_control(match: re.Match[str]) -> str:
 
 
 def visible(text: str, *, newline: bool = False) -> str:
-    """A name or value as chainlat shows it anywhere (terminal, page, document, error line):
-    credentials scrubbed (:func:`scrub`), control and bidirectional characters as
-    ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone surrogates as
-    U+FFFD."""
+    """The output boundary: a name or value as chainlat shows it anywhere (terminal, page,
+    document, error line), credentials scrubbed (:func:`scrub`), control and bidirectional
+    characters as ``\\x1b``/``\\u202e``-style escapes (newline kept when ``newline``), lone
+    surrogates as U+FFFD. Without ``newline`` the result is :class:`Cleaned`, and a
+    :class:`Cleaned` text comes back as it is."""
+    if isinstance(text, Cleaned):
+        return text
     surrogates, controls = _unshown(newline)
-    return controls.sub(_escape_control, scrub(surrogates.sub("\ufffd", text)))
+    shown = controls.sub(_escape_control, scrub(surrogates.sub("\ufffd", text)))
+    return shown if newline else Cleaned(shown)
+
+
+def one_line(text: str) -> str:
+    """Make an error or warning printable on one line: its lines stripped and joined by a
+    space, then :func:`visible` (no credential, no control character), scrubbed once."""
+    return visible(" ".join(line.strip() for line in text.splitlines()))

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chainlat._core import errors as _errors
-from chainlat._core.error_lines import Parser, one_line
+from chainlat._core.error_lines import Parser
 from chainlat._core.errors import ChainlatError, shorten
 from chainlat._core.exits import (
     EXIT_BROKEN_PIPE,
@@ -32,6 +32,7 @@ from chainlat._core.exits import (
     EXIT_INTERRUPTED,
     EXIT_OK,
 )
+from chainlat._core.redact import one_line
 from chainlat.cli import budgets as _cli_budgets
 from chainlat.cli import serve as _cli_serve
 from chainlat.cli import tradeoff as _cli_tradeoff

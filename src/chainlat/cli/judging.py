@@ -67,11 +67,12 @@ def warn_unjudged(result: BudgetReport) -> None:
     """One line on stderr per limit that could not be judged and fails the gate (one per
     workflow or step for a name no run has), or one saying nothing was judged."""
     from chainlat._core.redact import visible
-    from chainlat.report.common import source_name, unjudged_key
+    from chainlat.report.common import unjudged_key
 
-    source = source_name(result.budgets_source)
+    # Each line is cleaned once, whole, where it is written.
+    source = result.budgets_source
     lines = dict.fromkeys(
-        f"chainlat: {source}: {unjudged_key(v)}: {visible(v.why or '')}" for v in result.unjudged
+        f"chainlat: {source}: {unjudged_key(v)}: {v.why or ''}" for v in result.unjudged
     )
     if not lines and not result.broken and not result.judged:
         budgeted = ", ".join(dict.fromkeys(v.workflow for v in result.verdicts)) or "none"

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chainlat._core import attributes as attr
-from chainlat._core.error_lines import one_line
 from chainlat._core.errors import InputError
+from chainlat._core.redact import one_line
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from chainlat._core.error_lines import one_line
 from chainlat._core.errors import ChainlatError, InputError, shown
 from chainlat._core.exits import EXIT_INPUT
+from chainlat._core.redact import one_line
 from chainlat.cli.budgets import check_sources, found_budgets, report_sources
 from chainlat.cli.judging import add_allow
 from chainlat.cli.options import add_budgets, add_command, add_format, add_run_filter

@@ -19,8 +19,8 @@ from chainlat.report.common import (
     actual_text,
     limit_label,
     limit_text,
+    printed_source,
     shown_name,
-    source_name,
     unjudged_lines,
     verdict_label,
     verdict_runs,
@@ -67,7 +67,7 @@ def verdict_section(report: BudgetReport) -> str:
         '<h3 id="cl-budget-title">Budget, as <code>chainlat check</code> judges these runs: '
         f'<span class="{"" if report.ok else "bad"}" id="cl-budget-summary">'
         f"{_h(report.summary)}</span></h3>",
-        f"<p>Budgets from {_h(source_name(report.budgets_source))}; <code>chainlat check"
+        f"<p>Budgets from {_h(printed_source(report.budgets_source))}; <code>chainlat check"
         f"</code> with this file exits {report.exit_code}. The budget column of the table "
         "judges each run against the per-run limits only; a percentile or a share of failed "
         "runs is about the set of runs, not one run, and is judged here.</p>",

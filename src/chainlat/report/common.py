@@ -4,8 +4,9 @@ the cleaning of names that come from traces before any format prints them.
 Names (workflows, steps, sources) come from trace files and so from anyone: they may
 hold rich markup (``load [/mnt/data]``), control characters (tab, ESC, NUL), lone
 surrogates, or a credential in a source URL. Every renderer passes them through
-:func:`~chainlat._core.redact.visible`, the cleaning the CLI's error lines share (and source
-names through :func:`source_name`) at print time.
+:func:`~chainlat._core.redact.visible`, the output boundary the CLI's error lines share (and
+source names through :func:`printed_source`) once, where it puts them in its text; a JSON
+document's strings are scrubbed by :func:`json_ready`, except those scrubbed already.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core.amounts import agreeing, amount
-from chainlat._core.redact import visible
+from chainlat._core.redact import Scrubbed, visible
 from chainlat._core.stats import (
     FIRST_OUTPUT,
     FIRST_OUTPUT_SPLIT,
@@ -53,12 +54,11 @@ def shown_name(text: str, limit: int = MAX_NAME_CHARS) -> str:
     return f"{shown}…[{cut} more chars]" if cut else shown
 
 
-def source_name(text: str) -> str:
-    """Where the runs came from, as printed: no credential (a Jaeger URL's password), no
-    control character."""
-    from chainlat._core.redact import scrub
-
-    return visible(scrub(text))
+def printed_source(text: str) -> str:
+    """Where the runs came from (a trace file, a Jaeger URL with its password), as printed:
+    :func:`visible`, scrubbed once. For the name of a source object, see
+    :func:`chainlat.traces.source_name`."""
+    return visible(text)
 
 
 def finite(value: float | None) -> bool:
@@ -82,14 +82,16 @@ def json_ready(value: Any) -> Any:
 
 
 def _scrubbed(text: str) -> str:
+    if isinstance(text, Scrubbed):
+        return text  # a document made ready already, or a name a renderer cleaned: once
     # Names repeat in a document (every verdict names its workflow): short ones once each.
     return _scrub_short(text) if len(text) <= 256 else _scrub(text)
 
 
 def _scrub(text: str) -> str:
-    from chainlat._core.redact import scrub
+    from chainlat._core.redact import scrub_once
 
-    return scrub(text)
+    return scrub_once(text)
 
 
 _scrub_short: Final = functools.lru_cache(maxsize=4096)(_scrub)

@@ -17,8 +17,8 @@ from chainlat.analysis.whatif import KINDS
 from chainlat.report.common import (
     count,
     ms,
+    printed_source,
     shown_name,
-    source_name,
     stat_rows,
 )
 from chainlat.report.waterfall import waterfall
@@ -119,7 +119,9 @@ def html_page(
         heading = "Latency against success rate per variant (p95, Wilson 95 % interval)"
         figures.append(("tradeoff", heading, tradeoff_figure(tradeoff)))
 
-    subtitle = count(stats.runs, "run") + (f" from {_h(source_name(sources))}" if sources else "")
+    subtitle = count(stats.runs, "run") + (
+        f" from {_h(printed_source(sources))}" if sources else ""
+    )
     return (
         _head(title)
         + f"<h1>{_h(title)}</h1><p>{subtitle}; percentiles by nearest rank.</p>"
@@ -414,7 +416,7 @@ def tradeoff_page(
         *(f"{k} share" for k in KINDS), "successes", "success rate", "95 % interval",
         "mean score",
     ]  # fmt: skip
-    subtitle = f" from {_h(source_name(sources))}" if sources else ""
+    subtitle = f" from {_h(printed_source(sources))}" if sources else ""
     return (
         _head("chainlat: latency against success rate")
         + "<style>#variants td{text-align:right;font-variant-numeric:tabular-nums}</style>"

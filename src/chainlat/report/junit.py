@@ -14,8 +14,8 @@ from chainlat.report.common import (
     actual_text,
     count,
     limit_text,
+    printed_source,
     runs_heading,
-    source_name,
     verdict_label,
 )
 from chainlat.report.waterfall import waterfall
@@ -53,7 +53,7 @@ def junit_xml(report: BudgetReport) -> str:
     suite = ET.SubElement(suites, "testsuite", {"name": "chainlat latency budgets", **counts})
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(
-        properties, "property", name="budgets", value=_xml(source_name(report.budgets_source))
+        properties, "property", name="budgets", value=_xml(printed_source(report.budgets_source))
     )
     ET.SubElement(properties, "property", name="exit_code", value=str(report.exit_code))
     ET.SubElement(properties, "property", name="summary", value=_xml(report.summary))

@@ -21,8 +21,8 @@ from chainlat.report.common import (
     limit_label,
     limit_text,
     ms,
+    printed_source,
     runs_heading,
-    source_name,
     stat_rows,
     unjudged_lines,
     verdict_label,
@@ -94,8 +94,8 @@ def check_markdown(report: BudgetReport, *, sources: str = "") -> str:
         f"## chainlat latency budgets: {verdict}",
         "",
         count(report.stats.runs, "run")
-        + (f" from {_code(source_name(sources))}" if sources else "")
-        + f"; budgets from {_code(source_name(report.budgets_source))}.",
+        + (f" from {_code(printed_source(sources))}" if sources else "")
+        + f"; budgets from {_code(printed_source(report.budgets_source))}.",
         "",
     ]
     for name in dict.fromkeys(v.workflow for v in report.verdicts):
@@ -135,7 +135,7 @@ def stats_markdown(
     """The statistics report as Markdown."""
     lines = [
         f"## chainlat report: {count(stats.runs, 'run')}"
-        + (f" from {_code(source_name(sources))}" if sources else ""),
+        + (f" from {_code(printed_source(sources))}" if sources else ""),
         "",
     ]
     for name, workflow in stats.workflows.items():

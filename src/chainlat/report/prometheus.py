@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chainlat.report.common import source_name
+from chainlat.report.common import printed_source
 from chainlat.report.jsondoc import check_json
 from chainlat.report.markdown import check_markdown
 from chainlat.report.text import conclusion_lines, render_text, verdict_table
@@ -29,13 +29,14 @@ __all__ = [
 
 def prometheus_source(url: str, window: str) -> str:
     """Where the verdicts were read, credentials scrubbed from the URL."""
-    return source_name(f"Prometheus {url}, the last {window}")
+    return printed_source(f"Prometheus {url}, the last {window}")
 
 
 def prometheus_check_text(report: BudgetReport, *, source: str, width: int | None = None) -> str:
     """The verdict table of each budgeted workflow and the summary line, as plain text."""
     out: list[RenderableType | str] = [
-        f"chainlat check: {source_name(source)}; budgets from {source_name(report.budgets_source)}",
+        f"chainlat check: {printed_source(source)}; "
+        f"budgets from {printed_source(report.budgets_source)}",
         "",
     ]
     for name in dict.fromkeys(v.workflow for v in report.verdicts):
@@ -47,7 +48,7 @@ def prometheus_check_text(report: BudgetReport, *, source: str, width: int | Non
 def prometheus_check_json(report: BudgetReport, *, source: str) -> dict[str, Any]:
     """The check document (:func:`chainlat.report.check_json`) with its ``source``."""
     document = check_json(report)
-    document["source"] = source_name(source)
+    document["source"] = printed_source(source)
     return document
 
 

@@ -21,7 +21,6 @@ from chainlat.report.common import (
     limit_text,
     ms,
     runs_heading,
-    source_name,
     stat_rows,
     unjudged_lines,
     verdict_label,
@@ -128,11 +127,14 @@ def check_renderables(report: BudgetReport, *, sources: str = "") -> list[Render
     """The check report as rich renderables: per workflow, statistics then verdicts."""
     stats = report.stats
     budgeted = list(dict.fromkeys(v.workflow for v in report.verdicts))
+    # The heading cleaned whole, once (render_text hands a cleaned line on as it is).
     out: list[RenderableType | str] = [
-        f"chainlat check: {count(stats.runs, 'run')} of "
-        f"{count(len(stats.workflows), 'workflow')}"
-        + (f" from {source_name(sources)}" if sources else "")
-        + f"; budgets from {source_name(report.budgets_source)}",
+        visible(
+            f"chainlat check: {count(stats.runs, 'run')} of "
+            f"{count(len(stats.workflows), 'workflow')}"
+            + (f" from {sources}" if sources else "")
+            + f"; budgets from {report.budgets_source}"
+        ),
         "",
     ]
     for name in budgeted:
@@ -182,9 +184,10 @@ def stats_renderables(
 ) -> list[RenderableType | str]:
     """The statistics report: a table per workflow and the waterfalls given for it."""
     out: list[RenderableType | str] = [
-        f"chainlat report: {count(stats.runs, 'run')} of "
-        f"{count(len(stats.workflows), 'workflow')}"
-        + (f" from {source_name(sources)}" if sources else ""),
+        visible(
+            f"chainlat report: {count(stats.runs, 'run')} of "
+            f"{count(len(stats.workflows), 'workflow')}" + (f" from {sources}" if sources else "")
+        ),
         "",
     ]
     for name, workflow in stats.workflows.items():

@@ -20,8 +20,8 @@ from chainlat.report.common import (
     json_ready,
     ms,
     pct,
+    printed_source,
     share,
-    source_name,
     unjudged_lines,
     whole_ms,
 )
@@ -86,7 +86,7 @@ def profiles_text(
     without one because their streamed calls carried no token counts (``gaps``)."""
     heads = ("model", "calls", "ttft base ms", "ms / input tok", "ms / output tok",
              "residual", "queue", "network", "input tokens")  # fmt: skip
-    title = f"latency profiles from {count(runs, 'run')} in {source_name(where)}"
+    title = f"latency profiles from {count(runs, 'run')} in {printed_source(where)}"
     table = _table(title, heads, left=("model",))
     notes: list[RenderableType] = []
     for model, p in profiles.items():
@@ -236,7 +236,9 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
     """Per workflow: totals before and after, then each step; budgets, notes and the method."""
     changes = " ".join(c.spec for c in result.changes)
     parts: list[RenderableType] = [
-        _cell(f"what-if over {count(len(result.runs), 'run')} from {source_name(where)}: {changes}")
+        _cell(
+            f"what-if over {count(len(result.runs), 'run')} from {printed_source(where)}: {changes}"
+        )
     ]
     for w in result.workflows:
         parts.extend((_totals_table(w), _steps_table(w)))

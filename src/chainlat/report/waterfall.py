@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Final
 from chainlat._core.amounts import over
 from chainlat._core.redact import visible
 from chainlat._core.runs import BudgetViolation, WorkflowRun
-from chainlat.report.common import limit_text, shown_name, source_name
+from chainlat.report.common import limit_text, printed_source, shown_name
 
 if TYPE_CHECKING:
     from chainlat._core.chain import Rollup
@@ -176,7 +176,7 @@ def _heading(run: WorkflowRun) -> str:
     return (
         f"{shown_name(run.workflow, _MAX_LABEL_CHARS)} run"
         + (f" {visible(run.trace_id[:16])}" if run.trace_id else "")
-        + (f" ({source_name(run.origin)})" if run.origin else "")
+        + (f" ({printed_source(run.origin)})" if run.origin else "")
         + f": total {run.total_ms:.1f} ms"
         + (", status ERROR" if run.error else "")
     )

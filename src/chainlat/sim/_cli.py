@@ -12,8 +12,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
-from chainlat._core.error_lines import Parser, one_line
+from chainlat._core.error_lines import Parser
 from chainlat._core.exits import EXIT_CODES_HELP, EXIT_INPUT, EXIT_OK
+from chainlat._core.redact import one_line
 from chainlat.sim._profiles import read_profiles
 
 if TYPE_CHECKING:
