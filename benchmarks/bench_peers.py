@@ -22,7 +22,9 @@ workload instead (``benchmarks/peers/agent_run.py``: the real ``openai`` SDK aga
 tool): its CPU per run with each peer (``chainlat``, ``openai-v2``:
 ``opentelemetry-instrumentation-openai-v2``, ``traceloop``, ``logfire``), each in its
 environment (``openai-v2`` from the interop matrix's pins), and with nothing instrumented
-(``plain``) in that same environment, every measurement in a fresh process; the
+(``plain``) in that same environment, every measurement in a fresh process
+(``--only chainlat,chainlat-calls`` splits chainlat's cost between its model calls and
+the run around them); the
 processes of a round are interleaved (their order rotates from round to round), and
 the rounds are repeated (``--repeats``). What a peer adds is its run less the plain run
 of its environment in the same round.
@@ -90,7 +92,7 @@ def environment(name: str) -> Path:
 
 def python_for(peer: str) -> str:
     """The interpreter the peer runs in."""
-    if peer in ("chainlat", "util-genai"):
+    if peer in ("chainlat", "chainlat-calls", "util-genai"):
         return sys.executable
     return str(environment(peer) / "bin" / "python")
 

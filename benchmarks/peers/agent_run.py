@@ -14,6 +14,8 @@ Peers, each as its documentation sets it up for an agent:
 * ``plain``: that pipeline, nothing instrumented (the baseline);
 * ``chainlat``: ``chainlat.configure()`` and ``instrument_httpx()``; the run is a
   ``chainlat.workflow``, the tool a ``chainlat.tool`` step;
+* ``chainlat-calls``: ``instrument_httpx()`` alone (no workflow, no tool step), to split
+  chainlat's cost between its model calls and the run around them;
 * ``openai-v2``: ``opentelemetry-instrumentation-openai-v2`` (``OpenAIInstrumentor``),
   which records the model calls (no run or tool span: it has none);
 * ``traceloop``: OpenLLMetry's ``Traceloop.init()`` (its OpenAI instrumentation); the
@@ -122,6 +124,24 @@ def setup_chainlat(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
     return run, _version("chainlat")
 
 
+def setup_chainlat_calls(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
+    """chainlat's model calls alone (``instrument_httpx()``, no workflow or tool step): with
+    ``chainlat``, where its added CPU goes, the calls or the run around them."""
+    import chainlat
+
+    chainlat.configure("bench", exporter=exporter, metric_readers=[])
+    chainlat.instrument_httpx()
+    chat, streamed = _calls(_client(url))
+
+    def run() -> None:
+        chat()
+        lookup("A-1042")
+        streamed()
+        chat()
+
+    return run, _version("chainlat")
+
+
 def setup_openai_v2(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
     from opentelemetry import trace
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
@@ -189,6 +209,7 @@ def setup_logfire(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
 PEERS: dict[str, Callable[[str, DroppingExporter], tuple[Run, str]]] = {
     "plain": setup_plain,
     "chainlat": setup_chainlat,
+    "chainlat-calls": setup_chainlat_calls,
     "openai-v2": setup_openai_v2,
     "traceloop": setup_traceloop,
     "logfire": setup_logfire,
