@@ -246,8 +246,10 @@ class RunExplorer:
         return ids
 
     def _pair(self, key: str, value: object) -> int:
-        if isinstance(value, str) or not isinstance(value, (int, float)):
-            value = _shown_value(scrub_value(value))
+        if isinstance(value, str):
+            value = _shown_value(value)  # visible scrubs it, once
+        elif not isinstance(value, (int, float)):
+            value = _shown_value(scrub_value(value))  # a secret header's key in a mapping too
         elif not math.isfinite(value):
             value = str(value)
         self._pair_list.append([self._sid(shown_name(key)), value])
