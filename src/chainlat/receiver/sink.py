@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from chainlat.receiver.credentials import remove_credentials
+
 Json = dict[str, Any]
 
 
@@ -114,7 +116,8 @@ class Sink:
         self._file: IO[bytes] | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
 
     def write(self, document: Json, spans: int) -> None:
-        """One request as one line of the file."""
+        """One request as one line of the file, its credentials taken out (``credentials``)."""
+        remove_credentials(document)
         line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
         # As chainlat's exporter and the Collector's encoder do: U+2028/9 end a line elsewhere.
         line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
