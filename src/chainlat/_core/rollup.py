@@ -472,7 +472,7 @@ _TTFT_UNUSABLE: Final = operator.attrgetter("ttft_unusable")
 def _unusable(records: list[SpanRecord], tally: TreeCounts) -> dict[int, str]:
     """The counted calls whose first token is not known, with what each gives (rule 15): a
     span of the call gives a time to first token that is no time and none gives a usable
-    one, or the first token comes before the call's start (taken out of
+    one, or the first token comes before the call's start or after its end (taken out of
     ``tally.first_token``: it is never used as an instant)."""
     found: dict[int, str] = {}
     first_token = tally.first_token
@@ -488,10 +488,16 @@ def _unusable(records: list[SpanRecord], tally: TreeCounts) -> dict[int, str]:
         for node in tally.calls:
             key = node.rec.span_id
             instant = first_token.get(key)
+            if instant is None:
+                continue
             start = min(node.start, node.rec.start_ns)
-            if instant is not None and instant < start:
+            end = max(node.end, node.rec.end_ns)
+            if instant < start:
                 del first_token[key]
                 found[key] = f"a first token {(start - instant) / _NS_PER_MS:g} ms before its start"
+            elif instant > end:
+                del first_token[key]
+                found[key] = f"a first token {(instant - end) / _NS_PER_MS:g} ms after its end"
     return found
 
 
@@ -693,8 +699,11 @@ def _composed(
 ) -> NestedRun | None:
     """`nested_rollup` once the tree is grown: its conditions checked, its figures composed."""
     first_token = tally.first_token
-    if any(first_token.get(n.rec.span_id, n.start) < n.start for n in tally.calls):
-        return None  # a first token before its call's start is none (rule 15): walked whole
+    if any(
+        not n.start <= first_token.get(n.rec.span_id, n.start) <= max(n.end, n.rec.end_ns)
+        for n in tally.calls
+    ):
+        return None  # a first token outside its call is none (rule 15): walked whole
     leaves = {n.rec.span_id: n for n in tally.steps if n.rec.span_id in nested and not n.kids}
     if len(leaves) != len(nested) or not _alone(leaves, nested):
         return None
