@@ -9,6 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util.types import AttributeValue
 
 from chainlat._core import attributes as attr
 from chainlat.integrations.pipecat import ChainlatObserver, Frames
@@ -307,7 +308,9 @@ def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() 
     calling, answer = sorted(
         (s for s in spans if s.name == "realtime sim-realtime"), key=lambda s: s.start_time or 0
     )
-    assert (calling.start_time, calling.end_time) == (T0 + 100 * MS, T0 + 410 * MS)
+    # Its call began at 400 ms, before its response.done (410): the caller waited on the
+    # tool from there.
+    assert (calling.start_time, calling.end_time) == (T0 + 100 * MS, T0 + 400 * MS)
     assert attr.LATENCY_TTFT_MS not in (calling.attributes or {})
     assert [e.name for e in calling.events] == []
     assert (answer.start_time, answer.end_time) == (T0 + 520 * MS, T0 + 1500 * MS)
@@ -340,10 +343,114 @@ def test_a_result_before_the_calling_answer_ended_asks_the_next_at_that_end() ->
         key=lambda s: s.start_time or 0,
     )
     assert [(s.start_time, s.end_time) for s in answers] == [
-        (T0 + 100 * MS, T0 + 410 * MS),
-        (T0 + 410 * MS, T0 + 710 * MS),
+        (T0 + 100 * MS, T0 + 400 * MS),  # to its call's start, before its response.done
+        (T0 + 410 * MS, T0 + 700 * MS),
         (T0 + 850 * MS, T0 + 1500 * MS),
     ]
     assert [(s.attributes or {}).get(attr.LATENCY_TTFT_MS) for s in answers] == [
         None, None, 300.0
     ]  # fmt: skip
+
+
+def test_a_realtime_answer_ends_with_pipecats_handling_of_its_response_done() -> None:
+    """The ``LLMFullResponseEndFrame`` is pushed inside Pipecat's ``llm_response`` span: the
+    step ends with that span, whether it is still open when the observer reads the frame
+    (the step is written at its end) or ended already; the reader then takes the two for
+    one call (under load the rest of the handling after the push was 0.8 ms of a 1.3 ms
+    span, and the span was read as a second call)."""
+    from opentelemetry import trace
+
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    context = trace.set_span_in_context(turn)
+    pipecat = provider.get_tracer("pipecat")
+    service = RealtimeService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    # The first answer: the frame read while Pipecat's span is open.
+    observer.observe(UserStopped(), T0 + 100 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 400 * MS, service)
+    handling = pipecat.start_span(
+        "llm_response", context=context, start_time=T0 + 1000 * MS, attributes=USAGE
+    )
+    observer.observe(ResponseEnd(), T0 + 1000 * MS + 500_000, service)
+    assert not [s for s in exporter.get_finished_spans() if s.name.startswith("realtime")]
+    handling.end(end_time=T0 + 1001 * MS + 300_000)
+    # The second: the span ended before the observer read the frame pushed inside it.
+    observer.observe(UserStopped(), T0 + 2000 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 2300 * MS, service)
+    done = pipecat.start_span(
+        "llm_response", context=context, start_time=T0 + 3000 * MS, attributes=USAGE
+    )
+    done.end(end_time=T0 + 3001 * MS)
+    observer.observe(ResponseEnd(), T0 + 3000 * MS + 400_000, service)
+    # A frame outside any such span: the step ends at the push.
+    observer.observe(UserStopped(), T0 + 4000 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 4300 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 5000 * MS, service)
+    turn.end(end_time=T0 + 6000 * MS)
+    spans = exporter.get_finished_spans()
+    answers = sorted(
+        (s for s in spans if s.name == "realtime sim-realtime"), key=lambda s: s.start_time or 0
+    )
+    assert [(s.start_time, s.end_time) for s in answers] == [
+        (T0 + 100 * MS, T0 + 1001 * MS + 300_000),
+        (T0 + 2000 * MS, T0 + 3001 * MS),
+        (T0 + 4000 * MS, T0 + 5000 * MS),
+    ]
+    (run,) = runs_from_spans(spans)
+    # Each llm_response inside its answer's step: no step of its own, its usage kept.
+    assert [s.name for s in run.steps] == ["realtime sim-realtime"] * 3
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (68, 148)
+
+
+USAGE: dict[str, AttributeValue] = {
+    "gen_ai.operation.name": "llm_response",
+    "gen_ai.request.model": "sim-realtime",
+    "service.operation": "llm_response",
+    "gen_ai.usage.input_tokens": 34,
+    "gen_ai.usage.output_tokens": 74,
+}
+"""What Pipecat writes on a realtime ``llm_response`` (its usage; no time of the answer's)."""
+
+
+def test_an_answer_that_called_ends_at_its_call_when_pipecats_handling_outlasts_it() -> None:
+    """The call pushed after the ``LLMFullResponseEndFrame`` but before Pipecat's handling of
+    ``response.done`` ended: the step ends at the call's start, read after the span ended;
+    a call after that handling leaves the step to the handling's end."""
+    from opentelemetry import trace
+
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    context = trace.set_span_in_context(turn)
+    pipecat = provider.get_tracer("pipecat")
+    service = RealtimeService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    observer.observe(UserStopped(), T0 + 100 * MS, Other())
+    handling = pipecat.start_span(
+        "llm_response", context=context, start_time=T0 + 409 * MS, attributes=USAGE
+    )
+    observer.observe(ResponseEnd(), T0 + 410 * MS, service)
+    handling.end(end_time=T0 + 413 * MS)
+    observer.observe(Started("lookup", "c1"), T0 + 411 * MS + 500_000, service)
+    observer.observe(Result("lookup", "c1"), T0 + 530 * MS, service)
+    handling = pipecat.start_span(
+        "llm_response", context=context, start_time=T0 + 839 * MS, attributes=USAGE
+    )
+    observer.observe(ResponseEnd(), T0 + 840 * MS, service)  # it called again
+    handling.end(end_time=T0 + 841 * MS)
+    observer.observe(Started("lookup", "c2"), T0 + 842 * MS, service)
+    observer.observe(Result("lookup", "c2"), T0 + 960 * MS, service)
+    observer.observe(ServiceAudio(), T0 + 1300 * MS, service)
+    observer.observe(ResponseEnd(), T0 + 2000 * MS, service)
+    turn.end(end_time=T0 + 3000 * MS)
+    answers = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "realtime sim-realtime"),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [(s.start_time, s.end_time) for s in answers] == [
+        (T0 + 100 * MS, T0 + 411 * MS + 500_000),
+        (T0 + 530 * MS, T0 + 841 * MS),
+        (T0 + 960 * MS, T0 + 2000 * MS),
+    ]

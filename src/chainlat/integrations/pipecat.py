@@ -25,9 +25,14 @@ first frame, a few ms before the output transport plays it. The observer records
   there: services/openai/realtime/llm.py 604-607) to the ``LLMFullResponseEndFrame`` it
   pushes at ``response.done`` (1090-1122), its first token at the first audio it pushed
   (``response.output_audio.delta``, 979-1019). Pipecat's own ``llm_response`` span is the
-  handling of ``response.done`` alone (0.5 ms); the readers take it for the same call seen
-  twice and keep its usage. An answer that calls a function pushes no audio: its step has
-  no first token and ends at its ``response.done``; the answer after the call counts from
+  handling of ``response.done`` alone (0.3-1.3 ms), the frame pushed inside it: the step
+  ends with that span (written at its end when it is still open), so that the readers
+  take the two for the same call seen twice and keep its usage. An answer that calls a
+  function pushes no audio: its step has no first token and ends at its ``response.done``,
+  or at its first call's start when the service started that first (it runs a call at
+  ``response.function_call_arguments.done``, which the server sends before
+  ``response.done``: 1172-1208; the caller's wait goes on in the tool from there, and the
+  path to the first output runs through the answer); the answer after the call counts from
   the call's result (from the end of the answer that called, when the result came first:
   the service then owes the create, 1109-1114). A service is
   speech to speech when its ``LLMServiceMetadataFrame`` says so (``is_realtime_service``);
@@ -75,6 +80,8 @@ from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import ReadableSpan, Span
     from opentelemetry.trace import TracerProvider
@@ -83,6 +90,10 @@ __all__ = ["ChainlatObserver", "observer"]
 
 TURN_SCOPE: Final = "pipecat.turn"
 """The tracer scope of Pipecat's turn spans (utils/tracing/turn_trace_observer.py 73)."""
+SERVICE_SCOPE: Final = "pipecat"
+"""The tracer scope of Pipecat's service spans (utils/tracing/service_decorators.py 1446)."""
+RESPONSE_SPAN: Final = "llm_response"
+"""A realtime service's handling of ``response.done`` (service_decorators.py 1413-1449)."""
 _NS_PER_MS: Final = 1_000_000
 
 
@@ -142,23 +153,41 @@ def pipecat_frames() -> Frames:
 
 
 class OpenTurns(SpanProcessor):
-    """A span processor that keeps Pipecat's open ``turn`` spans, to mark and to parent to."""
+    """A span processor that keeps Pipecat's open ``turn`` spans, to mark and to parent to,
+    and follows its ``llm_response`` spans (a realtime answer's step ends with them)."""
 
     def __init__(self) -> None:
         self.open: dict[int, Span] = {}
+        self.handling: dict[int, tuple[int, list[Callable[[int], None]]]] = {}
+        """The open ``llm_response`` spans: their start, and what to call at their end."""
+        self.handled: tuple[int, int] | None = None
+        """The start and end of the last ``llm_response`` that ended."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         scope = span.instrumentation_scope
-        if span.name == "turn" and scope is not None and scope.name == TURN_SCOPE:
+        if scope is None:
+            return
+        if span.name == "turn" and scope.name == TURN_SCOPE:
             self.open[span.context.span_id] = span
+        elif span.name == RESPONSE_SPAN and scope.name == SERVICE_SCOPE:
+            self.handling[span.context.span_id] = (span.start_time or 0, [])
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
-        if context is not None:
-            self.open.pop(context.span_id, None)
+        if context is None:
+            return
+        self.open.pop(context.span_id, None)
+        handling = self.handling.pop(context.span_id, None)
+        if handling is not None:
+            start, waiting = handling
+            end = span.end_time or start
+            self.handled = (start, end)
+            for call in waiting:
+                call(end)
 
     def shutdown(self) -> None:
         self.open.clear()
+        self.handling.clear()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
@@ -167,6 +196,16 @@ class OpenTurns(SpanProcessor):
         """The turn open at ``ns``: the latest started at or before it."""
         started = [s for s in self.open.values() if (s.start_time or 0) <= ns]
         return max(started, key=lambda s: s.start_time or 0, default=None)
+
+    def after_handling(self, ns: int, call: Callable[[int], None]) -> None:
+        """Call ``call`` with the end of the ``llm_response`` that holds ``ns`` (at once if
+        it ended, at its end if still open), or with ``ns`` when none holds it."""
+        for start, waiting in self.handling.values():
+            if start <= ns:
+                waiting.append(call)
+                return
+        handled = self.handled
+        call(handled[1] if handled is not None and handled[0] <= ns <= handled[1] else ns)
 
 
 @dataclass
@@ -185,6 +224,10 @@ class _Response:
     start_ns: int
     first_ns: int | None
     turn: Span
+    call_ns: int | None = None
+    """The start of the first function call it asked for (an answer with no audio)."""
+    end_ns: int | None = None
+    """The end of Pipecat's handling of its ``response.done``, once known."""
 
 
 class ChainlatObserver:
@@ -216,6 +259,11 @@ class ChainlatObserver:
         self._calling = False
         """A function call began in the answer asked at ``_asked_ns``, not ended yet."""
         self._owed = False
+        self._first_call_ns: int | None = None
+        """The start of the first call since ``_asked_ns``: the answer asked then called it."""
+        self._settling: _Response | None = None
+        """An answer that called a function, ended, its step not written: it ends at its
+        first call's start when that came first, which the observer may not have read yet."""
         """A call's result came before the answer that called it ended: the service asks
         the next answer at that end."""
         self._realtime_services: set[int] = set()
@@ -243,6 +291,12 @@ class ChainlatObserver:
                 name = str(getattr(frame, "function_name", "") or "function")
                 self._calls[call_id] = _Call(name, at_ns, self.turns.at(at_ns))
                 self._calling = self._asked_ns is not None and self._response is None
+                if self._calling and self._first_call_ns is None:
+                    self._first_call_ns = at_ns
+                settling = self._settling
+                if settling is not None and settling.call_ns is None:
+                    settling.call_ns = at_ns
+                    self._settle(settling)
         elif isinstance(frame, frames.call_result):
             properties = getattr(frame, "properties", None)
             if properties is not None and getattr(properties, "is_final", True) is False:
@@ -263,7 +317,9 @@ class ChainlatObserver:
         elif id(source) in self._realtime_services:
             self._realtime(frame, at_ns, source)
         elif frames.user_stopped is not None and isinstance(frame, frames.user_stopped):
+            self._settle(self._settling, force=True)
             self._asked_ns = at_ns
+            self._first_call_ns = None
         elif not self._mark_first_output:
             return
         elif frames.vad_stopped is not None and isinstance(frame, frames.vad_stopped):
@@ -312,18 +368,26 @@ class ChainlatObserver:
         frames = self._frames
         if frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
             if self._response is None and self._asked_ns is not None:
+                self._settle(self._settling, force=True)
                 self._response = self._asked(source, at_ns, at_ns)
         elif frames.response_end is not None and isinstance(frame, frames.response_end):
             response, self._response = self._response, None
             if response is None and self._asked_ns is not None:
                 response = self._asked(source, at_ns, None)
+                if response is not None:
+                    self._settle(self._settling, force=True)
+                    response.call_ns = self._first_call_ns
+                    self._settling = response
             if response is not None or self._asked_ns is not None:
                 # The next answer is asked by a call's result: at it, or at this end when
                 # the result came first (the service owes the create: llm.py 1109-1114).
                 self._asked_ns = at_ns if self._owed else None
                 self._calling = self._owed = False
+                self._first_call_ns = None
             if response is not None:
-                self._inference(response, at_ns)
+                # Pushed inside Pipecat's handling of response.done (its llm_response span):
+                # the step ends with that span, which is then the same call seen twice.
+                self.turns.after_handling(at_ns, lambda end: self._handled(response, end))
 
     def _asked(self, source: object, at_ns: int, first_ns: int | None) -> _Response | None:
         """The answer asked at ``_asked_ns``, in the turn open at ``at_ns``; None when the
@@ -340,10 +404,41 @@ class ChainlatObserver:
         of its own; from the end of the answer that called, when that came later."""
         if not self._realtime_services or self._response is not None:
             return
+        self._settle(self._settling, force=True)
         if self._calling:
             self._owed = True
         else:
             self._asked_ns = at_ns
+            self._first_call_ns = None
+
+    def _handled(self, response: _Response, end_ns: int) -> None:
+        """Pipecat's handling of the answer's ``response.done`` ended at ``end_ns`` (called
+        from its span's end: never raising into it)."""
+        with internal_errors("writing a Pipecat realtime answer"):
+            response.end_ns = end_ns
+            if response.first_ns is not None:  # a spoken answer: its step now
+                self._inference(response, end_ns)
+            else:
+                self._settle(response)
+
+    def _settle(self, response: _Response | None, *, force: bool = False) -> None:
+        """Write the step of an answer that called a function once its end is known: its
+        ``response.done`` handled, or the start of its first call when that came first (the
+        service runs a call at ``response.function_call_arguments.done``, which the server
+        sends before ``response.done``: llm.py 1172-1208; the caller's wait goes on in the
+        tool from there). ``force``: the next answer was asked, write it as it is."""
+        if response is None or response.end_ns is None:
+            if response is not None and force:
+                self._settling = None  # its handling never ended: no step
+            return
+        if response.call_ns is None and not force:
+            return  # its call may be pushed yet
+        if self._settling is response:
+            self._settling = None
+        end_ns = response.end_ns
+        if response.call_ns is not None:
+            end_ns = min(end_ns, response.call_ns)
+        self._inference(response, end_ns)
 
     def _inference(self, response: _Response, end_ns: int) -> None:
         from opentelemetry import trace
