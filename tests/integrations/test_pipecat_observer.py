@@ -191,6 +191,33 @@ def test_a_failed_or_cancelled_call_is_a_failed_step_and_an_update_ends_nothing(
     assert (tools["execute_tool b"].attributes or {})[attr.ERROR_TYPE] == "cancelled"
 
 
+def test_calls_without_a_result_and_marked_turns_are_held_in_bounded_numbers() -> None:
+    """A session whose function calls never get a result holds at most MAX_OPEN_CALLS of
+    them (the oldest go); the turns it marked, at most MAX_MARKED; a call still held is
+    timed when its result comes."""
+    from chainlat.integrations.pipecat import MAX_MARKED, MAX_OPEN_CALLS
+
+    provider, exporter, observer = _setup()
+    tracer = provider.get_tracer("pipecat.turn")
+    for n in range(3 * MAX_OPEN_CALLS):
+        observer.observe(Started("lost", str(n)), T0 + n)
+    assert len(observer._calls) == MAX_OPEN_CALLS
+    observer.observe(Result("lost", str(3 * MAX_OPEN_CALLS - 1)), T0 + 5 * MS)
+    observer.observe(Result("lost", "0"), T0 + 5 * MS)  # dropped long ago: no step
+    (tool,) = exporter.get_finished_spans()
+    assert tool.start_time == T0 + 3 * MAX_OPEN_CALLS - 1 and tool.end_time == T0 + 5 * MS
+    for n in range(2 * MAX_MARKED):
+        at = T0 + (n + 1) * 1000 * MS
+        turn = tracer.start_span("turn", start_time=at)
+        observer.observe(Speaking(), at + 100 * MS, OUT)
+        observer.observe(CHUNK, at + 101 * MS, OUT)
+        turn.end(end_time=at + 500 * MS)
+    assert len(observer._marked) == MAX_MARKED
+    turns = [s for s in exporter.get_finished_spans() if s.name == "turn"]
+    assert len(turns) == 2 * MAX_MARKED
+    assert all(attr.WORKFLOW_FIRST_OUTPUT_MS in (t.attributes or {}) for t in turns)
+
+
 def test_frames_outside_any_turn_are_ignored_and_other_spans_are_no_turns() -> None:
     provider, exporter, observer = _setup()
     other = provider.get_tracer("app").start_span("turn", start_time=T0)

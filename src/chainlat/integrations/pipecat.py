@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any, Final
 from opentelemetry.sdk.trace import SpanProcessor
 
 from chainlat._core import attributes as attr
-from chainlat._core.errors import internal_errors
+from chainlat._core.errors import internal_errors, warn_once
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,6 +95,10 @@ SERVICE_SCOPE: Final = "pipecat"
 RESPONSE_SPAN: Final = "llm_response"
 """A realtime service's handling of ``response.done`` (service_decorators.py 1413-1449)."""
 _NS_PER_MS: Final = 1_000_000
+MAX_OPEN_CALLS: Final = 1024
+"""Function calls the observer waits for a result of at once; past it the oldest goes."""
+MAX_MARKED: Final = 64
+"""Turns whose first output the observer remembers marking (a session has one open)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,9 @@ class ChainlatObserver:
             add(self.turns)
         self._frames = frames or pipecat_frames()
         self._calls: dict[str, _Call] = {}
-        self._marked: set[int] = set()
+        """Function calls started and not ended, oldest first (at most `MAX_OPEN_CALLS`)."""
+        self._marked: dict[int, None] = {}
+        """The turns whose first output is marked, oldest first (the last `MAX_MARKED`)."""
         self._speaking: tuple[Span, int] | None = None
         """The turn and push of a ``BotStartedSpeakingFrame``, until its first audio frame."""
         self._asked_ns: int | None = None
@@ -288,6 +294,16 @@ class ChainlatObserver:
         if isinstance(frame, frames.call_started):
             call_id = str(getattr(frame, "tool_call_id", ""))
             if call_id not in self._calls:  # broadcast: once downstream, once upstream
+                if len(self._calls) >= MAX_OPEN_CALLS:
+                    # A call whose result never came (the pipeline dropped it): the oldest
+                    # goes, so a long session holds a bounded number.
+                    del self._calls[next(iter(self._calls))]
+                    warn_once(
+                        "pipecat.open_calls",
+                        "chainlat: Pipecat observer: over %d function calls without a "
+                        "result; the oldest are no longer timed (logged once)",
+                        MAX_OPEN_CALLS,
+                    )
                 name = str(getattr(frame, "function_name", "") or "function")
                 self._calls[call_id] = _Call(name, at_ns, self.turns.at(at_ns))
                 self._calling = self._asked_ns is not None and self._response is None
@@ -487,7 +503,9 @@ class ChainlatObserver:
         span_id = turn.context.span_id
         if span_id in self._marked:
             return
-        self._marked.add(span_id)
+        self._marked[span_id] = None
+        if len(self._marked) > MAX_MARKED:  # turns long ended: none is marked again
+            del self._marked[next(iter(self._marked))]
         start = turn.start_time or at_ns
         turn.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, max(at_ns - start, 0) / _NS_PER_MS)
         turn.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=at_ns)
