@@ -482,10 +482,10 @@ class ModelCall:
         assert decode is not None
         data = chunk if decode is identity else decode(chunk)
         if self._events is not None:
-            events = self._events.feed(data)
+            events = self._events.feed_raw(data)
             if not events:
                 return
-            read = self.reader.event
+            read = self.reader.raw_event
             times = self.timeline.chunk_times
             for name, event in events:
                 if read(name, event):

@@ -11,10 +11,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat.httpx._routes import loads
+from chainlat.httpx._wire import loads
 
 Event = tuple["str | None", Any]
 """(SSE event name or None, decoded JSON data)."""
+RawEvent = tuple["str | None", bytes]
+"""(SSE event name or None, the event's data as sent): decoded by its reader, which may
+read what it needs of it without decoding it all (``Reader.raw_event``)."""
 
 
 MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
@@ -91,13 +94,46 @@ class SseDecoder(_LineDecoder):
         self._data: list[bytes] = []
         self._data_bytes = 0
         self._skipping = False
+        self._clean = True
+        """Nothing is pending: no line and no event begun (see `feed_raw`)."""
 
     def _event_bytes(self) -> int:
         return self._data_bytes
 
     def feed(self, chunk: bytes) -> list[Event]:
-        """The events that ``chunk`` completes."""
-        events: list[Event] = []
+        """The events that ``chunk`` completes, decoded (data that is not JSON is no event)."""
+        return _decoded(self.feed_raw(chunk))
+
+    def feed_raw(self, chunk: bytes) -> list[RawEvent]:
+        """The events that ``chunk`` completes, their data as sent (undecoded)."""
+        if (
+            self._clean
+            and chunk[-2:] == b"\n\n"
+            and b"\r" not in chunk
+            and len(chunk) <= self.max_bytes
+        ):
+            # The usual chunk: whole events of one data line each, nothing pending before
+            # it. Cut in one split, and read as the lines below would read it; a chunk
+            # with any other line (an event name, a comment, several data lines) is read
+            # line by line, from the start.
+            if chunk.find(b"\n") == len(chunk) - 2:  # one line, one event: the most usual
+                if chunk[:5] == b"data:":
+                    return [(None, chunk[5:-2].lstrip(b" "))]
+                return self._read_lines(chunk)
+            blocks = chunk[:-2].split(b"\n\n")
+            if chunk.count(b"\n") == 2 * len(blocks):  # each block is one line
+                events: list[RawEvent] = []
+                for block in blocks:
+                    if block[:5] != b"data:":
+                        break
+                    events.append((None, block[5:].lstrip(b" ")))
+                else:
+                    return events
+        return self._read_lines(chunk)
+
+    def _read_lines(self, chunk: bytes) -> list[RawEvent]:
+        """`feed_raw`, line by line: any chunk, any state."""
+        events: list[RawEvent] = []
         for raw in self._lines(chunk):
             if raw is None:
                 self._skip()
@@ -107,9 +143,8 @@ class SseDecoder(_LineDecoder):
                 if self._skipping:
                     self.skipped += 1
                 elif self._data:
-                    data = _loads(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
-                    if data is not None:
-                        events.append((self._name, data))
+                    data = self._data
+                    events.append((self._name, data[0] if len(data) == 1 else b"\n".join(data)))
                 self._name, self._data, self._data_bytes = None, [], 0
                 self._skipping = False
             elif line[:5] == b"data:":
@@ -123,6 +158,9 @@ class SseDecoder(_LineDecoder):
                     self._data.append(value)
             elif line.startswith(b"event:"):
                 self._name = line[6:].strip().decode("utf-8", "replace")
+        # A chunk that ends with a blank line leaves nothing pending: no line begun, no
+        # event begun (whatever was pending before it, and even an event being skipped).
+        self._clean = chunk[-2:] == b"\n\n"
         return events
 
     def _skip(self) -> None:
@@ -134,18 +172,29 @@ class NdjsonDecoder(_LineDecoder):
     """One JSON value per line (Ollama's streams)."""
 
     def feed(self, chunk: bytes) -> list[Event]:
-        """The events that ``chunk`` completes."""
-        events: list[Event] = []
+        """The events that ``chunk`` completes, decoded (a line that is not JSON is no event)."""
+        return _decoded(self.feed_raw(chunk))
+
+    def feed_raw(self, chunk: bytes) -> list[RawEvent]:
+        """The events that ``chunk`` completes: each line that is not blank, as sent."""
+        events: list[RawEvent] = []
         for raw in self._lines(chunk):
             if raw is None:
                 self.skipped += 1
                 continue
             line = raw.strip()
             if line:
-                data = _loads(line)
-                if data is not None:
-                    events.append((None, data))
+                events.append((None, line))
         return events
+
+
+def _decoded(events: list[RawEvent]) -> list[Event]:
+    found: list[Event] = []
+    for name, raw in events:
+        data = _loads(raw)
+        if data is not None:
+            found.append((name, data))
+    return found
 
 
 _loads: Final = loads

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+from chainlat.httpx._wire import loads
 from chainlat.httpx.providers import WIRE_FORMATS, Format, wire_format
 
 __all__ = [
@@ -104,28 +105,6 @@ def _decode_json(raw: bytes | None) -> Any:
     if not raw or len(raw) > MAX_BODY_BYTES:
         return None
     return loads(raw)
-
-
-_decode: Callable[[bytes], Any] | None = None
-
-
-def loads(raw: bytes) -> Any:
-    """``raw`` decoded as JSON; None when it is not JSON."""
-    global _decode
-    if _decode is None:
-        import msgspec  # on the first body: `import chainlat` does not pay for it
-
-        _decode = msgspec.json.decode
-    try:
-        # msgspec decodes in a fraction of json.loads' time; what it refuses (NaN, a
-        # UTF-16 body, a lone surrogate) json.loads still gets, as before.
-        return _decode(raw)
-    except Exception:
-        pass
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None  # "[DONE]", keep-alive comments and anything else that is not JSON
 
 
 def sniff_model(raw: bytes) -> str | None:

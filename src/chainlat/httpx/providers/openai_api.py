@@ -6,7 +6,8 @@ the provider is then named by the host (``chainlat.httpx._routes.provider_for``)
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat.httpx._wire import (
@@ -27,6 +28,9 @@ from chainlat.httpx._wire import (
     read_ids,
     text_of,
 )
+
+if TYPE_CHECKING:
+    from chainlat.httpx.providers._openai_chunks import ChatChunk
 
 # --- requests -----------------------------------------------------------------------------
 _CHAT: Final = Parameters(("max_completion_tokens", "max_tokens"), choice_count=True)
@@ -121,8 +125,61 @@ class OpenAIChatReader(Reader):
         if isinstance(reason, str) and reason:
             self.facts.finish_reasons[as_int(choice.get("index")) or index] = reason
 
+    def raw_event(self, name: str | None, raw: bytes) -> bool:
+        # Runs once per streamed chunk: decoded into the fields read, and read as `event`
+        # reads them; a chunk of another shape is decoded whole and read by `event`.
+        if raw == b"[DONE]":
+            return False  # the stream's end: not JSON, no event
+        decode = _decode_chunk[0]
+        if decode is None:
+            decode = _chunk_decoder()
+        try:
+            chunk = decode(raw)
+        except Exception:
+            return super().raw_event(name, raw)
+        return self._chunk(chunk)
+
+    def _chunk(self, chunk: ChatChunk) -> bool:
+        """`event` over a decoded `ChatChunk`: the same checks, on attributes."""
+        facts = self.facts
+        value = chunk.id
+        if isinstance(value, str) and value:
+            facts.response_id = value
+        value = chunk.model
+        if isinstance(value, str) and value:
+            facts.response_model = value
+        output = False
+        choices = chunk.choices
+        if choices is not None:
+            for index, choice in enumerate(choices):
+                position = choice.index
+                if not isinstance(position, int) or isinstance(position, bool):
+                    position = None
+                reason = choice.finish_reason
+                if isinstance(reason, str) and reason:
+                    facts.finish_reasons[position or index] = reason
+                delta = choice.delta
+                if delta is not None:
+                    content = delta.content
+                    if content:
+                        output = True
+                        if (position or 0) == 0:
+                            self._keep_text(content)
+                    if not output and (
+                        delta.tool_calls
+                        or delta.refusal
+                        or delta.reasoning_content
+                        or delta.reasoning
+                    ):
+                        output = True
+        usage = chunk.usage
+        if usage is not None:
+            openai_usage(facts, usage)
+        return output
+
     def event(self, name: str | None, data: object) -> bool:
-        # Runs once per streamed chunk: the readers above, unrolled (one look-up per field).
+        # A chunk `raw_event` could not decode into a `ChatChunk` (and any event given
+        # decoded): the readers above, unrolled (one look-up per field).
         if not isinstance(data, dict):
             return False
         facts = self.facts
@@ -164,6 +221,17 @@ class OpenAIChatReader(Reader):
         return output
 
 
+_decode_chunk: list[Callable[[bytes], ChatChunk] | None] = [None]
+"""``_openai_chunks.decode_chunk``, once the first chunk imported it."""
+
+
+def _chunk_decoder() -> Callable[[bytes], ChatChunk]:
+    from chainlat.httpx.providers._openai_chunks import decode_chunk
+
+    _decode_chunk[0] = decode_chunk
+    return decode_chunk
+
+
 class OpenAICompletionsReader(OpenAIChatReader):
     def body(self, data: object) -> None:
         read_ids(self.facts, data)
@@ -172,6 +240,10 @@ class OpenAICompletionsReader(OpenAIChatReader):
             if index == 0:
                 self._keep_text(get_path(choice, "text"))
         openai_usage(self.facts, get_path(data, "usage"))
+
+    def raw_event(self, name: str | None, raw: bytes) -> bool:
+        # Not the chat chunk's shortcut: a completions chunk's output is its choices' text.
+        return Reader.raw_event(self, name, raw)
 
     def event(self, name: str | None, data: object) -> bool:
         read_ids(self.facts, data)
