@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from chainlat._core import attributes as attr
@@ -33,7 +34,7 @@ def _chunk(choices: list[Any], **extra: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-CHAT_CHUNKS: list[bytes] = [
+DECODED_CHUNKS: list[bytes] = [
     _chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
     _chunk([{"index": 0, "delta": {"content": "Hel"}, "logprobs": None, "finish_reason": None}]),
     # Spacing and key order as another server writes them.
@@ -46,8 +47,6 @@ CHAT_CHUNKS: list[bytes] = [
     _chunk([{"index": 0, "delta": {"reasoning_content": "hm"}}]),
     _chunk([{"index": 0, "delta": {"reasoning": "hm"}}]),
     _chunk([{"index": 1, "delta": {"content": "second choice"}}]),
-    _chunk([{"index": True, "delta": {"content": "index is no int"}}]),
-    _chunk([{"delta": {"content": [{"type": "text", "text": "parts"}]}}]),
     _chunk([{"index": 0, "delta": {}, "finish_reason": "length"}]),
     _chunk([{"index": 1, "delta": {}, "finish_reason": "stop"}]),
     _chunk([{"index": 0, "delta": {}, "finish_reason": ""}]),
@@ -61,7 +60,16 @@ CHAT_CHUNKS: list[bytes] = [
         },
     ),
     _chunk([], usage=None),
+    b'{"model":null,"choices":[{"index":null,"delta":null,"finish_reason":null}]}',
+]
+"""Chunks in the shapes the chunk structs decode (``decode_chunk``): read by the shortcut."""
+
+REFUSED_CHUNKS: list[bytes] = [
     # Shapes the chunk structs refuse: decoded whole, read by ``event``.
+    _chunk([{"index": True, "delta": {"content": "index is no int"}}]),
+    _chunk([{"index": 1.0, "delta": {"content": "nor is this one"}}]),
+    _chunk([{"delta": {"content": [{"type": "text", "text": "parts"}]}}]),
+    _chunk([{"index": 0, "delta": {}, "finish_reason": 5}]),
     _chunk([{"index": 0, "delta": "text"}]),
     _chunk([None, {"index": 0, "delta": {"content": "after a null choice"}}]),
     b'{"choices":{"0":{"delta":{"content":"x"}}}}',
@@ -73,6 +81,9 @@ CHAT_CHUNKS: list[bytes] = [
     b"not json",
     b'{"id":7,"model":"","choices":null}',
 ]
+"""Chunks in other shapes, and events that are no chunk."""
+
+CHAT_CHUNKS: list[bytes] = DECODED_CHUNKS + REFUSED_CHUNKS
 """Chunks of every shape read: what the stream is made of, and what could be misread."""
 
 
@@ -115,15 +126,18 @@ def test_a_whole_chat_stream_is_read_as_decoding_every_chunk_reads_it(capture: i
     assert attr.GEN_AI_USAGE_INPUT_TOKENS not in found
     assert found[attr.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
     if capture:
-        assert "".join(facts.text) == "Hello!" + "index is no int" + "after a null choice"
+        assert "".join(facts.text) == "Hello!index is no intnor is this oneafter a null choice"
 
 
 def test_the_usual_chunks_are_read_without_decoding_them_whole() -> None:
-    # The shortcut is taken: the usual chunk decodes into the structs (else the tests
-    # above would compare the whole decode with itself).
-    for raw in [*CHAT_CHUNKS[:16]]:
+    # The shortcut is taken for the usual shapes, and refused for the others (else the
+    # tests above would compare a reading with itself).
+    for raw in DECODED_CHUNKS:
         assert isinstance(decode_chunk(raw), ChatChunk)
-    content = decode_chunk(CHAT_CHUNKS[2])
+    for raw in REFUSED_CHUNKS:
+        with pytest.raises((msgspec.DecodeError, msgspec.ValidationError)):
+            decode_chunk(raw)
+    content = decode_chunk(DECODED_CHUNKS[2])
     assert content.choices is not None
     assert content.choices[0].delta is not None
     assert content.choices[0].delta.content == "lo"
@@ -134,11 +148,11 @@ def test_chat_chunks_split_across_reads_are_read_as_whole_ones() -> None:
     # Each line of an event's data on a data line of its own (the third chunk has two).
     sse = b"".join(
         b"".join(b"data: " + line + b"\r\n" for line in raw.split(b"\n")) + b"\r\n"
-        for raw in CHAT_CHUNKS[:16]
+        for raw in DECODED_CHUNKS
     )
     sse += b": keep-alive\n\ndata: [DONE]\n\n"
     whole = SseDecoder().feed_raw(sse)
-    assert whole == [(None, raw) for raw in CHAT_CHUNKS[:16]] + [(None, b"[DONE]")]
+    assert whole == [(None, raw) for raw in DECODED_CHUNKS] + [(None, b"[DONE]")]
     for size in (1, 7, 64):
         decoder = SseDecoder()
         pieces = [e for i in range(0, len(sse), size) for e in decoder.feed_raw(sse[i : i + size])]

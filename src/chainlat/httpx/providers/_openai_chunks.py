@@ -8,11 +8,13 @@ a chunk into the structs below: the fields read become attributes, every other f
 skipped without building it (no dict per object, no string per key), which costs less
 than half of decoding the whole chunk and reading the dicts.
 
-The structs' types are the shapes `OpenAIChatReader.event` reads: a chunk whose fields
-have another shape (``choices`` not a list of objects, a ``delta`` that is no object, or
-no JSON object at all) fails to decode here, and is decoded whole and read by ``event``
-as before. The values read are left untyped (``Any``), and checked as ``event`` checks
-them. Imported on the first chunk: ``import chainlat`` does not import msgspec.
+The structs' types are the shapes a chunk is written in: a string id, model, finish reason
+and content, an int index, a list of choice objects, a delta object. A chunk in any other
+shape (a number for an id, ``true`` for an index, a list for a content, ``choices`` not a
+list of objects, no JSON object at all) fails to decode here, and is decoded whole and
+read by ``event`` as before: each field is then checked as ``event`` checks it. The
+parts of the delta that only say whether it is output, and the usage, are left untyped.
+Imported on the first chunk: ``import chainlat`` does not import msgspec.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import msgspec
 class ChatDelta(msgspec.Struct, gc=False):
     """The parts of a choice's ``delta`` that are output."""
 
-    content: Any = None
+    content: str | None = None
     tool_calls: Any = None
     refusal: Any = None
     reasoning_content: Any = None
@@ -35,16 +37,16 @@ class ChatDelta(msgspec.Struct, gc=False):
 class ChatChoice(msgspec.Struct, gc=False):
     """One choice of a chunk: its index, finish reason and delta."""
 
-    index: Any = None
-    finish_reason: Any = None
+    index: int | None = None
+    finish_reason: str | None = None
     delta: ChatDelta | None = None
 
 
 class ChatChunk(msgspec.Struct, gc=False):
     """One chunk of a chat completions stream, as far as chainlat reads it."""
 
-    id: Any = None
-    model: Any = None
+    id: str | None = None
+    model: str | None = None
     choices: list[ChatChoice] | None = None
     usage: Any = None
 

@@ -140,38 +140,36 @@ class OpenAIChatReader(Reader):
         return self._chunk(chunk)
 
     def _chunk(self, chunk: ChatChunk) -> bool:
-        """`event` over a decoded `ChatChunk`: the same checks, on attributes."""
+        """`event` over a decoded `ChatChunk`, whose types spare its checks: an id, a model,
+        a finish reason and a content are strings or None, an index an int (never a bool)
+        or None."""
         facts = self.facts
         value = chunk.id
-        if isinstance(value, str) and value:
+        if value:
             facts.response_id = value
         value = chunk.model
-        if isinstance(value, str) and value:
+        if value:
             facts.response_model = value
         output = False
         choices = chunk.choices
-        if choices is not None:
+        if choices:
             for index, choice in enumerate(choices):
                 position = choice.index
-                if not isinstance(position, int) or isinstance(position, bool):
-                    position = None
                 reason = choice.finish_reason
-                if isinstance(reason, str) and reason:
+                if reason:
                     facts.finish_reasons[position or index] = reason
                 delta = choice.delta
-                if delta is not None:
-                    content = delta.content
-                    if content:
-                        output = True
-                        if (position or 0) == 0:
-                            self._keep_text(content)
-                    if not output and (
-                        delta.tool_calls
-                        or delta.refusal
-                        or delta.reasoning_content
-                        or delta.reasoning
-                    ):
-                        output = True
+                if delta is None:
+                    continue
+                content = delta.content
+                if content:
+                    output = True
+                    if not position and self._capture_chars is not None:  # choice 0's text
+                        self._keep_text(content)
+                elif (
+                    delta.tool_calls or delta.refusal or delta.reasoning_content or delta.reasoning
+                ):
+                    output = True
         usage = chunk.usage
         if usage is not None:
             openai_usage(facts, usage)
