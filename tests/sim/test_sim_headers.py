@@ -69,14 +69,16 @@ def test_stream_headers_come_with_the_slot_and_report_queue_only(
             model="sim-test", messages=MESSAGES, stream=True
         ) as response:
             headers_ms.append(ms_since(start))
-            assert set(server_timing(response.headers["server-timing"])) == {"queue"}
-            assert int(response.headers["openai-processing-ms"]) == 0
+            timing = server_timing(response.headers["server-timing"])
+            assert set(timing) == {"queue"}
+            processing_ms = int(response.headers["openai-processing-ms"])
             assert response.headers["content-type"].startswith("text/event-stream")
             body = b"".join(response.iter_bytes())
         assert body.rstrip().endswith(b"data: [DONE]")
         # Headers leave before prefill: never before the network delay, and (unless the
-        # machine held the client up) well before the first token.
+        # machine held the client or the server up) well before the first token, the
+        # server's time to them its wait for the slot (the rounding's millisecond aside).
         assert headers_ms[-1] >= NETWORK_MS - EARLY_MS
-        return headers_ms[-1] < EXPECTED_TTFT_MS
+        return headers_ms[-1] < EXPECTED_TTFT_MS and processing_ms <= timing["queue"] + 1
 
     assert _in_one_of_a_few_runs(attempt), headers_ms
