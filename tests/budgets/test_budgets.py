@@ -415,6 +415,34 @@ def test_run_within_budget_is_marked_ok(budgeted: Capture) -> None:
     assert [e.name for e in span.events] == []
 
 
+@pytest.mark.parametrize("include", [False, True])
+def test_an_interrupted_turn_is_checked_only_with_include_interrupted(
+    budgeted: Capture, include: bool
+) -> None:
+    """As check leaves it out of the per-run limits: no verdict, no event, no exception."""
+    budgets = {**RUNTIME_BUDGETS, "include_interrupted": include}
+    chainlat.configure(
+        tracer_provider=budgeted.provider,
+        exporter="none",
+        set_global=False,
+        budgets=parse_budgets(budgets),
+        on_exceed="raise",
+    )
+
+    def turn() -> None:
+        with chainlat.workflow("support-chat", tracer_provider=budgeted.provider) as run:
+            budgeted.clock.advance(ms=500)  # over the 100 ms total
+            run.end_reason("interrupted")
+
+    if include:
+        with pytest.raises(chainlat.LatencyBudgetExceeded):
+            turn()
+    else:
+        turn()
+    attributes = budgeted.span("invoke_workflow support-chat").attributes or {}
+    assert attributes.get(attr.BUDGET_OK) is (False if include else None)
+
+
 def test_broken_limits_become_events_on_the_exported_span(budgeted: Capture) -> None:
     enforce(budgeted)
     run_chat(budgeted, data_ms=40, ttft_ms=25)

@@ -5,7 +5,8 @@ the workflow span ends, the run is checked (:func:`chainlat.budgets.check_run`)
 and the span gets ``chainlat.budget.ok``, ``chainlat.budget.total_ms`` and one
 ``chainlat.budget.exceeded`` event per broken limit (or, when a limit cannot be judged on
 the run, ``chainlat.budget.ok = false`` and ``chainlat.budget.not_judged``, why); its
-status is left alone.
+status is left alone. A voice turn ended ``interrupted`` (barge-in) is not checked unless
+the budget file says ``include_interrupted = true``, as ``chainlat check`` leaves it out.
 After the span has ended (and so was handed to the exporters), the policy runs:
 
 - ``"record"``: nothing more;
@@ -32,6 +33,7 @@ from typing import Literal
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
+from chainlat._core import voice
 from chainlat._core.amounts import over
 from chainlat._core.errors import (
     ConfigError,
@@ -137,12 +139,18 @@ def _check(handle: WorkflowHandle) -> None:
         budget = active.budgets.workflows.get(name)
         if budget is None:
             return
+        span = handle.span
+        if voice.is_interrupted(
+            getattr(span, "attributes", None) or {}
+        ) and not active.budgets.includes_interrupted(name):
+            # A voice turn the caller interrupted: its answer was cut, its latency is no
+            # answer's; check leaves it out of the per-run limits too (include_interrupted).
+            return
         run = run_from_handle(handle)
         assert run is not None
         violations = check_run(run, budget)
         # A limit that cannot be judged is not kept: the run is not marked ok.
         why = None if violations else unjudged_in_run(run, budget)
-        span = handle.span
         span.set_attribute(attr.BUDGET_OK, not violations and why is None)
         if why is not None:
             span.set_attribute(attr.BUDGET_NOT_JUDGED, why)
