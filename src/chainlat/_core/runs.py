@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from chainlat._core import attributes as attr
+from chainlat._core import voice
 from chainlat._core.amounts import amount
 from chainlat._core.conventions import classify
 from chainlat._core.prices import Prices
@@ -125,6 +126,12 @@ class WorkflowRun:
         if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p <= 1:
             return 1.0 / p, False
         return 1.0, attr.TAIL_SAMPLING_POLICY in attributes
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run is a voice turn the caller interrupted (barge-in): its answer was
+        cut, its latency is no answer's (left out unless ``include_interrupted``)."""
+        return self.root is not None and voice.is_interrupted(self.root.attributes)
 
     @property
     def first_output_ms(self) -> float | None:

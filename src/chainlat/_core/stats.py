@@ -436,7 +436,7 @@ class WorkflowStats:
         if run.error and not self.include_errors:
             self.seen_steps.update([step.name for step in run.steps])
             return
-        if run.root is not None and voice.is_interrupted(run.root.attributes):
+        if run.interrupted:
             self.interrupted += 1
             if not self.include_interrupted:
                 self.seen_steps.update([step.name for step in run.steps])

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from chainlat._core import voice
 from chainlat._core.errors import shown
 from chainlat._core.runs import BudgetViolation, Unit, WorkflowRun
 from chainlat._core.stats import Samples, Stats, WorkflowStats
@@ -126,11 +125,7 @@ class _Tallies:
             self.incomplete.setdefault(run.workflow, _RunTally()).not_judged(
                 "incomplete_run", run.incomplete
             )
-        if (
-            run.root is not None
-            and voice.is_interrupted(run.root.attributes)
-            and not budgets.includes_interrupted(run.workflow)
-        ):
+        if run.interrupted and not budgets.includes_interrupted(run.workflow):
             # The answer of a turn interrupted by barge-in was cut: its latency is no
             # answer's, for a per-run limit as for a percentile. The statistics count it,
             # and every output says how many were left out.
