@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -246,28 +245,3 @@ def _usage(traces: Path, turn_id: str) -> tuple[int, int] | None:
                         before[1] + int(values["gen_ai.usage.output_tokens"]),
                     )
     return found
-
-
-def main(matrix: Any, repo: Path, out: Path | None, turns: int, cases: list[str] | None) -> int:
-    """Set up the ``pipecat`` environment, run and judge each case; the summary beside."""
-    import tempfile
-
-    try:
-        venv, spent = matrix.setup("pipecat", repo)
-    except matrix.SetupError as exc:
-        print(f"{STACK}: cannot set up: {exc}", file=sys.stderr)
-        return 2
-    out = out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
-    summary: dict[str, Any] = {"setup_s": spent, "cases": {}}
-    for case in CASES:
-        if cases and case not in cases:
-            continue
-        started = time.perf_counter()
-        traces = run_case(venv, matrix, case, out / STACK / case, turns)
-        problems, figures = judge(case, traces, turns)
-        summary["cases"][case] = {"right": not problems, "problems": problems, "turns": figures}
-        said = "right" if not problems else "WRONG (" + "; ".join(problems) + ")"
-        print(f"{STACK} {case}: {said}  ({time.perf_counter() - started:.0f} s)", flush=True)
-    (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"results in {out}")
-    return 0 if all(c["right"] for c in summary["cases"].values()) else 1

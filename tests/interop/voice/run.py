@@ -108,6 +108,39 @@ def _matrix() -> Any:
     return _load("chainlat_interop_run", HERE.parent / "run.py")
 
 
+def _judged(
+    judging: Any,
+    environment: str,
+    matrix: Any,
+    out: Path | None,
+    turns: int,
+    only: list[str] | None,
+) -> int:
+    """Set up ``environment``, then run and judge each case of a judge module (its
+    ``STACK``, ``CASES``, ``run_case`` and ``judge``, which gives a case's problems and
+    figures); the summary beside the traces."""
+    stack = judging.STACK
+    try:
+        venv, spent = matrix.setup(environment, REPO)
+    except matrix.SetupError as exc:
+        print(f"{stack}: cannot set up: {exc}", file=sys.stderr)
+        return 2
+    out = out or Path(tempfile.mkdtemp(prefix="chainlat-voice-interop-"))
+    summary: dict[str, Any] = {"setup_s": spent, "cases": {}}
+    for case in judging.CASES:
+        if only and case not in only:
+            continue
+        started = time.perf_counter()
+        traces = judging.run_case(venv, matrix, case, out / stack / case, turns)
+        problems, figures = judging.judge(case, traces, turns)
+        summary["cases"][case] = {"right": not problems, "problems": problems, "turns": figures}
+        said = "right" if not problems else "WRONG (" + "; ".join(problems) + ")"
+        print(f"{stack} {case}: {said}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    (out / "voice-summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"results in {out}")
+    return 0 if all(c["right"] for c in summary["cases"].values()) else 1
+
+
 def _load(name: str, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
@@ -612,12 +645,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     if args.stack == LIVEKIT_REALTIME:
         realtime = _load("chainlat_interop_livekit_realtime", HERE / "livekit_realtime_judge.py")
-        done: int = realtime.main(matrix, REPO, args.out, args.turns, args.case)
-        return done
+        return _judged(realtime, LIVEKIT, matrix, args.out, args.turns, args.case)
     if args.stack == PIPECAT_REALTIME:
         pipecat = _load("chainlat_interop_pipecat_realtime", HERE / "pipecat_realtime_judge.py")
-        ran: int = pipecat.main(matrix, REPO, args.out, args.turns, args.case)
-        return ran
+        return _judged(pipecat, STACK, matrix, args.out, args.turns, args.case)
     try:
         venv, spent = matrix.setup(STACK, REPO)
     except matrix.SetupError as exc:
