@@ -50,7 +50,8 @@ def types(events: list[tuple[float, Any]]) -> list[str]:
 
 
 def test_a_vad_turn_is_detected_on_the_audio_clock_and_answered_with_silent_audio() -> None:
-    async def run() -> None:
+    async def run() -> float:
+        """One turn, every check held; how long the first audio took after response.created."""
         async with SimServer() as sim:
             client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-test")
             async with client.realtime.connect(model="sim-realtime") as conn:
@@ -77,16 +78,19 @@ def test_a_vad_turn_is_detected_on_the_audio_clock_and_answered_with_silent_audi
         assert audio and audio == bytes(len(audio)) and len(audio) % 2 == 0
         created_at = next(t for t, e in events if e.type == "response.created")
         first_audio_ms = (deltas[0][0] - created_at) * 1000
-        # Never early (5 ms for the two clocks); late by a loaded machine's scheduling at
-        # most (this test failed at +30 ms on two cores loaded by other work).
-        assert FIRST_AUDIO_MS - 5 <= first_audio_ms <= FIRST_AUDIO_MS + 100
+        assert first_audio_ms >= FIRST_AUDIO_MS - 5  # never early (5 ms for the two clocks)
         assert done.response.status == "completed"
         usage = done.response.usage
         assert usage.input_token_details.audio_tokens == 7  # 700 ms committed, one per 100 ms
         assert usage.output_token_details.audio_tokens == math.ceil(len(audio) / 2 / 24 / 50)
         assert usage.output_token_details.text_tokens == 3
+        return first_audio_ms
 
-    asyncio.run(run())
+    # Late by at most 30 ms in one of a few turns: a loaded machine's scheduling delays some.
+    first_audio_ms = [asyncio.run(run())]
+    while first_audio_ms[-1] > FIRST_AUDIO_MS + 30 and len(first_audio_ms) < 5:
+        first_audio_ms.append(asyncio.run(run()))
+    assert min(first_audio_ms) <= FIRST_AUDIO_MS + 30, first_audio_ms
 
 
 def test_a_tool_call_waits_for_its_output_and_a_new_response() -> None:
