@@ -231,6 +231,43 @@ def test_time_inside_the_spans_is_measured_against_the_sim_and_the_functions(
     assert got["inside_ms"] == {"inference": 34.0, "data": 0.0, "tool": 15.0}
 
 
+def test_a_data_span_inside_a_data_span_is_one_step_and_the_outer_span_is_taken_out(
+    tmp_path: Path,
+) -> None:
+    """LlamaIndex's ``aretrieve`` (0-40 ms) holds its ``_retrieve`` (2-35 ms) holding the
+    function (3-33 ms): one data step, the outer span's 40 ms on the path, so the time
+    taken out is 40 - 30 = 10 ms, not the inner span's 3 ms beyond the function."""
+    traces = tmp_path / "case.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(str(traces))))
+    tracer = provider.get_tracer("test")
+    retriever = {"openinference.span.kind": "RETRIEVER"}
+    root = tracer.start_span("agent", start_time=T0)
+    outer = tracer.start_span(
+        "FaqRetriever.aretrieve",
+        trace.set_span_in_context(root),
+        attributes=retriever,
+        start_time=T0,
+    )
+    inner = tracer.start_span(
+        "FaqRetriever._retrieve",
+        trace.set_span_in_context(outer),
+        attributes=retriever,
+        start_time=T0 + 2 * MS,
+    )
+    inner.end(end_time=T0 + 35 * MS)
+    outer.end(end_time=T0 + 40 * MS)
+    root.end(end_time=T0 + 50 * MS)
+    provider.shutdown()
+    (tmp_path / "sim-spans.jsonl").write_text("")
+    own = [{"kind": "data", "start_ns": T0 + 3 * MS, "end_ns": T0 + 33 * MS}]
+    Path(str(traces) + ".intervals.json").write_text(json.dumps(own))
+    (got,) = judge.runs_of(str(traces))["runs"]
+    assert got["counts"]["data"] == 1
+    assert got["split_ms"]["data"] == 40.0
+    assert got["inside_ms"]["data"] == 10.0
+
+
 def test_calls_one_after_the_other_are_steps_of_their_own(
     tmp_path: Path,
 ) -> None:

@@ -128,9 +128,11 @@ def inside_ms(
       shorter than the server's (the model's time it lost is chainlat's reading, judged).
     - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
       recorded by the agent), the innermost span holding it, when chainlat reads that
-      span as a step of that kind, minus the function's duration: a framework's work
-      around the function inside its step span (argument parsing, bookkeeping). When the
-      innermost span is of another kind, nothing (no allowance).
+      span as a step of that kind, taken up through its ancestors of the same kind (one
+      step, the outermost's time: `_outermost_of_kind`), minus the function's duration:
+      a framework's work around the function inside its step span (argument parsing,
+      bookkeeping, events dispatched after an inner span ends). When the innermost span
+      is of another kind, nothing (no allowance).
     """
     records = run.records
     first, last = run.root_record.start_ns, run.root_record.end_ns
@@ -158,6 +160,7 @@ def inside_ms(
         # its first token) has lost the model's time, which is judged, not taken out.
         inference += max(0, beyond) / 1e6
     out = {"inference": inference, "data": 0.0, "tool": 0.0}
+    by_id = {r.span_id: r for r in records}
     for own in intervals:
         if not (first <= own["start_ns"] and own["end_ns"] <= last):
             continue
@@ -168,9 +171,22 @@ def inside_ms(
             continue
         inner = min(holding, key=lambda r: r.end_ns - r.start_ns)
         if inner.kind == own["kind"]:
-            span_ns = inner.end_ns - inner.start_ns
+            step = _outermost_of_kind(inner, by_id)
+            span_ns = step.end_ns - step.start_ns
             out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
     return out
+
+
+def _outermost_of_kind(rec: SpanRecord, by_id: dict[int, SpanRecord]) -> SpanRecord:
+    """``rec``'s furthest ancestor reached through spans of its kind only: the step whose
+    time is on the path (LlamaIndex's ``FaqRetriever.aretrieve`` holds its
+    ``FaqRetriever._retrieve``, both data, and dispatches its events after the inner one
+    ends: one data step, the outer span's time)."""
+    parent = by_id.get(rec.parent_id) if rec.parent_id is not None else None
+    while parent is not None and parent.kind == rec.kind:
+        rec = parent
+        parent = by_id.get(rec.parent_id) if rec.parent_id is not None else None
+    return rec
 
 
 def _nested_steps_ns(call: SpanRecord, records: list[SpanRecord]) -> int:

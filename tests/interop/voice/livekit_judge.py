@@ -41,13 +41,15 @@ FIRST_OUTPUT_TOLERANCE_MS = 10.0
 agent's ``AudioOutput``: as an instant (the run's start plus its first output) and as a
 wait (from the end of the words)."""
 TOOL_SLACK_MS = 2.0
+"""A tool step's time (and the first output's tool part) against LiveKit's
+``function_tool`` span holding the body, the span chainlat reads the step from."""
 TOOL_NOISE_MS = 25.0
-"""A tool step's time against its body's: LiveKit's ``function_tool`` span opens when the
-task that runs the tool starts and holds its executor's set-up before the body
-(voice/generation.py 1012-1039, voice/tool_executor.py 317-377): 1.8-15 ms in the runs of
-README.md, while the model's stream still closes on the same loop. The step may exceed the
-body by that measured set-up plus ``TOOL_SLACK_MS``; the set-up itself is held under
-``TOOL_NOISE_MS``."""
+"""LiveKit's own time in its ``function_tool`` span before and after the body: the span
+opens when the task that runs the tool starts and holds its executor's set-up before the
+body (voice/generation.py 1012-1039, voice/tool_executor.py 317-377), 1.8-15 ms in the
+runs of README.md while the model's stream still closes on the same loop, and closes
+after the body's result is handled (2.5 ms seen under load). The framework's, reported;
+each side is held under this bound, and the body must lie inside the span."""
 E2E_TOLERANCE_MS = 10.0
 """``lk.e2e_latency`` against chainlat's first output: both count from the end of the
 ``user_speaking`` span to the sink's playback start (``agent_speaking``,
@@ -191,29 +193,38 @@ def _tool(
     body: list[int],
     n: int,
 ) -> None:
-    """The tool is a tool: its step's time against its body's, LiveKit's set-up stated."""
+    """The tool is a tool: its step's time is LiveKit's ``function_tool`` span's, which
+    holds the body, LiveKit's own time before and after it stated."""
     tools = [s for s in run.steps if s.kind == "tool"]
     if len(tools) != 1:
         verdict.problems.append(f"turn {n}: {len(tools)} tool steps")
         return
     span = [s for s in spans if s["name"] == "function_tool" and s["start"] <= body[0] <= s["end"]]
+    if len(span) != 1:
+        verdict.problems.append(f"turn {n}: {len(span)} function_tool spans hold the body")
+        return
     body_ms = (body[1] - body[0]) / 1e6
+    span_ms = (span[0]["end"] - span[0]["start"]) / 1e6
     read_ms = tools[0].duration_ms
-    setup_ms = (body[0] - span[0]["start"]) / 1e6 if len(span) == 1 else float("nan")
+    setup_ms = (body[0] - span[0]["start"]) / 1e6
+    after_ms = (span[0]["end"] - body[1]) / 1e6
     on_path = run.rollup.first_output_tool_ms
     figures["tool_ms"] = {
         "chainlat": read_ms,
         "first_output_tool": on_path,
+        "function_tool_span": span_ms,
         "body": body_ms,
         "livekit_setup_before_body": setup_ms,
+        "livekit_after_body": after_ms,
     }
-    if not setup_ms <= TOOL_NOISE_MS:
-        verdict.problems.append(f"turn {n}: LiveKit's set-up before the tool body {setup_ms} ms")
+    for side, value in (("before", setup_ms), ("after", after_ms)):
+        if not 0 <= value <= TOOL_NOISE_MS:
+            verdict.problems.append(f"turn {n}: LiveKit's time {side} the tool body {value} ms")
     for label, value in (("tool step", read_ms), ("first output's tool part", on_path)):
-        if value is None or not -TOOL_SLACK_MS <= value - body_ms <= TOOL_SLACK_MS + setup_ms:
+        if value is None or abs(value - span_ms) > TOOL_SLACK_MS:
             verdict.problems.append(
-                f"turn {n}: {label} {value} ms, the body {body_ms:.1f} ms (+{setup_ms:.1f} ms "
-                f"of LiveKit's set-up, slack {TOOL_SLACK_MS:.0f})"
+                f"turn {n}: {label} {value} ms, LiveKit's function_tool span {span_ms:.1f} ms "
+                f"(the body {body_ms:.1f} ms; tolerance {TOOL_SLACK_MS:.0f})"
             )
     if abs(body_ms - TOOL_MS) > TOOL_NOISE_MS:
         verdict.problems.append(f"turn {n}: the tool body slept {body_ms:.1f} ms, not {TOOL_MS}")

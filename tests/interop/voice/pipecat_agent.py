@@ -25,7 +25,8 @@ Pipecat's own span). Each workflow is entered and exited in a context of its own
 
 With ``--observer`` the task has chainlat's observer (``chainlat.integrations.pipecat``)
 and the model a function, ``lookup_order``, that the simulator calls once a turn: its body
-sleeps ``TOOL_S``. The agent prints the body's start and end (``tool_body``) and the instant
+sleeps ``TOOL_S``. The agent prints the body's start and end (``tool_body``), the instants
+the LLM service pushed each call's frames (``tool_frames``: `noting_calls`) and the instant
 the output transport was handed each turn's first audio frame (``first_audio``), the truths
 the observer's tool step and first output are judged against.
 
@@ -87,6 +88,40 @@ def tone(ms: float, hz: float = 220.0) -> bytes:
     return struct.pack(
         f"<{n}h", *(round(8000 * math.sin(2 * math.pi * hz * i / IN_RATE)) for i in range(n))
     )
+
+
+def noting_calls(service: type, pushed: dict[str, list[int]]) -> type:
+    """``service`` with the pushes of each function call's frames noted in ``pushed`` (the
+    call's id: ``[in progress, result begun, result done]``, ``time.time_ns()``): as its
+    first ``FunctionCallInProgressFrame``'s push begins, and as its first
+    ``FunctionCallResultFrame``'s push begins and returns.
+
+    Those pushes are where the observer's tool step starts and ends (Pipecat stamps each
+    push with its pipeline clock inside it; the observer places that on the spans' clock):
+    the truth its step is judged against, read here where the frames leave the service.
+    The result's push is a span of time: ``OpenAIRealtimeLLMService`` sends the result
+    to the API (``conversation.item.create``) before it passes the frame on
+    (services/openai/realtime/llm.py 709-727), 2-10 ms with its logging. The body inside
+    is judged apart: Pipecat's own time around it is the framework's, not a reading of
+    chainlat's."""
+    from pipecat.frames.frames import FunctionCallInProgressFrame, FunctionCallResultFrame
+    from pipecat.processors.frame_processor import FrameDirection
+
+    class Noted(service):
+        async def push_frame(self, frame, direction=FrameDirection.DOWNSTREAM):
+            call = None
+            if isinstance(frame, FunctionCallInProgressFrame | FunctionCallResultFrame):
+                at = time.time_ns()
+                call = pushed.setdefault(str(frame.tool_call_id), [])
+                wanted = 0 if isinstance(frame, FunctionCallInProgressFrame) else 1
+                call = call if len(call) == wanted else None
+                if call is not None:
+                    call.append(at)
+            await super().push_frame(frame, direction)
+            if call is not None and len(call) == 2:
+                call.append(time.time_ns())
+
+    return Noted
 
 
 def parse() -> argparse.Namespace:
@@ -155,6 +190,8 @@ async def main(args: argparse.Namespace) -> None:
     turns: list[Turn] = []
     tool_body: list[tuple[int, int]] = []
     """time.time_ns() at the start and end of each call's body (``--observer``)."""
+    tool_pushed: dict[str, list[int]] = {}
+    """Each call's pushes of its frames (`noting_calls`)."""
     first_audio: list[int] = []
     """time.time_ns() when each turn's first audio frame reached the output transport."""
     awaiting_audio: list[bool] = [False]
@@ -268,7 +305,9 @@ async def main(args: argparse.Namespace) -> None:
     transport_out = SilentOutput(params)
     base_url = args.base_url + "/v1"
     stt = OpenAISTTService(api_key="sk-test", base_url=base_url, model="sim-stt")
-    llm = OpenAILLMService(api_key="sk-test", base_url=base_url, model=args.llm)
+    llm = noting_calls(OpenAILLMService, tool_pushed)(
+        api_key="sk-test", base_url=base_url, model=args.llm
+    )
     tts = OpenAITTSService(api_key="sk-test", base_url=base_url, model="sim-tts", voice="alloy")
     tools = []
     if args.observer:
@@ -328,6 +367,8 @@ async def main(args: argparse.Namespace) -> None:
     print("stopped_at", " ".join(map(str, stopped_at)), flush=True)
     print("first_audio", " ".join(map(str, first_audio)), flush=True)
     print("tool_body", " ".join(f"{a}:{b}" for a, b in tool_body), flush=True)
+    pushes = sorted(call for call in tool_pushed.values() if len(call) == 3)
+    print("tool_frames", " ".join(":".join(map(str, call)) for call in pushes), flush=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ was handed the answer's first audio frame (``time.time_ns()``).
 With ``--tool`` the session has a function, ``lookup_order`` (its body sleeps ``TOOL_S``),
 in its ``session_properties`` (given to the ``LLMContext`` instead, it never reached the
 session here: the service takes the context's tools at its first context frame, and none
-came); the truth then holds each call's body (``tool_ns``: its start and end).
+came); the truth then holds each call's body (``tool_ns``: its start and end) and the
+instants the service pushed its frames (``tool_frames_ns``: ``pipecat_agent.noting_calls``).
 """
 
 # mypy: ignore-errors
@@ -49,7 +50,7 @@ import chainlat
 from chainlat._runtime.otlp_json import JsonLinesSpanExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipecat_agent import FRAME_MS, IN_RATE, SPEECH_S, STOP_SECS, TOOL_S, tone
+from pipecat_agent import FRAME_MS, IN_RATE, SPEECH_S, STOP_SECS, TOOL_S, noting_calls, tone
 
 MODEL = "sim-realtime"
 PAUSE_S = 6.0
@@ -151,6 +152,7 @@ async def main(args: argparse.Namespace) -> None:
     transport_in = GeneratedInput(params)
     transport_out = SilentOutput(params)
     tool_body: list[tuple[int, int]] = []
+    tool_pushed: dict[str, list[int]] = {}
     tools = (
         ToolsSchema(
             standard_tools=[
@@ -172,7 +174,7 @@ async def main(args: argparse.Namespace) -> None:
         tool_body.append((began, time.time_ns()))
         await params.result_callback({"status": "shipped"})
 
-    llm = OpenAIRealtimeLLMService(
+    llm = noting_calls(OpenAIRealtimeLLMService, tool_pushed)(
         api_key="sk-test",
         base_url=args.base_url.replace("http://", "ws://") + "/v1/realtime",
         settings=OpenAIRealtimeLLMService.Settings(
@@ -206,7 +208,14 @@ async def main(args: argparse.Namespace) -> None:
     await task.queue_frame(EndFrame())
     await running
     Path(args.truth).write_text(
-        json.dumps({"words_end_ns": words_end, "first_frame_ns": first_frame, "tool_ns": tool_body})
+        json.dumps(
+            {
+                "words_end_ns": words_end,
+                "first_frame_ns": first_frame,
+                "tool_ns": tool_body,
+                "tool_frames_ns": sorted(call for call in tool_pushed.values() if len(call) == 3),
+            }
+        )
     )
 
 
