@@ -171,8 +171,8 @@ def inside_ms(
             continue
         inner = min(holding, key=lambda r: r.end_ns - r.start_ns)
         if inner.kind == own["kind"]:
-            step = _outermost_of_kind(inner, by_id)
-            span_ns = step.end_ns - step.start_ns
+            outer = _outermost_of_kind(inner, by_id)
+            span_ns = outer.end_ns - outer.start_ns
             out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
     return out
 
