@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainlat._core import conventions
-from chainlat._core.records import call_fields, source_of
+from chainlat._core.conventions import source_of
+from chainlat._core.records import call_fields
 from support.fuzz_traces import CALL_KEYS, CALL_VALUES, FUZZ
 
 _ATTRIBUTES = st.dictionaries(CALL_KEYS, CALL_VALUES, max_size=8)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
+from chainlat._core import conventions
 from chainlat._core.attributes import STEP_KIND
 from chainlat._core.conventions import (
     ANY_VALUE,
     CONVENTIONS,
+    Convention,
     classify,
     is_run_root,
 )
@@ -70,3 +74,52 @@ def test_a_rows_chain_is_a_run_only_at_the_top() -> None:
         assert classify({key: value}) is None
         assert is_run_root({key: value}, "chain", top_level=True)
         assert not is_run_root({key: value}, "chain", top_level=False)
+
+
+@pytest.mark.parametrize(
+    ("keys", "source"),
+    [
+        (
+            ("openinference.span.kind", "langsmith.span.kind", "gen_ai.operation.name"),
+            "openinference",
+        ),
+        (("langsmith.span.kind", "traceloop.span.kind"), "langsmith"),
+        (("traceloop.span.kind", "http.request.method"), "traceloop"),
+        (("llm.request.type", "http.request.method"), "traceloop"),
+        (("http.request.method", "chainlat.step.kind"), "http"),
+        (("http.method", "gen_ai.operation.name"), "http"),
+        (("chainlat.step.kind", "lk.response.ttfb", "gen_ai.operation.name"), "chainlat"),
+        (("lk.response.ttfb", "gen_ai.operation.name"), "livekit"),
+        (("gen_ai.operation.name", "ai.operationId"), "gen_ai"),
+        (("ai.operationId", "haystack.component.type"), "ai-sdk"),
+        (("haystack.component.type",), "haystack"),
+        (("gen_ai.request.model",), "other"),
+    ],
+)
+def test_a_spans_source_is_the_first_mark_it_holds_by_rank(
+    keys: tuple[str, ...], source: str
+) -> None:
+    """The rows' ``marks`` in ``mark_rank`` order, the wire at ``WIRE_RANK``: a vendor's
+    key before the wire, the wire before chainlat's kind, LiveKit's before the generic."""
+    assert conventions.source_of(dict.fromkeys(keys, "x")) == source
+
+
+def test_a_new_rows_mark_is_a_source_by_its_rank() -> None:
+    """A convention's source is one row of data: its marks, its rank, its source name."""
+    before = Convention(name="newcomer", checked=("newcomer==1.0",), kinds={}, marks=("nc.kind",))
+    after = Convention(
+        name="late", checked=("late==1.0",), kinds={}, marks=("late.kind",), mark_rank=9
+    )
+    table = (*CONVENTIONS, before, after)
+    first = conventions._marks(table, after_wire=False)
+    last = conventions._marks(table, after_wire=True)
+    assert first[0] == ("openinference.span.kind", "openinference")
+    assert first[1] == ("nc.kind", "newcomer")  # rank 0, after openinference in table order
+    assert last[-1] == ("late.kind", "late")
+    assert [source for _, source in conventions._marks(CONVENTIONS, after_wire=True)] == [
+        "chainlat",
+        "livekit",
+        "gen_ai",
+        "ai-sdk",
+        "haystack",
+    ]

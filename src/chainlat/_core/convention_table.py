@@ -95,6 +95,12 @@ from chainlat._core.attributes import (
 from chainlat._core.attributes import SpanKind as StepKind
 from chainlat._core.model_routes import METHOD_KEYS, URL_KEYS
 
+WIRE_SOURCE: Final = "http"
+"""The source of a model call traced at the wire (it carries an HTTP request method)."""
+WIRE_RANK: Final = 3
+"""Where the wire is tried among the conventions' ``marks`` (:attr:`Convention.mark_rank`):
+after the vendors' own keys, before chainlat's, LiveKit's and the generic ones."""
+
 ANY_VALUE: Final = "*"
 """In :attr:`Convention.kinds`: the key's presence decides, whatever its value."""
 
@@ -146,6 +152,18 @@ class Convention:
     chain_roots: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     """Key -> values of a chain that makes a run at the top of its trace (LangChain and
     LangGraph name no workflow: the outermost chain is the run)."""
+    marks: tuple[str, ...] = ()
+    """Keys whose presence says this convention wrote the span: the source a model call's
+    record carries (:func:`chainlat._core.conventions.source_of`), which tells two
+    instrumentations of one call apart."""
+    mark_rank: int = 0
+    """Where its ``marks`` are tried among every convention's, lowest first (ties in table
+    order; the wire, a shape, at `WIRE_RANK`): a vendor's own key before the generic
+    ``gen_ai`` ones others write too, and before ``chainlat.step.kind``, which chainlat's
+    span processor adds to the foreign steps of a workflow."""
+    source: str = ""
+    """The source a span it marks is said to come from: its ``name`` when empty (two rows
+    of one instrumentation share one)."""
     untimed: tuple[str, ...] = ()
     """Keys whose presence says the span's time-to-first-token keys describe another
     instant than its own first token (Pipecat's realtime services' ``service.operation``:
@@ -190,6 +208,8 @@ FIRST_TOKEN_EVENTS: Final = frozenset(
 CONVENTIONS: Final[tuple[Convention, ...]] = (
     Convention(
         name="chainlat",
+        marks=(STEP_KIND,),
+        mark_rank=4,
         checked=("chainlat (this package)",),
         kinds=_frozen(
             {
@@ -205,6 +225,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="gen_ai",
+        marks=(GEN_AI_OPERATION_NAME,),
+        mark_rank=6,
         checked=(
             "opentelemetry-semantic-conventions==0.66b2",
             "open-telemetry/semantic-conventions-genai model/gen-ai/registry.yaml, spans.yaml",
@@ -250,6 +272,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="openinference",
+        marks=(OPENINFERENCE_SPAN_KIND,),
+        mark_rank=0,
         checked=(
             "openinference-semantic-conventions==0.1.42",
             "openinference-instrumentation-langchain==0.1.80",
@@ -296,6 +320,9 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="openllmetry",
+        marks=(TRACELOOP_SPAN_KIND,),
+        mark_rank=2,
+        source="traceloop",
         checked=(
             "opentelemetry-semantic-conventions-ai==0.5.1",
             "traceloop-sdk==0.62.4",
@@ -335,6 +362,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="langsmith",
+        marks=(LANGSMITH_SPAN_KIND,),
+        mark_rank=1,
         checked=("langsmith==0.15.1",),
         kinds=_frozen(
             {
@@ -357,6 +386,9 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="openllmetry-legacy",
+        marks=(LLM_REQUEST_TYPE,),
+        mark_rank=2,
+        source="traceloop",
         checked=("opentelemetry-semantic-conventions-ai==0.5.1", "traceloop-sdk==0.62.4"),
         # OpenLLMetry's older key, asked after LangSmith's span kind.
         kinds=_frozen(
@@ -373,6 +405,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="ai-sdk",
+        marks=(AI_OPERATION_ID,),
+        mark_rank=7,
         checked=(
             "ai==7.0.185 with @ai-sdk/otel==1.0.185 (LegacyOpenTelemetry), "
             "packages/ai/src/telemetry, docs/ai-sdk-core/telemetry: collected data",
@@ -459,6 +493,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="livekit",
+        marks=(LIVEKIT_RESPONSE_TTFB,),
+        mark_rank=5,
         checked=(
             "livekit-agents==1.8.9 livekit/agents/telemetry/trace_types.py, "
             "voice/generation.py, voice/agent_activity.py, tts/tts.py, llm/llm.py",
@@ -481,6 +517,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="haystack",
+        marks=(HAYSTACK_COMPONENT_TYPE,),
+        mark_rank=8,
         checked=(
             "haystack-ai==3.4.1 haystack/tracing/tracer.py, haystack/core/pipeline, "
             "haystack/components/agents/agent.py",

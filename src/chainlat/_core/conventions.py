@@ -33,8 +33,8 @@ Which convention decides the kind, first match wins:
 in (name and version), the keys that classify a span with each value's kind, and the
 other keys read, the span names that make a run or hold runs, and the chains that are a
 run at the top of their trace. Everything :func:`classify`, :func:`is_run_root`,
-:func:`is_container` and :func:`kind_by_name` decide is built from it, so the table is
-what runs: a new instrumentation is a new row. ``docs/integrations.md`` is the same
+:func:`is_container`, :func:`kind_by_name` and :func:`source_of` decide is built from it,
+so the table is what runs: a new instrumentation is a new row. ``docs/integrations.md`` is the same
 table for people, with the caveats.
 
 What is not a row, and why:
@@ -108,8 +108,44 @@ from chainlat._core.call_readings import user_bot_latency_ms_of as user_bot_late
 from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
 from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
 from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
+from chainlat._core.convention_table import WIRE_RANK
+from chainlat._core.convention_table import WIRE_SOURCE as WIRE_SOURCE
 from chainlat._core.convention_table import Convention as Convention
 from chainlat._core.model_routes import model_operation
+
+
+def _marks(table: tuple[Convention, ...], after_wire: bool) -> tuple[tuple[str, str], ...]:
+    """(key, source) of every row's ``marks``, by rank then table order: those tried
+    before the wire, or (``after_wire``) after it."""
+    ranked = sorted(
+        (c.mark_rank, i, key, c.source or c.name) for i, c in enumerate(table) for key in c.marks
+    )
+    return tuple(
+        (key, source) for rank, _, key, source in ranked if (rank > WIRE_RANK) is after_wire
+    )
+
+
+_MARKS_BEFORE_WIRE: Final = _marks(CONVENTIONS, after_wire=False)
+_MARKS_AFTER_WIRE: Final = _marks(CONVENTIONS, after_wire=True)
+
+
+def source_of(attributes: Mapping[str, object]) -> str:
+    """The convention a span's kind came from: two instrumentations of one call differ here.
+
+    The first of the rows' ``marks`` the span holds, in their ``mark_rank`` order; a model
+    call that carries an HTTP request method was traced at the wire (`WIRE_SOURCE`), tried
+    at `WIRE_RANK`. Another convention's marker wins over ``chainlat.step.kind``, which
+    chainlat's span processor adds to the foreign steps of a workflow. ``other`` when none.
+    """
+    for key, source in _MARKS_BEFORE_WIRE:
+        if key in attributes:
+            return source
+    if is_http_level(attributes):
+        return WIRE_SOURCE
+    for key, source in _MARKS_AFTER_WIRE:
+        if key in attributes:
+            return source
+    return "other"
 
 
 def _values_of(key: str) -> dict[str, StepKind | None]:

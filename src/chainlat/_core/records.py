@@ -2,7 +2,8 @@
 
 The span processor (live) and every trace reader (offline) turn spans into
 :class:`SpanRecord` through :func:`call_record`, so a workflow gets the same numbers
-either way. Which convention wrote a model call (:func:`source_of`) tells two
+either way. Which convention wrote a model call
+(:func:`chainlat._core.conventions.source_of`) tells two
 instrumentations of one call apart (see :mod:`chainlat._core.twins`).
 """
 
@@ -86,37 +87,9 @@ EXCEPTION_EVENT: Final = "exception"
 """The event OpenTelemetry's ``Span.record_exception`` writes."""
 
 
-WIRE: Final = "http"
+WIRE: Final = conventions.WIRE_SOURCE
 """The source of a model call traced at the HTTP level (``chainlat.instrument_httpx()``):
 the span that times the call as the server answered it (see `compute_rollup`)."""
-
-
-def source_of(attributes: Mapping[str, object]) -> str:
-    """The convention a span's kind came from: two instrumentations of one call differ here.
-
-    Another convention's marker wins over ``chainlat.step.kind``, which chainlat's span
-    processor adds to the foreign steps of a workflow. A model call that carries an HTTP
-    request method was traced at the wire: its source is `WIRE`.
-    """
-    if attr.OPENINFERENCE_SPAN_KIND in attributes:
-        return "openinference"
-    if attr.LANGSMITH_SPAN_KIND in attributes:
-        return "langsmith"
-    if attr.TRACELOOP_SPAN_KIND in attributes or attr.LLM_REQUEST_TYPE in attributes:
-        return "traceloop"
-    if conventions.is_http_level(attributes):
-        return WIRE
-    if attr.STEP_KIND in attributes:
-        return "chainlat"
-    if attr.LIVEKIT_RESPONSE_TTFB in attributes:
-        return LIVEKIT
-    if attr.GEN_AI_OPERATION_NAME in attributes:
-        return "gen_ai"
-    if attr.AI_OPERATION_ID in attributes:
-        return "ai-sdk"
-    if attr.HAYSTACK_COMPONENT_TYPE in attributes:
-        return "haystack"
-    return "other"
 
 
 CallFields = tuple[
@@ -178,7 +151,7 @@ def _by_keys(attributes: Mapping[str, object]) -> _ByKeys:
         present = dict.fromkeys(keys)
         known = (
             conventions.call_plan(keys),
-            source_of(present),
+            conventions.source_of(present),
             conventions.has_output(present),
             tuple(key for key in CACHE_READ_KEYS if key in present),
         )

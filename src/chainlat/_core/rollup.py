@@ -30,6 +30,7 @@ from typing import Final
 from chainlat._core import attributes as attr
 from chainlat._core import clock, critical_path, voice
 from chainlat._core.chain import Rollup
+from chainlat._core.conventions import source_of
 from chainlat._core.critical_path import (
     Node,
     PathPiece,
@@ -45,7 +46,6 @@ from chainlat._core.records import (
     SpanKindLabel,
     SpanRecord,
     call_record,
-    source_of,
     step_name_of,
 )
 from chainlat._core.tree import TreeCounts, flat_tree, grow, plan
