@@ -224,3 +224,47 @@ def test_calls_each_with_its_wire_span_beside_it_are_paired_looking_at_few_pairs
         11 + 2 * index: 10 + 2 * index for index in range(3000)
     }
     assert source_reads[0] < 20 * len(records)
+
+
+class ScanCounted(list[SpanRecord]):
+    """A parent's children that count every child an iteration hands out."""
+
+    visits = 0
+
+    def __iter__(self) -> Any:
+        for item in super().__iter__():
+            ScanCounted.visits += 1
+            yield item
+
+
+def test_wire_spans_beside_their_calls_move_under_them_in_one_pass_of_the_siblings() -> None:
+    """3,000 framework calls, each with its wire span beside it under the workflow: each wire
+    span moves under its call, and the workflow's children are walked a bounded number of
+    times (each move scanned and deleted from them: 8,000 such calls spent 4.7 s there)."""
+    from chainlat._core.twins import find_twins, timed_by_wire
+
+    calls, wires = [], []
+    for index in range(3000):
+        start = T0 + index * MS
+        calls.append(
+            SpanRecord(
+                10 + 2 * index, 1, "chat m", start, start + MS,
+                kind="inference", model="m", source="gen_ai", input_tokens=5,
+            )
+        )  # fmt: skip
+        wires.append(
+            SpanRecord(
+                11 + 2 * index, 1, "POST", start + 10, start + MS - 10,
+                kind="inference", model="m", source="http",
+            )
+        )  # fmt: skip
+    records = [r for pair in zip(calls, wires, strict=True) for r in pair]
+    twins = find_twins(1, records)
+    by_parent: dict[int, list[SpanRecord]] = {1: ScanCounted(records)}
+    ScanCounted.visits = 0
+    timed = timed_by_wire(1, records, wires, twins, by_parent)
+    assert timed == {call.span_id for call in calls}
+    assert by_parent[1] == calls
+    assert all(by_parent[call.span_id] == [wire] for call, wire in zip(calls, wires, strict=True))
+    assert twins == {}
+    assert ScanCounted.visits <= 3 * len(records)
