@@ -169,3 +169,38 @@ def test_first_output_is_recorded_when_the_run_marks_one() -> None:
     assert 10.0 in list(point.explicit_bounds)
     [counted] = _points(reader, "chainlat.budget.exceeded")
     assert (_attrs(counted)["chainlat.budget.target"], counted.value) == ("first_output", 1)
+
+
+def test_an_interrupted_turn_is_labelled_with_its_end_reason_and_only_it() -> None:
+    """A voice turn ended ``interrupted`` (barge-in) records every kind with
+    ``gen_ai.agent.invocation.end_reason = "interrupted"``, which the rules leave out of the
+    percentiles; a completed turn and a turn with no end reason carry no such label."""
+    reader = InMemoryMetricReader()
+    clock = FakeClock()
+    provider = chainlat.configure(
+        exporter="none", metric_readers=[reader], set_global=False, clock=clock
+    )
+    for reason, ms in (("interrupted", 900), ("completed", 40), (None, 30)):
+        with chainlat.workflow("voice", tracer_provider=provider) as turn:
+            clock.advance(ms)
+            if reason is not None:
+                turn.end_reason(reason)
+    points = [
+        p for p in _points(reader, "chainlat.chain.duration") if isinstance(p, HistogramDataPoint)
+    ]
+    cut = [p for p in points if "gen_ai.agent.invocation.end_reason" in _attrs(p)]
+    assert sorted(str(_attrs(p)["chainlat.chain.kind"]) for p in cut) == [
+        "data",
+        "inference",
+        "overhead",
+        "tool",
+        "total",
+    ]
+    assert {_attrs(p)["gen_ai.agent.invocation.end_reason"] for p in cut} == {"interrupted"}
+    [cut_total] = [p for p in cut if _attrs(p)["chainlat.chain.kind"] == "total"]
+    assert (cut_total.count, cut_total.sum) == (1, 900.0)
+    [kept_total] = [
+        p for p in points if p not in cut and _attrs(p)["chainlat.chain.kind"] == "total"
+    ]
+    assert _attrs(kept_total) == {"gen_ai.workflow.name": "voice", "chainlat.chain.kind": "total"}
+    assert (kept_total.count, kept_total.sum) == (2, 70.0)

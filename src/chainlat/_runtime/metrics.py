@@ -5,7 +5,9 @@ When ``configure()`` has a metrics reader, every workflow run records, as it end
 - ``chainlat.chain.duration`` (histogram, ms) once per kind the run has: ``total``,
   ``inference``, ``data``, ``tool``, ``overhead`` (its critical-path split) and
   ``first_output`` when the run measured one; labels ``gen_ai.workflow.name``,
-  ``chainlat.chain.kind`` and, for a failed run, ``error.type``;
+  ``chainlat.chain.kind``, for a failed run ``error.type``, and for a voice turn the
+  caller interrupted (barge-in) ``gen_ai.agent.invocation.end_reason = "interrupted"``,
+  so that the rules can leave it out of the percentiles as ``chainlat check`` does;
 - ``chainlat.budget.exceeded`` (counter, runs), when runtime budgets are enforced: one
   per broken per-run limit, labelled ``gen_ai.workflow.name`` and
   ``chainlat.budget.target`` (``total``, ``steps."chat gpt-4o".max``). Every budgeted
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from opentelemetry.trace import StatusCode
 
 from chainlat._core import attributes as attr
+from chainlat._core import voice
 from chainlat._core.errors import internal_errors
 from chainlat._runtime.interface import WorkflowHandle, on_workflow_end
 
@@ -83,11 +86,15 @@ class ChainMetrics:
         span = handle.span
         name = workflow_name(handle)
         labels: dict[str, str] = {attr.GEN_AI_WORKFLOW_NAME: name}
+        attributes: Mapping[str, object] = getattr(span, "attributes", None) or {}
         status = getattr(span, "status", None)
         if status is not None and status.status_code is StatusCode.ERROR:
-            attributes: Mapping[str, object] = getattr(span, "attributes", None) or {}
             error = attributes.get(attr.ERROR_TYPE)
             labels[attr.ERROR_TYPE] = error if isinstance(error, str) and error else "_OTHER"
+        if voice.is_interrupted(attributes):
+            # Only interrupted turns carry it (as only failed runs carry error.type): the
+            # other end reasons would split the series for nothing the rules read.
+            labels[attr.GEN_AI_AGENT_INVOCATION_END_REASON] = "interrupted"
         record = self.duration.record
         record(rollup.total_ms, {**labels, CHAIN_KIND: "total"})
         for kind in _SPLIT:
@@ -95,7 +102,6 @@ class ChainMetrics:
         first_output = _first_output_ms(handle)
         if first_output is not None:
             record(first_output, {**labels, CHAIN_KIND: "first_output"})
-        attributes = getattr(span, "attributes", None) or {}
         if attributes.get(attr.BUDGET_OK) is False:
             for event in getattr(span, "events", ()):
                 if event.name != attr.BUDGET_EXCEEDED_EVENT:
