@@ -104,3 +104,49 @@ def test_results_before_their_calls_and_thousands_of_calls_are_read_in_order() -
     tools = [s for s in exporter.get_finished_spans() if s.name == "execute_tool lookup"]
     assert len(tools) == 5000
     assert all(s.end_time == s.start_time for s in tools)
+
+
+@dataclass
+class OddAudio(Audio):
+    audio: object
+    sample_rate: object
+    num_channels: object = 1
+
+
+@pytest.mark.parametrize(
+    ("audio", "sample_rate", "num_channels"),
+    [
+        (None, 16_000, 1),
+        (b"\0" * 640, "sixteen thousand", 1),
+        (b"\0" * 640, 16_000, [1]),
+        (b"\0" * 640, math.inf, 1),
+        (b"\0" * 640, -16_000, 1),
+    ],
+    ids=["no audio", "rate a word", "channels a list", "infinite rate", "negative rate"],
+)
+def test_an_audio_frame_of_no_reading_is_still_the_first_output_at_its_push(
+    audio: object, sample_rate: object, num_channels: object
+) -> None:
+    """The first frame the transport pushed after it started speaking marks the first
+    output; a frame whose playing time cannot be read marks it at the push (it raised, and
+    the turn lost its first output)."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    transport = Transport()
+    observer.observe(Speaking(), T0 + 500 * MS, transport)
+    observer.observe(OddAudio(audio, sample_rate, num_channels), T0 + 520 * MS, transport)
+    turn.end(end_time=T0 + 2000 * MS)
+    (span,) = exporter.get_finished_spans()
+    assert (span.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS] == 520.0
+
+
+def test_an_audio_frame_read_is_the_first_output_less_its_playing_time() -> None:
+    """The same with a frame that reads: 20 ms of 16 kHz mono, pushed once written."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    transport = Transport()
+    observer.observe(Speaking(), T0 + 490 * MS, transport)
+    observer.observe(OddAudio(b"\0" * 640, 16_000), T0 + 520 * MS, transport)
+    turn.end(end_time=T0 + 2000 * MS)
+    (span,) = exporter.get_finished_spans()
+    assert (span.attributes or {})[attr.WORKFLOW_FIRST_OUTPUT_MS] == 500.0

@@ -518,9 +518,16 @@ def _model_of(service: object) -> str:
 
 
 def _playing_ns(frame: object) -> int:
-    """How long a frame of 16-bit PCM (Pipecat's only output format) plays."""
+    """How long a frame of 16-bit PCM (Pipecat's only output format) plays; 0 when its
+    audio, rate or channels cannot be read (the frame then marks its push as it is)."""
     audio = getattr(frame, "audio", b"")
-    rate = int(getattr(frame, "sample_rate", 0) or 0) * int(getattr(frame, "num_channels", 1) or 1)
+    if not isinstance(audio, bytes | bytearray | memoryview):
+        return 0
+    try:
+        rate = int(getattr(frame, "sample_rate", 0) or 0)
+        rate *= int(getattr(frame, "num_channels", 1) or 1)
+    except (TypeError, ValueError, OverflowError):
+        return 0
     return len(audio) * 1_000_000_000 // (2 * rate) if rate > 0 else 0
 
 
