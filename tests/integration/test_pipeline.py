@@ -6,6 +6,7 @@ the tail-sampling decision waits 2 s. Each test uses its own service name in Jae
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from collections.abc import Iterator
@@ -202,3 +203,31 @@ def test_span_metrics_expose_latency_histograms_per_span_name(
     assert chat["chainlat_step_kind"] == "inference"
     assert counts["execute_tool lookup-order"].labels["chainlat_step_kind"] == "tool"
     assert "gen_ai_request_model" not in counts["execute_tool lookup-order"].labels
+
+
+def test_span_metrics_label_an_interrupted_turn_by_its_end_reason(
+    collector: CollectorTier, client: httpx.Client, service: str
+) -> None:
+    """A workflow span ended ``gen_ai.agent.invocation.end_reason = "interrupted"`` is counted
+    in a series of its own, labelled ``gen_ai_agent_invocation_end_reason``, which the budget
+    rules leave out of the percentiles; the other workflow spans carry no such label."""
+    traces = [workflow_trace(random.Random(70 + i)) for i in range(3)]
+    root = traces[0].spans[0]
+    cut = dataclasses.replace(
+        root, attributes={**root.attributes, "gen_ai.agent.invocation.end_reason": "interrupted"}
+    )
+    traces[0] = dataclasses.replace(traces[0], spans=[cut, *traces[0].spans[1:]])
+    send(client, collector.otlp_http_endpoint, service, traces)
+
+    def by_end_reason() -> dict[str | None, float] | None:
+        counts = {
+            sample.labels.get("gen_ai_agent_invocation_end_reason"): sample.value
+            for sample in prometheus_samples(client.get(collector.metrics_url).text)
+            if sample.name == "traces_span_metrics_duration_milliseconds_count"
+            and sample.labels.get("service_name") == service
+            and sample.labels["span_name"] == "invoke_workflow support-chat"
+        }
+        return counts if sum(counts.values()) == len(traces) else None
+
+    counts = wait_for(by_end_reason, timeout_s=ARRIVAL_TIMEOUT_S, what="the workflow spans")
+    assert counts == {"interrupted": 1, None: 2}
