@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,27 @@ def test_any_event_sequence_never_raises_nor_ends_a_span_before_it_starts(
         spans = cap.spans()
         assert all(s.end_time >= s.start_time for s in spans)  # type: ignore[operator]
         list(runs_from_spans(spans))
+
+
+@pytest.mark.parametrize(
+    ("message", "decoded"),
+    [
+        (
+            '{"type": "response.done", "response": {"id": "r"}}',
+            {"type": "response.done", "response": {"id": "r"}},
+        ),
+        (b'{"type": "session.created"}', {"type": "session.created"}),
+        (bytearray(b'{"type": "x", "name": "\xff"}'), {"type": "x", "name": "\ufffd"}),
+        ("not json", None),
+        ("[" * 100_000 + "]" * 100_000, None),
+        ('{"type": "x", "audio_end_ms": NaN}', None),
+        (12, None),
+    ],
+    ids=["text", "bytes", "bad utf-8", "no json", "deep", "nan", "no message"],
+)
+def test_a_wire_message_is_a_mapping_or_none_never_an_error(
+    message: object, decoded: object
+) -> None:
+    from chainlat.realtime._connection import _decoded
+
+    assert _decoded(message) == decoded
