@@ -4,6 +4,7 @@ them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,40 @@ def test_a_window_longer_than_the_tiers_series_expiry_names_the_setting(
     text = prometheus_rules(budgets_of(), window=window)
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert (f"#   CHAINLAT_METRIC_EXPIRATION={window}" in header) is named
+
+
+NOT_INTERRUPTED = 'gen_ai_agent_invocation_end_reason!="interrupted"'
+
+
+def test_interrupted_turns_are_left_out_of_each_workflow_percentile_and_its_runs() -> None:
+    """As check leaves them out: the total's span histogram, the split's chain histogram and
+    the runs each is read from (min_runs) filter interrupted turns out, as do the runs of a
+    per-run limit; the step percentile cannot (its spans do not carry the turn's end)."""
+    queries = {q.target: q for q in limit_queries(budgets_of())}
+    for target in ("p95.total", "p95.data"):
+        query = queries[target]
+        for expression in (query.value, query.runs):
+            selectors = re.findall(r"_(?:bucket|count)\{[^}]*\}", expression)
+            assert selectors and all(NOT_INTERRUPTED in s for s in selectors), expression
+    assert 'status_code!="STATUS_CODE_ERROR", ' + NOT_INTERRUPTED in queries["p95.total"].value
+    assert 'error_type="", ' + NOT_INTERRUPTED in queries["p95.data"].runs
+    assert NOT_INTERRUPTED in queries["total"].runs
+    assert NOT_INTERRUPTED not in queries["total"].value  # the application's own count
+    assert NOT_INTERRUPTED not in queries['steps."chat gpt-4o".p95'].value
+
+
+@pytest.mark.parametrize("where", ["top", "workflow"])
+def test_include_interrupted_keeps_interrupted_turns_in_the_percentiles(where: str) -> None:
+    """``include_interrupted = true``, for every workflow or for this one: no filter, and
+    failed runs are still left out."""
+    if where == "top":
+        text = BUDGET_TOML.replace("min_runs = 20", "min_runs = 20\ninclude_interrupted = true")
+    else:
+        text = BUDGET_TOML.replace('data = "250ms"', 'data = "250ms"\ninclude_interrupted = true')
+    queries = limit_queries(budgets_of(text))
+    assert queries and all(
+        "gen_ai_agent_invocation_end_reason" not in q.value + q.runs for q in queries
+    )
+    by_target = {q.target: q for q in queries}
+    assert 'status_code!="STATUS_CODE_ERROR"' in by_target["p95.total"].value
+    assert 'error_type=""' in by_target["p95.data"].value

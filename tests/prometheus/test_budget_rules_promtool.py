@@ -334,3 +334,80 @@ def test_promtool_a_series_first_scraped_after_the_runs_still_counts(
     expected = [ALL_ALERTS[0]]
     done = _promtool_test(promtool, tmp_path, budgets_of(), [_case(series, expected)])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+INTERRUPTED = {"gen_ai_agent_invocation_end_reason": "interrupted"}
+INTERRUPTED_PER_STEP = 20
+"""Interrupted turns per 30 s step, beside the STEP answered ones: every one slow."""
+
+
+def _with_slow_interrupted_turns(answered_within: float) -> list[dict[str, str]]:
+    """``answered_within`` of the answered turns within each workflow percentile limit, and
+    a sixth as many interrupted turns (barge-in), all over it, in the span histogram of the
+    workflow spans and in chainlat's data histogram; every other limit kept."""
+    kept = [
+        s
+        for s in _all_within()
+        if 'span_name="invoke_workflow chat"' not in s["series"]
+        and 'chainlat_chain_kind="data"' not in s["series"]
+    ]
+    return [
+        *kept,
+        *_histogram(
+            "traces_span_metrics_duration_milliseconds",
+            WORKFLOW_SPAN,
+            {0: 0.5, 700: answered_within},
+        ),
+        *_histogram(
+            "traces_span_metrics_duration_milliseconds",
+            {**WORKFLOW_SPAN, **INTERRUPTED},
+            {0: 0.0},
+            INTERRUPTED_PER_STEP,
+        ),
+        *_histogram("chainlat_chain_duration_milliseconds", DATA, {0: 0.5, 200: answered_within}),
+        *_histogram(
+            "chainlat_chain_duration_milliseconds",
+            {**DATA, **INTERRUPTED},
+            {0: 0.0},
+            INTERRUPTED_PER_STEP,
+        ),
+    ]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("include", [False, True])
+def test_promtool_interrupted_turns_are_left_out_of_the_percentiles_unless_included(
+    promtool: Path, tmp_path: Path, include: bool
+) -> None:
+    """97 % of the answered turns within 700 ms (total) and 200 ms (data) keeps both p95s
+    while the slow interrupted turns are left out, as check leaves them out; with
+    ``include_interrupted = true`` they count (97 of 120 within) and both p95s break."""
+    setting = f"include_interrupted = {'true' if include else 'false'}"
+    text = BUDGET_TOML.replace("min_runs = 20", f"min_runs = 20\n{setting}")
+    expected = [ALL_ALERTS[3], ALL_ALERTS[4]] if include else []
+    done = _promtool_test(
+        promtool, tmp_path, budgets_of(text), [_case(_with_slow_interrupted_turns(0.97), expected)]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.integration
+def test_promtool_min_runs_counts_only_the_turns_the_percentile_reads(
+    promtool: Path, tmp_path: Path
+) -> None:
+    """An hour holds 12,000 answered turns and 2,400 interrupted ones: a broken p95 waits for
+    min_runs = 13,000, which only the interrupted turns, left out, would make up."""
+    text = BUDGET_TOML.replace("min_runs = 20", "min_runs = 13000")
+    done = _promtool_test(
+        promtool, tmp_path, budgets_of(text), [_case(_with_slow_interrupted_turns(0.90), [])]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    included = text.replace("min_runs = 13000", "min_runs = 13000\ninclude_interrupted = true")
+    broken = [ALL_ALERTS[3], ALL_ALERTS[4]]
+    done = _promtool_test(
+        promtool,
+        tmp_path,
+        budgets_of(included),
+        [_case(_with_slow_interrupted_turns(0.90), broken)],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

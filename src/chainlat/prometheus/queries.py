@@ -32,7 +32,13 @@ span metrics need (``CHAINLAT_SPANMETRICS_BUCKETS`` in collector/otelcol.yaml);
 the application's own histograms get every limit as a boundary automatically.
 
 Failed runs (status ERROR) are left out of the latency percentiles and counted
-in the error rate.
+in the error rate. Voice turns the caller interrupted (barge-in) are left out of the
+workflow percentiles too, and of the runs each is read from, unless the budget says
+``include_interrupted``, as ``chainlat check`` leaves them out: both histograms label an
+interrupted turn ``gen_ai_agent_invocation_end_reason="interrupted"`` (the span metrics
+by the Collector's dimension, chainlat's own histogram as it records the run). Step
+percentiles still count the steps of interrupted turns: the end reason is on the turn's
+span, and a step's series cannot tell which turn it was in.
 
 Example::
 
@@ -72,18 +78,25 @@ __all__ = [
 
 SPAN_DURATION: Final = "traces_span_metrics_duration_milliseconds"
 """The span-metrics histogram (``_bucket``, ``_count``, ``_sum``); labels ``span_name``,
-``status_code``, ``chainlat_step_kind``, ``chainlat_workflow_name``, ``chainlat_step_name``."""
+``status_code``, ``chainlat_step_kind``, ``chainlat_workflow_name``, ``chainlat_step_name``
+and, on a voice turn's workflow span, ``gen_ai_agent_invocation_end_reason``."""
 SPAN_CALLS: Final = "traces_span_metrics_duration_milliseconds_count"
 """Spans counted, as the histogram's count: the same number as ``calls_total``, from the
 series the percentiles read, so that a ratio and a percentile never see different scrapes."""
 CHAIN_DURATION: Final = "chainlat_chain_duration_milliseconds"
 """chainlat's per-run histogram (:mod:`chainlat._runtime.metrics`); labels
-``gen_ai_workflow_name``, ``chainlat_chain_kind`` and ``error_type`` (failed runs only)."""
+``gen_ai_workflow_name``, ``chainlat_chain_kind``, ``error_type`` (failed runs only) and
+``gen_ai_agent_invocation_end_reason`` (interrupted voice turns only)."""
 BUDGET_EXCEEDED: Final = "chainlat_budget_exceeded_total"
 """chainlat's counter of runs over a per-run limit; labels ``gen_ai_workflow_name`` and
 ``chainlat_budget_target``."""
 
 STATUS_ERROR: Final = "STATUS_CODE_ERROR"
+END_REASON_LABEL: Final = "gen_ai_agent_invocation_end_reason"
+"""How a voice turn ended, on both histograms (``gen_ai.agent.invocation.end_reason``)."""
+NOT_INTERRUPTED: Final = f'{END_REASON_LABEL}!="interrupted"'
+"""The matcher that leaves interrupted voice turns out (a series without the label, every
+run that is no voice turn, passes it)."""
 WORKFLOW_LABEL: Final = "workflow"
 TARGET_LABEL: Final = "target"
 
@@ -170,7 +183,8 @@ PERCENTILE_SOURCES: Final[dict[str, Callable[[str], tuple[str, dict[str, str], s
     "first_output": _chain("first_output"),
 }
 """Percentile quantity -> (histogram, its labels for a workflow, the filter that leaves
-failed runs out)."""
+failed runs out). Interrupted voice turns are left out of each by `NOT_INTERRUPTED`, the
+same label on both histograms."""
 
 NOT_EXPRESSIBLE: Final[dict[str, str]] = {
     "ttft_percentiles": "no histogram of time to first token per step and workflow "
@@ -294,11 +308,12 @@ def _percentile_query(
     limit: float,
     histogram: str,
     labels: dict[str, str],
-    keep: str,
+    keep: tuple[str, ...],
     window: str,
     min_runs: int,
 ) -> LimitQuery:
-    selector = matchers(labels, keep)
+    # The runs read the same series as the percentile: min_runs counts the runs judged.
+    selector = matchers(labels, *keep)
     value = (
         f"histogram_quantile({prom_number(q / 100)}, "
         f"sum by (le) ({_increase(f'{histogram}_bucket{selector}', window)}))"
@@ -350,11 +365,15 @@ def _step_percentile(
     )
 
 
-def _per_run(workflow: str, target: str, limit: float, window: str) -> LimitQuery:
+def _per_run(
+    workflow: str, target: str, limit: float, window: str, include_interrupted: bool
+) -> LimitQuery:
     labels = {"gen_ai_workflow_name": workflow, "chainlat_budget_target": target}
     value = f"sum({_increase(f'{BUDGET_EXCEEDED}{matchers(labels)}', window)})"
+    # The runs the application judged: it does not judge an interrupted turn either.
     runs_labels = {"gen_ai_workflow_name": workflow, "chainlat_chain_kind": "total"}
-    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{matchers(runs_labels)}', window)})"
+    keep = "" if include_interrupted else NOT_INTERRUPTED
+    runs = f"sum({_increase(f'{CHAIN_DURATION}_count{matchers(runs_labels, keep)}', window)})"
     unit = PER_RUN_KEYS.get(target, "ms")
     return LimitQuery(workflow, target, "per_run", limit, 0.0, value, runs, 1, unit=unit)
 
@@ -389,17 +408,20 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
     found: list[LimitQuery] = []
     for workflow, budget in budgets.workflows.items():
         min_runs = budgets.min_runs_for(workflow)
+        interrupted = budgets.includes_interrupted(workflow)
         for target, limit in per_run_targets(budget):
-            found.append(_per_run(workflow, target, limit, window))
+            found.append(_per_run(workflow, target, limit, window, interrupted))
         for key in sorted(budget.percentiles, key=lambda k: _percentile(k)):
             q = _percentile(key)
             for quantity, limit in budget.percentiles[key].items():
                 source = PERCENTILE_SOURCES.get(quantity)
                 if source is None:
                     continue
-                histogram, labels, keep = source(workflow)
-                if budgets.includes_errors(workflow):
-                    keep = ""
+                histogram, labels, not_failed = source(workflow)
+                keep = (
+                    "" if budgets.includes_errors(workflow) else not_failed,
+                    "" if interrupted else NOT_INTERRUPTED,
+                )
                 found.append(
                     _percentile_query(
                         workflow,
