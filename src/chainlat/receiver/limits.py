@@ -7,6 +7,8 @@ from typing import Final
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest request taken, as sent and decompressed (OTLP/HTTP and OTLP/gRPC alike)."""
+RECENT_SPANS: Final = 262_144
+"""Span ids remembered to leave out a span sent again (``sink.RecentSpans``)."""
 
 
 @dataclass(frozen=True)
@@ -36,3 +38,7 @@ class Limits:
     """Threads answering gRPC calls."""
     max_grpc_calls: int = 64
     """gRPC calls in progress at once; past it gRPC answers RESOURCE_EXHAUSTED."""
+    recent_spans: int = RECENT_SPANS
+    """Span ids (trace and span id) remembered, about 100 bytes each: a span received again
+    among the last this many (an exporter's retry of a batch already taken) is written and
+    counted once (``sink.RecentSpans``)."""

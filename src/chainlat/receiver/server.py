@@ -70,7 +70,11 @@ class Receiver:
         from chainlat.receiver.otlp_http import HttpReceiver
 
         live = self._live
-        self._sink = Sink(self.out, on_document=live.add if live is not None else None)
+        self._sink = Sink(
+            self.out,
+            on_document=live.add if live is not None else None,
+            recent_spans=self.limits.recent_spans,
+        )
         try:
             self._http = HttpReceiver(self._sink, self.host, self.port, self.limits)
             self.port = self._http.start()

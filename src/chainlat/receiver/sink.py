@@ -4,6 +4,12 @@ The file is chainlat's own format (:class:`chainlat.JsonLinesSpanExporter`'s): o
 ``{"resourceSpans": [...]}`` object per line, readable by every command. Both servers (HTTP
 and gRPC, in their own threads) write through one :class:`Sink`, a line at a time under
 its lock, so that lines never interleave.
+
+An exporter resends a batch the receiver already took when its request timed out on its
+side, or after a 503: the same spans, twice. A span is identified by its trace id and span
+id, and :class:`RecentSpans` remembers those of the last spans written, so that a span sent
+again is left out of the file, the counters and the live view (counted as
+``resent_spans``), and the runs read back from the file are each read once.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from chainlat.receiver.credentials import remove_credentials
+from chainlat.receiver.limits import RECENT_SPANS
 
 Json = dict[str, Any]
 
@@ -26,8 +34,12 @@ class ReceiverCounters:
     """What the receiver saw; read while it runs and after it stopped."""
 
     requests: int = 0
-    """Requests written to the file (an empty one too)."""
+    """Requests written to the file (an empty one too; not one whose spans had all come
+    before)."""
     spans: int = 0
+    """Spans written, each once."""
+    resent_spans: int = 0
+    """Spans received again (the same trace and span id), left out: an exporter's retry."""
     bad_requests: int = 0
     """Bodies refused as not a trace request (HTTP 400, or 415 for a content type)."""
     too_large: int = 0
@@ -80,6 +92,11 @@ class ReceiverCounters:
             lines.append(
                 f"{_count(self.refused_connections, 'connection')} refused: too many open at once"
             )
+        if self.resent_spans:
+            lines.append(
+                f"{_count(self.resent_spans, 'span')} received again (an exporter's retry, "
+                "the same trace and span id): counted once"
+            )
         return lines
 
 
@@ -91,9 +108,91 @@ class Unwritten(Exception):
     """A request the file could not take (counted already): the server answers 503."""
 
 
+class RecentSpans:
+    """The trace and span ids of the last ``size`` spans taken, oldest forgotten first.
+
+    Bounded by count, whatever the spans weigh: about 100 bytes an id (measured with
+    tracemalloc: 25 MB for the default 262,144). A retry comes within its exporter's retry
+    schedule (the Go SDK's gives up after a minute, Python's within its 10 s export
+    timeout), and a batch span processor sends no other batch while it retries one, so the
+    window needs to hold what other exporters send meanwhile: 512 full batches (the SDKs'
+    default batch is 512 spans). A span sent again after that is written again.
+
+    Example::
+
+        recent = RecentSpans(1000)
+        taken, resent = recent.take(document)  # document's spans seen before: removed
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._ids: set[bytes | str] = set()
+        self._order: deque[bytes | str] = deque()
+
+    def take(self, document: Json) -> tuple[list[bytes | str], int]:
+        """Remove from ``document`` (in place) the spans taken before, or twice in it; the
+        ids of those left, now remembered, and how many were removed. A span without both
+        ids is kept and not remembered."""
+        taken: list[bytes | str] = []
+        resent = 0
+        resources = document.get("resourceSpans", ())
+        for resource in resources:
+            scopes = resource.get("scopeSpans", ())
+            cut = False
+            for scope in scopes:
+                spans = scope.get("spans", ())
+                kept = [span for span in spans if self._new(span, taken)]
+                if len(kept) != len(spans):
+                    resent += len(spans) - len(kept)
+                    scope["spans"] = kept
+                    cut = True
+            if cut:  # a resource or scope left with no span goes too
+                resource["scopeSpans"] = [scope for scope in scopes if scope.get("spans")]
+        if resent:
+            document["resourceSpans"] = [r for r in resources if r.get("scopeSpans")]
+        while len(self._order) > self._size:
+            self._ids.discard(self._order.popleft())
+        return taken, resent
+
+    def _new(self, span: Json, taken: list[bytes | str]) -> bool:
+        key = _span_key(span)
+        if key is None:
+            return True
+        if key in self._ids:
+            return False
+        self._ids.add(key)
+        self._order.append(key)
+        taken.append(key)
+        return True
+
+    def forget(self, keys: list[bytes | str]) -> None:
+        """Spans taken but not written (the file refused them): their resend is taken. The
+        window is walked once (about 10 ms at its default size), only when a write
+        failed."""
+        if keys:
+            gone = set(keys)
+            self._ids -= gone
+            self._order = deque(key for key in self._order if key not in gone)
+
+
+def _span_key(span: Json) -> bytes | str | None:
+    """A span's trace and span id: 24 bytes for ids of 32 and 16 hex digits (as OTLP/JSON
+    writes them and protobuf's are converted), else the text as sent, lower-cased."""
+    trace_id, span_id = span.get("traceId"), span.get("spanId")
+    if not (trace_id and span_id and isinstance(trace_id, str) and isinstance(span_id, str)):
+        return None
+    if len(trace_id) == 32 and len(span_id) == 16:
+        try:
+            return bytes.fromhex(trace_id + span_id)
+        except ValueError:
+            pass
+    return f"{trace_id}/{span_id}".lower()
+
+
 class Sink:
     """The output file and the counters; ``on_document`` sees every document written, with
-    the size of its line in bytes.
+    the size of its line in bytes. A span taken before (``recent_spans`` of them are
+    remembered) is left out of what is written.
 
     Example::
 
@@ -103,11 +202,16 @@ class Sink:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], on_document: Callable[[Json, int], None] | None = None
+        self,
+        path: str | os.PathLike[str],
+        on_document: Callable[[Json, int], None] | None = None,
+        *,
+        recent_spans: int = RECENT_SPANS,
     ) -> None:
         self.path = os.fspath(path)
         self.counters = ReceiverCounters()
         self._on_document = on_document
+        self._recent = RecentSpans(recent_spans)
         self._lock = threading.Lock()
         directory = os.path.dirname(self.path)
         if directory:
@@ -116,7 +220,15 @@ class Sink:
         self._file: IO[bytes] | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
 
     def write(self, document: Json, spans: int) -> None:
-        """One request as one line of the file, its credentials taken out (``credentials``)."""
+        """One request as one line of the file, its credentials taken out (``credentials``)
+        and the spans taken before left out (no line when they all were)."""
+        with self._lock:
+            taken, resent = self._recent.take(document)
+            self.counters.resent_spans += resent
+        if resent:
+            spans -= resent
+            if not spans:
+                return
         remove_credentials(document)
         line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
         # As chainlat's exporter and the Collector's encoder do: U+2028/9 end a line elsewhere.
@@ -128,6 +240,7 @@ class Sink:
             try:
                 self._file.write(data)
             except OSError as exc:
+                self._recent.forget(taken)  # the exporter resends them after the 503
                 reason = f"cannot write {self.path}: {exc.strerror or exc}"
                 self.counters.unwritten += 1
                 self.counters.first_unwritten = self.counters.first_unwritten or reason
