@@ -318,3 +318,47 @@ def test_the_traces_still_open_at_the_end_are_read_together_in_one_read(
     live.close()
     assert len(reads) == 1
     assert starts == [T0 + n * MS for n in range(1, 2001)]
+
+
+def _status_line(sock: socket.socket) -> bytes:
+    """The first line the server sends (10 s at most)."""
+    answer = b""
+    while b"\r\n" not in answer and (chunk := sock.recv(4096)):
+        answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+def test_expect_100_continue_with_a_length_over_the_cap_is_413_without_inviting_the_body(
+    receiver: Receiver,
+) -> None:
+    """The client waits for 100 Continue before it sends the body: a length over the cap is
+    answered 413 at once, counted, and the connection closed (it was invited with 100
+    Continue, then refused)."""
+    from chainlat.receiver import MAX_BODY_BYTES
+
+    head = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1)
+    )
+    answer = _raw(receiver.port, head)  # read until the server closes: no body is awaited
+    assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.1 413 Request Entity Too Large"
+    assert answer.endswith(b"body of %d bytes over %d\n" % (MAX_BODY_BYTES + 1, MAX_BODY_BYTES))
+    assert receiver.counters.too_large == 1
+    assert receiver.counters.warnings() == ["1 request refused as too large (HTTP 413)"]
+
+
+def test_expect_100_continue_within_the_cap_is_invited_and_taken(receiver: Receiver) -> None:
+    body = json.dumps({"resourceSpans": []}).encode()
+    head = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with socket.create_connection(("127.0.0.1", receiver.port), timeout=10) as sock:
+        sock.sendall(head)
+        assert _status_line(sock) == b"HTTP/1.1 100 Continue"
+        sock.sendall(body)
+        answer = b""
+        while b"{}" not in answer and (chunk := sock.recv(4096)):
+            answer += chunk
+    assert b"HTTP/1.1 200 OK" in answer
+    assert receiver.counters.requests == 1

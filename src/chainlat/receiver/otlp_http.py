@@ -5,6 +5,8 @@ aiohttp parses the requests (chunked bodies included); what is bounded here, and
 
 - a body over ``max_body_bytes``, as sent or decompressed, is answered 413 without being
   held or inflated past the cap (``Content-Length`` is checked first, the rest as it comes);
+  a client that waits for ``100 Continue`` (``Expect: 100-continue``) before sending a
+  ``Content-Length`` over the cap gets the 413 at once, not an invitation to send it;
 - a body that has not all arrived ``body_timeout_s`` after its headers is answered 408 and
   its connection closed (after at most a second more of the body read and dropped, so
   that the client reads the answer); a connection that sends no complete request head for
@@ -88,7 +90,7 @@ class HttpReceiver:
         from aiohttp import web
 
         app = web.Application()
-        app.router.add_post(TRACES_PATH, self._traces)
+        app.router.add_post(TRACES_PATH, self._traces, expect_handler=self._expect)
         self._runner = web.AppRunner(
             app,
             access_log=None,
@@ -157,6 +159,25 @@ class HttpReceiver:
         if request.content_type == JSON:
             return web.Response(body=b"{}", content_type=JSON)
         return web.Response(body=b"", content_type=PROTOBUF)
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """``Expect`` (before the body is read): a length over the cap is refused before the
+        body is invited; else ``100-continue`` is answered as aiohttp's own handler does (it
+        answers 100 Continue to any length)."""
+        from aiohttp import HttpVersion11, web
+
+        length = request.content_length
+        limit = self._limits.max_body_bytes
+        if length is not None and length > limit:
+            return self._refuse(413, f"body of {length} bytes over {limit}")
+        if request.version != HttpVersion11:
+            return None
+        expect = request.headers.get("Expect", "")
+        if expect.lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own size starts after the interim one
+        return None
 
     def _refuse(self, status: int, reason: str) -> web.StreamResponse:
         from aiohttp import web
