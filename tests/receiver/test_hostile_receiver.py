@@ -344,7 +344,9 @@ def test_expect_100_continue_with_a_length_over_the_cap_is_413_without_inviting_
     assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.1 413 Request Entity Too Large"
     assert answer.endswith(b"body of %d bytes over %d\n" % (MAX_BODY_BYTES + 1, MAX_BODY_BYTES))
     assert receiver.counters.too_large == 1
-    assert receiver.counters.warnings() == ["1 request refused as too large (HTTP 413)"]
+    assert receiver.counters.warnings() == [
+        "1 request refused as too large (HTTP 413, gRPC RESOURCE_EXHAUSTED)"
+    ]
 
 
 def test_expect_100_continue_within_the_cap_is_invited_and_taken(receiver: Receiver) -> None:

@@ -281,3 +281,5 @@ def test_grpc_refuses_garbage_and_a_message_over_the_cap_and_keeps_serving(
         assert export(b"", timeout=10) == b""
     assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert too_large.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    receiver.stop()  # the client may hear grpcio's refusal before the handler counts it
+    assert (receiver.counters.bad_requests, receiver.counters.too_large) == (1, 1)

@@ -6,11 +6,19 @@ once (more are refused the same way) on ``grpc_threads`` threads, and a connecti
 ``idle_timeout_s`` is closed. The servicer parses the request itself (grpcio hands it the
 bytes), so that a message that is not an OTLP trace request is counted as refused and
 answered INVALID_ARGUMENT with a one-line reason, not logged by grpcio with a traceback.
+
+``Export`` is served as a call whose request is a stream (the same bytes on the wire as a
+unary call's): a unary handler is not called at all when grpcio refuses the message, so
+the refusal could not be counted. The handler reads the one message; when none comes,
+grpcio refused it over the cap (and answered the client RESOURCE_EXHAUSTED itself), or its
+client gave up or sent none: grpcio tells the handler no more than that, and the call is
+counted as too large (HTTP's 413).
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -59,7 +67,7 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        server.add_generic_rpc_handlers((_handler(self._sink),))
+        server.add_generic_rpc_handlers((_handler(self._sink, limits.max_body_bytes),))
         try:
             port = server.add_insecure_port(self._address)
         except RuntimeError as exc:  # grpcio raises where it once returned 0
@@ -90,27 +98,49 @@ class GrpcReceiver:
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
-def _handler(sink: Sink) -> grpc.GenericRpcHandler:
+def _handler(sink: Sink, max_bytes: int) -> grpc.GenericRpcHandler:
     """``TraceService/Export`` on the request's bytes; the answer is an empty
     ``ExportTraceServiceResponse`` (no bytes)."""
     import grpc
 
-    def export(body: bytes, context: grpc.ServicerContext) -> bytes:
+    def export(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
         sink.started()
         try:
-            document = from_protobuf(body)
-            sink.write(document, span_count(document))
-        except BadBody as bad:
-            sink.refused(bad.status, bad.reason)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.reason)
-        except Unwritten as exc:  # counted by the sink; an exporter retries UNAVAILABLE
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
-            sink.refused(500, f"{type(exc).__name__}: {exc}")
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            refusal = _take(sink, requests, max_bytes)
         finally:
             sink.ended()
+        if refusal is not None:
+            context.abort(*refusal)
         return b""
 
-    method: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(export)
+    method: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(export)
     return grpc.method_handlers_generic_handler(_SERVICE, {"Export": method})
+
+
+def _take(
+    sink: Sink, requests: Iterator[bytes], max_bytes: int
+) -> tuple[grpc.StatusCode, str] | None:
+    """The call's one message written, or the status and reason it is refused with
+    (counted); more messages (not OTLP's) are not read."""
+    import grpc
+
+    try:
+        body = next(requests, None)
+    except grpc.RpcError:  # the call ended as the message came (grpcio's refusal, or the client)
+        body = None
+    if body is None:
+        reason = f"no message received: over {max_bytes} bytes, or none sent"
+        sink.refused(413, reason)
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, reason
+    try:
+        document = from_protobuf(body)
+        sink.write(document, span_count(document))
+    except BadBody as bad:
+        sink.refused(bad.status, bad.reason)
+        return grpc.StatusCode.INVALID_ARGUMENT, bad.reason
+    except Unwritten as exc:  # counted by the sink; an exporter retries UNAVAILABLE
+        return grpc.StatusCode.UNAVAILABLE, str(exc)
+    except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
+        sink.refused(500, f"{type(exc).__name__}: {exc}")
+        return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+    return None

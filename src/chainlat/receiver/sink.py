@@ -43,7 +43,8 @@ class ReceiverCounters:
     bad_requests: int = 0
     """Bodies refused as not a trace request (HTTP 400, or 415 for a content type)."""
     too_large: int = 0
-    """Bodies refused past the size cap, compressed or decompressed (HTTP 413)."""
+    """Bodies refused past the size cap, compressed or decompressed (HTTP 413, gRPC
+    RESOURCE_EXHAUSTED; with gRPC, a call that ended without its message too)."""
     timed_out: int = 0
     """Requests whose body did not arrive within the deadline."""
     refused_connections: int = 0
@@ -73,7 +74,10 @@ class ReceiverCounters:
                 f"(HTTP 400/415; the first: {self.first_problem})"
             )
         if self.too_large:
-            lines.append(f"{_count(self.too_large, 'request')} refused as too large (HTTP 413)")
+            lines.append(
+                f"{_count(self.too_large, 'request')} refused as too large (HTTP 413, gRPC "
+                "RESOURCE_EXHAUSTED)"
+            )
         if self.timed_out:
             lines.append(
                 f"{_count(self.timed_out, 'request')} timed out before the whole body arrived"
