@@ -4,7 +4,9 @@ own on the terminal."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from chainlat.cli import main
@@ -94,7 +97,9 @@ def _gone(pid: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_a_signal_while_run_awaits_the_last_spans_cleans_up_and_exits_130(
     tmp_path: Path, signum: int
 ) -> None:
@@ -132,4 +137,157 @@ def test_a_signal_while_run_awaits_the_last_spans_cleans_up_and_exits_130(
             run.kill()
     assert run.returncode == 130, err
     assert b"Traceback" not in err
+    assert list(temp.glob("chainlat-*")) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_serve_ended_by_a_signal_judges_and_removes_its_temporary_file(
+    tmp_path: Path, signum: int
+) -> None:
+    """SIGHUP (the terminal closed) ends serve as SIGTERM does: what was received judged, the
+    temporary file of it removed. SIGHUP's default killed serve, leaving the file in
+    TMPDIR."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "chainlat.cli", "serve", "--port", "0", "--grpc-port", "0"],
+        cwd=tmp_path,  # no budget file found: report's summary
+        env={**os.environ, "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stderr is not None
+        banner = serve.stderr.readline()  # printed once the receiver serves
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/v1/traces", banner)
+        assert port, banner
+        url = f"http://127.0.0.1:{port.group(1)}/v1/traces"
+        assert httpx.post(url, json=_run_request(), timeout=10).status_code == 200
+        assert list(temp.glob("chainlat-*")), "serve has its temporary file while it runs"
+        serve.send_signal(signum)
+        out, err = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    assert serve.returncode == 0, err  # report's code: no budget file
+    assert "1 run of 1 workflow from the traces received" in out, out
+    assert "Traceback" not in err
+    assert list(temp.glob("chainlat-*")) == []
+
+
+def _run_request() -> dict[str, object]:
+    """One run of workflow ``support``: its root span alone, 30 ms."""
+    attributes = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_workflow"}},
+        {"key": "gen_ai.workflow.name", "value": {"stringValue": "support"}},
+    ]
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "invoke_workflow support",
+        "kind": 1,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000030000000",
+        "attributes": attributes,
+    }
+    return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}]}
+
+
+TERMINAL = textwrap.dedent(
+    """
+    import json, os, pty, sys, time
+    command = sys.argv[1:]
+    pid, terminal = pty.fork()
+    if pid == 0:  # serve, with the pseudo-terminal as its controlling terminal
+        try:
+            os.execv(command[0], command)
+        finally:
+            os._exit(127)
+    banner, deadline = b"", time.monotonic() + 60
+    try:
+        while b"Ctrl-C to stop" not in banner and time.monotonic() < deadline:
+            banner += os.read(terminal, 4096)
+    except OSError:  # serve ended: the terminal has no other end
+        pass
+    files = sorted(os.listdir(os.environ["TMPDIR"]))
+    os.close(terminal)  # the terminal closes
+    while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done == (0, 0):
+        os.kill(pid, 9)
+        done = os.waitpid(pid, 0)
+    print(json.dumps({"banner": banner.decode(errors="replace"), "files": files,
+                      "signal": os.WTERMSIG(done[1]) if os.WIFSIGNALED(done[1]) else 0}))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no terminals to hang up on Windows")
+def test_serve_in_a_terminal_that_closes_removes_its_temporary_file(tmp_path: Path) -> None:
+    """The terminal serve runs in goes away (its pseudo-terminal's other end closed): the
+    kernel sends it SIGHUP, and serve ends as for SIGTERM, its temporary file removed (the
+    summary has nowhere left to be printed). It was killed by the SIGHUP, the file left.
+    The pseudo-terminal is made in a process of its own: forking pytest's, with its threads,
+    is not safe."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    serve = [sys.executable, "-m", "chainlat.cli", "serve", "--port", "0", "--grpc-port", "0"]
+    found = subprocess.run(
+        [sys.executable, "-c", TERMINAL, *serve],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(found.stdout)
+    assert "Ctrl-C to stop" in seen["banner"], seen
+    assert any(name.startswith("chainlat-") for name in seen["files"]), seen
+    assert seen["signal"] == 0, seen  # ended by itself, not killed
+    assert list(temp.glob("chainlat-*")) == []
+
+
+WAITING_CMD = textwrap.dedent(
+    """
+    import signal, sys, time
+    def ended(signum, frame):
+        open(sys.argv[1], "w").write(signal.Signals(signum).name)
+        sys.exit(0)
+    signal.signal(signal.SIGHUP, ended)
+    signal.signal(signal.SIGTERM, ended)
+    open(sys.argv[2], "w").write("ready")
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_to_run_alone_is_forwarded_to_cmd(tmp_path: Path, signum: int) -> None:
+    """chainlat not in a terminal's foreground (no terminal here): a SIGTERM or SIGHUP sent
+    to it reaches CMD, which ends; then run cleans up as usual."""
+    temp, app = tmp_path / "tmp", tmp_path / "app.py"
+    got, ready = tmp_path / "got", tmp_path / "ready"
+    temp.mkdir()
+    app.write_text(WAITING_CMD)
+    command = ["run", "--wait", "0", "--", sys.executable, str(app), str(got), str(ready)]
+    run = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from chainlat.cli import main; sys.exit(main())",
+         *command],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(temp)},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a measure
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.send_signal(signum)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert got.read_text() == signal.Signals(signum).name
+    assert run.returncode == 2 and b"sent no spans" in err, err  # CMD exited 0, sent none
     assert list(temp.glob("chainlat-*")) == []

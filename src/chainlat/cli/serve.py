@@ -38,7 +38,16 @@ if TYPE_CHECKING:
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 _MOST_WAIT_S: Final = 10.0
 """``run`` waits for a CMD's last spans this long at most, however they keep coming."""
-_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS: Final[tuple[signal.Signals, ...]] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""The signals that end ``serve`` (and ``run``'s wait) with the summary and the temporary
+file removed: Ctrl-C, ``kill``, and SIGHUP, the terminal closed (Windows has none), whose
+default ended chainlat at once and left the file of what was received behind."""
+_TERMINAL_SIGNALS: Final[tuple[signal.Signals, ...]] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGHUP") if hasattr(signal, name)
+)
+"""What a terminal sends its foreground process group itself, CMD included."""
 
 
 def add_commands(sub: Any) -> None:
@@ -49,8 +58,8 @@ def add_commands(sub: Any) -> None:
         _serve,
         help="receive OTLP traces (HTTP and gRPC) and judge them when stopped",
         description="An OTLP receiver on 127.0.0.1: OTLP/HTTP (POST /v1/traces, protobuf or "
-        "JSON) and OTLP/gRPC. One line per run as it completes; on Ctrl-C or SIGTERM, what "
-        "'chainlat check' prints for everything received, and its exit code.",
+        "JSON) and OTLP/gRPC. One line per run as it completes; on Ctrl-C, SIGTERM or SIGHUP, "
+        "what 'chainlat check' prints for everything received, and its exit code.",
     )
     serve.add_argument(
         "--host",
@@ -266,13 +275,14 @@ def _environment(receiver: Receiver) -> dict[str, str]:
 
 
 def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
-    """A signal for CMD. A Ctrl-C at the terminal already reached it (it is in the
-    terminal's foreground process group with chainlat): sent once more only when chainlat
-    is not in the foreground, so that a SIGINT sent to chainlat alone reaches CMD too. Once
-    CMD has exited, the signal is for chainlat: it stops waiting, cleans up and exits 130."""
+    """A signal for CMD. A Ctrl-C at the terminal (or its SIGHUP, the terminal closed)
+    already reached it (it is in the terminal's foreground process group with chainlat):
+    sent once more only when chainlat is not in the foreground, so that a SIGINT sent to
+    chainlat alone reaches CMD too. Once CMD has exited, the signal is for chainlat: it
+    stops waiting, cleans up and exits 130."""
     if child.returncode is not None:
         raise KeyboardInterrupt
-    if signum == signal.SIGINT and _in_foreground():
+    if signum in _TERMINAL_SIGNALS and _in_foreground():
         return
     if child.poll() is None:
         child.send_signal(signum)
@@ -287,7 +297,8 @@ def _in_foreground() -> bool:
 
 @contextmanager
 def _signals(handler: Callable[[int], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM call ``handler`` (no KeyboardInterrupt) until the block ends."""
+    """SIGINT, SIGTERM and SIGHUP call ``handler`` (no KeyboardInterrupt) until the block
+    ends."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach the main thread only; a caller in another thread stops otherwise
         return
