@@ -20,6 +20,23 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+
+
+def _cascade_judge() -> Any:
+    """The cascade's judge (``livekit_judge.py``), loaded by path as ``run.py`` loads it
+    (under the same name, once): its reading of LiveKit's ``user_speaking`` is shared."""
+    import importlib.util
+
+    name = "chainlat_interop_livekit"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "livekit_judge.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 STACK = "livekit-realtime"
 CASES = ("local-vad", "server-vad")
 TURNS = 3
@@ -28,8 +45,6 @@ PROFILES = {
         {"name": "sim-voice-llm", "ttft_base_ms": 100, "decode_ms_per_token": 5},
     ]
 }
-START_TOLERANCE_MS = 10.0
-"""With a local VAD: the turn's start against the end of the words on the audio's clock."""
 FIRST_OUTPUT_TOLERANCE_MS = 10.0
 """The first output against the first frame of the answer at the agent's AudioOutput."""
 
@@ -63,6 +78,8 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     truth = json.loads((traces.parent / "truth.json").read_text())
     words, frames = truth["words_end_ns"], truth["first_frame_ns"]
     runs = sorted(read_runs([traces]), key=lambda r: r.start_ns)
+    cascade = _cascade_judge()
+    spans = cascade._spans(traces)
     problems: list[str] = []
     figures: list[dict[str, Any]] = []
     if not len(runs) == len(words) == len(frames) == turns:
@@ -91,8 +108,21 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
         if at_ms is None or abs(at_ms) > FIRST_OUTPUT_TOLERANCE_MS:
             problems.append(f"turn {n}: first output {at_ms} ms from the first frame")
         if case == "local-vad":
-            if abs(start_ms) > START_TOLERANCE_MS:
-                problems.append(f"turn {n}: starts {start_ms:.1f} ms from the end of the words")
-            if first is None or abs(first - truth_ms) > FIRST_OUTPUT_TOLERANCE_MS:
-                problems.append(f"turn {n}: first output {first} ms, the truth {truth_ms:.1f}")
+            # As the cascade's (livekit_judge): the start is LiveKit's user_speaking end,
+            # which LiveKit dates late by its handling of the VAD's event, reported.
+            speech = cascade._user_speaking_end(spans, run)
+            figures[-1]["start_after_user_speaking_ms"] = (
+                None if speech is None else (run.start_ns - speech) / 1e6
+            )
+            if speech is None or abs(run.start_ns - speech) > cascade.START_TOLERANCE_MS * 1e6:
+                problems.append(f"turn {n}: starts away from the end of LiveKit's user_speaking")
+            if not 0 <= start_ms <= cascade.DATING_BOUND_MS:
+                problems.append(
+                    f"turn {n}: LiveKit dates the end of the words {start_ms:.1f} ms from it"
+                )
+            if first is None or abs(first + start_ms - truth_ms) > FIRST_OUTPUT_TOLERANCE_MS:
+                problems.append(
+                    f"turn {n}: first output {first} ms, the caller's wait {truth_ms:.1f} less "
+                    f"LiveKit's dating {start_ms:.1f}"
+                )
     return problems, figures
