@@ -27,8 +27,9 @@ With ``--observer`` the task has chainlat's observer (``chainlat.integrations.pi
 and the model a function, ``lookup_order``, that the simulator calls once a turn: its body
 sleeps ``TOOL_S``. The agent prints the body's start and end (``tool_body``), the instants
 the LLM service pushed each call's frames (``tool_frames``: `noting_calls`) and the instant
-the output transport was handed each turn's first audio frame (``first_audio``), the truths
-the observer's tool step and first output are judged against.
+the output transport was handed each turn's first audio frame (``first_audio``) and when its
+write returned, less its playing time (``first_written``), the truths the observer's tool
+step and first output are judged against.
 
 With ``--bargein`` (unwrapped) the caller speaks again ``BARGE_S`` after the second
 answer's first audio frame reached the output transport: the input transport's
@@ -193,6 +194,10 @@ async def main(args: argparse.Namespace) -> None:
     tool_pushed: dict[str, list[int]] = {}
     """Each call's pushes of its frames (`noting_calls`)."""
     first_audio: list[int] = []
+    first_written: list[int] = []
+    """When the write of each turn's first audio frame returned, less its playing time: the
+    instant the observer's mark reads (the transport pushes the frame once written); after
+    ``first_audio`` by as much as the write's sleep overran (a busy loop)."""
     """time.time_ns() when each turn's first audio frame reached the output transport."""
     awaiting_audio: list[bool] = [False]
 
@@ -293,11 +298,14 @@ async def main(args: argparse.Namespace) -> None:
             await self.set_transport_ready(frame)
 
         async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
-            if awaiting_audio[0]:
+            first = awaiting_audio[0]
+            if first:
                 awaiting_audio[0] = False
                 first_audio.append(time.time_ns())
             seconds = len(frame.audio) / 2 / frame.sample_rate / frame.num_channels
             await asyncio.sleep(seconds)
+            if first:
+                first_written.append(time.time_ns() - round(seconds * 1e9))
             return True
 
     params = TransportParams(audio_in_enabled=True, audio_out_enabled=True)
@@ -366,6 +374,7 @@ async def main(args: argparse.Namespace) -> None:
     await running
     print("stopped_at", " ".join(map(str, stopped_at)), flush=True)
     print("first_audio", " ".join(map(str, first_audio)), flush=True)
+    print("first_written", " ".join(map(str, first_written)), flush=True)
     print("tool_body", " ".join(f"{a}:{b}" for a, b in tool_body), flush=True)
     pushes = sorted(call for call in tool_pushed.values() if len(call) == 3)
     print("tool_frames", " ".join(":".join(map(str, call)) for call in pushes), flush=True)
