@@ -184,6 +184,9 @@ async def main(args: argparse.Namespace) -> None:
 
     stopped_at: list[int] = []
     """time.time_ns() of each utterance's end, as the input transport signalled it."""
+    stopped_by: list[int] = []
+    """time.time_ns() as each utterance's ``stopped()`` returned (``--wrap``: the call to
+    ``user_stopped_speaking()``, whose mark lies between the two)."""
     played = asyncio.Event()
     turn_ended: asyncio.Queue[bool] = asyncio.Queue()
     """Whether each turn Pipecat ended was interrupted (``--wrap``)."""
@@ -269,6 +272,7 @@ async def main(args: argparse.Namespace) -> None:
             stopped_at.append(words_end)
             awaiting_audio[0] = True
             stopped()
+            stopped_by.append(time.time_ns())
             # The VAD hears STOP_SECS of silence before it says so, and says how long it
             # waited: Pipecat counts its STT's time to first byte and its user-bot latency
             # from its stop less stop_secs, the end of the words.
@@ -375,6 +379,7 @@ async def main(args: argparse.Namespace) -> None:
     print("stopped_at", " ".join(map(str, stopped_at)), flush=True)
     print("first_audio", " ".join(map(str, first_audio)), flush=True)
     print("first_written", " ".join(map(str, first_written)), flush=True)
+    print("stopped_by", " ".join(map(str, stopped_by)), flush=True)
     print("tool_body", " ".join(f"{a}:{b}" for a, b in tool_body), flush=True)
     pushes = sorted(call for call in tool_pushed.values() if len(call) == 3)
     print("tool_frames", " ".join(":".join(map(str, call)) for call in pushes), flush=True)

@@ -93,21 +93,29 @@ PROFILES = {
         {"name": LLM, "ttft_base_ms": 100, "decode_ms_per_token": 5, "output_tokens": 12},
     ]
 }
-FIRST_AUDIO_TOLERANCE_MS = 30.0
+FIRST_AUDIO_TOLERANCE_MS = 2.0
+FIRST_AUDIO_LAG_BOUND_MS = 100.0
 """chainlat's first audio (the TTS call's first audio, where Pipecat's ``metrics.ttfb``
-places it) against Pipecat's ``turn.user_bot_latency_seconds`` (its output transport's
-``BotStartedSpeakingFrame``), both from the same end of speech: the frame reaches the
-output transport and starts playing after the TTS service pushed it, 2.5-15 ms later in
-the runs of README.md; 30 ms leaves room for a busy machine."""
+places it: that reading is held to the microsecond apart) against Pipecat's
+``turn.user_bot_latency_seconds`` (its output transport's ``BotStartedSpeakingFrame``),
+both from the same end of speech: the frame reaches the output transport and starts playing
+after the TTS service pushed it, by Pipecat's frame travel and queueing: 2.5-15 ms in the
+runs of README.md, 31.2 ms in a later one. Held one-sided: Pipecat's never shorter by more
+than ``FIRST_AUDIO_TOLERANCE_MS``, longer by at most ``FIRST_AUDIO_LAG_BOUND_MS``, a bound
+only so that a figure of another instant cannot pass; the difference is reported (the
+observer's cases read the first audio at the output transport instead)."""
 START_TOLERANCE_MS = 10.0
 """An unwrapped turn's start, read from Pipecat's spans alone (the ``stt`` span's end less
 its ``metrics.ttfb``: ``chainlat._core.turn_start``), against the instant the agent noted as
 the end of the words: Pipecat ends the span after it stopped its STT clock and pushed the
 transcript on, 0.9-5.3 ms later in the runs of README.md (the turn starts that much late,
 its first output that much short); 10 ms leaves room for a busy machine."""
-MARK_TOLERANCE_MS = 2.0
-"""A wrapped turn's start (its ``user_stopped_speaking()``) against the instant the agent
-noted as the end of the utterance, a statement earlier."""
+MARK_TOLERANCE_MS = 0.01
+"""A wrapped turn's start (its ``user_stopped_speaking()``) against the call itself: at or
+after the instant the agent noted as the end of the utterance, a statement before the call,
+and at or before the instant the call returned (``stopped_by``). The two notes are a
+statement apart, but the interpreter may run another thread or collect garbage between
+them (2.1 ms seen once on an idle machine)."""
 WIRE_SLACK_MS = 1.0
 """A call's time to first byte on the wire lies inside Pipecat's, which starts before the
 request is built and ends when the service pushes its first frame (for TTS, once it has
@@ -229,7 +237,9 @@ def run_case(
         truths = [
             line
             for line in done.stdout.splitlines()
-            if line.startswith(("first_audio", "first_written", "tool_body", "tool_frames"))
+            if line.startswith(
+                ("first_audio", "first_written", "stopped_by", "tool_body", "tool_frames")
+            )
         ]
         (where / "truths.txt").write_text("\n".join(truths))
     finally:
@@ -341,10 +351,11 @@ def judge(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdict:
             "from_the_words": (first_audio_ns - stop) / 1e6,
             "pipecat": theirs_ms,
         }
-        if abs(mine_ms - theirs_ms) > FIRST_AUDIO_TOLERANCE_MS:
+        if not -FIRST_AUDIO_TOLERANCE_MS <= theirs_ms - mine_ms <= FIRST_AUDIO_LAG_BOUND_MS:
             verdict.problems.append(
                 f"turn {n}: first audio {mine_ms:.1f} ms after the end of speech, Pipecat's "
-                f"{theirs_ms:.1f} (tolerance {FIRST_AUDIO_TOLERANCE_MS:.0f})"
+                f"{theirs_ms:.1f} (from {FIRST_AUDIO_TOLERANCE_MS:.0f} ms shorter to "
+                f"{FIRST_AUDIO_LAG_BOUND_MS:.0f} ms longer)"
             )
         figures["split_ms"] = {
             "speech_to_text": run.rollup.first_output_speech_to_text_ms,
@@ -374,17 +385,27 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     if read is None:
         return verdict
     runs, stopped, spans = read
+    truths = dict(
+        [*line.split(" ", 1), ""][:2]
+        for line in (traces.parent / "truths.txt").read_text().splitlines()
+    )
+    marked_by = [int(x) for x in truths.get("stopped_by", "").split()]
     for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
         verdict.figures.append(figures)
         turn = _pipecat_record(spans, run, "turn")
         if turn["attributes"].get("turn.number") not in (n, str(n)):
             verdict.problems.append(f"turn {n}: Pipecat's turn {turn['attributes']}")
-        # The turn starts where the application marked the end of the caller's words.
+        # The turn starts where the application marked the end of the caller's words: at
+        # its call, between the note before it and the note after it.
         figures["start_after_stop_ms"] = (run.start_ns - stop) / 1e6
-        if abs(run.start_ns - stop) > MARK_TOLERANCE_MS * 1e6:
+        slack = MARK_TOLERANCE_MS * 1e6
+        called_by = marked_by[n - 1] if len(marked_by) == len(runs) else None
+        if called_by is None or not stop - slack <= run.start_ns <= called_by + slack:
             verdict.problems.append(
-                f"turn {n}: starts {(run.start_ns - stop) / 1e6:.1f} ms from the end of speech"
+                f"turn {n}: starts {(run.start_ns - stop) / 1e6:.3f} ms from the end of speech, "
+                f"outside the call to user_stopped_speaking() "
+                f"({None if called_by is None else (called_by - stop) / 1e6} ms)"
             )
         stages = {s.name: s for s in run.steps if s.kind == "inference"}
         if set(stages) != {"stt", "llm", "tts"}:
@@ -411,10 +432,14 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
         mine_ms = run.first_output_ms
         theirs_ms = float(str(turn["attributes"]["turn.user_bot_latency_seconds"])) * 1000
         figures["first_audio_ms"] = {"chainlat": mine_ms, "pipecat": theirs_ms}
-        if mine_ms is None or abs(mine_ms - theirs_ms) > FIRST_AUDIO_TOLERANCE_MS:
+        if (
+            mine_ms is None
+            or not -FIRST_AUDIO_TOLERANCE_MS <= theirs_ms - mine_ms <= FIRST_AUDIO_LAG_BOUND_MS
+        ):
             verdict.problems.append(
-                f"turn {n}: first audio {mine_ms} ms, Pipecat's {theirs_ms:.1f} "
-                f"(tolerance {FIRST_AUDIO_TOLERANCE_MS:.0f})"
+                f"turn {n}: first audio {mine_ms} ms, Pipecat's {theirs_ms:.1f} (from "
+                f"{FIRST_AUDIO_TOLERANCE_MS:.0f} ms shorter to {FIRST_AUDIO_LAG_BOUND_MS:.0f} ms "
+                "longer)"
             )
         figures["split_ms"] = {
             "speech_to_text": run.rollup.first_output_speech_to_text_ms,
