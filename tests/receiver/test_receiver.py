@@ -8,7 +8,7 @@ import json
 import select
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from chainlat.receiver import Limits, Receiver
 from chainlat.traces import read_runs
+from support import until
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -40,16 +41,6 @@ def _export_run(exporter: SpanExporter, step_ms: int) -> None:
 
 def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Whether ``condition`` holds within ``seconds`` (polled; a bound, not a sleep)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 @pytest.fixture
@@ -236,7 +227,7 @@ def test_connections_past_the_limit_are_closed_at_once_and_counted(tmp_path: Pat
         socks = [_connect(receiver.port) for _ in range(10)]
         try:
             # 30 s: a bound for a loaded machine, whose server thread may wait its turn.
-            counted = _until(lambda: receiver.counters.refused_connections >= 6, seconds=30)
+            counted = until(lambda: receiver.counters.refused_connections >= 6, seconds=30)
             assert counted, f"{receiver.counters.refused_connections} refused, expected 6"
             assert receiver.counters.refused_connections == 6
             # Which six the server refused is its accept order's to say: the six closed
@@ -248,7 +239,7 @@ def test_connections_past_the_limit_are_closed_at_once_and_counted(tmp_path: Pat
             for sock in socks:
                 if sock not in closed:
                     sock.close()
-            assert _until(lambda: httpx.post(url, json=_json_request()).status_code == 200)
+            assert until(lambda: httpx.post(url, json=_json_request()).status_code == 200)
         finally:
             for sock in socks:
                 sock.close()
@@ -263,7 +254,7 @@ def test_each_run_is_handed_out_live_once_its_trace_is_complete(tmp_path: Path) 
     out = tmp_path / "r.jsonl"
     with Receiver(out, port=0, grpc_port=None, on_run=lambda r: seen.append(r.total_ms)) as rec:
         _export_run(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{rec.port}/v1/traces"), 40)
-        assert _until(lambda: seen == [pytest.approx(42.0)])
+        assert until(lambda: seen == [pytest.approx(42.0)])
 
 
 def test_grpc_refuses_garbage_and_a_message_over_the_cap_and_keeps_serving(

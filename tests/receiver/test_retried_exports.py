@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,6 +16,7 @@ from chainlat.cli import main
 from chainlat.receiver import Limits, Receiver
 from chainlat.receiver.sink import RecentSpans
 from chainlat.traces import read_runs
+from support import until
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -67,16 +66,6 @@ def _export_grpc(receiver: Receiver, body: bytes) -> None:
         assert export(body, timeout=10) == b""
 
 
-def _until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Whether ``condition`` holds within ``seconds`` (polled; a bound, not a sleep)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 def _spans_in(path: str) -> list[str]:
     return [
         span["spanId"]
@@ -114,7 +103,7 @@ def test_a_retry_after_the_run_was_shown_is_not_shown_again(tmp_path: Path) -> N
     with Receiver(out, port=0, grpc_port=0, on_run=runs.append, settle_s=0.05) as receiver:
         body = _request(ROOT, STEP)
         _post(receiver, body)
-        assert _until(lambda: len(runs) == 1)
+        assert until(lambda: len(runs) == 1)
         _export_grpc(receiver, body)  # resent over the other protocol, which changes nothing
     assert len(runs) == 1
     assert receiver.counters.spans == 2 and receiver.counters.resent_spans == 2

@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 import chainlat
 from chainlat._runtime import config as _config
 from chainlat._runtime import export as _export
-from support import HANG_S, FakeCollector, free_port
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
+from support import HANG_S, FakeCollector, free_port, until
 
 
 def run_workflows(provider: TracerProvider, count: int, steps: int = 4) -> float:
@@ -165,7 +156,7 @@ def test_collector_down_workflows_complete_and_losses_are_counted_once(
         return [r for r in caplog.records if "could not export" in r.getMessage()]
 
     # The export thread counts a failure, then logs it: wait for both.
-    assert wait_until(lambda: processor.counts.failed > 0 and bool(first_failures()))
+    assert until(lambda: processor.counts.failed > 0 and bool(first_failures()))
     assert _dropped_metric(reader).get("export_failed", 0) > 0
     assert len(first_failures()) == 1  # the first failure, at once; later ones are only counted
 

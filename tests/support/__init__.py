@@ -15,6 +15,7 @@ from .budgets import MISTAKES
 from .jaeger import FakeJaeger, StartFakeJaeger
 from .net import free_block, free_port, free_ports
 from .otlp import HANG_S, FakeCollector, Mode, Received
+from .polling import until
 from .sim import SimOptions, StartSim
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "free_block",
     "free_port",
     "free_ports",
+    "until",
 ]
