@@ -10,8 +10,7 @@ overlaps its predecessor by no more than the resolution is sequential.
 
 The resolution is the coarsest unit of :data:`UNITS_NS` that every start is a whole
 multiple of. Two starts at least are needed; the chance that two starts of a nanosecond
-clock fall on whole milliseconds by accident is one in 10^12, that two of a millisecond
-clock fall on whole seconds one in 10^6.
+clock fall on whole milliseconds by accident is one in 10^12.
 
 Only starts coarser than ends mislead: a clock that writes starts and ends alike (Jaeger's
 microseconds, a test's clock injected in whole milliseconds) rounds both down the same
@@ -27,9 +26,8 @@ import math
 from collections.abc import Iterable
 from typing import Final
 
-UNITS_NS: Final = (1_000_000_000, 1_000_000, 1_000)
-"""The resolutions looked for, coarsest first: a second (a clock that writes whole
-seconds, as some logging bridges do), a millisecond, a microsecond."""
+UNITS_NS: Final = (1_000_000, 1_000)
+"""The resolutions looked for, coarsest first: a millisecond, a microsecond."""
 
 EXACT_NS: Final = 1
 """The resolution of a clock that writes nanoseconds."""
@@ -68,14 +66,12 @@ def may_be_coarse(start_ns: int) -> bool:
 
 
 def describe(resolution: int) -> str:
-    """``1 s``, ``1 ms``, ``1 µs`` or ``1 ns``: a resolution as a person reads it.
+    """``1 ms``, ``1 µs`` or ``1 ns``: a resolution as a person reads it.
 
     Example:
-        >>> describe(1_000_000), describe(1_000_000_000)
-        ('1 ms', '1 s')
+        >>> describe(1_000_000)
+        '1 ms'
     """
-    if resolution >= 1_000_000_000 and resolution % 1_000_000_000 == 0:
-        return f"{resolution // 1_000_000_000} s"
     if resolution >= 1_000_000 and resolution % 1_000_000 == 0:
         return f"{resolution // 1_000_000} ms"
     if resolution >= 1_000 and resolution % 1_000 == 0:
