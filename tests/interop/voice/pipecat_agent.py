@@ -93,15 +93,16 @@ def tone(ms: float, hz: float = 220.0) -> bytes:
 
 def noting_calls(service: type, pushed: dict[str, list[int]]) -> type:
     """``service`` with the pushes of each function call's frames noted in ``pushed`` (the
-    call's id: ``[in progress, result begun, result done]``, ``time.time_ns()``): as its
-    first ``FunctionCallInProgressFrame``'s push begins, and as its first
-    ``FunctionCallResultFrame``'s push begins and returns.
+    call's id: ``[in progress begun, in progress done, result begun, result done]``,
+    ``time.time_ns()``): as its first ``FunctionCallInProgressFrame``'s push begins and
+    returns, and as its first ``FunctionCallResultFrame``'s push begins and returns.
 
     Those pushes are where the observer's tool step starts and ends (Pipecat stamps each
     push with its pipeline clock inside it; the observer places that on the spans' clock):
     the truth its step is judged against, read here where the frames leave the service.
-    The result's push is a span of time: ``OpenAIRealtimeLLMService`` sends the result
-    to the API (``conversation.item.create``) before it passes the frame on
+    Each push is a span of time, the stamp somewhere inside: the base class calls its
+    ``on_before_push_frame`` handlers first, and ``OpenAIRealtimeLLMService`` sends a
+    result to the API (``conversation.item.create``) before it passes the frame on
     (services/openai/realtime/llm.py 709-727), 2-10 ms with its logging. The body inside
     is judged apart: Pipecat's own time around it is the framework's, not a reading of
     chainlat's."""
@@ -114,12 +115,12 @@ def noting_calls(service: type, pushed: dict[str, list[int]]) -> type:
             if isinstance(frame, FunctionCallInProgressFrame | FunctionCallResultFrame):
                 at = time.time_ns()
                 call = pushed.setdefault(str(frame.tool_call_id), [])
-                wanted = 0 if isinstance(frame, FunctionCallInProgressFrame) else 1
+                wanted = 0 if isinstance(frame, FunctionCallInProgressFrame) else 2
                 call = call if len(call) == wanted else None
                 if call is not None:
                     call.append(at)
             await super().push_frame(frame, direction)
-            if call is not None and len(call) == 2:
+            if call is not None:
                 call.append(time.time_ns())
 
     return Noted
@@ -381,7 +382,7 @@ async def main(args: argparse.Namespace) -> None:
     print("first_written", " ".join(map(str, first_written)), flush=True)
     print("stopped_by", " ".join(map(str, stopped_by)), flush=True)
     print("tool_body", " ".join(f"{a}:{b}" for a, b in tool_body), flush=True)
-    pushes = sorted(call for call in tool_pushed.values() if len(call) == 3)
+    pushes = sorted(call for call in tool_pushed.values() if len(call) == 4)
     print("tool_frames", " ".join(":".join(map(str, call)) for call in pushes), flush=True)
 
 

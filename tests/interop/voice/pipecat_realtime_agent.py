@@ -213,7 +213,7 @@ async def main(args: argparse.Namespace) -> None:
                 "words_end_ns": words_end,
                 "first_frame_ns": first_frame,
                 "tool_ns": tool_body,
-                "tool_frames_ns": sorted(call for call in tool_pushed.values() if len(call) == 3),
+                "tool_frames_ns": sorted(call for call in tool_pushed.values() if len(call) == 4),
             }
         )
     )
