@@ -3,10 +3,11 @@ Pipecat writes it (scope ``pipecat.turn``), a fresh provider and an in-memory ex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util.types import AttributeValue
@@ -127,6 +128,12 @@ def _setup() -> tuple[TracerProvider, InMemorySpanExporter, ChainlatObserver]:
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter, ChainlatObserver(provider, frames=FRAMES)
+
+
+def _answers(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """The speech-to-speech answers the observer wrote, in the order they started."""
+    found = [s for s in spans if s.name == "realtime sim-realtime"]
+    return sorted(found, key=lambda s: s.start_time or 0)
 
 
 def test_a_call_is_a_tool_step_of_the_turn_and_the_first_written_audio_its_output() -> None:
@@ -332,9 +339,7 @@ def test_a_realtime_answer_after_a_function_call_counts_from_the_calls_result() 
     assert sorted(s.name for s in spans) == [
         "execute_tool lookup", "realtime sim-realtime", "realtime sim-realtime", "turn"
     ]  # fmt: skip
-    calling, answer = sorted(
-        (s for s in spans if s.name == "realtime sim-realtime"), key=lambda s: s.start_time or 0
-    )
+    calling, answer = _answers(spans)
     # Its call began at 400 ms, before its response.done (410): the caller waited on the
     # tool from there.
     assert (calling.start_time, calling.end_time) == (T0 + 100 * MS, T0 + 400 * MS)
@@ -365,10 +370,7 @@ def test_a_result_before_the_calling_answer_ended_asks_the_next_at_that_end() ->
     observer.observe(ServiceAudio(), T0 + 1150 * MS, service)
     observer.observe(ResponseEnd(), T0 + 1500 * MS, service)
     turn.end(end_time=T0 + 2000 * MS)
-    answers = sorted(
-        (s for s in exporter.get_finished_spans() if s.name == "realtime sim-realtime"),
-        key=lambda s: s.start_time or 0,
-    )
+    answers = _answers(exporter.get_finished_spans())
     assert [(s.start_time, s.end_time) for s in answers] == [
         (T0 + 100 * MS, T0 + 400 * MS),  # to its call's start, before its response.done
         (T0 + 410 * MS, T0 + 700 * MS),
@@ -417,9 +419,7 @@ def test_a_realtime_answer_ends_with_pipecats_handling_of_its_response_done() ->
     observer.observe(ResponseEnd(), T0 + 5000 * MS, service)
     turn.end(end_time=T0 + 6000 * MS)
     spans = exporter.get_finished_spans()
-    answers = sorted(
-        (s for s in spans if s.name == "realtime sim-realtime"), key=lambda s: s.start_time or 0
-    )
+    answers = _answers(spans)
     assert [(s.start_time, s.end_time) for s in answers] == [
         (T0 + 100 * MS, T0 + 1001 * MS + 300_000),
         (T0 + 2000 * MS, T0 + 3001 * MS),
@@ -472,10 +472,7 @@ def test_an_answer_that_called_ends_at_its_call_when_pipecats_handling_outlasts_
     observer.observe(ServiceAudio(), T0 + 1300 * MS, service)
     observer.observe(ResponseEnd(), T0 + 2000 * MS, service)
     turn.end(end_time=T0 + 3000 * MS)
-    answers = sorted(
-        (s for s in exporter.get_finished_spans() if s.name == "realtime sim-realtime"),
-        key=lambda s: s.start_time or 0,
-    )
+    answers = _answers(exporter.get_finished_spans())
     assert [(s.start_time, s.end_time) for s in answers] == [
         (T0 + 100 * MS, T0 + 411 * MS + 500_000),
         (T0 + 530 * MS, T0 + 841 * MS),
