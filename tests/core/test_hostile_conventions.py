@@ -185,6 +185,31 @@ def test_calls_each_with_its_wire_span_inside_are_looked_at_once_for_twins() -> 
     assert source_reads[0] < 10 * len(records)
 
 
+def _calls_beside_their_wires(
+    count: int, record: type[SpanRecord]
+) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """``count`` framework calls one after another under the workflow (span 1), each with
+    the HTTP span of its request beside it, inside its interval (a wire span the framework
+    did not make current)."""
+    calls: list[SpanRecord] = []
+    wires: list[SpanRecord] = []
+    for index in range(count):
+        start = T0 + index * MS
+        calls.append(
+            record(
+                10 + 2 * index, 1, "chat m", start, start + MS,
+                kind="inference", model="m", source="gen_ai", input_tokens=5,
+            )
+        )  # fmt: skip
+        wires.append(
+            record(
+                11 + 2 * index, 1, "POST", start + 10, start + MS - 10,
+                kind="inference", model="m", source="http",
+            )
+        )  # fmt: skip
+    return calls, wires
+
+
 def test_calls_each_with_its_wire_span_beside_it_are_paired_looking_at_few_pairs() -> None:
     """3,000 framework calls, each with the HTTP span of its request beside it (a wire span
     the framework did not make current): each wire span is its call's twin, found among the
@@ -193,31 +218,8 @@ def test_calls_each_with_its_wire_span_beside_it_are_paired_looking_at_few_pairs
     such calls took 13 s in chainlat report, 8,000 took 300 s; 0.7 s and 4.7 s now)."""
     from chainlat._core.twins import find_twins
 
-    records: list[SpanRecord] = []
-    for index in range(3000):
-        start = T0 + index * MS
-        call = SourceCounted(
-            10 + 2 * index,
-            1,
-            "chat m",
-            start,
-            start + MS,
-            kind="inference",
-            model="m",
-            source="gen_ai",
-            input_tokens=5,
-        )
-        wire = SourceCounted(
-            11 + 2 * index,
-            1,
-            "POST",
-            start + 10,
-            start + MS - 10,
-            kind="inference",
-            model="m",
-            source="http",
-        )
-        records += [call, wire]
+    calls, wires = _calls_beside_their_wires(3000, SourceCounted)
+    records = [r for pair in zip(calls, wires, strict=True) for r in pair]
     source_reads[0] = 0
     twins = find_twins(1, records)
     assert {wire: call.span_id for wire, call in twins.items()} == {
@@ -243,21 +245,7 @@ def test_wire_spans_beside_their_calls_move_under_them_in_one_pass_of_the_siblin
     times (each move scanned and deleted from them: 8,000 such calls spent 4.7 s there)."""
     from chainlat._core.twins import find_twins, timed_by_wire
 
-    calls, wires = [], []
-    for index in range(3000):
-        start = T0 + index * MS
-        calls.append(
-            SpanRecord(
-                10 + 2 * index, 1, "chat m", start, start + MS,
-                kind="inference", model="m", source="gen_ai", input_tokens=5,
-            )
-        )  # fmt: skip
-        wires.append(
-            SpanRecord(
-                11 + 2 * index, 1, "POST", start + 10, start + MS - 10,
-                kind="inference", model="m", source="http",
-            )
-        )  # fmt: skip
+    calls, wires = _calls_beside_their_wires(3000, SpanRecord)
     records = [r for pair in zip(calls, wires, strict=True) for r in pair]
     twins = find_twins(1, records)
     by_parent: dict[int, list[SpanRecord]] = {1: ScanCounted(records)}
