@@ -89,12 +89,9 @@ def _client(url: str) -> Any:
     return OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0)
 
 
-def setup_plain(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
-    from opentelemetry import trace
-
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+def _bare_agent(url: str) -> Run:
+    """The agent's run with no span of the application's own: two chat calls, the tool's
+    body, one streamed call (what an instrumentation of the calls alone sees)."""
     chat, streamed = _calls(_client(url))
 
     def run() -> None:
@@ -103,6 +100,16 @@ def setup_plain(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
         streamed()
         chat()
 
+    return run
+
+
+def setup_plain(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
+    from opentelemetry import trace
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    run = _bare_agent(url)
     return run, "-"
 
 
@@ -131,14 +138,7 @@ def setup_chainlat_calls(url: str, exporter: DroppingExporter) -> tuple[Run, str
 
     chainlat.configure("bench", exporter=exporter, metric_readers=[])
     chainlat.instrument_httpx()
-    chat, streamed = _calls(_client(url))
-
-    def run() -> None:
-        chat()
-        lookup("A-1042")
-        streamed()
-        chat()
-
+    run = _bare_agent(url)
     return run, _version("chainlat")
 
 
@@ -150,14 +150,7 @@ def setup_openai_v2(url: str, exporter: DroppingExporter) -> tuple[Run, str]:
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     OpenAIInstrumentor().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
-    chat, streamed = _calls(_client(url))
-
-    def run() -> None:
-        chat()
-        lookup("A-1042")
-        streamed()
-        chat()
-
+    run = _bare_agent(url)
     return run, _version("opentelemetry-instrumentation-openai-v2")
 
 
