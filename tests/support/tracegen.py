@@ -11,8 +11,10 @@ import gzip
 import json
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -154,3 +156,20 @@ def graded_file(cap: Capture, path: Path, *, gap_lines: int) -> Path:
     lines += [""] * gap_lines + [json.dumps(encode_request(outcomes))]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+Spans = list[dict[str, Any]]
+
+
+def spans_rewritten(source: Path, dest: Path, edit: Callable[[Spans], Spans]) -> Path:
+    """``dest``: the OTLP/JSON lines of ``source`` with each scope's spans replaced by
+    ``edit(spans)`` (which may change them in place and return them)."""
+    lines = []
+    for line in source.read_text().splitlines():
+        batch = json.loads(line)
+        for resource in batch["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                scope["spans"] = edit(scope["spans"])
+        lines.append(json.dumps(batch))
+    dest.write_text("\n".join(lines) + "\n")
+    return dest

@@ -6,7 +6,6 @@ the percentiles, and ``chainlat check`` judges the other turns and says so."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from chainlat._core.exits import EXIT_OK
 from chainlat.cli import main
 from chainlat.traces import read_runs
-from support.tracegen import DATA_DIR
+from support.tracegen import DATA_DIR, Spans, spans_rewritten
 
 TRACES = DATA_DIR / "foreign" / "pipecat" / "bargein-observer.jsonl"
 SAID = "1 interrupted (barge-in), not in the percentiles"
@@ -22,19 +21,15 @@ SAID = "1 interrupted (barge-in), not in the percentiles"
 
 def _not_interrupted(tmp_path: Path) -> Path:
     """The same traces with the second turn said completed: its tts ended after it."""
-    lines = []
-    for line in TRACES.read_text().splitlines():
-        batch = json.loads(line)
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    for kv in span.get("attributes", []):
-                        if kv["key"] == "turn.was_interrupted":
-                            kv["value"] = {"boolValue": False}
-        lines.append(json.dumps(batch))
-    path = tmp_path / "completed.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+
+    def edit(spans: Spans) -> Spans:
+        for span in spans:
+            for kv in span.get("attributes", []):
+                if kv["key"] == "turn.was_interrupted":
+                    kv["value"] = {"boolValue": False}
+        return spans
+
+    return spans_rewritten(TRACES, tmp_path / "completed.jsonl", edit)
 
 
 def test_the_interrupted_turn_is_read_whole_and_said_interrupted() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chainlat.traces import read_runs
-from support.tracegen import DATA_DIR
+from support.tracegen import DATA_DIR, Spans, spans_rewritten
 
 FOREIGN = DATA_DIR / "foreign" / "pipecat"
 TRACES = FOREIGN / "realtime-observer.jsonl"
@@ -21,24 +21,20 @@ TRUTH = json.loads((FOREIGN / "realtime-observer.truth.json").read_text())
 def _with_the_end_of_words(tmp_path: Path, value: dict[str, object] | None) -> Path:
     """The traces with each turn's ``chainlat.workflow.speech_end_ms`` set to ``value`` (an
     OTLP JSON value), or without it (None)."""
-    lines = []
-    for line in TRACES.read_text().splitlines():
-        batch = json.loads(line)
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    kept = [
-                        kv
-                        for kv in span.get("attributes", [])
-                        if kv["key"] != "chainlat.workflow.speech_end_ms"
-                    ]
-                    if value is not None and len(kept) < len(span.get("attributes", [])):
-                        kept.append({"key": "chainlat.workflow.speech_end_ms", "value": value})
-                    span["attributes"] = kept
-        lines.append(json.dumps(batch))
-    path = tmp_path / "changed.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+
+    def edit(spans: Spans) -> Spans:
+        for span in spans:
+            kept = [
+                kv
+                for kv in span.get("attributes", [])
+                if kv["key"] != "chainlat.workflow.speech_end_ms"
+            ]
+            if value is not None and len(kept) < len(span.get("attributes", [])):
+                kept.append({"key": "chainlat.workflow.speech_end_ms", "value": value})
+            span["attributes"] = kept
+        return spans
+
+    return spans_rewritten(TRACES, tmp_path / "changed.jsonl", edit)
 
 
 def test_each_turn_starts_at_the_end_of_the_words_and_waits_to_the_first_frame() -> None:

@@ -7,7 +7,6 @@ first token is then not known, and never used as an instant."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from opentelemetry import trace
@@ -18,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from chainlat import WorkflowRun
 from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
-from support.tracegen import DATA_DIR
+from support.tracegen import DATA_DIR, Spans, spans_rewritten
 
 TRACES = DATA_DIR / "foreign" / "pipecat" / "realtime-tool-observer.jsonl"
 MS = 1_000_000
@@ -26,19 +25,14 @@ T0 = 1_700_000_000_000_000_000
 
 
 def _without_service_operation(tmp_path: Path) -> Path:
-    lines = []
-    for line in TRACES.read_text().splitlines():
-        batch = json.loads(line)
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    span["attributes"] = [
-                        kv for kv in span.get("attributes", []) if kv["key"] != "service.operation"
-                    ]
-        lines.append(json.dumps(batch))
-    path = tmp_path / "no-service-operation.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    def edit(spans: Spans) -> Spans:
+        for span in spans:
+            span["attributes"] = [
+                kv for kv in span.get("attributes", []) if kv["key"] != "service.operation"
+            ]
+        return spans
+
+    return spans_rewritten(TRACES, tmp_path / "no-service-operation.jsonl", edit)
 
 
 def test_a_realtime_answers_first_token_past_its_end_is_not_known(tmp_path: Path) -> None:

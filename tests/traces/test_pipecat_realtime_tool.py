@@ -15,7 +15,7 @@ import pytest
 
 from chainlat import WorkflowRun
 from chainlat.traces import read_runs
-from support.tracegen import DATA_DIR
+from support.tracegen import DATA_DIR, spans_rewritten
 
 FOREIGN = DATA_DIR / "foreign" / "pipecat"
 TRACES = FOREIGN / "realtime-tool-observer.jsonl"
@@ -104,15 +104,9 @@ def test_the_turns_are_the_agents_and_their_tokens_pipecats_usage() -> None:
 def test_without_the_calling_answers_steps_no_end_of_turn_is_split_out(tmp_path: Path) -> None:
     """An earlier observer wrote no step for an answer that called a function: the first
     answer step then starts at a result, after the tool, and is no decision."""
-    lines = []
-    for line in TRACES.read_text().splitlines():
-        batch = json.loads(line)
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                scope["spans"] = [s for s in scope["spans"] if not _calling(s)]
-        lines.append(json.dumps(batch))
-    path = tmp_path / "earlier.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path = spans_rewritten(
+        TRACES, tmp_path / "earlier.jsonl", lambda spans: [s for s in spans if not _calling(s)]
+    )
     runs = sorted(read_runs([path]), key=lambda r: r.start_ns)
     assert [r.rollup.first_output_end_of_turn_ms for r in runs] == [None, None, None]
     assert [r.first_output_ms for r in runs] == [1610.350842, 1233.981952, 1154.529415]
