@@ -30,7 +30,6 @@ from typing import Final
 from chainlat._core import attributes as attr
 from chainlat._core import clock, critical_path, voice
 from chainlat._core.chain import Rollup
-from chainlat._core.conventions import source_of
 from chainlat._core.critical_path import (
     Node,
     PathPiece,
@@ -66,7 +65,6 @@ __all__ = [
     "find_twins",
     "nested_rollup",
     "same_model",
-    "source_of",
     "step_name_of",
 ]
 

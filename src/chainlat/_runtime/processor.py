@@ -31,7 +31,7 @@ from chainlat._core import conventions
 from chainlat._core.conventions import classify
 from chainlat._core.errors import internal_errors, logger
 from chainlat._core.prices import Prices
-from chainlat._core.rollup import SpanRecord, same_model, source_of
+from chainlat._core.rollup import SpanRecord, same_model
 from chainlat._runtime.deferred import ROLLUP_KEYS, DeferredRollup, resolves
 from chainlat._runtime.handover import Handover, first_to_start, sampler_is_blind
 from chainlat._runtime.naming import current_step_name, step_naming
@@ -232,11 +232,14 @@ class ChainlatSpanProcessor(SpanProcessor):
         calls = state.calls
         twin = False
         if calls:
-            source = source_of(attributes)
+            source = conventions.source_of(attributes)
             model = conventions.model_of(attributes)
             for open_id, seen in calls.items():
                 if isinstance(seen, dict):
-                    seen = calls[open_id] = (source_of(seen), conventions.model_of(seen))
+                    seen = calls[open_id] = (
+                        conventions.source_of(seen),
+                        conventions.model_of(seen),
+                    )
                 if seen[0] != source and same_model(seen[1], model):
                     twin = True
                     break
