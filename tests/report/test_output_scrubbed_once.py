@@ -53,21 +53,13 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return trace, budgets
 
 
-TWICE_IN_THE_WATERFALL = pytest.mark.xfail(
-    strict=True,
-    reason="waterfall() is public and prints clean on its own (its names through visible), "
-    "and render_text (as junit's and the page's escaping) cleans its whole text again, the "
-    "net for what its pieces leave uncleaned (a broken limit's name from the budget file)",
-)
-
-
 @pytest.mark.parametrize(
     "command",
     [
-        pytest.param(["report", "{trace}"], marks=TWICE_IN_THE_WATERFALL),
+        ["report", "{trace}"],
         ["report", "{trace}", "--format", "json"],
         ["report", "{trace}", "--format", "markdown"],
-        pytest.param(["check", "{trace}", "--budgets", "{budgets}"], marks=TWICE_IN_THE_WATERFALL),
+        ["check", "{trace}", "--budgets", "{budgets}"],
         ["check", "{trace}", "--budgets", "{budgets}", "--format", "json"],
         ["budgets", "validate", "{budgets}"],
         ["report", "{trace}-missing"],

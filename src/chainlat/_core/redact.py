@@ -15,6 +15,9 @@ Each function has one job:
   cleaned where a renderer inserts it is not scrubbed again where the document is written.
 - `one_line`: an error or warning line as a command prints it: its lines joined, then
   `visible` once.
+- `cleaned_lines`: lines a renderer built only of `visible` pieces and its own words and
+  figures (a waterfall), joined and marked `Scrubbed`, so the layer that prints them does
+  not scrub them again.
 
 Cutting to a length is :func:`chainlat._core.errors.shorten` (a quoted value in a message)
 and :func:`chainlat.report.common.shown_name` (a name on a page, cut after cleaning). Pure
@@ -471,8 +474,20 @@ def visible(text: str, *, newline: bool = False) -> str:
     if isinstance(text, Cleaned):
         return text
     surrogates, controls = _unshown(newline)
-    shown = controls.sub(_escape_control, scrub(surrogates.sub("\ufffd", text)))
+    unshown = surrogates.sub("\ufffd", text)  # a plain str: the mark is read from ``text``
+    if not isinstance(text, Scrubbed):
+        unshown = scrub(unshown)
+    shown = controls.sub(_escape_control, unshown)
     return shown if newline else Cleaned(shown)
+
+
+def cleaned_lines(lines: Sequence[str]) -> Scrubbed:
+    """Lines made only of pieces that passed :func:`visible` and of the renderer's own words
+    and figures, joined by newlines and marked :class:`Scrubbed`: the layers they pass on
+    their way out (``render_text``, a page's escaping) scrub them no more. The caller
+    answers for every piece: a name put in uncleaned would be printed as it is (the
+    waterfall's tests feed a credential and a control character to each of its inputs)."""
+    return Scrubbed("\n".join(lines))
 
 
 def one_line(text: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.amounts import over
-from chainlat._core.redact import visible
+from chainlat._core.redact import cleaned_lines, visible
 from chainlat._core.runs import BudgetViolation, WorkflowRun
 from chainlat.report.common import limit_text, printed_source, shown_name
 
@@ -77,7 +77,7 @@ def waterfall(
             f"   critical path (*): inference {c.inference_ms:.1f} ms, data {c.data_ms:.1f} ms, "
             f"tool {c.tool_ms:.1f} ms, overhead {c.overhead_ms:.1f} ms"
         )
-        return "\n".join(lines)
+        return cleaned_lines(lines)
     parts = ", ".join(
         f"{kind} {_bounded(c, kind)}" for kind in ("inference", "data", "tool", "overhead")
     )
@@ -87,7 +87,7 @@ def waterfall(
         f"   the end of {names} is not recorded (its span ended before its own events): "
         "instrument the HTTP client (chainlat.instrument_httpx()) to time it"
     )
-    return "\n".join(lines)
+    return cleaned_lines(lines)
 
 
 def _bounded(rollup: Rollup, kind: str) -> str:
@@ -115,7 +115,7 @@ def _violation_notes(
         row = row_of(run, violation)
         limit = violation.target.rsplit(".", 1)[-1] if row else violation.target
         notes.setdefault(row, []).append(
-            f"<-- {limit} {over(violation.actual_ms, violation.limit_ms, violation.unit)}"
+            f"<-- {visible(limit)} {over(violation.actual_ms, violation.limit_ms, violation.unit)}"
         )
     return notes
 
