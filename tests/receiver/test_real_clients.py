@@ -357,3 +357,26 @@ def test_the_readme_commands_judge_the_app_as_written(
         assert done.returncode == code, done.stderr
         verdict = "BROKEN: workflows.support.total" if code else "OK: all 4 limits judged and kept"
         assert verdict in done.stdout
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_the_go_exporter_is_told_which_spans_chainlat_will_not_read(
+    apps: Apps, workdir: Path, protocol: str
+) -> None:
+    """A model call that ends 5 ms before it starts (the Go SDK sends it as it is): the
+    receiver keeps it and answers a partial success, which the Go exporter logs as it was
+    written, rather than the span disappearing from the run in silence."""
+    from chainlat.receiver import Receiver
+
+    command = _command(apps, "go")
+    with Receiver(workdir / "received.jsonl", port=0, grpc_port=0) as receiver:
+        port = receiver.grpc_port if protocol == "grpc" else receiver.port
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}  # fmt: skip
+        done = subprocess.run([*command, "-5"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "OTLP partial success: 1 span ends before it starts: kept, but chainlat's" in (
+        done.stderr
+    )
+    assert "span 'chat gpt-4o-mini'" in done.stderr and "(1 spans rejected)" in done.stderr
+    assert (receiver.counters.spans, receiver.counters.unread_spans) == (2, 1)

@@ -162,6 +162,50 @@ def decode(body: bytes, content_type: str, encoding: str, max_bytes: int) -> Jso
     return from_protobuf(data) if kind == PROTOBUF else from_json(data)
 
 
+def unread(document: Json) -> tuple[int, str]:
+    """The spans of a checked document that chainlat's reader would leave out (they end
+    before they start: it drops each alone), with what the first says; BadBody 400 when it
+    would read none of it (an id or a time that is none): the exporter is told at once,
+    rather than the line being written and skipped when the file is read."""
+    from chainlat.traces import BadSpan, unread_spans
+
+    try:
+        return unread_spans(document)
+    except BadSpan as exc:
+        raise BadBody(400, f"spans chainlat cannot read: {exc}") from None
+
+
+def export_response(content_type: str, rejected: int = 0, message: str = "") -> bytes:
+    """The ``ExportTraceServiceResponse`` for a request taken, in its encoding (JSON, else
+    protobuf): empty when every span is read; with ``partial_success`` (``rejected_spans``
+    and ``error_message``, which OTLP exporters log) when ``rejected`` of them are not."""
+    if content_type == JSON:
+        if not rejected:
+            return b"{}"
+        # OTLP/JSON writes a 64-bit integer as a string (protobuf's JSON mapping).
+        partial = {"rejectedSpans": str(rejected), "errorMessage": message}
+        return json.dumps({"partialSuccess": partial}).encode()
+    if not rejected:
+        return b""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTracePartialSuccess,
+        ExportTraceServiceResponse,
+    )
+
+    partial_success = ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
+    return ExportTraceServiceResponse(partial_success=partial_success).SerializeToString()
+
+
+def rejection(count: int, first: str) -> str:
+    """The ``error_message`` of a partial success: why ``count`` spans are not read."""
+    if count == 1:
+        return f"1 span ends before it starts: kept, but chainlat's reader leaves it out ({first})"
+    return (
+        f"{count} spans end before they start: kept, but chainlat's reader leaves them out "
+        f"(the first: {first})"
+    )
+
+
 def _spans(document: Json) -> Iterator[Json]:
     for resource in document.get("resourceSpans", ()):
         for scope in resource.get("scopeSpans", ()):

@@ -22,7 +22,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from chainlat.receiver.decoding import BadBody, from_protobuf, span_count
+from chainlat.receiver.decoding import (
+    PROTOBUF,
+    BadBody,
+    export_response,
+    from_protobuf,
+    rejection,
+    span_count,
+    unread,
+)
 from chainlat.receiver.sink import Unwritten
 
 if TYPE_CHECKING:
@@ -99,19 +107,19 @@ _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 def _handler(sink: Sink, max_bytes: int) -> grpc.GenericRpcHandler:
-    """``TraceService/Export`` on the request's bytes; the answer is an empty
-    ``ExportTraceServiceResponse`` (no bytes)."""
+    """``TraceService/Export`` on the request's bytes; the answer is an
+    ``ExportTraceServiceResponse``, empty (no bytes) unless spans of it are not read."""
     import grpc
 
     def export(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
         sink.started()
         try:
-            refusal = _take(sink, requests, max_bytes)
+            taken = _take(sink, requests, max_bytes)
         finally:
             sink.ended()
-        if refusal is not None:
-            context.abort(*refusal)
-        return b""
+        if isinstance(taken, tuple):
+            context.abort(*taken)
+        return taken
 
     method: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(export)
     return grpc.method_handlers_generic_handler(_SERVICE, {"Export": method})
@@ -119,9 +127,10 @@ def _handler(sink: Sink, max_bytes: int) -> grpc.GenericRpcHandler:
 
 def _take(
     sink: Sink, requests: Iterator[bytes], max_bytes: int
-) -> tuple[grpc.StatusCode, str] | None:
-    """The call's one message written, or the status and reason it is refused with
-    (counted); more messages (not OTLP's) are not read."""
+) -> tuple[grpc.StatusCode, str] | bytes:
+    """The call's one message written, and the answer (a partial success when the reader
+    leaves spans of it out), or the status and reason it is refused with (counted); more
+    messages (not OTLP's) are not read."""
     import grpc
 
     try:
@@ -134,7 +143,9 @@ def _take(
         return grpc.StatusCode.RESOURCE_EXHAUSTED, reason
     try:
         document = from_protobuf(body)
+        rejected, first = unread(document)
         sink.write(document, span_count(document))
+        sink.unread(rejected)
     except BadBody as bad:
         sink.refused(bad.status, bad.reason)
         return grpc.StatusCode.INVALID_ARGUMENT, bad.reason
@@ -143,4 +154,4 @@ def _take(
     except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
         sink.refused(500, f"{type(exc).__name__}: {exc}")
         return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-    return None
+    return export_response(PROTOBUF, rejected, rejection(rejected, first) if rejected else "")

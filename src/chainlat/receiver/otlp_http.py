@@ -26,7 +26,16 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
-from chainlat.receiver.decoding import JSON, PROTOBUF, BadBody, decode, span_count
+from chainlat.receiver.decoding import (
+    JSON,
+    PROTOBUF,
+    BadBody,
+    decode,
+    export_response,
+    rejection,
+    span_count,
+    unread,
+)
 from chainlat.receiver.sink import Unwritten
 
 if TYPE_CHECKING:
@@ -135,9 +144,9 @@ class HttpReceiver:
             try:
                 async with asyncio.timeout(self._limits.body_timeout_s):
                     body = await _body(request, self._limits.max_body_bytes)
-                document = await self._loop.run_in_executor(
+                document, (rejected, first) = await self._loop.run_in_executor(
                     self._pool,
-                    decode,
+                    _decoded,
                     body,
                     request.headers.get("Content-Type", ""),
                     request.headers.get("Content-Encoding", ""),
@@ -154,11 +163,12 @@ class HttpReceiver:
                 await self._loop.run_in_executor(self._pool, self._sink.write, document, spans)
             except Unwritten as exc:  # counted by the sink; an exporter retries a 503
                 return web.Response(status=503, text=f"{exc}\n")
+            self._sink.unread(rejected)
         finally:
             self._sink.ended()
-        if request.content_type == JSON:
-            return web.Response(body=b"{}", content_type=JSON)
-        return web.Response(body=b"", content_type=PROTOBUF)
+        kind = JSON if request.content_type == JSON else PROTOBUF
+        message = rejection(rejected, first) if rejected else ""
+        return web.Response(body=export_response(kind, rejected, message), content_type=kind)
 
     async def _expect(self, request: web.Request) -> web.StreamResponse | None:
         """``Expect`` (before the body is read): a length over the cap is refused before the
@@ -204,6 +214,14 @@ class HttpReceiver:
             self._server.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+def _decoded(
+    body: bytes, content_type: str, encoding: str, max_bytes: int
+) -> tuple[dict[str, Any], tuple[int, str]]:
+    """The body as a document, and the spans of it chainlat's reader leaves out (:func:`unread`)."""
+    document = decode(body, content_type, encoding, max_bytes)
+    return document, unread(document)
 
 
 async def _body(request: web.Request, max_bytes: int) -> bytes:

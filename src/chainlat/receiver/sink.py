@@ -64,6 +64,9 @@ class ReceiverCounters:
     """When the last request (good or bad) ended, on the monotonic clock."""
     in_flight: int = 0
     """Requests being received now."""
+    unread_spans: int = 0
+    """Spans written that end before they start: the reader leaves each out (and warns when
+    the file is judged); the exporter was told (OTLP ``partial_success``)."""
 
     def warnings(self) -> list[str]:
         """One line per kind of bad input seen, as the readers word theirs."""
@@ -269,6 +272,12 @@ class Sink:
                 self.counters.bad_requests += 1
             if not self.counters.first_problem:
                 self.counters.first_problem = reason[:200]
+
+    def unread(self, spans: int) -> None:
+        """Spans of a request written that the reader leaves out (``unread_spans``)."""
+        if spans:
+            with self._lock:
+                self.counters.unread_spans += spans
 
     def connection_refused(self) -> None:
         with self._lock:

@@ -79,10 +79,11 @@ from chainlat.traces._assemble import (
 )
 from chainlat.traces._files import FileSource
 from chainlat.traces._jaeger import JaegerSource, parse_lookback
-from chainlat.traces._parse import KEPT_ATTRIBUTES
+from chainlat.traces._parse import KEPT_ATTRIBUTES, BadSpan, unread_spans
 
 __all__ = [
     "KEPT_ATTRIBUTES",
+    "BadSpan",
     "FileSource",
     "JaegerSource",
     "ReadCounters",
@@ -94,6 +95,7 @@ __all__ = [
     "read_runs",
     "read_traces",
     "source_name",
+    "unread_spans",
 ]
 
 # --- entry points ---------------------------------------------------------------------------------

@@ -428,8 +428,17 @@ def ends_before_start(name: object, span_id: int, start_ns: int, end_ns: int) ->
     )
 
 
-def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> Iterator[Parsed]:
-    """The spans of an OTLP/JSON request; with ``only``, just the spans of that name."""
+def otlp_spans(
+    doc: Mapping[str, Any],
+    origin: str,
+    only: str | None = None,
+    *,
+    dropped: Callable[[NegativeDuration], object] | None = None,
+) -> Iterator[Parsed]:
+    """The spans of an OTLP/JSON request; with ``only``, just the spans of that name. A
+    span that ends before it starts is left out, counted in the reader's tally, or handed
+    to ``dropped`` instead; anything else wrong raises :class:`BadSpan` (the line is not
+    read)."""
     resource_spans = doc.get("resourceSpans")
     if not isinstance(resource_spans, list):
         raise BadSpan("resourceSpans", f"expected a list, got {_type_name(resource_spans)}")
@@ -452,6 +461,20 @@ def otlp_spans(doc: Mapping[str, Any], origin: str, only: str | None = None) -> 
                 except NegativeDuration as exc:
                     # One impossible span costs itself, not the line's other spans (a
                     # whole run, and the gate would pass without it).
-                    tally.negative(f"{origin}: {exc}", exc)
+                    if dropped is None:
+                        tally.negative(f"{origin}: {exc}", exc)
+                    else:
+                        dropped(exc)
                     continue
                 yield parsed
+
+
+def unread_spans(doc: Mapping[str, Any]) -> tuple[int, str]:
+    """What reading ``doc`` as a line of a file would leave out: the spans that end before
+    they start (their count, and what the first says); :class:`BadSpan` when the whole
+    line would not be read (an id or a time that is none, a list that is not one). The
+    reader's own walk, :func:`otlp_spans`, with nothing counted in its tally."""
+    found: list[NegativeDuration] = []
+    for _ in otlp_spans(doc, "", dropped=found.append):
+        pass
+    return len(found), str(found[0]) if found else ""
