@@ -445,6 +445,60 @@ def test_speech_after_done_without_a_truncate_is_the_next_turn(cap: Capture) -> 
     assert s.ms(second.start_time) == 3400
 
 
+def test_a_held_turn_is_released_completed_once_its_audio_was_surely_heard_out(
+    cap: Capture,
+) -> None:
+    """The answer's 200 ms of audio, from its first delta at 2300, could have played out by
+    2500: the client's appends (its microphone, streamed all along) keep the turn held for
+    PLAYOUT_SLACK_MS more, then the first one past that ends it completed at its
+    response.done, and a truncate after that is no longer read as a barge-in."""
+    s = Script(cap)
+    answered(s)
+    s.sent(4499, "input_audio_buffer.append", audio="AAAA")
+    assert not spans(cap, "workflow")
+    s.sent(4500, "input_audio_buffer.append", audio="AAAA")
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 2500)
+    assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "completed"
+    s.sent(4600, "conversation.item.truncate", item_id="item_1", audio_end_ms=50)
+    assert len(spans(cap, "workflow")) == 1
+
+
+def test_a_long_answer_is_held_while_it_may_still_play(cap: Capture) -> None:
+    """3 s of audio received in 10 ms could play until 5300: a truncate at 7000, short of
+    it, is still the caller cutting the answer off."""
+    s = Script(cap)
+    vad_turn(s)
+    for at in (2300, 2310):
+        delta = {"response_id": "resp_1", "item_id": "item_1", "delta": audio(1500)}
+        s.received(at, "response.output_audio.delta", **delta)
+    s.received(2500, "response.done", response={"id": "resp_1", "status": "completed"})
+    s.sent(6900, "input_audio_buffer.append", audio="AAAA")  # within 5300 + 2000
+    assert not spans(cap, "workflow")
+    s.sent(7000, "conversation.item.truncate", item_id="item_1", audio_end_ms=1000)
+    [turn] = spans(cap, "workflow")
+    assert (s.ms(turn.start_time), s.ms(turn.end_time)) == (1400, 7000)
+    assert (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON] == "interrupted"
+
+
+def test_a_text_answer_is_released_the_slack_after_its_response_done(cap: Capture) -> None:
+    s = Script(cap)
+    vad_turn(s)
+    s.received(2300, "response.output_text.delta", response_id="resp_1", delta="Hi")
+    s.received(2500, "response.done", response={"id": "resp_1", "status": "completed"})
+    s.received(4499, "rate_limits.updated")
+    assert not spans(cap, "workflow")
+    s.received(4500, "rate_limits.updated")
+    [turn] = spans(cap, "workflow")
+    assert (
+        s.ms(turn.end_time),
+        (turn.attributes or {})[attr.GEN_AI_AGENT_INVOCATION_END_REASON],
+    ) == (
+        2500,
+        "completed",
+    )
+
+
 def test_a_barge_in_during_the_response_ends_the_turn_there(cap: Capture) -> None:
     """speech_started before response.done: interrupted at it; the cancelled response.done
     and the truncate that follow change nothing."""

@@ -36,7 +36,10 @@ model, with the instant it passed) and makes one chainlat workflow per turn:
   ``response.create``), a truncate at the audio's end, or the session's close end it
   ``completed``, at its ``response.done``. A ``speech_started`` alone does not decide
   it: whether the audio was still playing, only the client knows, and it says so with
-  the truncate.
+  the truncate. Nor is a truncate waited for past :data:`PLAYOUT_SLACK_MS` after the
+  audio could have finished playing (each item in real time from its first delta): the
+  first event after that (a client streaming its microphone sends appends all along) ends
+  the turn ``completed`` too, so that a session left idle exports its last turn.
 
 Only event types, ids, audio positions, tool names, usage and the length of the audio
 deltas are read: never the audio, the transcript, the instructions or a tool's
@@ -80,6 +83,9 @@ DEFAULT_SILENCE_MS: Final = 500
 PCM16_BYTES_PER_MS: Final = 48.0
 """The default audio, PCM16 mono at 24 kHz: bytes per millisecond."""
 _G711_BYTES_PER_MS: Final = 8.0
+PLAYOUT_SLACK_MS: Final = 2_000
+"""How long after a held answer's audio could have finished playing a truncate is still
+waited for: a client's jitter buffer, and a playout started late."""
 _APPENDS_KEPT: Final = 4096
 """The client's latest appends kept to find when it sent an audio position (80 s of 20 ms
 chunks; a turn's end of speech is a moment before its detection)."""
@@ -117,6 +123,11 @@ class _Turn:
     done_ns: int | None = None
     """When the answer was done (its last ``response.done``): the turn is held while its
     audio may still play (see the module)."""
+    audio_start_ns: dict[str, int] = field(default_factory=dict)
+    """When each item's first audio delta came, by item id."""
+    played_ns: int = 0
+    """The earliest instant the audio received could have finished playing: each item in
+    real time from its first delta."""
 
 
 class RealtimeTurns:
@@ -200,6 +211,7 @@ class RealtimeTurns:
     # -- client events -----------------------------------------------------------------
 
     def _sent(self, event: object, now: int) -> None:
+        self._release_heard(now)
         kind = field_of(event, "type")
         if kind == "input_audio_buffer.append":
             if self.audio_start_ns is None:
@@ -240,13 +252,14 @@ class RealtimeTurns:
     # -- server events -----------------------------------------------------------------
 
     def _received(self, event: object, now: int) -> None:
+        self._release_heard(now)
         kind = field_of(event, "type")
         turn = self._turn
         if kind in _AUDIO_DELTAS:
             if turn is not None and turn.done_ns is None:
                 self._first_output(turn, str(field_of(event, "response_id") or ""), now)
                 if kind in _SPOKEN_DELTAS:
-                    self._count_audio(turn, event)
+                    self._count_audio(turn, event, now)
         elif kind == "input_audio_buffer.speech_stopped":
             if turn is not None and not self._release_held():
                 self._end_turn(now, "interrupted")
@@ -333,14 +346,17 @@ class RealtimeTurns:
             return None  # past the audio sent, or maybe before the appends kept
         return found
 
-    def _count_audio(self, turn: _Turn, event: object) -> None:
+    def _count_audio(self, turn: _Turn, event: object, now: int) -> None:
         """Add an audio delta's playout time to its item's, from the length of its base64
         (never decoded: the audio is not read)."""
         size = _decoded_size(field_of(event, "delta"))
         if size is None:
             return
         item = str(field_of(event, "item_id") or "")
-        turn.audio_ms[item] = turn.audio_ms.get(item, 0.0) + size / self.output_bytes_per_ms
+        played_ms = turn.audio_ms.get(item, 0.0) + size / self.output_bytes_per_ms
+        turn.audio_ms[item] = played_ms
+        start = turn.audio_start_ns.setdefault(item, now)
+        turn.played_ns = max(turn.played_ns, start + round(played_ms * 1_000_000))
 
     def _truncated_after_done(self, turn: _Turn, event: object, now: int) -> None:
         """A truncate of a held turn's answer: ``interrupted`` when it cuts the audio the
@@ -355,6 +371,15 @@ class RealtimeTurns:
         else:
             turn.done_ns = None
             self._end_turn(now, "interrupted")
+
+    def _release_heard(self, now: int) -> None:
+        """End a held turn ``completed`` when ``now`` is :data:`PLAYOUT_SLACK_MS` past the
+        instant its audio could have finished playing: no truncate is waited for any more."""
+        turn = self._turn
+        if turn is None or turn.done_ns is None:
+            return
+        if now - max(turn.done_ns, turn.played_ns) >= PLAYOUT_SLACK_MS * 1_000_000:
+            self._release_held()
 
     def _release_held(self) -> bool:
         """End a held turn ``completed`` at its ``response.done``; whether there was one."""
