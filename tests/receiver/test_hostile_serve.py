@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from chainlat.cli import main
+from chainlat.traces import read_runs
 
 
 @pytest.fixture
@@ -197,7 +198,7 @@ def _run_request() -> dict[str, object]:
 
 TERMINAL = textwrap.dedent(
     """
-    import json, os, pty, sys, time
+    import json, os, pty, re, sys, time, urllib.request
     command = sys.argv[1:]
     pid, terminal = pty.fork()
     if pid == 0:  # serve, with the pseudo-terminal as its controlling terminal
@@ -212,6 +213,13 @@ TERMINAL = textwrap.dedent(
     except OSError:  # serve ended: the terminal has no other end
         pass
     files = sorted(os.listdir(os.environ["TMPDIR"]))
+    if os.environ.get("POST"):  # a run received first: its summary has no one to go to
+        port = re.search(rb"http://127\\.0\\.0\\.1:(\\d+)/v1/traces", banner).group(1).decode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/traces", data=os.environ["POST"].encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=30).read()
     os.close(terminal)  # the terminal closes
     while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -219,7 +227,8 @@ TERMINAL = textwrap.dedent(
         os.kill(pid, 9)
         done = os.waitpid(pid, 0)
     print(json.dumps({"banner": banner.decode(errors="replace"), "files": files,
-                      "signal": os.WTERMSIG(done[1]) if os.WIFSIGNALED(done[1]) else 0}))
+                      "signal": os.WTERMSIG(done[1]) if os.WIFSIGNALED(done[1]) else 0,
+                      "code": os.WEXITSTATUS(done[1]) if os.WIFEXITED(done[1]) else None}))
     """
 )
 
@@ -247,7 +256,34 @@ def test_serve_in_a_terminal_that_closes_removes_its_temporary_file(tmp_path: Pa
     assert "Ctrl-C to stop" in seen["banner"], seen
     assert any(name.startswith("chainlat-") for name in seen["files"]), seen
     assert seen["signal"] == 0, seen  # ended by itself, not killed
+    # Its error line (nothing received) had no terminal left: 129, as for a SIGHUP, not a 1
+    # that says a budget broke.
+    assert seen["code"] == 129, seen
     assert list(temp.glob("chainlat-*")) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no terminals to hang up on Windows")
+def test_serve_in_a_terminal_that_closes_keeps_what_it_received_and_exits_129(
+    tmp_path: Path,
+) -> None:
+    """A run received, then the terminal closes: the summary is written to no one, the
+    process ends 129 (a hang-up) with no traceback anywhere, and the ``--out`` file holds
+    the run for ``chainlat check`` later."""
+    serve = [sys.executable, "-m", "chainlat.cli", "serve", "--port", "0", "--grpc-port", "0",
+             "--out", str(tmp_path / "received.jsonl")]  # fmt: skip
+    found = subprocess.run(
+        [sys.executable, "-c", TERMINAL, *serve],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path), "POST": json.dumps(_run_request())},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(found.stdout)
+    assert (seen["signal"], seen["code"]) == (0, 129), seen
+    (run,) = read_runs([tmp_path / "received.jsonl"])
+    assert run.total_ms == pytest.approx(30.0)
 
 
 WAITING_CMD = textwrap.dedent(

@@ -2,7 +2,8 @@
 
 ``0`` every limit judged and kept; ``1`` a budget broken or a regression found; ``2`` bad
 input, an unreachable source, or a limit that could not be judged; ``3`` a bug in chainlat;
-``141`` the reader of the output went away (as a process killed by SIGPIPE).
+``141`` the reader of the output went away (as a process killed by SIGPIPE); ``129`` the
+terminal the output was for closed (as a process killed by SIGHUP).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ EXIT_INPUT: Final = 2
 EXIT_INTERNAL: Final = 3
 EXIT_BROKEN_PIPE: Final = 128 + 13
 """What a shell reports for a process ended by SIGPIPE (``yes | head``)."""
+EXIT_HANGUP: Final = 128 + 1
+"""What a shell reports for a process ended by SIGHUP (its terminal closed)."""
 EXIT_INTERRUPTED: Final = 128 + 2
 """What a shell reports for a process ended by Ctrl-C (SIGINT)."""
 

@@ -15,6 +15,7 @@ number out of range), which it reports naming the command and its inputs.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import sys
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,7 @@ from chainlat._core.errors import ChainlatError, shorten
 from chainlat._core.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_CODES_HELP,
+    EXIT_HANGUP,
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -150,13 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's last flush at exit, of what is
     still buffered for a reader that went away, does not fail and print a traceback."""
+    _silence(sys.stdout)
+
+
+def _silence(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (see :func:`_silence_stdout`)."""
     import os
 
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # no file descriptor (captured output): nothing to flush
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured output)
         pass
 
 
@@ -187,6 +194,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from chainlat.cli import main
         code = main(["check", "chainlat-traces.jsonl", "--budgets", "chainlat.toml"])
     """
+    try:
+        return _main(argv)
+    except OSError as exc:
+        if exc.errno != errno.EIO:
+            raise
+        # Writing failed, the error line included: the terminal closed (a SIGHUP that
+        # `serve` took to stop, its summary then written to no one).
+        _silence_stdout()
+        _silence(sys.stderr)
+        return EXIT_HANGUP
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if arguments and arguments[0] in _PASSTHROUGH:
