@@ -20,8 +20,9 @@ the service takes as fatal.
 Pipecat writes its spans (``conversation``, ``turn``, the service's ``llm_setup`` and
 ``llm_response``) with its own tracing, and chainlat's observer
 (``chainlat.integrations.pipecat``) is on the task. The agent writes its truth to
-``--truth``: per turn, the end of the caller's words and the instant the output transport
-was handed the answer's first audio frame (``time.time_ns()``).
+``--truth``: per turn, the end of the caller's words, the instant the output transport
+was handed the answer's first audio frame (``time.time_ns()``), and the instant its write
+returned, less the frame's playing time (``first_written_ns``).
 
 With ``--tool`` the session has a function, ``lookup_order`` (its body sleeps ``TOOL_S``),
 in its ``session_properties`` (given to the ``LLMContext`` instead, it never reached the
@@ -94,6 +95,7 @@ async def main(args: argparse.Namespace) -> None:
 
     words_end: list[int] = []
     first_frame: list[int] = []
+    first_written: list[int] = []
     awaiting = [False]
     played = asyncio.Event()
 
@@ -142,10 +144,14 @@ async def main(args: argparse.Namespace) -> None:
             await self.set_transport_ready(frame)
 
         async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
-            if awaiting[0]:
+            first = awaiting[0]
+            if first:
                 awaiting[0] = False
                 first_frame.append(time.time_ns())
-            await asyncio.sleep(len(frame.audio) / 2 / frame.sample_rate / frame.num_channels)
+            seconds = len(frame.audio) / 2 / frame.sample_rate / frame.num_channels
+            await asyncio.sleep(seconds)
+            if first:  # the write returned, less its playing time: the observer's instant
+                first_written.append(time.time_ns() - round(seconds * 1e9))
             return True
 
     params = TransportParams(audio_in_enabled=True, audio_out_enabled=True)
@@ -212,6 +218,7 @@ async def main(args: argparse.Namespace) -> None:
             {
                 "words_end_ns": words_end,
                 "first_frame_ns": first_frame,
+                "first_written_ns": first_written,
                 "tool_ns": tool_body,
                 "tool_frames_ns": sorted(call for call in tool_pushed.values() if len(call) == 4),
             }
