@@ -383,6 +383,43 @@ def test_a_call_span_shorter_than_the_servers_work_is_not_given_its_loss_back(
     assert got["inside_ms"]["inference"] == 0.0
 
 
+def test_the_sims_own_time_is_read_per_step_of_calls_from_its_server_spans(
+    tmp_path: Path,
+) -> None:
+    """With the OTel SDK alone: the model's time as the sim served it, per step of calls
+    (the server span of the call ending last): 80 + 60 ms; a span read as a call that no
+    server span overlaps adds none."""
+    llm = {"openinference.span.kind": "LLM", "llm.model_name": "sim-plan"}
+    traces = _write_case(
+        tmp_path,
+        [
+            ("chat sim-plan", 100, 200, None, CHAT),
+            ("OpenAI.achat", 205, 206, None, {**llm, "llm.model_name": "sim-other"}),
+            ("chat sim-answer", 210, 290, None, CHAT),
+        ],
+        [(105, 185), (220, 280)],
+    )
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["served_ms"] == 140.0
+    assert got["inside_ms"]["inference"] == 41.0  # 20 + 1 (no request) + 20
+
+
+def test_the_sims_own_time_is_taken_out_of_both_sides() -> None:
+    """The sim served the case's calls 6 ms faster than the reference's (the machine beside
+    the agents, not chainlat): no difference once its own time is taken out of each side;
+    the same 6 ms read short by chainlat, the sim's time alike, is one."""
+    refs = [{**_run_dict(inference_ms=300.0), "served_ms": 280.0}] * (run.RUNS + 1)
+    faster = {**_run_dict(inference_ms=294.0), "served_ms": 274.0}
+    assert run.own_time(faster, "inference") == 20.0
+    assert run.compare("x", refs, [faster] * 5) == []
+    short = {**_run_dict(inference_ms=294.0), "served_ms": 280.0}
+    assert run.compare("x", refs, [short] * 5) == [
+        "inference -6.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken "
+        "out: 0.0 ms, reference 0.0; the sim's own time taken out too: 280.0 ms, reference "
+        "280.0)"
+    ]
+
+
 def test_the_answers_time_to_first_token_is_read_from_any_span_of_the_last_step(
     tmp_path: Path,
 ) -> None:

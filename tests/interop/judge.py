@@ -140,17 +140,13 @@ def inside_ms(
     inference = 0.0
     for step in steps:
         call = max(step, key=lambda c: c.end_ns)
-        near = [s for s in server if s["end_ns"] > call.start_ns and s["start_ns"] < call.end_ns]
-        if not near:
+        match = _served(call, server)
+        if match is None:
             # A span read as a call that sent no request (LlamaIndex's request building,
             # an LLM span): none of its time is a model's. Its count and its place on the
             # path are judged apart, exactly.
             inference += (call.end_ns - call.start_ns) / 1e6
             continue
-        match = max(
-            near,
-            key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns),
-        )
         beyond = (call.end_ns - call.start_ns) - (match["end_ns"] - match["start_ns"])
         # Steps of other kinds inside the call's span (the AI SDK's legacy ``ai.toolCall``
         # is a child of the ``doGenerate`` that asked for it, which ends after the tool)
@@ -175,6 +171,33 @@ def inside_ms(
             span_ns = outer.end_ns - outer.start_ns
             out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
     return out
+
+
+def _served(call: SpanRecord, server: list[dict[str, int]]) -> dict[str, int] | None:
+    """The sim's SERVER span for ``call``: the one overlapping its span most; None when
+    none does (a span read as a call that sent no request)."""
+    near = [s for s in server if s["end_ns"] > call.start_ns and s["start_ns"] < call.end_ns]
+    if not near:
+        return None
+    return max(
+        near, key=lambda s: min(s["end_ns"], call.end_ns) - max(s["start_ns"], call.start_ns)
+    )
+
+
+def served_ms(run: WorkflowRun, server: list[dict[str, int]]) -> float:
+    """The model's own time on the run's steps of calls, as the sim measured it: for each
+    step of `call_steps`, the duration of the SERVER span of its call that ends last (the
+    call `inside_ms` takes). The judge takes it out of both sides (README.md, "The
+    verdict"): the sim, on the same two cores as the agents, serves the same call a few
+    milliseconds slower beside one agent's work than beside another's, which is no reading
+    of chainlat's. A span that lost some of the model's time is still judged: its time less
+    the server's is then below zero."""
+    total = 0
+    for step in call_steps(run):
+        match = _served(max(step, key=lambda c: c.end_ns), server)
+        if match is not None:
+            total += match["end_ns"] - match["start_ns"]
+    return total / 1e6
 
 
 def _outermost_of_kind(rec: SpanRecord, by_id: dict[int, SpanRecord]) -> SpanRecord:
@@ -257,6 +280,7 @@ def runs_of(path: str) -> dict[str, Any]:
         server = _json_lines(Path(path).parent / "sim-spans.jsonl")
         intervals = json.loads(Path(path + ".intervals.json").read_text())
         inside = {id(run): inside_ms(run, server, intervals) for run in runs}
+        served = {id(run): served_ms(run, server) for run in runs}
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: list[dict[str, Any]] = []
@@ -284,6 +308,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "call_steps": len(call_steps(run)),
                 "answer_ttft_ms": answer_ttft_ms(run),
                 "inside_ms": inside[id(run)],
+                "served_ms": served[id(run)],
                 "wire_tokens": wire,
                 "unrecorded": list(r.unrecorded),
                 "unrecorded_parts": list(r.unrecorded_parts),
