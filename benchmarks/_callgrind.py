@@ -55,3 +55,34 @@ def thread_instructions(
         if not counts:
             raise RuntimeError(f"no callgrind output for {list(args[:4])}")
         return counts
+
+
+_LINE = re.compile(r"^\s*([\d,]+)\s+\([^)]*\)\s+(.+?)\s*$")
+
+
+def function_instructions(args: Sequence[str]) -> dict[str, int]:
+    """Instructions ``args`` executed, all its threads, by function: each function's own
+    (``callgrind_annotate``'s exclusive counts, every function it lists), the program's
+    total under ``PROGRAM TOTALS`` (hash seed fixed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        listing = subprocess.run(
+            ["callgrind_annotate", "--threshold=100", str(out)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    found: dict[str, int] = {}
+    for line in listing.splitlines():
+        match = _LINE.match(line)
+        if match:
+            name = match.group(2)
+            found[name] = found.get(name, 0) + int(match.group(1).replace(",", ""))
+    return found

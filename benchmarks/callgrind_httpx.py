@@ -9,6 +9,13 @@ counts, which takes out starting Python::
 
     python benchmarks/callgrind_httpx.py --small 40 --large 200 -o out/callgrind-httpx.json
 
+``--functions N`` says where a non-streamed call's added instructions go instead: the
+``N`` functions (Python's C functions and the extension modules' included, each its own
+instructions) whose marginal count per call grows most from the plain client to the
+instrumented one::
+
+    python benchmarks/callgrind_httpx.py --small 50 --large 250 --functions 15
+
 The added instructions are also given as time at the rate the plain client runs here
 (its CPU time per call outside valgrind, divided by its instructions per call): an
 estimate beside the count, not a measurement of its own.
@@ -26,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_httpx
-from _callgrind import instructions
+from _callgrind import function_instructions, instructions
 
 VARIANTS = {
     "call-plain": (bench_httpx._call, False),
@@ -64,11 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--sim-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", type=Path)
+    parser.add_argument("--functions", type=int, default=0, help="where a call's cost goes")
     args = parser.parse_args(argv)
     if args.client:
         client(args.client, args.calls, args.sim_url)
         return 0
-    if args.output is None:
+    if args.output is None and not args.functions:
         parser.error("-o is required")
     server = subprocess.Popen(
         [sys.executable, bench_httpx.__file__, "--serve"],
@@ -79,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         assert server.stdout is not None
         url = server.stdout.readline().strip()
+        if args.functions:
+            _print_functions(args.functions, args.small, args.large, url)
+            return 0
         per_call = {}
         for variant in VARIANTS:
             small = client_instructions(variant, args.small, url)
@@ -108,6 +119,30 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "per_call"}))
     return 0
+
+
+def _print_functions(top: int, small: int, large: int, url: str) -> None:
+    """The functions whose instructions per call grow most from the plain client to the
+    instrumented one (marginal counts between ``small`` and ``large`` calls)."""
+    per_call: dict[str, dict[str, float]] = {}
+    for variant in ("call-plain", "call-chainlat"):
+        argv = [sys.executable, __file__, "--client", variant, "--sim-url", url, "--calls"]
+        few = function_instructions([*argv, str(small)])
+        many = function_instructions([*argv, str(large)])
+        per_call[variant] = {
+            name: (many.get(name, 0) - few.get(name, 0)) / (large - small)
+            for name in few.keys() | many.keys()
+        }
+    plain, ours = per_call["call-plain"], per_call["call-chainlat"]
+    added = sorted(
+        ((ours.get(n, 0.0) - plain.get(n, 0.0), n) for n in plain.keys() | ours.keys()),
+        reverse=True,
+    )
+    print(f"{'added':>10} {'plain':>10} {'chainlat':>10}  function (instructions a call)")
+    for extra, name in added[: top + 1]:  # PROGRAM TOTALS first
+        short = name.split(" [", 1)[0].rsplit("/", 1)[-1]  # file:function, no object file
+        counts = f"{extra:>10,.0f} {plain.get(name, 0.0):>10,.0f} {ours.get(name, 0.0):>10,.0f}"
+        print(f"{counts}  {short}")
 
 
 if __name__ == "__main__":
