@@ -404,6 +404,31 @@ def test_the_sims_own_time_is_read_per_step_of_calls_from_its_server_spans(
     assert got["inside_ms"]["inference"] == 41.0  # 20 + 1 (no request) + 20
 
 
+def test_of_two_parallel_calls_the_one_on_the_path_times_the_step(tmp_path: Path) -> None:
+    """With the OTel SDK alone: two framework spans of calls at once, each around its wire
+    span. The path goes through ``generate a``, which ends last, though ``chat b``'s
+    request ended later (google-adk's fan-out). The step is timed by ``chat a`` (140 ms,
+    its server's 130: 10 inside), not by ``chat b`` (160, its server's 150), and ``chat
+    a``'s server span is the one inside it, though ``chat b``'s overlaps it more: the
+    path's inference less both is 0. The call ending last, or the server overlapping
+    most, made it -20 or -10 ms."""
+    wire = {**CHAT, "http.request.method": "POST"}
+    traces = _write_case(
+        tmp_path,
+        [
+            ("generate a", 105, 295, None, CHAT),
+            ("generate b", 105, 285, None, CHAT),
+            ("chat a", 110, 250, "generate a", wire),
+            ("chat b", 110, 270, "generate b", wire),
+        ],
+        [(115, 245), (115, 265)],
+    )
+    (got,) = judge.runs_of(traces)["runs"]
+    assert got["call_steps"] == 1
+    assert got["split_ms"]["inference"] == 140.0
+    assert (got["inside_ms"]["inference"], got["served_ms"]) == (10.0, 130.0)
+
+
 def test_the_sims_own_time_is_taken_out_of_both_sides() -> None:
     """The sim served the case's calls 6 ms faster than the reference's (the machine beside
     the agents, not chainlat): no difference once its own time is taken out of each side;

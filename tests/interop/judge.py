@@ -119,8 +119,9 @@ def inside_ms(
     read that is not the step's own: measured, for the judge to take out before it
     compares a case with the reference (README.md, "The verdict").
 
-    - ``inference``: for each step of `call_steps`, timed by its call that ends last,
-      that call's span's duration minus the duration of the sim's SERVER span for that
+    - ``inference``: for each step of `call_steps`, timed by its call on chainlat's
+      critical path (`_timing_call`: of parallel calls, the one under the agent that ended
+      last), that call's span's duration minus the duration of the sim's SERVER span for that
       call (``server``: the model's time, measured by the sim; the one overlapping it
       most): what the client did while the call was open (a framework's own work inside
       its span; a stream read at the pace of a framework's per-chunk callbacks); all of
@@ -137,9 +138,10 @@ def inside_ms(
     records = run.records
     first, last = run.root_record.start_ns, run.root_record.end_ns
     steps = call_steps(run)
+    on_path = _on_path(run)
     inference = 0.0
     for step in steps:
-        call = max(step, key=lambda c: c.end_ns)
+        call = _timing_call(step, on_path)
         match = _served(call, server)
         if match is None:
             # A span read as a call that sent no request (LlamaIndex's request building,
@@ -173,10 +175,48 @@ def inside_ms(
     return out
 
 
+def _on_path(run: WorkflowRun) -> dict[int, SpanRecord | None]:
+    """The run's records by span id, each mapped to itself when chainlat's critical path
+    counts inference in it, to its nearest such ancestor when one is, else to None."""
+    from chainlat.report._critical import run_path
+
+    path = run_path(run)
+    counted: set[int] = set()
+    if path is not None:
+        for piece in path.pieces:
+            if piece.kind == "inference":
+                counted.update((piece.span_id, piece.shown_on))
+    by_id = {r.span_id: r for r in run.records}
+    found: dict[int, SpanRecord | None] = {}
+    for rec in run.records:
+        at: SpanRecord | None = rec
+        while at is not None and at.span_id not in counted:
+            at = by_id.get(at.parent_id) if at.parent_id is not None else None
+        found[rec.span_id] = at
+    return found
+
+
+def _timing_call(step: list[SpanRecord], on_path: dict[int, SpanRecord | None]) -> SpanRecord:
+    """The call of a step of calls that times it: the one the critical path goes through
+    (the call's span, or a framework span around it, counts inference on the path), the
+    latest-ending of them; else the step's latest-ending call. Of two parallel calls the
+    path takes the one whose agent ended last, which is not always the one whose request
+    ended last (google-adk's fan-out: the summary agent's request ended 7 ms before the
+    policy agent's, and its agent 0.8 ms after)."""
+    taken = [call for call in step if on_path.get(call.span_id) is not None]
+    return max(taken or step, key=lambda c: c.end_ns)
+
+
 def _served(call: SpanRecord, server: list[dict[str, int]]) -> dict[str, int] | None:
-    """The sim's SERVER span for ``call``: the one overlapping its span most; None when
-    none does (a span read as a call that sent no request)."""
+    """The sim's SERVER span for ``call``: the longest one inside its span (the server
+    takes the request after it was sent and answers before it is read), else the one
+    overlapping it most; None when none overlaps it (a span read as a call that sent no
+    request). Of two parallel calls, the other's server span may overlap a call more than
+    its own does, and lie partly outside it."""
     near = [s for s in server if s["end_ns"] > call.start_ns and s["start_ns"] < call.end_ns]
+    inside = [s for s in near if call.start_ns <= s["start_ns"] and s["end_ns"] <= call.end_ns]
+    if inside:
+        return max(inside, key=lambda s: s["end_ns"] - s["start_ns"])
     if not near:
         return None
     return max(
@@ -186,15 +226,16 @@ def _served(call: SpanRecord, server: list[dict[str, int]]) -> dict[str, int] | 
 
 def served_ms(run: WorkflowRun, server: list[dict[str, int]]) -> float:
     """The model's own time on the run's steps of calls, as the sim measured it: for each
-    step of `call_steps`, the duration of the SERVER span of its call that ends last (the
-    call `inside_ms` takes). The judge takes it out of both sides (README.md, "The
-    verdict"): the sim, on the same two cores as the agents, serves the same call a few
-    milliseconds slower beside one agent's work than beside another's, which is no reading
-    of chainlat's. A span that lost some of the model's time is still judged: its time less
-    the server's is then below zero."""
+    step of `call_steps`, the duration of the SERVER span of its call on the critical path
+    (the call `inside_ms` takes, `_timing_call`). The judge takes it out of both sides
+    (README.md, "The verdict"): the sim, on the same two cores as the agents, serves the
+    same call a few milliseconds slower beside one agent's work than beside another's, which
+    is no reading of chainlat's. A span that lost some of the model's time is still
+    judged: its time less the server's is then below zero."""
     total = 0
+    on_path = _on_path(run)
     for step in call_steps(run):
-        match = _served(max(step, key=lambda c: c.end_ns), server)
+        match = _served(_timing_call(step, on_path), server)
         if match is not None:
             total += match["end_ns"] - match["start_ns"]
     return total / 1e6
