@@ -258,16 +258,18 @@ def timed_by_wire(
     """
     by_id = {r.span_id: r for r in records}
     timed: set[int] = set()
-    leaving: dict[int, set[int]] = {}
-    """Parent id -> the spans (by identity) moved out of its children, taken out at the end."""
-    members: dict[int, set[int]] = {}
-    """Parent id -> its children (by identity) as the moves leave them, made when first asked."""
+    moved_out: dict[int, set[int]] = {}
+    """Parent id -> the spans (by identity) moved out of its children."""
+    arrived: list[tuple[int, SpanRecord]] = []
+    """(call id, span) for each span moved under a call, in the order of the moves."""
+    children: dict[int, set[int]] = {}
+    """Parent id -> its children (by identity) as ``by_parent`` holds them, made when asked."""
 
-    def _children(parent_id: int) -> set[int]:
-        found = members.get(parent_id)
+    def _child_of(parent_id: int, span: SpanRecord) -> bool:
+        found = children.get(parent_id)
         if found is None:
-            found = members[parent_id] = {id(s) for s in by_parent.get(parent_id, ())}
-        return found
+            found = children[parent_id] = {id(s) for s in by_parent.get(parent_id, ())}
+        return id(span) in found and id(span) not in moved_out.get(parent_id, ())
 
     for wire in wires:
         if wire.kind != "inference" or wire.span_id == root_id:
@@ -287,25 +289,20 @@ def timed_by_wire(
             continue  # a call of its own, or the wire span counts and times it
         timed.add(call.span_id)
         if outer is None or call is not outer:
-            # Beside the call's span: moved under it (the call's interval covers it).
+            # Beside the call's span: moved under it (the call's interval covers it). A span
+            # whose parent is the call already stays where it is; each span moves once.
             parent_id = wire.parent_id if outer is None else outer.parent_id
             moved = wire if outer is None else outer
-            if parent_id is not None and id(moved) in _children(parent_id):
-                members[parent_id].discard(id(moved))
-                leaving.setdefault(parent_id, set()).add(id(moved))
-                back = leaving.get(call.span_id)
-                if back is not None and id(moved) in back:
-                    back.discard(id(moved))  # moved back where it was: it stays there
-                else:
-                    by_parent.setdefault(call.span_id, []).append(moved)
-                if call.span_id in members:
-                    members[call.span_id].add(id(moved))
+            if parent_id is not None and parent_id != call.span_id and _child_of(parent_id, moved):
+                moved_out.setdefault(parent_id, set()).add(id(moved))
+                arrived.append((call.span_id, moved))
             twins.pop(moved.span_id, None)
     # Each parent's list filtered once: a scan and a delete per moved span made 8,000
     # calls beside their wire spans under one parent quadratic (4.7 s).
-    for parent_id, gone in leaving.items():
-        if gone:
-            by_parent[parent_id][:] = [s for s in by_parent[parent_id] if id(s) not in gone]
+    for parent_id, gone in moved_out.items():
+        by_parent[parent_id][:] = [s for s in by_parent[parent_id] if id(s) not in gone]
+    for call_id, moved in arrived:
+        by_parent.setdefault(call_id, []).append(moved)
     return timed
 
 
