@@ -112,21 +112,33 @@ def answer_ttft_ms(run: WorkflowRun) -> float | None:
     return next((r.ttft_ms for r in around if r.ttft_ms is not None), None)
 
 
-def inside_ms(
-    run: WorkflowRun, server: list[dict[str, int]], intervals: list[dict[str, Any]]
-) -> dict[str, float]:
+Timed = list[tuple[SpanRecord, dict[str, int] | None]]
+"""Per step of `call_steps`, the call that times it and the sim's SERVER span for it
+(None for a span read as a call that sent no request): `timed_calls`."""
+
+
+def timed_calls(run: WorkflowRun, server: list[dict[str, int]]) -> Timed:
+    """Each step of calls' timing call (`_timing_call`) and its server span (`_served`),
+    worked out once for `inside_ms` and `served_ms`."""
+    on_path = _on_path(run)
+    calls = [_timing_call(step, on_path) for step in call_steps(run)]
+    return [(call, _served(call, server)) for call in calls]
+
+
+def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -> dict[str, float]:
     """Per judged kind, the time on the critical path inside the step spans chainlat must
     read that is not the step's own: measured, for the judge to take out before it
     compares a case with the reference (README.md, "The verdict").
 
     - ``inference``: for each step of `call_steps`, timed by its call on chainlat's
-      critical path (`_timing_call`: of parallel calls, the one under the agent that ended
-      last), that call's span's duration minus the duration of the sim's SERVER span for that
-      call (``server``: the model's time, measured by the sim; the one overlapping it
-      most): what the client did while the call was open (a framework's own work inside
-      its span; a stream read at the pace of a framework's per-chunk callbacks); all of
-      it for a span read as a call that no server span overlaps; nothing for a span
-      shorter than the server's (the model's time it lost is chainlat's reading, judged).
+      critical path (``timed``, `timed_calls`: of parallel calls, the one under the agent
+      that ended last), that call's span's duration minus the duration of the sim's
+      SERVER span for that call (the model's time, measured by the sim; the longest
+      inside the call's span: `_served`): what the client did while the call was open (a
+      framework's own work inside its span; a stream read at the pace of a framework's
+      per-chunk callbacks); all of it for a span read as a call that no server span
+      overlaps; nothing for a span shorter than the server's (the model's time it lost
+      is chainlat's reading, judged).
     - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
       recorded by the agent), the innermost span holding it, when chainlat reads that
       span as a step of that kind, taken up through its ancestors of the same kind (one
@@ -137,12 +149,8 @@ def inside_ms(
     """
     records = run.records
     first, last = run.root_record.start_ns, run.root_record.end_ns
-    steps = call_steps(run)
-    on_path = _on_path(run)
     inference = 0.0
-    for step in steps:
-        call = _timing_call(step, on_path)
-        match = _served(call, server)
+    for call, match in timed:
         if match is None:
             # A span read as a call that sent no request (LlamaIndex's request building,
             # an LLM span): none of its time is a model's. Its count and its place on the
@@ -224,20 +232,15 @@ def _served(call: SpanRecord, server: list[dict[str, int]]) -> dict[str, int] | 
     )
 
 
-def served_ms(run: WorkflowRun, server: list[dict[str, int]]) -> float:
+def served_ms(timed: Timed) -> float:
     """The model's own time on the run's steps of calls, as the sim measured it: for each
     step of `call_steps`, the duration of the SERVER span of its call on the critical path
-    (the call `inside_ms` takes, `_timing_call`). The judge takes it out of both sides
+    (``timed``, `timed_calls`: the call `inside_ms` takes). The judge takes it out of both sides
     (README.md, "The verdict"): the sim, on the same two cores as the agents, serves the
     same call a few milliseconds slower beside one agent's work than beside another's, which
     is no reading of chainlat's. A span that lost some of the model's time is still
     judged: its time less the server's is then below zero."""
-    total = 0
-    on_path = _on_path(run)
-    for step in call_steps(run):
-        match = _served(_timing_call(step, on_path), server)
-        if match is not None:
-            total += match["end_ns"] - match["start_ns"]
+    total = sum(match["end_ns"] - match["start_ns"] for _, match in timed if match is not None)
     return total / 1e6
 
 
@@ -320,8 +323,9 @@ def runs_of(path: str) -> dict[str, Any]:
         runs = [r for r in read_runs([path], roots=True) if not r.nested]
         server = _json_lines(Path(path).parent / "sim-spans.jsonl")
         intervals = json.loads(Path(path + ".intervals.json").read_text())
-        inside = {id(run): inside_ms(run, server, intervals) for run in runs}
-        served = {id(run): served_ms(run, server) for run in runs}
+        timed = {id(run): timed_calls(run, server) for run in runs}
+        inside = {id(run): inside_ms(run, timed[id(run)], intervals) for run in runs}
+        served = {id(run): served_ms(timed[id(run)]) for run in runs}
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
     out: list[dict[str, Any]] = []
