@@ -164,15 +164,17 @@ def decode(body: bytes, content_type: str, encoding: str, max_bytes: int) -> Jso
 
 def unread(document: Json) -> tuple[int, str]:
     """The spans of a checked document that chainlat's reader would leave out (they end
-    before they start: it drops each alone), with what the first says; BadBody 400 when it
-    would read none of it (an id or a time that is none): the exporter is told at once,
-    rather than the line being written and skipped when the file is read."""
+    before they start: it drops each alone), and the partial success's ``error_message``
+    saying so ("" when none is); BadBody 400 when it would read none of it (an id or a
+    time that is none): the exporter is told at once, rather than the line being written
+    and skipped when the file is read."""
     from chainlat.traces import BadSpan, unread_spans
 
     try:
-        return unread_spans(document)
+        count, first = unread_spans(document)
     except BadSpan as exc:
         raise BadBody(400, f"spans chainlat cannot read: {exc}") from None
+    return count, _rejection(count, first) if count else ""
 
 
 def export_response(content_type: str, rejected: int = 0, message: str = "") -> bytes:
@@ -196,7 +198,7 @@ def export_response(content_type: str, rejected: int = 0, message: str = "") -> 
     return ExportTraceServiceResponse(partial_success=partial_success).SerializeToString()
 
 
-def rejection(count: int, first: str) -> str:
+def _rejection(count: int, first: str) -> str:
     """The ``error_message`` of a partial success: why ``count`` spans are not read."""
     if count == 1:
         return f"1 span ends before it starts: kept, but chainlat's reader leaves it out ({first})"

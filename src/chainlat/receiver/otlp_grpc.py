@@ -27,7 +27,6 @@ from chainlat.receiver.decoding import (
     BadBody,
     export_response,
     from_protobuf,
-    rejection,
     span_count,
     unread,
 )
@@ -143,7 +142,7 @@ def _take(
         return grpc.StatusCode.RESOURCE_EXHAUSTED, reason
     try:
         document = from_protobuf(body)
-        rejected, first = unread(document)
+        rejected, message = unread(document)
         sink.write(document, span_count(document))
         sink.unread(rejected)
     except BadBody as bad:
@@ -154,4 +153,4 @@ def _take(
     except Exception as exc:  # chainlat's fault: counted and answered, not a traceback
         sink.refused(500, f"{type(exc).__name__}: {exc}")
         return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-    return export_response(PROTOBUF, rejected, rejection(rejected, first) if rejected else "")
+    return export_response(PROTOBUF, rejected, message)

@@ -32,7 +32,6 @@ from chainlat.receiver.decoding import (
     BadBody,
     decode,
     export_response,
-    rejection,
     span_count,
     unread,
 )
@@ -144,7 +143,7 @@ class HttpReceiver:
             try:
                 async with asyncio.timeout(self._limits.body_timeout_s):
                     body = await _body(request, self._limits.max_body_bytes)
-                document, (rejected, first) = await self._loop.run_in_executor(
+                document, (rejected, message) = await self._loop.run_in_executor(
                     self._pool,
                     _decoded,
                     body,
@@ -167,7 +166,6 @@ class HttpReceiver:
         finally:
             self._sink.ended()
         kind = JSON if request.content_type == JSON else PROTOBUF
-        message = rejection(rejected, first) if rejected else ""
         return web.Response(body=export_response(kind, rejected, message), content_type=kind)
 
     async def _expect(self, request: web.Request) -> web.StreamResponse | None:
@@ -219,7 +217,8 @@ class HttpReceiver:
 def _decoded(
     body: bytes, content_type: str, encoding: str, max_bytes: int
 ) -> tuple[dict[str, Any], tuple[int, str]]:
-    """The body as a document, and the spans of it chainlat's reader leaves out (:func:`unread`)."""
+    """The body as a document, and the spans of it chainlat's reader leaves out with the
+    message saying so (:func:`unread`)."""
     document = decode(body, content_type, encoding, max_bytes)
     return document, unread(document)
 
