@@ -15,6 +15,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -233,6 +234,22 @@ TERMINAL = textwrap.dedent(
 )
 
 
+def _in_a_terminal_that_closes(serve: list[str], cwd: Path, **env: str) -> dict[str, Any]:
+    """``serve`` run by `TERMINAL` (its own process: forking pytest's, with its threads, is
+    not safe) with ``env`` added: the banner, TMPDIR's files, and how serve ended."""
+    found = subprocess.run(
+        [sys.executable, "-c", TERMINAL, *serve],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    seen: dict[str, Any] = json.loads(found.stdout)
+    return seen
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no terminals to hang up on Windows")
 def test_serve_in_a_terminal_that_closes_removes_its_temporary_file(tmp_path: Path) -> None:
     """The terminal serve runs in goes away (its pseudo-terminal's other end closed): the
@@ -243,16 +260,7 @@ def test_serve_in_a_terminal_that_closes_removes_its_temporary_file(tmp_path: Pa
     temp = tmp_path / "tmp"
     temp.mkdir()
     serve = [sys.executable, "-m", "chainlat.cli", "serve", "--port", "0", "--grpc-port", "0"]
-    found = subprocess.run(
-        [sys.executable, "-c", TERMINAL, *serve],
-        cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(temp)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    seen = json.loads(found.stdout)
+    seen = _in_a_terminal_that_closes(serve, tmp_path, TMPDIR=str(temp))
     assert "Ctrl-C to stop" in seen["banner"], seen
     assert any(name.startswith("chainlat-") for name in seen["files"]), seen
     assert seen["signal"] == 0, seen  # ended by itself, not killed
@@ -271,16 +279,9 @@ def test_serve_in_a_terminal_that_closes_keeps_what_it_received_and_exits_129(
     the run for ``chainlat check`` later."""
     serve = [sys.executable, "-m", "chainlat.cli", "serve", "--port", "0", "--grpc-port", "0",
              "--out", str(tmp_path / "received.jsonl")]  # fmt: skip
-    found = subprocess.run(
-        [sys.executable, "-c", TERMINAL, *serve],
-        cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(tmp_path), "POST": json.dumps(_run_request())},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+    seen = _in_a_terminal_that_closes(
+        serve, tmp_path, TMPDIR=str(tmp_path), POST=json.dumps(_run_request())
     )
-    seen = json.loads(found.stdout)
     assert (seen["signal"], seen["code"]) == (0, 129), seen
     (run,) = read_runs([tmp_path / "received.jsonl"])
     assert run.total_ms == pytest.approx(30.0)
