@@ -4,7 +4,6 @@ password or a key) is written by the receiver without them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,6 @@ def _export(exporter: SpanExporter) -> None:
     span.add_event("retry", attributes={"http.response.header.set-cookie": ("session=s3cr3t",)})
     span.end()
     provider.shutdown()
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as started:
-        yield started
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])

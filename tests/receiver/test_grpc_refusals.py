@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from chainlat.receiver import Limits, Receiver
+from support import EXPORT_METHOD, grpc_export
 
-METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 CAP = 64 * 1024
 
 
@@ -27,8 +27,7 @@ def test_a_grpc_message_over_the_cap_is_resource_exhausted_and_counted(
 ) -> None:
     import grpc
 
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        export = channel.unary_unary(METHOD, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port) as export:
         with pytest.raises(grpc.RpcError) as refused:
             export(b"\x0a" + b"\xff" * CAP, timeout=10)
         assert export(b"", timeout=10) == b""  # and it keeps serving
@@ -45,10 +44,7 @@ def test_a_gzip_message_over_the_cap_once_inflated_is_counted_too(receiver: Rece
     import grpc
 
     zeros = b"\x0a" + bytes(4 * CAP)  # a few hundred bytes gzipped
-    with grpc.insecure_channel(
-        f"127.0.0.1:{receiver.grpc_port}", compression=grpc.Compression.Gzip
-    ) as channel:
-        export = channel.unary_unary(METHOD, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port, compression=grpc.Compression.Gzip) as export:
         with pytest.raises(grpc.RpcError) as refused:
             export(zeros, timeout=10)
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -62,7 +58,9 @@ def test_a_call_without_a_message_is_counted_with_the_too_large(receiver: Receiv
     import grpc
 
     with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        stream = channel.stream_unary(METHOD, request_serializer=bytes, response_deserializer=bytes)
+        stream = channel.stream_unary(
+            EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
+        )
         with pytest.raises(grpc.RpcError) as refused:
             stream(iter([]), timeout=10)
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -82,7 +80,9 @@ def test_a_second_message_in_one_call_is_not_read(receiver: Receiver) -> None:
     span = request.resource_spans.add().scope_spans.add().spans.add()
     span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "first"
     with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        stream = channel.stream_unary(METHOD, request_serializer=bytes, response_deserializer=bytes)
+        stream = channel.stream_unary(
+            EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
+        )
         assert stream(iter([request.SerializeToString(), b"not a protobuf"]), timeout=10) == b""
     receiver.stop()
     assert (receiver.counters.spans, receiver.counters.bad_requests) == (1, 0)

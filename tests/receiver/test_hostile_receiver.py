@@ -10,7 +10,6 @@ import json
 import logging
 import socket
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,11 @@ import pytest
 
 from chainlat.receiver import Receiver
 from chainlat.receiver.live import LiveRuns
+from support import grpc_export
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 TOKEN = "sk-live-AbCdEfGhIjKlMnOpQrStUv"
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as started:
-        yield started
 
 
 def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -89,9 +83,7 @@ def test_a_grpc_message_that_is_not_otlp_is_invalid_argument_counted_without_a_t
     import grpc
 
     caplog.set_level(logging.DEBUG)
-    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        export = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port) as export:
         with pytest.raises(grpc.RpcError) as refused:
             export(message, timeout=10)
         assert export(b"", timeout=10) == b""
@@ -268,13 +260,8 @@ def test_a_file_that_cannot_be_written_is_503_and_said_so_not_a_chainlat_bug() -
     with Receiver("/dev/full", port=0, grpc_port=0) as receiver:
         url = f"http://127.0.0.1:{receiver.port}/v1/traces"
         answer = httpx.post(url, json={"resourceSpans": []}, timeout=10)
-        method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-        with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-            export = channel.unary_unary(
-                method, request_serializer=bytes, response_deserializer=bytes
-            )
-            with pytest.raises(grpc.RpcError) as refused:
-                export(b"", timeout=10)
+        with grpc_export(receiver.grpc_port) as export, pytest.raises(grpc.RpcError) as refused:
+            export(b"", timeout=10)
     assert answer.status_code == 503
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert receiver.counters.warnings() == [

@@ -8,7 +8,6 @@ import json
 import select
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from chainlat.receiver import Limits, Receiver
 from chainlat.traces import read_runs
-from support import until
+from support import grpc_export, until
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -41,12 +40,6 @@ def _export_run(exporter: SpanExporter, step_ms: int) -> None:
 
 def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as started:
-        yield started
 
 
 def test_the_sdk_http_protobuf_exporter_is_received_as_otlp_json_lines_with_hex_ids(
@@ -262,9 +255,7 @@ def test_grpc_refuses_garbage_and_a_message_over_the_cap_and_keeps_serving(
 ) -> None:
     import grpc
 
-    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        export = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port) as export:
         with pytest.raises(grpc.RpcError) as garbage:
             export(b"not a protobuf at all", timeout=10)
         with pytest.raises(grpc.RpcError) as too_large:

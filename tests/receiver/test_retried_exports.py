@@ -16,7 +16,7 @@ from chainlat.cli import main
 from chainlat.receiver import Limits, Receiver
 from chainlat.receiver.sink import RecentSpans
 from chainlat.traces import read_runs
-from support import until
+from support import grpc_export, received_span_ids, until
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -58,22 +58,8 @@ def _post(receiver: Receiver, body: bytes, status: int = 200) -> None:
 
 
 def _export_grpc(receiver: Receiver, body: bytes) -> None:
-    import grpc
-
-    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        export = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port) as export:
         assert export(body, timeout=10) == b""
-
-
-def _spans_in(path: str) -> list[str]:
-    return [
-        span["spanId"]
-        for line in Path(path).read_text().splitlines()
-        for resource in json.loads(line)["resourceSpans"]
-        for scope in resource["scopeSpans"]
-        for span in scope["spans"]
-    ]
 
 
 def test_the_same_request_posted_twice_is_one_run_everywhere(tmp_path: Path) -> None:
@@ -89,7 +75,7 @@ def test_the_same_request_posted_twice_is_one_run_everywhere(tmp_path: Path) -> 
     assert receiver.counters.spans == 2
     assert receiver.counters.requests == 1
     assert [run.workflow for run in runs] == ["support"]
-    assert sorted(_spans_in(receiver.out)) == [ROOT.hex(), STEP.hex()]
+    assert sorted(received_span_ids(receiver.out)) == [ROOT.hex(), STEP.hex()]
     (run,) = read_runs([receiver.out])
     assert run.total_ms == 32.0
     assert receiver.counters.warnings() == [
@@ -116,7 +102,7 @@ def test_a_batch_holding_spans_sent_before_and_new_ones_writes_the_new_ones(
     with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as receiver:
         _post(receiver, _request(STEP))
         _post(receiver, _request(ROOT, STEP))  # a re-batched resend, with the root now
-    assert _spans_in(receiver.out) == [STEP.hex(), ROOT.hex()]
+    assert received_span_ids(receiver.out) == [STEP.hex(), ROOT.hex()]
     assert (receiver.counters.spans, receiver.counters.resent_spans) == (2, 1)
     (run,) = read_runs([receiver.out])
     assert run.total_ms == 32.0
@@ -131,7 +117,7 @@ def test_a_span_sent_again_past_the_window_is_written_again(tmp_path: Path) -> N
         _post(receiver, _request(STEP))
         _post(receiver, _request(ROOT))
         _post(receiver, _request(STEP))
-    assert _spans_in(receiver.out) == [STEP.hex(), ROOT.hex(), STEP.hex()]
+    assert received_span_ids(receiver.out) == [STEP.hex(), ROOT.hex(), STEP.hex()]
     assert receiver.counters.resent_spans == 1
 
 

@@ -8,7 +8,7 @@ spans come from the real OpenTelemetry SDK (protobuf by its own encoder) or as O
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -21,12 +21,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chainlat.receiver import Receiver
+from chainlat.receiver.decoding import from_message
 from chainlat.traces import BadSpan, ReadCounters, read_runs, unread_spans
+from support import grpc_export, received_span_ids
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 WORKFLOW = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "support"}
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 def _spans(*, backwards_step: bool) -> Sequence[ReadableSpan]:
@@ -59,24 +60,9 @@ def _protobuf(spans: Sequence[ReadableSpan]) -> bytes:
     return encode_spans(spans).SerializeToString()
 
 
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    with Receiver(tmp_path / "received.jsonl", port=0, grpc_port=0) as started:
-        yield started
-
-
 def _post(receiver: Receiver, body: bytes, content_type: str) -> httpx.Response:
     url = f"http://127.0.0.1:{receiver.port}/v1/traces"
     return httpx.post(url, content=body, headers={"Content-Type": content_type}, timeout=10)
-
-
-def _spans_in(path: str) -> int:
-    return sum(
-        len(scope["spans"])
-        for line in Path(path).read_text().splitlines()
-        for resource in json.loads(line)["resourceSpans"]
-        for scope in resource["scopeSpans"]
-    )
 
 
 def test_a_span_ending_before_it_starts_is_kept_and_reported_as_a_partial_success_in_protobuf(
@@ -92,7 +78,7 @@ def test_a_span_ending_before_it_starts_is_kept_and_reported_as_a_partial_succes
     assert "(end 1700000001005000000 < start 1700000001010000000 ns)" in partial.error_message
     receiver.stop()
     assert (receiver.counters.spans, receiver.counters.unread_spans) == (4, 1)
-    assert _spans_in(receiver.out) == 4  # as sent: the reader drops it and says so
+    assert len(received_span_ids(receiver.out)) == 4  # as sent: the reader drops it and says so
     counters = ReadCounters()
     runs = list(read_runs([receiver.out], counters=counters))
     assert counters.negative_spans == 1
@@ -103,16 +89,8 @@ def test_a_span_ending_before_it_starts_is_kept_and_reported_as_a_partial_succes
 def test_the_same_over_otlp_json_answers_in_json_with_the_count_as_a_string(
     receiver: Receiver,
 ) -> None:
-    from google.protobuf.json_format import MessageToJson
-
-    request = encode_spans(_spans(backwards_step=True))
-    document = json.loads(MessageToJson(request))
-    for resource in document["resourceSpans"]:  # OTLP/JSON spells ids in hex
-        for scope in resource["scopeSpans"]:
-            for span in scope["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = __import__("base64").b64decode(span[key]).hex()
+    # As OTLP/JSON spells the SDK's request (ids in hex), by the receiver's own conversion.
+    document = from_message(encode_spans(_spans(backwards_step=True)))
     answer = _post(receiver, json.dumps(document).encode(), "application/json")
     assert answer.status_code == 200
     partial = answer.json()["partialSuccess"]
@@ -130,10 +108,7 @@ def test_a_request_every_span_of_which_is_read_gets_the_empty_answer_as_before(
 
 
 def test_grpc_answers_the_partial_success_too(receiver: Receiver) -> None:
-    import grpc
-
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        export = channel.unary_unary(EXPORT, request_serializer=bytes, response_deserializer=bytes)
+    with grpc_export(receiver.grpc_port) as export:
         answered = export(_protobuf(_spans(backwards_step=True)), timeout=10)
         clean = export(_protobuf(_spans(backwards_step=False)), timeout=10)
     partial = ExportTraceServiceResponse.FromString(answered).partial_success

@@ -16,9 +16,11 @@ from .jaeger import FakeJaeger, StartFakeJaeger
 from .net import free_block, free_port, free_ports
 from .otlp import HANG_S, FakeCollector, Mode, Received
 from .polling import until
+from .receiver import EXPORT_METHOD, grpc_export, received_span_ids
 from .sim import SimOptions, StartSim
 
 __all__ = [
+    "EXPORT_METHOD",
     "HANG_S",
     "MISTAKES",
     "FakeCollector",
@@ -31,5 +33,7 @@ __all__ = [
     "free_block",
     "free_port",
     "free_ports",
+    "grpc_export",
+    "received_span_ids",
     "until",
 ]
