@@ -399,11 +399,8 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     if read is None:
         return verdict
     runs, stopped, spans = read
-    truths = dict(
-        [*line.split(" ", 1), ""][:2]
-        for line in (traces.parent / "truths.txt").read_text().splitlines()
-    )
-    marked_by = [int(x) for x in truths.get("stopped_by", "").split()]
+    truths = _truths(traces)
+    marked_by = [int(x) for x in truths.get("stopped_by", ())]
     for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
         verdict.figures.append(figures)
@@ -490,18 +487,15 @@ def judge_observer(
     if read is None:
         return verdict
     runs, stopped, _spans = read
-    truths = dict(
-        [*line.split(" ", 1), ""][:2]
-        for line in (traces.parent / "truths.txt").read_text().splitlines()
-    )
-    first_audio = [int(x) for x in truths.get("first_audio", "").split()]
-    written = [int(x) for x in truths.get("first_written", "").split()]
+    truths = _truths(traces)
+    first_audio = [int(x) for x in truths.get("first_audio", ())]
+    written = [int(x) for x in truths.get("first_written", ())]
     if len(written) != len(first_audio):
         verdict.problems.append(f"{len(written)} writes of {len(first_audio)} first frames")
         return verdict
     returned = dict(zip(first_audio, written, strict=True))
-    bodies = [tuple(int(t) for t in x.split(":")) for x in truths.get("tool_body", "").split()]
-    pushes = [tuple(int(t) for t in x.split(":")) for x in truths.get("tool_frames", "").split()]
+    bodies = [tuple(int(t) for t in x.split(":")) for x in truths.get("tool_body", ())]
+    pushes = [tuple(int(t) for t in x.split(":")) for x in truths.get("tool_frames", ())]
     if not len(first_audio) == len(bodies) == len(pushes) == turns:
         verdict.problems.append(
             f"{len(first_audio)} first audio frames, {len(bodies)} tool calls, {len(pushes)} pushed"
@@ -602,6 +596,16 @@ def judge_observer(
     if interrupted is not None:
         _left_out_said(verdict, traces)
     return verdict
+
+
+def _truths(traces: Path) -> dict[str, list[str]]:
+    """What the agent noted beside the traces (``truths.txt``, a line a key: the key, then
+    its values), each key's values."""
+    found: dict[str, list[str]] = {}
+    for line in (traces.parent / "truths.txt").read_text().splitlines():
+        key, _, values = line.partition(" ")
+        found[key] = values.split()
+    return found
 
 
 def _left_out_said(verdict: Verdict, traces: Path) -> None:
