@@ -287,15 +287,25 @@ _SORT_CHUNK: Final = 1 << 16
 
 
 def _sorted_array(values: array[float]) -> array[float]:
-    """``values`` sorted, as an array; a long one a chunk at a time, so that no more than a
-    chunk's worth of Python floats exists at once."""
+    """``values`` sorted, as a new array; ``values`` is left reordered.
+
+    A long one is sorted a chunk at a time, each chunk written back in place, and the
+    sorted chunks are merged into the new array through views of ``values``: no more than
+    a chunk's worth of Python floats exists at once, and sorting takes one more copy of
+    the samples, not two (a copy per chunk beside the merged result)."""
     if len(values) <= _SORT_CHUNK or not _all_finite(values):
         # NaN has no place in an order: sorted() as a whole, as ever, places it.
         return array("d", sorted(values))
-    chunks = [
-        array("d", sorted(values[i : i + _SORT_CHUNK])) for i in range(0, len(values), _SORT_CHUNK)
-    ]
-    return array("d", heapq.merge(*chunks))
+    starts = range(0, len(values), _SORT_CHUNK)
+    for start in starts:
+        place = slice(start, start + _SORT_CHUNK)
+        values[place] = array("d", sorted(values[place]))
+    with memoryview(values) as view:
+        chunks = [view[start : start + _SORT_CHUNK] for start in starts]
+        merged = array("d", heapq.merge(*chunks))
+        for chunk in chunks:
+            chunk.release()
+    return merged
 
 
 def _all_finite(values: array[float]) -> bool:
