@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from chainlat.budgets import Budgets
-from chainlat.prometheus import ALERT_NAME, prometheus_rules
+from chainlat.prometheus import ALERT_NAME, limit_queries, prometheus_rules
 from support.budget_rules import BUDGET_KEYS_TOML, BUDGET_TOML, budgets_of
 from support.promtool import find_promtool
 
@@ -410,4 +410,48 @@ def test_promtool_min_runs_counts_only_the_turns_the_percentile_reads(
         budgets_of(included),
         [_case(_with_slow_interrupted_turns(0.90), broken)],
     )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.integration
+def test_promtool_counts_the_interrupted_turns_a_step_percentile_would_count(
+    promtool: Path, tmp_path: Path
+) -> None:
+    """The count ``check --prometheus`` asks before it judges a step's percentile: the
+    workflow's turns ended by barge-in over the window (20 per 30 s step: 2,400 in the hour
+    of turns, 1,200 in a window that holds its last half), none of the answered ones nor
+    of another workflow."""
+    budgets = budgets_of()
+    (step_p95,) = (
+        q for q in limit_queries(budgets, window="1h") if q.target == 'steps."chat gpt-4o".p95'
+    )
+    assert step_p95.interrupted is not None
+    other = {**WORKFLOW_SPAN, "span_name": "invoke_workflow other", **INTERRUPTED}
+    series = [
+        *_with_slow_interrupted_turns(0.97),
+        {
+            "series": "traces_span_metrics_duration_milliseconds_count"
+            + "{"
+            + ", ".join(f'{k}="{v}"' for k, v in other.items())
+            + "}",
+            "values": f"0+7x{STEPS}",
+        },
+    ]
+    case = {
+        "interval": "30s",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": step_p95.interrupted,
+                "eval_time": "1h",
+                "exp_samples": [{"labels": "{}", "value": INTERRUPTED_PER_STEP * STEPS}],
+            },
+            {
+                "expr": step_p95.interrupted,
+                "eval_time": "90m",  # the turns of the last half hour only
+                "exp_samples": [{"labels": "{}", "value": INTERRUPTED_PER_STEP * STEPS // 2}],
+            },
+        ],
+    }
+    done = _promtool_test(promtool, tmp_path, budgets, [case])
     assert done.returncode == 0, done.stdout + done.stderr

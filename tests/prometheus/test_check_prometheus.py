@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import tomllib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +15,7 @@ import httpx
 import pytest
 
 from chainlat._core.errors import TraceSourceError
-from chainlat.budgets import Budgets
+from chainlat.budgets import Budgets, parse_budgets
 from chainlat.cli import main
 from chainlat.prometheus import PrometheusReader, judge_prometheus
 
@@ -97,6 +98,83 @@ def test_a_percentile_over_its_limit_is_broken_and_waits_for_min_runs() -> None:
     few = judge_prometheus(BUDGETS, _reader(_answer(0, 720.0, None, 4)))
     few_total = {v.target: v for v in few.verdicts}["p95.total"]
     assert (few_total.status, few_total.reason) == ("not_judged", "not_enough_runs")
+
+
+STEP_BUDGETS = """
+min_runs = 10
+[workflows.voice.steps."text_to_speech tts-1"]
+p95 = "300ms"
+"""
+
+
+def _step_answer(interrupted: list[Sample]) -> Answer:
+    """A voice workflow's step p95 of 250 ms over 40 occurrences; ``interrupted``: the
+    answer to the count of its turns ended by barge-in."""
+
+    def answer(query: str) -> list[Sample]:
+        if query.startswith("group by (gen_ai_workflow_name)"):
+            return [({"gen_ai_workflow_name": "voice"}, 1)]
+        if query.startswith("group by"):
+            return []
+        if 'gen_ai_agent_invocation_end_reason="interrupted"' in query:
+            return interrupted
+        if query.startswith("histogram_quantile"):
+            return [250.0]
+        return [40]
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("interrupted", "why"),
+    [
+        ([3], "3 interrupted voice turns of its workflow in Prometheus over the last 1h"),
+        ([0.6], "1 interrupted voice turn of its workflow in Prometheus over the last 1h"),
+        ([-1], "Prometheus over the last 1h answered -1.0 for its interrupted voice turns"),
+        ([float("nan")], "Prometheus over the last 1h answered nan for its interrupted voice"),
+    ],
+)
+def test_a_step_percentile_over_interrupted_turns_is_not_judged(
+    interrupted: list[Sample], why: str
+) -> None:
+    """check leaves the steps of an interrupted voice turn out of a step's percentile; a
+    step's series cannot (the end reason is on the turn's span), so over a window with
+    such a turn the limit is not judged, and says why; a count that is no count fails
+    closed too."""
+    budgets = parse_budgets(tomllib.loads(STEP_BUDGETS), source="chainlat.toml")
+    queries: list[str] = []
+    report = judge_prometheus(budgets, _reader(_step_answer(interrupted), queries))
+    (verdict,) = report.verdicts
+    assert (verdict.status, verdict.reason, verdict.actual_ms) == (
+        "not_judged",
+        "not_expressible",
+        None,
+    )
+    assert verdict.why is not None and why in verdict.why
+    assert "include_interrupted = true" in verdict.why or "no count" in verdict.why
+    assert not any(q.startswith("histogram_quantile") for q in queries)  # not read at all
+
+
+@pytest.mark.parametrize("interrupted", [[], [0]])
+def test_a_step_percentile_without_interrupted_turns_is_judged(
+    interrupted: list[Sample],
+) -> None:
+    """No series of interrupted turns (a workflow that is no voice agent) or none in the
+    window: the step's percentile is the budget's, judged."""
+    budgets = parse_budgets(tomllib.loads(STEP_BUDGETS), source="chainlat.toml")
+    (verdict,) = judge_prometheus(budgets, _reader(_step_answer(interrupted))).verdicts
+    assert (verdict.status, verdict.actual_ms, verdict.runs) == ("ok", 250.0, 40)
+
+
+def test_include_interrupted_judges_a_step_percentile_over_interrupted_turns() -> None:
+    """``include_interrupted = true`` counts the interrupted turns, as the step's series
+    does: judged, and their count is not asked for."""
+    text = STEP_BUDGETS.replace("min_runs = 10", "min_runs = 10\ninclude_interrupted = true")
+    budgets = parse_budgets(tomllib.loads(text), source="chainlat.toml")
+    queries: list[str] = []
+    (verdict,) = judge_prometheus(budgets, _reader(_step_answer([3]), queries)).verdicts
+    assert (verdict.status, verdict.actual_ms) == ("ok", 250.0)
+    assert not any("interrupted" in q for q in queries)
 
 
 def test_an_error_answer_names_prometheus() -> None:

@@ -36,9 +36,11 @@ in the error rate. Voice turns the caller interrupted (barge-in) are left out of
 workflow percentiles too, and of the runs each is read from, unless the budget says
 ``include_interrupted``, as ``chainlat check`` leaves them out: both histograms label an
 interrupted turn ``gen_ai_agent_invocation_end_reason="interrupted"`` (the span metrics
-by the Collector's dimension, chainlat's own histogram as it records the run). Step
-percentiles still count the steps of interrupted turns: the end reason is on the turn's
-span, and a step's series cannot tell which turn it was in.
+by the Collector's dimension, chainlat's own histogram as it records the run). A step's
+series cannot tell which turn it was in (the end reason is on the turn's span), so a step
+percentile cannot leave them out: ``chainlat check --prometheus`` does not judge it over a
+window with an interrupted turn of its workflow (`LimitQuery.interrupted`), and says so;
+the rules' alert for it counts their steps.
 
 Example::
 
@@ -132,6 +134,10 @@ class LimitQuery:
     min_runs: int = 1
     percentile: float | None = None
     unit: str = "ms"
+    interrupted: str | None = None
+    """For a limit whose value counts interrupted voice turns that the budget leaves out (a
+    step's percentile): the count of those turns over the window. Where it is above 0 the
+    value is not the budget's, and the limit is not judged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +347,7 @@ def _step_percentile(
     window: str,
     min_runs: int,
     include_errors: bool,
+    include_interrupted: bool,
 ) -> LimitQuery:
     keep = "" if include_errors else f'status_code!="{STATUS_ERROR}"'
     buckets = " or ".join(
@@ -362,7 +369,15 @@ def _step_percentile(
         f"sum({counts})",
         min_runs,
         percentile=q,
+        interrupted=None if include_interrupted else _interrupted_turns(workflow, window),
     )
+
+
+def _interrupted_turns(workflow: str, window: str) -> str:
+    """The workflow's voice turns ended by barge-in over ``window``, from the span metrics
+    of its workflow spans (the series the step percentiles come from)."""
+    turns = matchers(_workflow_span(workflow), f'{END_REASON_LABEL}="interrupted"')
+    return f"sum({_increase(f'{SPAN_CALLS}{turns}', window)})"
 
 
 def _per_run(
@@ -448,6 +463,7 @@ def limit_queries(budgets: Budgets, *, window: str = "1h") -> list[LimitQuery]:
                         window,
                         min_runs,
                         budgets.includes_errors(workflow),
+                        interrupted,
                     )
                 )
         for key, ratio in RATIO_KEYS.items():

@@ -289,6 +289,27 @@ def _not_expressible(item: Unexpressed) -> LimitVerdict:
     )
 
 
+def _interrupted_why(
+    reader: PrometheusReader, query: LimitQuery, at: float, where: str
+) -> str | None:
+    """Why ``query``'s value is not the budget's: it counts the steps of interrupted voice
+    turns that the budget leaves out (or Prometheus's count of them is no count); None
+    when there are none, or the limit has no such turns to count."""
+    if query.interrupted is None:
+        return None
+    turns = reader.scalar(query.interrupted, at)
+    if turns is None or (math.isfinite(turns) and 0 <= turns < 0.5):
+        return None
+    if not math.isfinite(turns) or turns < 0:
+        return f"{where} answered {turns} for its interrupted voice turns, which is no count"
+    count = round(turns)
+    return (
+        f"{count} interrupted voice turn{'s' if count != 1 else ''} of its workflow in "
+        f"{where}, whose steps a step's series cannot leave out "
+        "(include_interrupted = true counts them)"
+    )
+
+
 def _unknown_workflow(verdict: LimitVerdict, seen: list[str], where: str) -> LimitVerdict:
     close = difflib.get_close_matches(verdict.workflow, seen, n=3, cutoff=0.6)
     hint = " (did you mean " + " or ".join(shown(c) for c in close) + "?)" if close else ""
@@ -365,6 +386,9 @@ def judge_prometheus(
                 )
             elif workflow not in seen:
                 found.append(_verdict(query, None, 0, where))
+            elif (why := _interrupted_why(reader, query, at, where)) is not None:
+                unjudged = Unexpressed(workflow, query.target, why, query.limit, query.percentile)
+                found.append(_not_expressible(unjudged))
             else:
                 values = reader.query(query.value, at)
                 runs = reader.query(query.runs, at)
