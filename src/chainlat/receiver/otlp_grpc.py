@@ -2,10 +2,11 @@
 
 grpcio keeps the bounds: a message over ``max_body_bytes`` (decompressed) is refused with
 RESOURCE_EXHAUSTED before it reaches the servicer, at most ``max_grpc_calls`` calls run at
-once (more are refused the same way) on ``grpc_threads`` threads, and a connection idle for
-``idle_timeout_s`` is closed. The servicer parses the request itself (grpcio hands it the
-bytes), so that a message that is not an OTLP trace request is counted as refused and
-answered INVALID_ARGUMENT with a one-line reason, not logged by grpcio with a traceback.
+once (more are refused the same way, counted by `_Refusals`) on ``grpc_threads`` threads,
+and a connection idle for ``idle_timeout_s`` is closed. The servicer parses the request
+itself (grpcio hands it the bytes), so that a message that is not an OTLP trace request is
+counted as refused and answered INVALID_ARGUMENT with a one-line reason, not logged by
+grpcio with a traceback.
 
 ``Export`` is served as a call whose request is a stream (the same bytes on the wire as a
 unary call's): a unary handler is not called at all when grpcio refuses the message, so
@@ -18,9 +19,9 @@ counted as too large (HTTP's 413).
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from chainlat.receiver.decoding import (
     PROTOBUF,
@@ -55,6 +56,7 @@ class GrpcReceiver:
         self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._limits = limits
         self._server: grpc.Server | None = None
+        self._refusals = _Refusals(sink)
         self.port = 0
 
     def start(self) -> int:
@@ -65,8 +67,9 @@ class GrpcReceiver:
             # Bound here first: grpcio would print its own error on stderr for a port in use.
             self._check_free()
         limits = self._limits
+        refusals = self._refusals
         server = grpc.server(
-            ThreadPoolExecutor(limits.grpc_threads, thread_name_prefix="chainlat-grpc"),
+            _CallThreads(limits.grpc_threads, refusals.ran),
             maximum_concurrent_rpcs=limits.max_grpc_calls,
             options=[
                 ("grpc.max_receive_message_length", limits.max_body_bytes),
@@ -74,7 +77,9 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        server.add_generic_rpc_handlers((_handler(self._sink, limits.max_body_bytes),))
+        server.add_generic_rpc_handlers(
+            (_export_handler(_export(self._sink, limits.max_body_bytes), refusals.offered),)
+        )
         try:
             port = server.add_insecure_port(self._address)
         except RuntimeError as exc:  # grpcio raises where it once returned 0
@@ -100,12 +105,14 @@ class GrpcReceiver:
         if self._server is not None:
             self._server.stop(1.0).wait()
             self._server = None
+            self._refusals.settle()
 
 
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_EXPORT = f"/{_SERVICE}/Export"
 
 
-def _handler(sink: Sink, max_bytes: int) -> grpc.GenericRpcHandler:
+def _export(sink: Sink, max_bytes: int) -> grpc.RpcMethodHandler[bytes, bytes]:
     """``TraceService/Export`` on the request's bytes; the answer is an
     ``ExportTraceServiceResponse``, empty (no bytes) unless spans of it are not read."""
     import grpc
@@ -120,8 +127,76 @@ def _handler(sink: Sink, max_bytes: int) -> grpc.GenericRpcHandler:
             context.abort(*taken)
         return taken
 
-    method: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_unary_rpc_method_handler(export)
-    return grpc.method_handlers_generic_handler(_SERVICE, {"Export": method})
+    return grpc.stream_unary_rpc_method_handler(export)
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class _Refusals:
+    """The calls grpcio refused because ``max_grpc_calls`` were in progress, counted in
+    the sink's ``busy_calls``.
+
+    grpcio answers such a call RESOURCE_EXHAUSTED itself: the handler never runs, and
+    grpcio says nothing of it. What it does is seen on both sides of its decision: it asks
+    the handler for the call's method (:meth:`offered`), then runs the call as one task on
+    the server's threads (:meth:`ran`) or refuses it. Its one serving thread does both for
+    a call before it asks for the next, so when a call is offered, every call before it
+    has been run or refused: the difference is counted then, and once more when the server
+    has stopped. A refusal is counted when the next call arrives (checked against grpcio
+    1.85.4, whose ``_server._handle_call`` asks the handler, then runs or refuses)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self._offered = 0
+        self._ran = 0
+        self._counted = 0
+
+    def offered(self) -> None:
+        self.settle()
+        self._offered += 1
+
+    def ran(self) -> None:
+        self._ran += 1
+
+    def settle(self) -> None:
+        """Count the calls offered and neither run nor counted yet."""
+        refused = self._offered - self._ran - self._counted
+        if refused > 0:
+            self._counted += refused
+            self._sink.busy(refused)
+
+
+class _CallThreads(ThreadPoolExecutor):
+    """The threads gRPC calls run on; ``ran`` is told of each call grpcio runs (one task
+    a call)."""
+
+    def __init__(self, threads: int, ran: Callable[[], None]) -> None:
+        super().__init__(threads, thread_name_prefix="chainlat-grpc")
+        self._ran = ran
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        self._ran()
+        return super().submit(fn, *args, **kwargs)
+
+
+def _export_handler(
+    method: grpc.RpcMethodHandler[bytes, bytes], offered: Callable[[], None]
+) -> grpc.GenericRpcHandler:
+    """The service's one method, ``Export``; ``offered`` is told of each call for it."""
+    import grpc
+
+    class ExportHandler(grpc.GenericRpcHandler):
+        def service(
+            self, handler_call_details: grpc.HandlerCallDetails
+        ) -> grpc.RpcMethodHandler[bytes, bytes] | None:
+            if handler_call_details.method != _EXPORT:
+                return None  # grpcio answers UNIMPLEMENTED
+            offered()
+            return method
+
+    return ExportHandler()
 
 
 def _take(

@@ -49,6 +49,9 @@ class ReceiverCounters:
     """Requests whose body did not arrive within the deadline."""
     refused_connections: int = 0
     """Connections closed at once because the most allowed were open."""
+    busy_calls: int = 0
+    """gRPC calls refused because ``max_grpc_calls`` were in progress (RESOURCE_EXHAUSTED,
+    answered by grpcio): each is counted when the next call arrives, or the receiver stops."""
     first_problem: str = ""
     """What was wrong with the first request refused, for the warning."""
     unwritten: int = 0
@@ -98,6 +101,11 @@ class ReceiverCounters:
         if self.refused_connections:
             lines.append(
                 f"{_count(self.refused_connections, 'connection')} refused: too many open at once"
+            )
+        if self.busy_calls:
+            lines.append(
+                f"{_count(self.busy_calls, 'gRPC call')} refused: too many in progress at once "
+                "(RESOURCE_EXHAUSTED)"
             )
         if self.resent_spans:
             lines.append(
@@ -282,6 +290,11 @@ class Sink:
     def connection_refused(self) -> None:
         with self._lock:
             self.counters.refused_connections += 1
+
+    def busy(self, calls: int) -> None:
+        """``calls`` gRPC calls were refused: too many in progress."""
+        with self._lock:
+            self.counters.busy_calls += calls
 
     def started(self) -> None:
         """A request began arriving."""
