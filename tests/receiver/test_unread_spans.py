@@ -118,6 +118,28 @@ def test_grpc_answers_the_partial_success_too(receiver: Receiver) -> None:
     assert (receiver.counters.spans, receiver.counters.unread_spans) == (8, 1)
 
 
+def test_a_retried_request_counts_its_unread_spans_once(receiver: Receiver) -> None:
+    """An exporter's retry of a request taken (the same spans) is told again, as it asks,
+    but its spans are written once and so counted once; a batch holding one backwards span
+    sent before and one new is counted for the new one only."""
+    spans = _spans(backwards_step=True)
+    body = _protobuf(spans)
+    for _ in range(2):
+        answer = _post(receiver, body, "application/x-protobuf")
+        assert (
+            ExportTraceServiceResponse.FromString(answer.content).partial_success.rejected_spans
+            == 1
+        )
+    later = _spans(backwards_step=True)  # new ids: its backwards step is new too
+    with grpc_export(receiver.grpc_port) as export:
+        mixed = export(_protobuf([*spans, *later]), timeout=10)
+    assert ExportTraceServiceResponse.FromString(mixed).partial_success.rejected_spans == 2
+    receiver.stop()
+    counters = receiver.counters
+    assert (counters.spans, counters.resent_spans, counters.unread_spans) == (8, 8, 2)
+    assert len(received_span_ids(receiver.out)) == 8
+
+
 def _json_span(**fields: str) -> dict[str, object]:
     span: dict[str, object] = {
         "traceId": "5b8efff798038103d269b633813fc60c",

@@ -218,8 +218,7 @@ def _take(
     try:
         document = from_protobuf(body)
         rejected, message = unread(document)
-        sink.write(document, span_count(document))
-        sink.unread(rejected)
+        sink.write(document, span_count(document), rejected)
     except BadBody as bad:
         sink.refused(bad.status, bad.reason)
         return grpc.StatusCode.INVALID_ARGUMENT, bad.reason

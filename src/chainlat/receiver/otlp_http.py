@@ -159,10 +159,11 @@ class HttpReceiver:
                 return self._refuse(400, f"the body was cut short: {exc}")
             spans = span_count(document)
             try:
-                await self._loop.run_in_executor(self._pool, self._sink.write, document, spans)
+                await self._loop.run_in_executor(
+                    self._pool, self._sink.write, document, spans, rejected
+                )
             except Unwritten as exc:  # counted by the sink; an exporter retries a 503
                 return web.Response(status=503, text=f"{exc}\n")
-            self._sink.unread(rejected)
         finally:
             self._sink.ended()
         kind = JSON if request.content_type == JSON else PROTOBUF

@@ -234,9 +234,11 @@ class Sink:
         # Written anew: the summary judges what this receiver received, nothing older.
         self._file: IO[bytes] | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
 
-    def write(self, document: Json, spans: int) -> None:
+    def write(self, document: Json, spans: int, unread: int = 0) -> None:
         """One request as one line of the file, its credentials taken out (``credentials``)
-        and the spans taken before left out (no line when they all were)."""
+        and the spans taken before left out (no line when they all were). ``unread``: its
+        spans the reader leaves out (``decoding.unread``), counted in ``unread_spans`` as
+        far as they are written: a retry's are counted once."""
         with self._lock:
             taken, resent = self._recent.take(document)
             self.counters.resent_spans += resent
@@ -244,6 +246,10 @@ class Sink:
             spans -= resent
             if not spans:
                 return
+            if unread:  # some of them may have been left out with the resent spans
+                from chainlat.traces import unread_spans
+
+                unread = unread_spans(document)[0]
         remove_credentials(document)
         line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
         # As chainlat's exporter and the Collector's encoder do: U+2028/9 end a line elsewhere.
@@ -262,6 +268,7 @@ class Sink:
                 raise Unwritten(reason) from None
             self.counters.requests += 1
             self.counters.spans += spans
+            self.counters.unread_spans += unread
         if self._on_document is not None and spans:
             self._on_document(document, len(data))
 
@@ -280,12 +287,6 @@ class Sink:
                 self.counters.bad_requests += 1
             if not self.counters.first_problem:
                 self.counters.first_problem = reason[:200]
-
-    def unread(self, spans: int) -> None:
-        """Spans of a request written that the reader leaves out (``unread_spans``)."""
-        if spans:
-            with self._lock:
-                self.counters.unread_spans += spans
 
     def connection_refused(self) -> None:
         with self._lock:
