@@ -9,10 +9,13 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chainlat.traces import BadSpan, unread_spans
 from chainlat.traces._fast import quick_spans
+from chainlat.traces._parse import walked_unread_spans
 from support.fast_reader import (
     ORIGIN,
     assert_agree,
@@ -121,3 +124,54 @@ def test_spans_of_traces_that_take_turns_keep_their_own_trace_ids() -> None:
     spans.append({**spans[-1], "traceId": "zz" * 16, "spanId": "00000000000000ff"})
     line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
     assert quick_spans(line, ORIGIN) is None
+
+
+# --- what a line would leave out, quick path first -----------------------------------------
+
+
+def _unread_outcome(count: Any, doc: Any) -> tuple[str, Any]:
+    try:
+        return "read", count(doc)
+    except BadSpan as exc:
+        return "skipped", str(exc)
+    except Exception as exc:  # not a document (the receiver checks its shape first)
+        return "failed", type(exc).__name__
+
+
+@FUZZ
+@given(OTLP_LINE)
+def test_unread_spans_with_the_quick_path_first_says_what_the_walk_says(doc: Any) -> None:
+    """The receiver's check of a request (``traces.unread_spans``: the quick path, then the
+    validating walk) says what the walk alone says: the spans left out and the first's
+    reason, or the line skipped whole."""
+    assert _unread_outcome(unread_spans, doc) == _unread_outcome(walked_unread_spans, doc)
+
+
+@FUZZ
+@given(st.lists(_SPAN, min_size=1, max_size=4))
+def test_unread_spans_of_well_formed_spans_agree(spans: list[Any]) -> None:
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    assert _unread_outcome(unread_spans, doc) == _unread_outcome(walked_unread_spans, doc)
+
+
+def test_a_request_the_quick_path_reads_is_not_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quick path answers for a request of spans as chainlat writes them: the walk is
+    not asked (it is what costs three times as much)."""
+    import chainlat.traces._files as files
+
+    def walked(doc: Any) -> tuple[int, str]:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(files, "walked_unread_spans", walked)
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": "00000000000000a1",
+        "name": "chat m",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000005000000",
+        "attributes": [{"key": "gen_ai.request.model", "value": {"stringValue": "m"}}],
+    }
+    assert unread_spans({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) == (0, "")
+    backwards = {**span, "endTimeUnixNano": "1699999999999999999"}
+    with pytest.raises(AssertionError, match="walked"):  # not the quick path's to say
+        unread_spans({"resourceSpans": [{"scopeSpans": [{"spans": [backwards]}]}]})

@@ -77,9 +77,9 @@ from chainlat.traces._assemble import (
     TraceSource,
     runs_of,
 )
-from chainlat.traces._files import FileSource
+from chainlat.traces._files import FileSource, unread_spans
 from chainlat.traces._jaeger import JaegerSource, parse_lookback
-from chainlat.traces._parse import KEPT_ATTRIBUTES, BadSpan, unread_spans
+from chainlat.traces._parse import KEPT_ATTRIBUTES, BadSpan
 
 __all__ = [
     "KEPT_ATTRIBUTES",

@@ -8,9 +8,11 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
+
+import msgspec
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import TraceSourceError, reading, shown, undecodable
@@ -35,6 +37,7 @@ from chainlat.traces._parse import (
     names,
     otlp_spans,
     tally,
+    walked_unread_spans,
 )
 
 _PROGRESS_MIN_BYTES: Final = 4 * 1024 * 1024
@@ -461,3 +464,24 @@ def _json_problem(exc: ValueError) -> str:
     column = getattr(exc, "colno", None)
     message = re.sub(r":? line \d+ column \d+ \(char \d+\)$", "", message)
     return f"{message} at column {column}" if column is not None else message
+
+
+_encode: Final = msgspec.json.Encoder().encode
+
+
+def unread_spans(doc: Mapping[str, Any]) -> tuple[int, str]:
+    """What reading ``doc`` as a line of a file would leave out: the spans that end before
+    they start (their count, and what the first says); :class:`BadSpan` when the whole
+    line would not be read (an id or a time that is none, a list that is not one).
+
+    Read as a line is read: by the quick path first, which reads a line whole or not at
+    all (a span ending before it starts included), so that a line it reads leaves nothing
+    out; any other line by the validating reader's walk. Nothing is counted in the
+    reader's tally. A request of 500 spans as chainlat writes them: 3.4 µs a span, the
+    encoding included, against 10.6 µs for the walk alone."""
+    try:
+        if quick_spans(_encode(doc), "") is not None:
+            return 0, ""
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError, RecursionError):
+        pass  # not a document the quick path could read: the walk says what it is
+    return walked_unread_spans(doc)
