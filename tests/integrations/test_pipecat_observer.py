@@ -87,6 +87,7 @@ class Metadata:
 @dataclass
 class _Settings:
     model: str
+    session_properties: Any = None
 
 
 class RealtimeService:
@@ -94,6 +95,75 @@ class RealtimeService:
 
     def __init__(self, model: str = "sim-realtime") -> None:
         self._settings = _Settings(model)
+
+
+@dataclass
+class ProposedStopped:
+    """A ``ProposedUserStoppedSpeakingFrame``: the service's hand-on of the server's
+    ``speech_stopped``."""
+
+
+@dataclass
+class InputAudio:
+    """An ``InputAudioRawFrame``: the caller's audio, as the input transport pushes it."""
+
+    audio: bytes
+    sample_rate: int = 16_000
+    num_channels: int = 1
+
+
+@dataclass
+class _SpeechStopped:
+    audio_end_ms: int
+
+
+@dataclass
+class _TurnDetection:
+    type: str = "server_vad"
+    silence_duration_ms: int | None = 500
+
+
+@dataclass
+class _Session:
+    """A ``SessionProperties`` as far as the observer reads it."""
+
+    detection: Any
+
+    @property
+    def audio(self) -> Any:
+        return _Namespace(input=_Namespace(turn_detection=self.detection))
+
+
+class _Namespace:
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+class ServerVadService(RealtimeService):
+    """``OpenAIRealtimeLLMService`` with the server's turn detection: its handlers of
+    ``session.updated`` and ``speech_stopped``, which the receive task calls by name."""
+
+    def __init__(self, configured: Any = None) -> None:
+        super().__init__()
+        self._settings.session_properties = _Session(configured)
+        self.handled: list[str] = []
+
+    async def _handle_evt_session_updated(self, evt: Any) -> None:
+        self.handled.append("session.updated")
+
+    async def _handle_evt_speech_stopped(self, evt: Any) -> None:
+        self.handled.append("speech_stopped")
+
+    def receive(self, event: Any) -> None:
+        """One server event, handled as the receive task handles it."""
+        import asyncio
+
+        name = (
+            "_handle_evt_speech_stopped"
+            if isinstance(event, _SpeechStopped)
+            else "_handle_evt_session_updated"
+        )
+        asyncio.run(getattr(self, name)(event))
 
 
 class Transport:
@@ -120,6 +190,8 @@ FRAMES = Frames(
     ServiceAudio,
     ResponseEnd,
     Metadata,
+    ProposedStopped,
+    InputAudio,
 )
 
 
@@ -478,3 +550,114 @@ def test_an_answer_that_called_ends_at_its_call_when_pipecats_handling_outlasts_
         (T0 + 530 * MS, T0 + 841 * MS),
         (T0 + 960 * MS, T0 + 2000 * MS),
     ]
+
+
+# --- the server's turn detection ------------------------------------------------------------
+
+FRAME = bytes(640)
+"""20 ms of 16 kHz mono 16-bit audio: one microphone frame."""
+MIC = Other()
+"""The input transport."""
+
+
+def _server_turn(
+    service: ServerVadService, observer: ChainlatObserver, *, audio_end_ms: int, frames: int
+) -> None:
+    """``frames`` microphone frames pushed at the end of each (the first ending at T0 +
+    20 ms), then the server's ``speech_stopped`` at ``audio_end_ms``, received and handed
+    on 40 ms after the last frame."""
+    for n in range(1, frames + 1):
+        observer.observe(InputAudio(FRAME), T0 + 20 * n * MS, MIC)
+    service.receive(_SpeechStopped(audio_end_ms))
+    observer.observe(ProposedStopped(), T0 + (20 * frames + 40) * MS, service)
+
+
+def test_the_servers_turn_detection_starts_the_turn_at_its_end_of_the_words() -> None:
+    """``speech_stopped`` at 1,507 ms of audio, with the 500 ms of silence the server's
+    ``session.updated`` says it waits on: the words ended at 1,007 ms of audio, in the frame
+    of 1,000-1,020 ms, pushed at T0 + 1,020 ms: at T0 + 1,007 ms. The answer counts from
+    the frame that handed the stop on, and the user aggregator's stop after it asks
+    nothing; the service's own handlers still run."""
+    from opentelemetry import trace
+
+    provider, exporter, observer = _setup()
+    tracer = provider.get_tracer("pipecat.turn")
+    conversation = tracer.start_span("conversation", start_time=T0 - 5000 * MS)
+    turn = tracer.start_span("turn", context=trace.set_span_in_context(conversation), start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    service = ServerVadService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    service.receive(_Namespace(session=_Session(_TurnDetection(silence_duration_ms=500))))
+    _server_turn(service, observer, audio_end_ms=1507, frames=80)  # 1,600 ms of audio
+    observer.observe(UserStopped(), T0 + 1645 * MS, Other())  # the aggregator's, after
+    observer.observe(ServiceAudio(), T0 + 1940 * MS, service)
+    observer.observe(Speaking(), T0 + 1950 * MS, OUT)
+    observer.observe(CHUNK, T0 + 1990 * MS, OUT)
+    observer.observe(ResponseEnd(), T0 + 2600 * MS, service)
+    turn.end(end_time=T0 + 3000 * MS)
+    conversation.end(end_time=T0 + 3000 * MS)
+    assert service.handled == ["session.updated", "speech_stopped"]  # still handled
+    spans = exporter.get_finished_spans()
+    (step,) = _answers(spans)
+    assert (step.start_time, step.end_time) == (T0 + 1640 * MS, T0 + 2600 * MS)
+    (run,) = runs_from_spans(spans)
+    # 1,007 ms of audio: in the frame of 1,000-1,020 ms, pushed at T0 + 1,020 ms.
+    assert run.start_ns == T0 + 1007 * MS
+    assert run.first_output_ms == 943.0  # to the write at 1,950 ms
+    assert run.rollup.first_output_end_of_turn_ms == 633.0  # to the stop handed on
+
+
+def test_the_silence_is_the_settings_without_a_session_update_and_none_for_semantic_vad() -> None:
+    """A ``session.updated`` missed (handled before the observer wrapped the handler): the
+    silence the service was set up with; ``semantic_vad`` waits on no fixed silence."""
+    starts = []
+    for configured, expected_ms in (
+        (_TurnDetection(silence_duration_ms=300), 1207),
+        (_TurnDetection(silence_duration_ms=None), 1007),  # the server's default, 500 ms
+        (None, 1007),
+        (_TurnDetection(type="semantic_vad"), 1507),
+    ):
+        provider, exporter, observer = _setup()
+        turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+        turn.set_attribute("turn.number", 1)
+        service = ServerVadService(configured)
+        observer.observe(Metadata(is_realtime_service=True), T0, service)
+        _server_turn(service, observer, audio_end_ms=1507, frames=80)
+        turn.end(end_time=T0 + 3000 * MS)
+        (ended,) = exporter.get_finished_spans()
+        starts.append(((ended.attributes or {}).get(attr.WORKFLOW_SPEECH_END_MS), expected_ms))
+    assert [found for found, _ in starts] == [float(expected) for _, expected in starts]
+
+
+def test_an_end_of_the_words_the_observer_cannot_place_moves_nothing() -> None:
+    """Audio the frames do not reach (a stop past the audio pushed), or a service without
+    the handlers (another realtime service): the turn keeps Pipecat's start, and the answer
+    still counts from the server's stop."""
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    service = ServerVadService()
+    observer.observe(Metadata(is_realtime_service=True), T0, service)
+    _server_turn(service, observer, audio_end_ms=2500, frames=80)  # past 1,600 ms pushed
+    turn.end(end_time=T0 + 3000 * MS)
+    (ended,) = exporter.get_finished_spans()
+    assert attr.WORKFLOW_SPEECH_END_MS not in (ended.attributes or {})
+
+    provider, exporter, observer = _setup()
+    turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+    turn.set_attribute("turn.number", 1)
+    plain = RealtimeService()  # no handlers to wrap: nothing read, nothing kept
+    observer.observe(Metadata(is_realtime_service=True), T0, plain)
+    observer.observe(InputAudio(FRAME), T0 + 20 * MS, MIC)
+    observer.observe(ProposedStopped(), T0 + 600 * MS, plain)
+    observer.observe(UserStopped(), T0 + 605 * MS, Other())
+    observer.observe(ServiceAudio(), T0 + 900 * MS, plain)
+    observer.observe(ResponseEnd(), T0 + 1200 * MS, plain)
+    turn.end(end_time=T0 + 3000 * MS)
+    spans = exporter.get_finished_spans()
+    assert attr.WORKFLOW_SPEECH_END_MS not in (
+        next(s for s in spans if s.name == "turn").attributes or {}
+    )
+    (step,) = _answers(spans)
+    assert step.start_time == T0 + 600 * MS
+    assert len(observer._heard) == 0  # no server turns read: the caller's audio not kept

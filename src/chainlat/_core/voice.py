@@ -44,6 +44,10 @@ class _Node(Protocol):
 N = TypeVar("N", bound=_Node)
 
 
+SERVER_VAD_SILENCE_MS: Final = 500
+"""OpenAI Realtime's default ``silence_duration_ms`` for ``server_vad``: the silence its
+turn detection waits on, which its ``speech_stopped``'s ``audio_end_ms`` includes."""
+
 SPEECH_QUANTITIES: Final = (
     "speech_to_text",
     "text_to_speech",

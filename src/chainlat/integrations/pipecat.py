@@ -36,12 +36,23 @@ first frame, a few ms before the output transport plays it. The observer records
   the call's result (from the end of the answer that called, when the result came first:
   the service then owes the create, 1109-1114). A service is
   speech to speech when its ``LLMServiceMetadataFrame`` says so (``is_realtime_service``);
-  an answer not asked by a ``UserStoppedSpeakingFrame`` in its turn (the server's turn
-  detection on) gets no step. With the server's turn detection on, the end of the words is
-  not seen either: the service hands on the server's ``input_audio_buffer.speech_stopped``
-  as a bare ``ProposedUserStoppedSpeakingFrame``, pushed when the event arrived, and drops
-  its ``audio_end_ms`` (1223-1229; no handler is called for it), and no VAD frame is
-  pushed: such a turn keeps the start Pipecat gave it;
+  an answer asked neither by a ``UserStoppedSpeakingFrame`` nor by the server in its turn
+  gets no step;
+- with the server's turn detection on (the service's default), the server asks the answer
+  itself, at its ``input_audio_buffer.speech_stopped``: the service hands that event on as a
+  bare ``ProposedUserStoppedSpeakingFrame``, pushed as it arrived (1223-1229), and the
+  answer's step counts from that push (the ``UserStoppedSpeakingFrame`` Pipecat's user
+  aggregator pushes after it asks nothing). No VAD frame is pushed, and the service drops
+  the event's ``audio_end_ms``, the end of the speech on the session's audio clock, silence
+  included: the observer reads it, and the silence the server waits on (its
+  ``session.updated``, else the service's settings, else OpenAI's default), by wrapping the
+  service's two handlers of them (``_handle_evt_speech_stopped`` and
+  ``_handle_evt_session_updated``, 1215-1229 and 968-975 of pipecat-ai 1.14.0's
+  services/openai/realtime/llm.py; a service without them is read as before, its turns
+  keeping Pipecat's start). The end of the words is then the instant the input transport
+  pushed the caller's audio at ``audio_end_ms`` less the silence, counted over the
+  ``InputAudioRawFrame`` frames it pushed, each of which the service appends as it gets it
+  (its audio clock); the turn starts there;
 - the turn's first output (``first_output=True``, the default) where the caller's audio
   starts: the output transport's write of the turn's first audio frame. No frame is pushed
   at that instant: the transport's audio task pushes a ``BotStartedSpeakingFrame`` first,
@@ -69,15 +80,18 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import SpanProcessor
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, warn_once
+from chainlat._core.voice import SERVER_VAD_SILENCE_MS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,6 +113,15 @@ MAX_OPEN_CALLS: Final = 1024
 """Function calls the observer waits for a result of at once; past it the oldest goes."""
 MAX_MARKED: Final = 64
 """Turns whose first output the observer remembers marking (a session has one open)."""
+MAX_HEARD: Final = 4096
+"""The caller's latest audio frames kept to find where the server's ``audio_end_ms`` was
+pushed (80 s of 20 ms frames; the server's silence is well under a second)."""
+MAX_STOPS: Final = 16
+"""The server's ``speech_stopped`` figures kept until their frame is observed."""
+_SPEECH_STOPPED: Final = "_handle_evt_speech_stopped"
+_SESSION_UPDATED: Final = "_handle_evt_session_updated"
+"""``OpenAIRealtimeLLMService``'s handlers of ``input_audio_buffer.speech_stopped`` and
+``session.updated`` (pipecat-ai 1.14.0, services/openai/realtime/llm.py 1223 and 968)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,8 @@ class Frames:
     tts_audio: type | None = None
     response_end: type | None = None
     service_metadata: type | None = None
+    proposed_stopped: type | None = None
+    input_audio: type | None = None
 
 
 def pipecat_frames() -> Frames:
@@ -126,9 +151,11 @@ def pipecat_frames() -> Frames:
         FunctionCallCancelFrame,
         FunctionCallInProgressFrame,
         FunctionCallResultFrame,
+        InputAudioRawFrame,
         LLMFullResponseEndFrame,
         LLMServiceMetadataFrame,
         OutputAudioRawFrame,
+        ProposedUserStoppedSpeakingFrame,
         TTSAudioRawFrame,
         UserStoppedSpeakingFrame,
         VADUserStoppedSpeakingFrame,
@@ -153,6 +180,8 @@ def pipecat_frames() -> Frames:
         TTSAudioRawFrame,
         LLMFullResponseEndFrame,
         LLMServiceMetadataFrame,
+        ProposedUserStoppedSpeakingFrame,
+        InputAudioRawFrame,
     )
 
 
@@ -210,6 +239,17 @@ class OpenTurns(SpanProcessor):
                 return
         handled = self.handled
         call(handled[1] if handled is not None and handled[0] <= ns <= handled[1] else ns)
+
+
+@dataclass
+class _ServerTurns:
+    """What a speech-to-speech service's server turn detection said, read from the
+    service's handlers of its events (it hands neither figure on)."""
+
+    ends: deque[int] = field(default_factory=lambda: deque(maxlen=MAX_STOPS))
+    """The ``audio_end_ms`` of each ``speech_stopped`` whose frame is not observed yet."""
+    silence_ms: int | None = None
+    """The silence the server waits on, from its ``session.updated``."""
 
 
 @dataclass
@@ -274,6 +314,15 @@ class ChainlatObserver:
         the next answer at that end."""
         self._realtime_services: set[int] = set()
         """The services that said they are speech to speech (``is_realtime_service``)."""
+        self._server_turns: dict[int, _ServerTurns] = {}
+        """By service: what its server turn detection said (`_listen`)."""
+        self._asked_by_server = False
+        """The server asked the answer at its ``speech_stopped``: the user aggregator's
+        ``UserStoppedSpeakingFrame`` after it asks nothing."""
+        self._heard: deque[tuple[float, int]] = deque(maxlen=MAX_HEARD)
+        """The caller's audio frames as pushed: the audio's length up to each frame's end
+        (ms) and the push, oldest first; kept while a service's turns are the server's."""
+        self._heard_ms = 0.0
         self._mark_first_output = first_output
 
     async def on_push_frame(self, data: Any) -> None:
@@ -330,9 +379,16 @@ class ChainlatObserver:
         elif frames.service_metadata is not None and isinstance(frame, frames.service_metadata):
             if getattr(frame, "is_realtime_service", False) is True and source is not None:
                 self._realtime_services.add(id(source))
+                self._listen(source)
+        elif frames.input_audio is not None and isinstance(frame, frames.input_audio):
+            if self._server_turns:
+                self._hear(frame, at_ns)
         elif id(source) in self._realtime_services:
             self._realtime(frame, at_ns, source)
         elif frames.user_stopped is not None and isinstance(frame, frames.user_stopped):
+            if self._asked_by_server:  # pushed after the server's stop, which asked
+                self._asked_by_server = False
+                return
             self._settle(self._settling, force=True)
             self._asked_ns = at_ns
             self._first_call_ns = None
@@ -382,7 +438,9 @@ class ChainlatObserver:
         audio: its step has no first token (Pipecat's ``llm_response`` of it, the same
         call seen twice, keeps its usage)."""
         frames = self._frames
-        if frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
+        if frames.proposed_stopped is not None and isinstance(frame, frames.proposed_stopped):
+            self._server_stop(source, at_ns)
+        elif frames.tts_audio is not None and isinstance(frame, frames.tts_audio):
             if self._response is None and self._asked_ns is not None:
                 self._settle(self._settling, force=True)
                 self._response = self._asked(source, at_ns, at_ns)
@@ -404,6 +462,82 @@ class ChainlatObserver:
                 # Pushed inside Pipecat's handling of response.done (its llm_response span):
                 # the step ends with that span, which is then the same call seen twice.
                 self.turns.after_handling(at_ns, lambda end: self._handled(response, end))
+
+    def _server_stop(self, source: object, at_ns: int) -> None:
+        """The server's turn detection said the caller stopped: the service pushes this as
+        its ``speech_stopped`` arrives, and the server asks the answer there. The end of the
+        words is that event's ``audio_end_ms`` less the silence the server waited, on the
+        audio the input transport pushed."""
+        self._settle(self._settling, force=True)
+        self._asked_ns = at_ns
+        self._first_call_ns = None
+        self._asked_by_server = True
+        state = self._server_turns.get(id(source))
+        if state is None or not state.ends:
+            return  # the handler was not wrapped: the turn keeps Pipecat's start
+        end_ms = state.ends.popleft()
+        if not self._mark_first_output:
+            return
+        silence = state.silence_ms
+        if silence is None:
+            silence = _silence_of(
+                getattr(getattr(source, "_settings", None), "session_properties", None)
+            )
+        spoken = self._heard_at(end_ms - (SERVER_VAD_SILENCE_MS if silence is None else silence))
+        if spoken is not None:
+            self._mark_speech_end(spoken, at_ns)
+
+    def _listen(self, service: object) -> None:
+        """Read what the service's server turn detection says and the service drops: each
+        ``speech_stopped``'s ``audio_end_ms`` and the ``session.updated``'s silence, by
+        wrapping its handlers of the two (`_SPEECH_STOPPED`, `_SESSION_UPDATED`) on this
+        instance. A service without them is left alone."""
+        if id(service) in self._server_turns:
+            return
+        stopped = getattr(service, _SPEECH_STOPPED, None)
+        updated = getattr(service, _SESSION_UPDATED, None)
+        if not (inspect.iscoroutinefunction(stopped) and inspect.iscoroutinefunction(updated)):
+            return
+        state = self._server_turns[id(service)] = _ServerTurns()
+
+        async def speech_stopped(event: Any) -> Any:
+            with internal_errors("reading a Pipecat realtime speech_stopped"):
+                end = getattr(event, "audio_end_ms", None)
+                if isinstance(end, int) and not isinstance(end, bool) and end >= 0:
+                    state.ends.append(end)
+            return await stopped(event)
+
+        async def session_updated(event: Any) -> Any:
+            with internal_errors("reading a Pipecat realtime session.updated"):
+                state.silence_ms = _silence_of(getattr(event, "session", None))
+            return await updated(event)
+
+        setattr(service, _SPEECH_STOPPED, speech_stopped)
+        setattr(service, _SESSION_UPDATED, session_updated)
+
+    def _hear(self, frame: object, at_ns: int) -> None:
+        """One frame of the caller's audio, pushed by the input transport at ``at_ns`` (its
+        end): the service appends it to the session's audio as it gets it."""
+        playing = _playing_ns(frame)
+        if playing > 0:
+            self._heard_ms += playing / _NS_PER_MS
+            self._heard.append((self._heard_ms, at_ns))
+
+    def _heard_at(self, position_ms: float) -> int | None:
+        """The instant the caller said the audio at ``position_ms`` of the session's audio:
+        the push of the frame holding it, less the frame's audio after it; None when that
+        frame is not among those kept (or not pushed yet)."""
+        found: tuple[float, int] | None = None
+        for end_ms, pushed in reversed(self._heard):
+            if end_ms < position_ms:
+                break
+            found = (end_ms, pushed)
+        else:
+            return None  # before the first frame kept, or no frame at all
+        if found is None:
+            return None  # past the last frame pushed
+        end_ms, pushed = found
+        return pushed - round((end_ms - position_ms) * _NS_PER_MS)
 
     def _asked(self, source: object, at_ns: int, first_ns: int | None) -> _Response | None:
         """The answer asked at ``_asked_ns``, in the turn open at ``at_ns``; None when the
@@ -482,9 +616,6 @@ class ChainlatObserver:
         """The VAD's end of the caller's words (its stamp less the silence it waited, as
         Pipecat's user-bot latency counts it) on the turn open at its push; the last stop
         before the turn's first output wins (the caller paused, then went on)."""
-        turn = self.turns.at(at_ns)
-        if turn is None or not turn.is_recording() or turn.context.span_id in self._marked:
-            return
         stamp = getattr(frame, "timestamp", None)
         stop_s = getattr(frame, "stop_secs", 0.0) or 0.0
         if not isinstance(stamp, (int, float)) or not isinstance(stop_s, (int, float)):
@@ -492,7 +623,14 @@ class ChainlatObserver:
         end_ns_float = (stamp - stop_s) * 1e9
         if not math.isfinite(end_ns_float):  # a NaN or infinite stamp or silence: no instant
             return
-        end_ns = round(end_ns_float)
+        self._mark_speech_end(round(end_ns_float), at_ns)
+
+    def _mark_speech_end(self, end_ns: int, at_ns: int) -> None:
+        """The end of the caller's words at ``end_ns``, said at ``at_ns``, on the turn open
+        then, unless its first output is marked already or it is outside the turn."""
+        turn = self.turns.at(at_ns)
+        if turn is None or not turn.is_recording() or turn.context.span_id in self._marked:
+            return
         start = turn.start_time or end_ns
         if start <= end_ns <= at_ns:
             turn.set_attribute(attr.WORKFLOW_SPEECH_END_MS, (end_ns - start) / _NS_PER_MS)
@@ -509,6 +647,23 @@ class ChainlatObserver:
         start = turn.start_time or at_ns
         turn.set_attribute(attr.WORKFLOW_FIRST_OUTPUT_MS, max(at_ns - start, 0) / _NS_PER_MS)
         turn.add_event(attr.FIRST_OUTPUT_EVENT, timestamp=at_ns)
+
+
+def _silence_of(session: object) -> int | None:
+    """The silence a session's server turn detection waits on (its
+    ``audio.input.turn_detection``): ``silence_duration_ms`` for ``server_vad``, 0 for
+    ``semantic_vad`` (the model decides, no fixed silence to take back, as
+    ``chainlat.realtime`` reads it); None when the session does not say."""
+    audio_in = getattr(getattr(session, "audio", None), "input", None)
+    detection = getattr(audio_in, "turn_detection", None)
+    if detection is None or isinstance(detection, bool):
+        return None
+    if getattr(detection, "type", None) == "semantic_vad":
+        return 0
+    silence = getattr(detection, "silence_duration_ms", None)
+    if isinstance(silence, int) and not isinstance(silence, bool) and silence >= 0:
+        return silence
+    return None
 
 
 def _model_of(service: object) -> str:

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
+from chainlat._core.voice import SERVER_VAD_SILENCE_MS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -78,8 +79,6 @@ _AUDIO_DELTAS: Final = frozenset(
 """The first of these in a response is its first output (the audio; text in a text-only
 session). Transcript deltas are not: the caller hears the audio."""
 _SPOKEN_DELTAS: Final = frozenset({"response.output_audio.delta", "response.audio.delta"})
-DEFAULT_SILENCE_MS: Final = 500
-"""OpenAI's default ``silence_duration_ms`` for ``server_vad``."""
 PCM16_BYTES_PER_MS: Final = 48.0
 """The default audio, PCM16 mono at 24 kHz: bytes per millisecond."""
 _G711_BYTES_PER_MS: Final = 8.0
@@ -167,7 +166,7 @@ class RealtimeTurns:
         self.audio_start_ns: int | None = None
         """When the client sent the session's first audio: the audio clock's zero."""
         self.vad = True
-        self.silence_ms = DEFAULT_SILENCE_MS
+        self.silence_ms = SERVER_VAD_SILENCE_MS
         self.create_response = True
         self.input_bytes_per_ms = PCM16_BYTES_PER_MS
         self.output_bytes_per_ms = PCM16_BYTES_PER_MS

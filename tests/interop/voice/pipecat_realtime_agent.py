@@ -8,11 +8,14 @@ The pipeline is Pipecat's own: an input transport that plays the cascade agent's
 the last sound, stamped as a VAD stamps it), the LLM context aggregators, Pipecat's
 ``OpenAIRealtimeLLMService`` (``pipecat.services.openai.realtime.llm``) on the sim's
 ``/v1/realtime`` with the server's turn detection off (``turn_detection=False``), and an
-output transport that plays the answer to nowhere in real time. The user aggregator
-decides the turns from the VAD's frames with its default strategies (its smart-turn model
-ends each turn 157-301 ms after the VAD's stop in the runs here): at its
-``UserStoppedSpeakingFrame`` the service commits the caller's audio and asks for a response
-(services/openai/realtime/llm.py 604-607). The input transport sends no
+output transport that plays the answer to nowhere in real time. With ``--server-vad`` the
+input transport is a microphone and nothing more (no VAD frames; its silence streams on
+between the utterances) and the server's turn detection is on, the service's default
+(``turn_detection`` not given): the server decides each turn and asks the answer itself.
+Otherwise the user aggregator decides the turns from the VAD's frames with its default
+strategies (its smart-turn model ends each turn 157-301 ms after the VAD's stop in the runs
+here): at its ``UserStoppedSpeakingFrame`` the service commits the caller's audio and
+asks for a response (services/openai/realtime/llm.py 604-607). The input transport sends no
 ``UserStartedSpeakingFrame`` / ``UserStoppedSpeakingFrame`` of its own: a second stop
 commits an empty buffer, which the API refuses (``input_audio_buffer_commit_empty``) and
 the service takes as fatal.
@@ -66,6 +69,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--truth", required=True)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tool", action="store_true")
+    parser.add_argument("--server-vad", action="store_true")
     return parser.parse_args()
 
 
@@ -111,21 +115,31 @@ async def main(args: argparse.Namespace) -> None:
             await asyncio.sleep(1.0)  # the session set up
             for n in range(args.turns):
                 await self._utterance(n)
-                await asyncio.sleep(PAUSE_S)
+                if not args.server_vad:
+                    await asyncio.sleep(PAUSE_S)
             await asyncio.sleep(3.0)  # Pipecat ends a turn 2.5 s after the bot stopped
             played.set()
 
         async def _frames(self, audio: bytes, seconds: float) -> None:
+            """Each frame pushed once its audio would have been captured, as a microphone's
+            is: at the end of its 20 ms (the server's turn detection dates the end of the
+            words on the audio, and the observer maps it back to these pushes)."""
             started = time.perf_counter()
             for i in range(round(seconds * 1000 / FRAME_MS)):
-                await self.push_audio_frame(
-                    InputAudioRawFrame(audio=audio, sample_rate=IN_RATE, num_channels=1)
-                )
                 delay = started + (i + 1) * FRAME_MS / 1000 - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                await self.push_audio_frame(
+                    InputAudioRawFrame(audio=audio, sample_rate=IN_RATE, num_channels=1)
+                )
 
         async def _utterance(self, n: int) -> None:
+            if args.server_vad:  # a microphone: its silence streams on, for the server's VAD
+                await self._frames(tone(FRAME_MS), SPEECH_S[n % len(SPEECH_S)])
+                words_end.append(time.time_ns())  # the last word's frame just pushed
+                awaiting[0] = True
+                await self._frames(bytes(len(tone(FRAME_MS))), PAUSE_S)
+                return
             await self.broadcast_frame(VADUserStartedSpeakingFrame)
             await self._frames(tone(FRAME_MS), SPEECH_S[n % len(SPEECH_S)])
             end = time.time_ns()
@@ -189,7 +203,8 @@ async def main(args: argparse.Namespace) -> None:
             session_properties=events.SessionProperties(
                 tools=tools,
                 audio=events.AudioConfiguration(
-                    input=events.AudioInput(turn_detection=False),
+                    # None: the server's own turn detection (server VAD), the default.
+                    input=events.AudioInput(turn_detection=None if args.server_vad else False),
                 ),
             ),
         ),
