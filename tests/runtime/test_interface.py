@@ -100,20 +100,6 @@ def test_workflow_end_callbacks_run_in_order_and_remove_once(cap: Capture) -> No
     assert hooks.end_callbacks() == ()
 
 
-def test_no_runtime_module_over_600_lines_nor_function_over_80() -> None:
-    too_long: list[str] = []
-    for path in sorted(RUNTIME.glob("*.py")):
-        source = path.read_text(encoding="utf-8")
-        if source.count("\n") > 600:
-            too_long.append(f"{path.name}: {source.count(chr(10))} lines")
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                length = (node.end_lineno or node.lineno) - node.lineno + 1
-                if length > 80:
-                    too_long.append(f"{path.name}: {node.name} {length} lines")
-    assert too_long == []
-
-
 @pytest.mark.anyio
 async def test_a_decorated_async_step_name_covers_the_awaited_body(cap: Capture) -> None:
     @chainlat.step_name("plan")
