@@ -70,7 +70,8 @@ def test_livekit_voice_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -
 def test_livekit_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path) -> None:
     """A LiveKit Agents session on the sim's Realtime API (livekit_realtime_agent.py): each
     turn one realtime inference, its first output within 10 ms of the first frame at the
-    output; with a local VAD the turn's start and first output within 10 ms of the truth."""
+    output; with a local VAD the turn's start and first output within 10 ms of the truth;
+    with the server's VAD alone each turn says its start is no end of the words (rule 16)."""
     _cases_right(
         tmp_path, ["--stack", "livekit-realtime"], {"local-vad", "server-vad"}, timeout_s=900
     )

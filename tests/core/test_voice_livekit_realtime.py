@@ -4,11 +4,17 @@ livekit-plugins-openai 1.8.9 write them (tests/interop/voice/livekit_realtime_ag
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util.types import AttributeValue
 
+from chainlat import report
 from chainlat._core.runs import WorkflowRun
+from chainlat._core.stats import aggregate
+from chainlat.budgets import evaluate, parse_budgets
+from chainlat.report.common import stat_rows
 from chainlat.traces.sdk import runs_from_spans
 from support.livekit_spans import MS, T0, LiveKitSession
 
@@ -120,13 +126,62 @@ def test_without_a_local_vad_the_turn_starts_at_the_servers_speech_stopped(
     exporter: InMemorySpanExporter,
 ) -> None:
     """No span says where the words ended then: the turn starts where LiveKit ended
-    user_speaking (the server's speech_stopped received); the first output is still the
-    first frame at the sink."""
+    user_speaking (the server's speech_stopped received), and says that is no end of the
+    words (its user_speaking hangs from the session, not from a VAD's user_turn); the first
+    output is still the first frame at the sink, from that start: a lower bound."""
     tr = Trace(exporter)
     tr.turn(0, local_vad=False)
-    [run] = turns(exporter, tr)
-    assert run.start_ns == T0 + 2530 * MS
-    assert run.first_output_ms == pytest.approx(310.0)
+    tr.turn(8000, local_vad=True)
+    quiet, vad = turns(exporter, tr)
+    assert quiet.start_ns == T0 + 2530 * MS
+    assert quiet.first_output_ms == pytest.approx(310.0)
+    assert quiet.unknown_start is not None
+    assert "speech_stopped arrived (no VAD of the session's own)" in quiet.unknown_start
+    assert vad.unknown_start is None
+
+
+BUDGETS = """
+min_runs = 2
+[workflows.default_agent]
+total = "5s"
+first_output = "200ms"
+inference = "5s"
+p50 = { first_output = "1s", total = "9s", inference = "9s" }
+
+[workflows.default_agent.steps.realtime_inference]
+max = "9s"
+p50 = "9s"
+"""
+
+
+def test_what_counts_from_such_a_start_is_not_judged_and_shown_as_a_bound(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A first output of 310 ms from a start after the server's silence would keep a 1 s
+    p50 and break a 200 ms limit it may well break or not: neither is known. The first
+    output, the total and their percentiles are not judged (``unknown_start``, saying why);
+    the model's time and the step's are, as they do not count from the start. The report
+    marks the bounds, and the waterfall says "at least"."""
+    tr = Trace(exporter)
+    tr.turn(0, local_vad=False)
+    tr.turn(8000, local_vad=False)
+    runs = turns(exporter, tr)
+    budgets = parse_budgets(tomllib.loads(BUDGETS), source="chainlat.toml")
+    verdicts = {v.target: v for v in evaluate(runs, budgets).verdicts}
+    for target in ("total", "first_output", "p50.first_output", "p50.total"):
+        verdict = verdicts[target]
+        assert (verdict.status, verdict.reason) == ("not_judged", "unknown_start"), target
+        assert verdict.why is not None and "speech_stopped" in verdict.why
+        assert "lower bounds (docs/attributes.md, rule 16)" in verdict.why
+    for target in ("inference", "p50.inference", "steps.realtime_inference.max"):
+        assert verdicts[target].status == "ok", target
+    assert verdicts["steps.realtime_inference.p50"].status == "ok"
+    rows = {row.label: row for row in stat_rows(aggregate(runs).workflows["default_agent"])}
+    assert "total [a bound in 2/2 runs]" in rows
+    assert "first output [a bound in 2/2 runs]" in rows
+    assert "inference (critical path)" in rows  # measured
+    text = report.waterfall(runs[0])
+    assert "first output at least 310.0 ms (the end of the words not traced)" in text
 
 
 def test_a_livekit_realtime_answer_cut_before_it_played_keeps_the_plugins_first_chunk(

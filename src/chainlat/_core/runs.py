@@ -103,6 +103,12 @@ class WorkflowRun:
     """Why the rollup recorded on the workflow span was not used and the rollup was rebuilt
     from the spans (``chainlat.chain.total_ms -100 is negative``); empty when it was used or
     none was recorded."""
+    unknown_start: str | None = None
+    """Why the run, a framework's voice turn, starts later than the end of the caller's
+    words, which its trace does not hold (`chainlat._core.turn_start`): what counts from
+    its start (`chainlat._core.voice.UNKNOWN_START_QUANTITIES`) is then a lower bound, not
+    a measurement, and not judged (docs/attributes.md, rule 16); None when the start is
+    the end of the words."""
 
     @property
     def total_ms(self) -> float:
@@ -290,6 +296,7 @@ def built_run(
     incomplete: str | None = None,
     end_of_turn_ns: int | None = None,
     first_output_ns: int | None = None,
+    unknown_start: str | None = None,
 ) -> WorkflowRun:
     """The one builder of a run, live or read (``traced``: the workflow span read from a
     trace, kept on the run with its descendants ``spans``); the rollup and the steps are
@@ -321,6 +328,7 @@ def built_run(
         nested=nested,
         rebuilt=rebuilt,
         incomplete=incomplete,
+        unknown_start=unknown_start,
     )
 
 

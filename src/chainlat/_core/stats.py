@@ -426,10 +426,10 @@ class WorkflowStats:
         """Runs in the latency samples."""
         return len(self.quantities["total"])
 
-    def _add_unrecorded(self, rollup: Rollup) -> None:
+    def _add_unrecorded(self, rollup: Rollup, unknown_start: bool) -> None:
         unrecorded = self.unrecorded
         for key in (*QUANTITIES, FIRST_OUTPUT, *voice.SPEECH_QUANTITIES, FIRST_OUTPUT_SPLIT):
-            if rollup.bound_in(key):
+            if rollup.bound_in(key) or (unknown_start and key in voice.UNKNOWN_START_QUANTITIES):
                 unrecorded[key] = unrecorded.get(key, 0) + 1
         for name in set(rollup.unrecorded):
             unrecorded[name] = unrecorded.get(name, 0) + 1
@@ -476,8 +476,8 @@ class WorkflowStats:
         cost = cost_usd if cost_usd is not None else rollup.cost_usd
         if cost is not None:
             self.cost.add(cost, cached, weight)
-        if rollup.unrecorded or rollup.unusable_parts:
-            self._add_unrecorded(rollup)
+        if rollup.unrecorded or rollup.unusable_parts or run.unknown_start is not None:
+            self._add_unrecorded(rollup, run.unknown_start is not None)
         steps = self.steps
         seen = self.seen_steps.add
         operations = self.operations if self.count_operations else None

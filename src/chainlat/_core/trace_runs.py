@@ -138,6 +138,7 @@ def _run(
     speaking (`chainlat._core.turn_start`; ``spans``: the trace's, by id)."""
     records = [span.record for span in descendants]
     end_of_turn: int | None = None
+    unknown_start: str | None = None
     # The application's mark counts from the span's own start, before a rule moves it.
     marked = marked_first_output(top)
     if spans is not None and turn_start.is_voice_turn(top.record, top.attributes):
@@ -150,6 +151,7 @@ def _run(
                 top.origin,
             )
             end_of_turn = found.end_of_turn_ns
+            unknown_start = found.unknown_start
     root = top.record
     if incomplete is None and not _cut_by_barge_in(top):
         incomplete = _ended_after(root, records)
@@ -170,6 +172,7 @@ def _run(
         incomplete=incomplete,
         end_of_turn_ns=end_of_turn,
         first_output_ns=marked,
+        unknown_start=unknown_start,
     )
 
 
@@ -189,6 +192,7 @@ def _read_run(
     incomplete: str | None,
     end_of_turn_ns: int | None = None,
     first_output_ns: int | None = None,
+    unknown_start: str | None = None,
 ) -> WorkflowRun:
     """A run read from a trace, with what its root span says of it (name, variant, error,
     origin) and its outcome: the one call of `built_run` for both ways a run is rolled up."""
@@ -213,6 +217,7 @@ def _read_run(
         incomplete=incomplete,
         end_of_turn_ns=end_of_turn_ns,
         first_output_ns=first_output_ns,
+        unknown_start=unknown_start,
     )
 
 

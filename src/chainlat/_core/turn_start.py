@@ -25,9 +25,12 @@ workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` alread
   opening. Without one, ``user_speaking`` ends when the server's
   ``input_audio_buffer.speech_stopped`` is received (2282-2290, no ``last_speaking_time``;
   the plugin drops its ``audio_end_ms``: llm/_realtime/openai.py 1907-1914), after the
-  server VAD's silence and the audio's transit, which no span records: the turn then
-  starts that late (324-362 ms with a 300 ms silence, in the runs of
-  tests/interop/README.md).
+  server VAD's silence and the audio's transit, which no span records (324-366 ms after
+  the words with a 300 ms silence, in the runs of tests/interop/README.md). Such a
+  ``user_speaking`` hangs from the ``agent_session``, a VAD's from the ``user_turn`` it
+  opened (voice/audio_recognition.py 1455-1464, 2080-2090): the turn then starts there,
+  and says its start is no end of the words (``TurnStart.unknown_start``), so that what
+  counts from it is a lower bound (docs/attributes.md, rule 16).
 - **Pipecat** (pipecat-ai 1.14.0): the end of the turn's last ``stt`` span less its
   ``metrics.ttfb``. Pipecat's STT time to first byte counts from the VAD's stop less
   ``stop_secs`` (services/stt_service.py 636-644: "the actual speech end time"), as its
@@ -59,6 +62,9 @@ from chainlat._core.records import SpanRecord
 _NS_PER_MS: Final = 1_000_000
 _LIVEKIT_REALTIME_INFERENCE: Final = "realtime_inference"
 """A realtime model's response under LiveKit's ``agent_turn`` (voice/agent_activity.py 4339)."""
+_LIVEKIT_USER_TURN: Final = "user_turn"
+"""The caller's turn as LiveKit's audio recognition saw it, opened by a VAD's or an STT's
+start of speech (voice/audio_recognition.py 2080-2090); its ``user_speaking`` hangs from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,9 @@ class TurnStart:
     rule: str
     """Which rule found it: ``livekit.user_speaking``, ``pipecat.observer``,
     ``pipecat.stt_ttfb``."""
+    unknown_start: str | None = None
+    """Why ``speech_end_ns`` is later than the end of the words, which the trace does not
+    hold (the run's `WorkflowRun.unknown_start`); None when it is the end of the words."""
 
 
 class _Span(Protocol):
@@ -125,12 +134,15 @@ def turn_start(
 def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
     speaking: list[SpanRecord] = []
     waits: list[SpanRecord] = []
+    user_turns: set[int] = set()  # the user_turn spans: a VAD's (or an STT's) speech
     before = None  # the start of the agent turn before this one
     realtime = False  # the turn answered by a realtime model (its realtime_inference)
     for span in spans:
         rec = span.record
         if rec.parent_id == turn.span_id and rec.name == _LIVEKIT_REALTIME_INFERENCE:
             realtime = True
+        elif rec.name == _LIVEKIT_USER_TURN:
+            user_turns.add(rec.span_id)
         elif rec.name == attr.LIVEKIT_USER_SPEAKING_SPAN:
             speaking.append(rec)
         elif rec.name == attr.LIVEKIT_EOU_WAIT_SPAN:
@@ -155,12 +167,21 @@ def _livekit(turn: SpanRecord, spans: Iterable[_Span]) -> TurnStart | None:
     speech = max(mine, key=lambda s: (s.start_ns, s.end_ns))
     decided = [w.end_ns for w in waits if speech.start_ns <= w.start_ns <= turn.start_ns]
     end_of_turn = max(decided) if decided else turn.start_ns
+    unknown = None
     if realtime:
         # The server's turn detection answered: LiveKit's own endpointing, still waiting when
         # the agent turn opened, did not decide it (its eou_wait ended 135 ms after, in the
         # runs of tests/interop/README.md).
         end_of_turn = min(end_of_turn, turn.start_ns)
-    return TurnStart(speech.end_ns, max(end_of_turn, speech.end_ns), "livekit.user_speaking")
+        if speech.parent_id not in user_turns:
+            unknown = (
+                "LiveKit ended the caller's speech when the server's speech_stopped arrived "
+                "(no VAD of the session's own): after the server's silence and the audio's "
+                "transit, which the trace does not hold"
+            )
+    return TurnStart(
+        speech.end_ns, max(end_of_turn, speech.end_ns), "livekit.user_speaking", unknown
+    )
 
 
 def _pipecat(

@@ -48,6 +48,21 @@ SERVER_VAD_SILENCE_MS: Final = 500
 """OpenAI Realtime's default ``silence_duration_ms`` for ``server_vad``: the silence its
 turn detection waits on, which its ``speech_stopped``'s ``audio_end_ms`` includes."""
 
+UNKNOWN_START_QUANTITIES: Final = frozenset(
+    {
+        "total",
+        "overhead",
+        "first_output",
+        "first_output_split",
+        "first_output_speech_to_text",
+        "first_output_text_to_speech",
+        "first_output_end_of_turn",
+    }
+)
+"""What a voice turn whose start is later than the end of the caller's words
+(``WorkflowRun.unknown_start``) only bounds from below: the time from its start (its
+total, the first output and the wait's parts) and the overhead before its first step."""
+
 SPEECH_QUANTITIES: Final = (
     "speech_to_text",
     "text_to_speech",

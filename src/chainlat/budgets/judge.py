@@ -20,7 +20,14 @@ from chainlat.budgets._values import percentile_of_key
 from chainlat.budgets.measures import Measure, over, run_checks, worse
 from chainlat.budgets.messages import operation_target, step_target, target_of
 from chainlat.budgets.opt_outs import absent_verdicts, apply_opt_outs
-from chainlat.budgets.unrecorded import Unrecorded, Unusable, unrecorded_why, unusable_why
+from chainlat.budgets.unrecorded import (
+    UnknownStart,
+    Unrecorded,
+    Unusable,
+    unknown_start_why,
+    unrecorded_why,
+    unusable_why,
+)
 from chainlat.budgets.verdict import (
     BudgetReport,
     LimitVerdict,
@@ -108,6 +115,8 @@ class _Tallies:
         """Runs with a model call whose end the trace does not record, by workflow."""
         self.unusable: dict[str, Unusable] = {}
         """Runs with a call whose first token the trace gives by a value that is no time."""
+        self.unknown_start: dict[str, UnknownStart] = {}
+        """Voice turns whose start is no end of the caller's words (rule 16)."""
         self.stats = Stats(
             include_errors=budgets.includes_errors,
             include_interrupted=budgets.includes_interrupted,
@@ -137,6 +146,9 @@ class _Tallies:
         unusable = bool(run.rollup.unusable)
         if unusable:
             self.unusable.setdefault(run.workflow, Unusable()).add(run)
+        late = run.unknown_start is not None
+        if late:
+            self.unknown_start.setdefault(run.workflow, UnknownStart()).add(run)
         cost = run_cost(run, self.prices) if budget.cost or budget.cost_percentiles else None
         stats.add(run, cost.usd if cost is not None else None)
         # A failed run is in no percentile (unless include_errors): its cost is not missed.
@@ -155,6 +167,9 @@ class _Tallies:
             if unrecorded and measure.unrecorded(run):
                 # A bound, not a measurement (rule 13): neither kept nor broken is known.
                 tally.not_judged("unrecorded_end", unrecorded_why(run))
+            elif late and measure.unknown_start(run):
+                # From a start later than the caller's words: a lower bound (rule 16).
+                tally.not_judged("unknown_start", unknown_start_why(run))
             elif unknown or actual is None:
                 tally.not_judged("unusable_value", unusable_why(run))
             elif actual < 0 and math.isfinite(actual):
@@ -218,6 +233,7 @@ def evaluate(
                 workflow_stats,
                 tally.unrecorded.get(name, Unrecorded()),
                 tally.unusable.get(name, Unusable()),
+                tally.unknown_start.get(name, UnknownStart()),
             )
         )
         if name in unpriced:
@@ -429,6 +445,7 @@ def _percentile_verdicts(
     stats: WorkflowStats | None,
     unrecorded: Unrecorded,
     unusable: Unusable,
+    unknown_start: UnknownStart,
 ) -> list[LimitVerdict]:
     min_runs = budgets.min_runs_for(name)
     exclude = budgets.excludes_cache_hits(name)
@@ -488,6 +505,7 @@ def _percentile_verdicts(
         for quantity, limit in budget.percentiles[key].items():
             samples = stats.quantities[quantity] if stats is not None else None
             judge(target_of(key, quantity), q, limit, samples)
+            found[-1] = unknown_start.verdict(found[-1], quantity in unknown_start.quantities)
             found[-1] = unusable.verdict(found[-1], quantity in unusable.quantities)
             found[-1] = unrecorded.verdict(found[-1], quantity in unrecorded.quantities)
     for key in sorted(budget.cost_percentiles, key=lambda k: percentile_of_key(k, "cost_")):

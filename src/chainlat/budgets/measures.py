@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chainlat._core.stats import FIRST_OUTPUT
-from chainlat._core.voice import SPEECH_QUANTITIES, speech_ms
+from chainlat._core.voice import SPEECH_QUANTITIES, UNKNOWN_START_QUANTITIES, speech_ms
 from chainlat.budgets.messages import operation_target, step_target
 
 if TYPE_CHECKING:
@@ -59,6 +59,11 @@ class Measure:
         is no time (rule 15): a bound, or no value at all where there should be one."""
         raise NotImplementedError
 
+    def unknown_start(self, run: WorkflowRun) -> bool:
+        """Whether the run's value counts from its start where that is no end of the
+        caller's words (rule 16): a lower bound. A step's own time does not."""
+        return False
+
 
 @dataclass(frozen=True)
 class QuantityMeasure(Measure):
@@ -76,6 +81,9 @@ class QuantityMeasure(Measure):
 
     def unusable(self, run: WorkflowRun) -> bool:
         return run.rollup.unusable_in(self.quantity)
+
+    def unknown_start(self, run: WorkflowRun) -> bool:
+        return run.unknown_start is not None and self.quantity in UNKNOWN_START_QUANTITIES
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Runs whose values depend on a model call's end the trace does not record (rule 13 of
-docs/attributes.md), or on a first token it gives by a value that is no time (rule 15):
-what the judge says of the limits those values decide."""
+docs/attributes.md), on a first token it gives by a value that is no time (rule 15), or
+on a voice turn's start that is no end of the caller's words (rule 16): what the judge
+says of the limits those values decide."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES
-from chainlat._core.voice import SPEECH_QUANTITIES
+from chainlat._core.voice import SPEECH_QUANTITIES, UNKNOWN_START_QUANTITIES
 
 if TYPE_CHECKING:
     from chainlat._core.runs import WorkflowRun
@@ -40,6 +41,14 @@ def unusable_why(run: WorkflowRun) -> str:
     return (
         f"{calls}, which is no time: its first token is not known, and a first output that "
         "depends on it is a lower bound (docs/attributes.md, rule 15)"
+    )
+
+
+def unknown_start_why(run: WorkflowRun) -> str:
+    """Why a run's values that count from its start are not judged (rule 16)."""
+    return (
+        f"{run.unknown_start}: the turn starts later than the end of the caller's words, so "
+        "its first output and total are lower bounds (docs/attributes.md, rule 16)"
     )
 
 
@@ -90,3 +99,17 @@ class Unusable(Unrecorded):
         self.steps.update(rollup.unusable)
         if not self.why:
             self.why = unusable_why(run)
+
+
+@dataclass(slots=True)
+class UnknownStart(Unrecorded):
+    """The runs of a workflow that start later than the end of the caller's words, which
+    their trace does not hold (rule 16): ``quantities`` what counts from the start."""
+
+    reason: NotJudgedReason = "unknown_start"
+
+    def add(self, run: WorkflowRun) -> None:
+        self.runs += 1
+        self.quantities.update(q for q in JUDGED_QUANTITIES if q in UNKNOWN_START_QUANTITIES)
+        if not self.why:
+            self.why = unknown_start_why(run)

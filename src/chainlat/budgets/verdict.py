@@ -34,6 +34,7 @@ NotJudgedReason = Literal[
     "incomplete_run",
     "unrecorded_end",
     "unusable_value",
+    "unknown_start",
 ]
 """Why a limit was not judged: a name no run has (``unknown_workflow``, ``unknown_step``), too
 few runs or samples (``no_runs``, ``not_enough_runs``, ``no_data``), a cost without a price or
@@ -44,7 +45,9 @@ value that depends on a model call whose span ended before its own events, so th
 not in the trace (``unrecorded_end``: the value is a bound, not a measurement), or a value
 that depends on a call's first token the trace gives by a value that is no time
 (``unusable_value``: ``metrics.ttfb = -1``, a first token before the call's start, a streamed
-TTS's first audio no span marks; docs/attributes.md, rule 15)."""
+TTS's first audio no span marks; docs/attributes.md, rule 15), or a value that counts from
+a voice turn's start where the trace does not hold the end of the caller's words
+(``unknown_start``: a LiveKit realtime turn without a VAD of its own; rule 16)."""
 
 ABSENT_REASONS: Final[frozenset[NotJudgedReason]] = frozenset({"unknown_workflow", "unknown_step"})
 """Reasons ``--allow-missing`` opts out of: a budgeted name no run has."""

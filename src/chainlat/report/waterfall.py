@@ -134,7 +134,7 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
             0.0,
             run.total_ms,
             _bar(0, total_ns, total_ns, width),
-            "" if first_output is None else _first_output_text(run.rollup, first_output),
+            "" if first_output is None else _first_output_text(run, first_output),
         )
     ]
     for index, step in enumerate(run.steps):
@@ -164,10 +164,13 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
     return rows
 
 
-def _first_output_text(rollup: Rollup, first_output: float) -> str:
-    """The run's first output, as a lower bound when it depends on a first token that is no
-    time (docs/attributes.md, rule 15)."""
-    if rollup.unusable_in("first_output"):
+def _first_output_text(run: WorkflowRun, first_output: float) -> str:
+    """The run's first output, as a lower bound when it counts from a turn's start that is
+    no end of the caller's words or depends on a first token that is no time
+    (docs/attributes.md, rules 16 and 15)."""
+    if run.unknown_start is not None:
+        return f"first output at least {first_output:.1f} ms (the end of the words not traced)"
+    if run.rollup.unusable_in("first_output"):
         return f"first output at least {first_output:.1f} ms (a first token that is no time)"
     return f"first output {first_output:.1f} ms"
 

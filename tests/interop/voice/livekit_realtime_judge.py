@@ -5,8 +5,10 @@ its traces read by chainlat and held to the truth the agent recorded.
 Run by ``run.py --stack livekit-realtime``. Two cases, one agent process and one sim each:
 ``local-vad`` (the session has a VAD of its own: LiveKit dates the end of the words) and
 ``server-vad`` (the server's VAD alone: no span says where the words ended, LiveKit ends
-``user_speaking`` when the server's ``speech_stopped`` arrives; only the first output's
-instant is judged, the start's lateness is reported). The sim runs in the project's own
+``user_speaking`` when the server's ``speech_stopped`` arrives; the first output's instant
+is judged, the start's lateness reported, and each turn must say its start is no end of
+the words, ``WorkflowRun.unknown_start``, so that what counts from it is not judged:
+docs/attributes.md, rule 16). The sim runs in the project's own
 environment: the ``livekit`` one has no ``websockets`` (the ``realtime`` extra), and a sim
 without it answers the upgrade with a 500.
 """
@@ -101,8 +103,11 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
                     "end_of_turn": run.rollup.first_output_end_of_turn_ms,
                     "inference": run.rollup.first_output_inference_ms,
                 },
+                "unknown_start": run.unknown_start,
             }
         )
+        if (run.unknown_start is not None) != (case == "server-vad"):
+            problems.append(f"turn {n}: unknown start {run.unknown_start!r} with {case}")
         if steps != [("realtime_inference", "inference", "realtime")]:
             problems.append(f"turn {n}: steps {steps}")
         if at_ms is None or abs(at_ms) > FIRST_OUTPUT_TOLERANCE_MS:
