@@ -161,7 +161,7 @@ def test_what_counts_from_such_a_start_is_not_judged_and_shown_as_a_bound(
     p50 and break a 200 ms limit it may well break or not: neither is known. The first
     output, the total and their percentiles are not judged (``unknown_start``, saying why);
     the model's time and the step's are, as they do not count from the start. The report
-    marks the bounds, and the waterfall says "at least"."""
+    marks the bounds, and the waterfall says where the first output counts from."""
     tr = Trace(exporter)
     tr.turn(0, local_vad=False)
     tr.turn(8000, local_vad=False)
@@ -172,7 +172,7 @@ def test_what_counts_from_such_a_start_is_not_judged_and_shown_as_a_bound(
         verdict = verdicts[target]
         assert (verdict.status, verdict.reason) == ("not_judged", "unknown_start"), target
         assert verdict.why is not None and "speech_stopped" in verdict.why
-        assert "lower bounds (docs/attributes.md, rule 16)" in verdict.why
+        assert "bounds, not measurements (docs/attributes.md, rule 16)" in verdict.why
     for target in ("inference", "p50.inference", "steps.realtime_inference.max"):
         assert verdicts[target].status == "ok", target
     assert verdicts["steps.realtime_inference.p50"].status == "ok"
@@ -181,7 +181,7 @@ def test_what_counts_from_such_a_start_is_not_judged_and_shown_as_a_bound(
     assert "first output [a bound in 2/2 runs]" in rows
     assert "inference (critical path)" in rows  # measured
     text = report.waterfall(runs[0])
-    assert "first output at least 310.0 ms (the end of the words not traced)" in text
+    assert "first output 310.0 ms from a start that is no end of the words" in text
 
 
 def test_a_livekit_realtime_answer_cut_before_it_played_keeps_the_plugins_first_chunk(

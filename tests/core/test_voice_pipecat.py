@@ -78,6 +78,45 @@ def test_a_pipecat_turn_is_a_voice_run_split_by_stage(exporter: InMemorySpanExpo
     assert r.first_output_text_to_speech_ms == pytest.approx(250.0)
     assert r.first_output_inference_ms == pytest.approx(1200.0 + 190.0 + 250.0)
     assert r.first_output_overhead_ms == pytest.approx(10.0)
+    # No stt time to first byte (stop_secs = 0): no span says where the caller stopped, so
+    # the turn keeps Pipecat's start, their first word, and says so (rule 16).
+    assert run.unknown_start is not None and "stop_secs = 0" in run.unknown_start
+
+
+def _lone_turn(exporter: InMemorySpanExporter, children: tuple[str, ...]) -> WorkflowRun:
+    """A turn 0-2900 ms with ``children`` (0-100, 1200-2400 ...: each 1,200 ms from the one
+    before), spans as Pipecat names them."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("pipecat")
+    turn = tracer.start_span("turn", start_time=T0, attributes={"turn.number": 1})
+    inside = trace.set_span_in_context(turn)
+    for n, name in enumerate(children):
+        operation = {"llm_response": "llm_response", "llm": "chat"}.get(name, name)
+        span = tracer.start_span(
+            name,
+            context=inside,
+            start_time=T0 + 1200 * n * MS,
+            attributes={"gen_ai.operation.name": operation, "service.operation": operation},
+        )
+        span.end(end_time=T0 + (1200 * n + 100) * MS)
+    turn.end(end_time=T0 + 2900 * MS)
+    (run,) = runs_from_spans(exporter.get_finished_spans())
+    return run
+
+
+def test_a_speech_to_speech_turn_without_the_observer_says_its_start_is_none(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A realtime service's turn (its ``llm_response``, no ``stt``) without chainlat's
+    observer: Pipecat opened it at the caller's first word, and nothing says where they
+    stopped; a turn of text (an ``llm`` alone) starts where it was asked."""
+    spoken = _lone_turn(exporter, ("llm_setup", "llm_response"))
+    assert spoken.start_ns == T0
+    assert spoken.unknown_start is not None
+    assert "speech-to-speech service writes no stt span" in spoken.unknown_start
+    typed = _lone_turn(InMemorySpanExporter(), ("llm",))
+    assert typed.unknown_start is None
 
 
 def test_pipecat_interrupted_turns_are_counted_apart(exporter: InMemorySpanExporter) -> None:

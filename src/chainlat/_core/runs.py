@@ -104,11 +104,11 @@ class WorkflowRun:
     from the spans (``chainlat.chain.total_ms -100 is negative``); empty when it was used or
     none was recorded."""
     unknown_start: str | None = None
-    """Why the run, a framework's voice turn, starts later than the end of the caller's
-    words, which its trace does not hold (`chainlat._core.turn_start`): what counts from
-    its start (`chainlat._core.voice.UNKNOWN_START_QUANTITIES`) is then a lower bound, not
-    a measurement, and not judged (docs/attributes.md, rule 16); None when the start is
-    the end of the words."""
+    """Why the run, a framework's voice turn, starts where the caller did not stop
+    speaking, the end of their words not being in its trace (`chainlat._core.turn_start`):
+    what counts from its start (`chainlat._core.voice.UNKNOWN_START_QUANTITIES`) is then a
+    bound, not a measurement (lower when the start is late, upper when early), and not
+    judged (docs/attributes.md, rule 16); None when the start is the end of the words."""
 
     @property
     def total_ms(self) -> float:

@@ -38,15 +38,17 @@ workflow span starts at ``user_stopped_speaking()`` or ``started_at_ns=`` alread
   to the finalized transcript (stt_service.py 529-541), and the span ends on that
   transcript (utils/tracing/service_decorators.py 755-760). With ``stop_secs = 0`` Pipecat
   measures no STT time to first byte (stt_service.py 637-638): the turn then starts where
-  Pipecat opened it. No span says when the VAD stopped: the wait for it stays in the
-  speech-to-text part, as Pipecat counts it. chainlat's Pipecat observer
-  (``chainlat.integrations.pipecat``) writes that instant on the turn
-  (``chainlat.workflow.speech_end_ms``: the VAD's stop less ``stop_secs``, what
+  Pipecat opened it, and says so (``TurnStart.unknown_start``). No span says when the VAD
+  stopped: the wait for it stays in the speech-to-text part, as Pipecat counts it.
+  chainlat's Pipecat observer (``chainlat.integrations.pipecat``) writes that instant on
+  the turn (``chainlat.workflow.speech_end_ms``: the VAD's stop less ``stop_secs``, what
   ``turn.user_bot_latency_seconds`` counts from): its mark wins, and it is the only one a
   speech-to-speech turn has (``OpenAIRealtimeLLMService``: no ``stt`` span). In such a
   turn the decision is the start of the observer's first answer step (``realtime
   {model}``): the ``UserStoppedSpeakingFrame`` the service asked at, once Pipecat's user
-  aggregator decided the caller had finished.
+  aggregator decided the caller had finished. Without the observer's mark such a turn
+  keeps Pipecat's start, the caller's first word, and says so: what counts from it holds
+  their speech (a bound, docs/attributes.md, rule 16).
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ from chainlat._core.records import SpanRecord
 _NS_PER_MS: Final = 1_000_000
 _LIVEKIT_REALTIME_INFERENCE: Final = "realtime_inference"
 """A realtime model's response under LiveKit's ``agent_turn`` (voice/agent_activity.py 4339)."""
+_PIPECAT_REALTIME_RESPONSE: Final = "llm_response"
+"""A speech-to-speech service's handling of ``response.done`` under Pipecat's ``turn``
+(utils/tracing/service_decorators.py 1413-1449): the turn was spoken, with no ``stt``."""
 _LIVEKIT_USER_TURN: Final = "user_turn"
 """The caller's turn as LiveKit's audio recognition saw it, opened by a VAD's or an STT's
 start of speech (voice/audio_recognition.py 2080-2090); its ``user_speaking`` hangs from it."""
@@ -193,8 +198,11 @@ def _pipecat(
         if turn.start_ns <= speech_end <= turn.end_ns:
             return TurnStart(speech_end, _pipecat_asked(speech_end, kids), "pipecat.observer")
     last: SpanRecord | None = None
+    heard = spoke = False  # an stt span; a speech-to-speech service's llm_response
     for span in kids:
         rec = span.record
+        heard = heard or rec.name == attr.PIPECAT_STT_SPAN
+        spoke = spoke or rec.name == _PIPECAT_REALTIME_RESPONSE
         if (
             rec.name == attr.PIPECAT_STT_SPAN
             and rec.ttft_ms is not None
@@ -202,7 +210,19 @@ def _pipecat(
         ):
             last = rec
     if last is None or last.ttft_ms is None:
-        return None
+        if heard:
+            why = "its STT measured no time to first byte (stop_secs = 0)"
+        elif spoke:
+            why = "its speech-to-speech service writes no stt span (chainlat's observer marks it)"
+        else:
+            return None  # a turn of text: it starts where it was asked
+        return TurnStart(
+            turn.start_ns,
+            None,
+            "pipecat.turn",
+            "Pipecat opened the turn when the caller started speaking (the first at the "
+            f"pipeline's start), and no span says where they stopped: {why}",
+        )
     speech_end = last.end_ns - round(last.ttft_ms * _NS_PER_MS)
     if not last.start_ns <= speech_end <= last.end_ns:
         return None  # a time to first byte longer than the span: not this span's speech

@@ -60,8 +60,8 @@ UNKNOWN_START_QUANTITIES: Final = frozenset(
     }
 )
 """What a voice turn whose start is later than the end of the caller's words
-(``WorkflowRun.unknown_start``) only bounds from below: the time from its start (its
-total, the first output and the wait's parts) and the overhead before its first step."""
+(``WorkflowRun.unknown_start``) only bounds: the time from its start (its total, the first
+output and the wait's parts) and the overhead before its first step."""
 
 SPEECH_QUANTITIES: Final = (
     "speech_to_text",

@@ -47,8 +47,8 @@ def unusable_why(run: WorkflowRun) -> str:
 def unknown_start_why(run: WorkflowRun) -> str:
     """Why a run's values that count from its start are not judged (rule 16)."""
     return (
-        f"{run.unknown_start}: the turn starts later than the end of the caller's words, so "
-        "its first output and total are lower bounds (docs/attributes.md, rule 16)"
+        f"{run.unknown_start}: the turn's start is no end of the caller's words, so its "
+        "first output and total are bounds, not measurements (docs/attributes.md, rule 16)"
     )
 
 
@@ -103,7 +103,7 @@ class Unusable(Unrecorded):
 
 @dataclass(slots=True)
 class UnknownStart(Unrecorded):
-    """The runs of a workflow that start later than the end of the caller's words, which
+    """The voice turns of a workflow whose start is no end of the caller's words, which
     their trace does not hold (rule 16): ``quantities`` what counts from the start."""
 
     reason: NotJudgedReason = "unknown_start"

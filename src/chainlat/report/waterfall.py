@@ -165,11 +165,11 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
 
 
 def _first_output_text(run: WorkflowRun, first_output: float) -> str:
-    """The run's first output, as a lower bound when it counts from a turn's start that is
-    no end of the caller's words or depends on a first token that is no time
-    (docs/attributes.md, rules 16 and 15)."""
+    """The run's first output: said to count from a start that is no end of the caller's
+    words (a bound either way, docs/attributes.md, rule 16), or as a lower bound when it
+    depends on a first token that is no time (rule 15)."""
     if run.unknown_start is not None:
-        return f"first output at least {first_output:.1f} ms (the end of the words not traced)"
+        return f"first output {first_output:.1f} ms from a start that is no end of the words"
     if run.rollup.unusable_in("first_output"):
         return f"first output at least {first_output:.1f} ms (a first token that is no time)"
     return f"first output {first_output:.1f} ms"
