@@ -1,12 +1,14 @@
 """A request body as the OTLP/JSON document chainlat's files hold, or why it cannot be one.
 
-The one ``{"resourceSpans": [...]}`` object per line of :mod:`chainlat._runtime.otlp_json`:
-protobuf is converted with ``google.protobuf.json_format.MessageToDict`` (lowerCamelCase
-keys, 64-bit integers as strings, enums as integers), then its trace and span ids are
-written as hex, as OTLP/JSON spells them (protobuf's own JSON mapping writes bytes as
-base64). A JSON body is checked for the shape of an ``ExportTraceServiceRequest`` and kept
-as sent. A body is decompressed with a cap on its decompressed size, so that a small gzip
-bomb is refused without being inflated.
+The one ``{"resourceSpans": [...]}`` object per line of
+:mod:`chainlat._runtime.otlp_json`: protobuf is converted as
+``google.protobuf.json_format.MessageToDict`` converts it (lowerCamelCase keys, 64-bit
+integers as strings, enums as integers), with its trace and span ids as hex, as OTLP/JSON
+spells them (protobuf's own JSON mapping writes bytes as base64): field by field
+(:mod:`chainlat.receiver.protobuf`), or by ``MessageToDict`` itself when the installed
+opentelemetry-proto has a field that module does not know. A JSON body is checked for the
+shape of an ``ExportTraceServiceRequest`` and kept as sent. A body is decompressed with a
+cap on its decompressed size, so that a small gzip bomb is refused without being inflated.
 """
 
 from __future__ import annotations
@@ -98,6 +100,16 @@ def from_protobuf(body: bytes) -> Json:
 
 def from_message(request: ExportTraceServiceRequest) -> Json:
     """A parsed request (OTLP/gRPC's, or a protobuf body's) as an OTLP/JSON document."""
+    from chainlat.receiver import protobuf
+
+    if protobuf.readable:
+        return protobuf.to_document(request)
+    return reflected(request)
+
+
+def reflected(request: ExportTraceServiceRequest) -> Json:
+    """``request`` as an OTLP/JSON document by ``MessageToDict``: every field, whatever
+    the installed opentelemetry-proto holds."""
     from google.protobuf.json_format import MessageToDict
 
     document: Json = MessageToDict(request, use_integers_for_enums=True)
