@@ -3,29 +3,16 @@ figures as ``chainlat check``: held here, on a benchmark file, with each duty ad
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from chainlat.budgets import evaluate, load_budgets
 from chainlat.traces import FileSource, ReadCounters
+from support.bench_scripts import bench_script
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _script(name: str) -> ModuleType:
-    """A benchmark script as a module, without putting the benchmarks on sys.path."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_check = _script("bench_check")
-least_check = _script("least_check")
+bench_check = bench_script("bench_check")
+least_check = bench_script("least_check")
 
 # The bench budgets' limits, by target, and the skeleton's figure for each.
 FIGURE_OF = {
