@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from support.scaled_tier import Scaled, jaeger_count, poll
+from support.scaled_tier import Scaled, jaeger_count, poll, prometheus
 
 from .apps import attributes, jaeger_spans
 from .stack import start_jaeger_again, stop
@@ -74,3 +74,23 @@ def _safe_counts(scaled: Scaled, keep: set[str]) -> dict[str, int] | None:
         return {t: jaeger_count(scaled.client, scaled.jaeger, t) for t in keep}
     except httpx.HTTPError:
         return None
+
+
+def test_spans_after_their_traces_decision_are_counted_late_not_undecided(scaled: Scaled) -> None:
+    """The fixture's late spans (one added to each over-budget trace after the decision
+    wait): each replica's samplers release them by their cached decisions, and the tier's
+    accounting counts them in ``chainlat_tier:late_spans``, not as undecided (before, they
+    stayed undecided for good: 6 of them, with nothing held)."""
+    late = sum(scaled.workload.late_spans.values())
+    assert late == len(scaled.workload.over_budget) >= 6
+
+    def counted() -> tuple[float, float] | None:
+        found = []
+        for rule in ("late_spans", "undecided_spans"):
+            result = prometheus(
+                scaled, "/api/v1/query", query=f"sum(chainlat_tier:{rule}) or vector(0)"
+            )["result"]
+            found.append(float(result[0]["value"][1]) if result else -1.0)
+        return (found[0], found[1]) if found == [late, 0.0] else None
+
+    assert poll("the late spans counted late", counted) == (late, 0.0)

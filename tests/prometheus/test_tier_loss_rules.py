@@ -51,6 +51,16 @@ def _replica(process: dict[str, str], end: str, **counts: str) -> list[dict[str,
         _series("otelcol_processor_tail_sampling_sampling_traces_on_memory", process, f"0{end}"),
         _series("otelcol_receiver_accepted_spans_total", process, ramp(counts["accepted"])),
     ]
+    for sampled in ("false", "true"):  # late spans, both samplers' releases in one series
+        if f"released_{sampled}" in counts:
+            found.append(
+                _series(
+                    "otelcol_processor_tail_sampling_early_releases_from_cache_decision_total",
+                    process,
+                    ramp(counts[f"released_{sampled}"]),
+                    sampled=sampled,
+                )
+            )
     for sampled in ("false", "true"):
         found.append(
             _series(
@@ -103,9 +113,11 @@ def _replica(process: dict[str, str], end: str, **counts: str) -> list[dict[str,
 
 def _tier() -> list[dict[str, str]]:
     """The load balancer received 200 spans; replica 1 accepted 110, replica 2 80 (10 were
-    accepted by none). Replica 1, live: 10 undecided, 30 kept (25 sent, 2 failed, 3
-    queued), 5 twins. Replica 2, killed: 35 undecided, 20 kept (4 sent, 16 queued). The
-    span metrics counted 105 of replica 1's spans and 70 of replica 2's."""
+    accepted by none). Replica 1, live: 100 decided on, 4 late (after their trace's
+    decision: each sampler released them by its cached decision, 3 kept by the always
+    sampler, 5 dropped in all), 6 undecided, 30 kept (25 sent, 2 failed, 3 queued), 5
+    twins. Replica 2, killed: 35 undecided, 20 kept (4 sent, 16 queued). The span metrics
+    counted 105 of replica 1's spans and 70 of replica 2's."""
     return [
         _series("otelcol_receiver_accepted_spans_total", LB, "0 100 200x20", transport="http"),
         _series(
@@ -120,6 +132,8 @@ def _tier() -> list[dict[str, str]]:
             accepted="110",
             decided_false="90",
             decided_true="10",
+            released_false="5",
+            released_true="3",
             kept_always="20",
             kept_baseline="10",
             exported="25",
@@ -213,9 +227,10 @@ def test_promtool_the_tier_rules_count_each_fate_of_a_span_per_process(
             _expect("spans_export_failed", {R1_: 2, R2_: 0, R2B: 0}),
             _expect("spans_queued_for_jaeger", {R1_: 3, R2_: 16, R2B: 0}),
             _expect("spans_lost_in_jaeger_queue", {R2_: 16}),
-            _expect("undecided_spans", {R1_: 10, R2_: 35, R2B: 0}),
+            _expect("late_spans", {R1_: 4, R2_: 0, R2B: 0}),
+            _expect("undecided_spans", {R1_: 6, R2_: 35, R2B: 0}),
             _expect("spans_lost_with_process", {R2_: 35}),
-            _expect("spans_decided_against", {R1_: 70, R2_: 25, R2B: 0}),
+            _expect("spans_decided_against", {R1_: 74, R2_: 25, R2B: 0}),
             _expect("twin_spans", {R1_: 5, R2_: 0, R2B: 0}),
             _expect("spans_in_span_metrics", 175),
             _expect("spans_missing_from_span_metrics", 10),
@@ -229,7 +244,8 @@ def test_promtool_the_tier_table_closes_with_no_term_left_over(
     promtool: Path, tmp_path: Path
 ) -> None:
     """Received = not accepted + exported + export failed + queued + decided against +
-    undecided, summed over the processes: 200 = 10 + 29 + 2 + 19 + 95 + 45."""
+    undecided, summed over the processes: 200 = 10 + 29 + 2 + 19 + 99 + 41 (the late spans
+    among the decided against)."""
     closing = (
         "chainlat_tier:spans_received - (chainlat_tier:spans_not_accepted_by_a_replica"
         " + sum(chainlat_tier:spans_exported) + sum(chainlat_tier:spans_export_failed)"

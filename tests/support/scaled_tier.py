@@ -160,6 +160,14 @@ def send_workload(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tier.otlp_http_endpoint)
         patch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        # Every span at the force_flush below, together: a trace whose spans the batch
+        # processor split across two exports seconds apart (its 5 s timer firing in a run)
+        # reached a replica partly after the trace's decision, and the tests' figures hold
+        # each trace whole on one side of its decision (late spans are the fixture's own,
+        # `add_late_spans`). Seen once in 13 runs: 3 such spans, which the tier's
+        # accounting then held undecided for good (collector/README.md, "Losses").
+        patch.setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+        patch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2048")
         provider = chainlat.configure(
             SERVICE,
             exporter="otlp",

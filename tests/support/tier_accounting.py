@@ -101,6 +101,7 @@ class Accounting:
     lost_in_jaeger_queue: float
     decided_against: float
     undecided: float
+    late: float
     lost_with_process: float
     kept: float
     twins: float
@@ -117,6 +118,7 @@ class Accounting:
         "lost_in_jaeger_queue": "spans_lost_in_jaeger_queue",
         "decided_against": "spans_decided_against",
         "undecided": "undecided_spans",
+        "late": "late_spans",
         "lost_with_process": "spans_lost_with_process",
         "kept": "spans_kept",
         "twins": "twin_spans",
