@@ -84,8 +84,8 @@ class TurnStart:
     """Which rule found it: ``livekit.user_speaking``, ``pipecat.observer``,
     ``pipecat.stt_ttfb``."""
     unknown_start: str | None = None
-    """Why ``speech_end_ns`` is later than the end of the words, which the trace does not
-    hold (the run's `WorkflowRun.unknown_start`); None when it is the end of the words."""
+    """Why ``speech_end_ns`` is not the end of the words, which the trace does not hold
+    (the run's `WorkflowRun.unknown_start`); None when it is the end of the words."""
 
 
 class _Span(Protocol):

@@ -168,7 +168,7 @@ class _Tallies:
                 # A bound, not a measurement (rule 13): neither kept nor broken is known.
                 tally.not_judged("unrecorded_end", unrecorded_why(run))
             elif late and measure.unknown_start(run):
-                # From a start later than the caller's words: a lower bound (rule 16).
+                # From a start that is no end of the caller's words: a bound (rule 16).
                 tally.not_judged("unknown_start", unknown_start_why(run))
             elif unknown or actual is None:
                 tally.not_judged("unusable_value", unusable_why(run))

@@ -61,7 +61,7 @@ class Measure:
 
     def unknown_start(self, run: WorkflowRun) -> bool:
         """Whether the run's value counts from its start where that is no end of the
-        caller's words (rule 16): a lower bound. A step's own time does not."""
+        caller's words (rule 16): a bound, not a measurement. A step's own time does not."""
         return False
 
 

@@ -6,7 +6,7 @@ says of the limits those values decide."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES
 from chainlat._core.voice import SPEECH_QUANTITIES, UNKNOWN_START_QUANTITIES
@@ -110,6 +110,10 @@ class UnknownStart(Unrecorded):
 
     def add(self, run: WorkflowRun) -> None:
         self.runs += 1
-        self.quantities.update(q for q in JUDGED_QUANTITIES if q in UNKNOWN_START_QUANTITIES)
+        self.quantities |= _FROM_THE_START
         if not self.why:
             self.why = unknown_start_why(run)
+
+
+_FROM_THE_START: Final = frozenset(q for q in JUDGED_QUANTITIES if q in UNKNOWN_START_QUANTITIES)
+"""The limits' quantities a start that is no end of the words leaves a bound (rule 16)."""

@@ -6,8 +6,9 @@ request (lowerCamelCase keys; a field at its default left out, a message field s
 ``oneof`` member chosen kept; 64-bit integers as strings; enums as integers; bytes as
 base64; a double that is not finite as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``), with
 the trace and span ids of spans and links as hex, as OTLP/JSON spells them.
-``MessageToDict`` finds every field by reflection: 47.7 µs a span of a request of
-chainlat's own ten-span runs, against 14.2 µs here (500 spans, the best of 20 runs).
+``MessageToDict`` finds every field by reflection: 44.9 µs a span of a request of
+chainlat's own ten-span runs, against 15.5 µs here, the parse included
+(``python benchmarks/receiver_decode.py``: 500 spans, the median of 7 rounds).
 
 It knows the fields of opentelemetry-proto from 1.38 to 1.45 (``KeyValue.key_strindex``,
 ``AnyValue.string_value_strindex`` and ``Resource.entity_refs`` came in between: each is
