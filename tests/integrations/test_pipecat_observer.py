@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -131,12 +132,7 @@ class _Session:
 
     @property
     def audio(self) -> Any:
-        return _Namespace(input=_Namespace(turn_detection=self.detection))
-
-
-class _Namespace:
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
+        return SimpleNamespace(input=SimpleNamespace(turn_detection=self.detection))
 
 
 class ServerVadService(RealtimeService):
@@ -587,7 +583,7 @@ def test_the_servers_turn_detection_starts_the_turn_at_its_end_of_the_words() ->
     turn.set_attribute("turn.number", 1)
     service = ServerVadService()
     observer.observe(Metadata(is_realtime_service=True), T0, service)
-    service.receive(_Namespace(session=_Session(_TurnDetection(silence_duration_ms=500))))
+    service.receive(SimpleNamespace(session=_Session(_TurnDetection(silence_duration_ms=500))))
     _server_turn(service, observer, audio_end_ms=1507, frames=80)  # 1,600 ms of audio
     observer.observe(UserStopped(), T0 + 1645 * MS, Other())  # the aggregator's, after
     observer.observe(ServiceAudio(), T0 + 1940 * MS, service)
