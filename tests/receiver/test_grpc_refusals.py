@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chainlat.receiver import Limits, Receiver
-from support import EXPORT_METHOD, grpc_export, until
+from support import grpc_export, grpc_stream_export, until
 
 CAP = 64 * 1024
 
@@ -58,10 +58,7 @@ def test_a_call_without_a_message_is_counted_with_the_too_large(receiver: Receiv
     cap or the client sent none: both are counted as too large, and answered so."""
     import grpc
 
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        stream = channel.stream_unary(
-            EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
-        )
+    with grpc_stream_export(receiver.grpc_port) as stream:
         with pytest.raises(grpc.RpcError) as refused:
             stream(iter([]), timeout=10)
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -72,7 +69,6 @@ def test_a_call_without_a_message_is_counted_with_the_too_large(receiver: Receiv
 
 def test_a_second_message_in_one_call_is_not_read(receiver: Receiver) -> None:
     """Export takes one message: a client streaming more gets the first one written."""
-    import grpc
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
@@ -80,10 +76,7 @@ def test_a_second_message_in_one_call_is_not_read(receiver: Receiver) -> None:
     request = ExportTraceServiceRequest()
     span = request.resource_spans.add().scope_spans.add().spans.add()
     span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "first"
-    with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-        stream = channel.stream_unary(
-            EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
-        )
+    with grpc_stream_export(receiver.grpc_port) as stream:
         assert stream(iter([request.SerializeToString(), b"not a protobuf"]), timeout=10) == b""
     receiver.stop()
     assert (receiver.counters.spans, receiver.counters.bad_requests) == (1, 0)
@@ -104,10 +97,7 @@ def test_calls_past_max_grpc_calls_are_refused_by_grpcio_and_counted(tmp_path: P
         yield _request(span_id)
 
     with Receiver(tmp_path / "r.jsonl", port=0, grpc_port=0, limits=limits) as receiver:
-        with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-            stream = channel.stream_unary(
-                EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
-            )
+        with grpc_stream_export(receiver.grpc_port) as stream:
             calls = [stream.future(held(bytes([n]) * 8), timeout=30) for n in (2, 3)]
             try:
                 assert until(lambda: receiver.counters.in_flight == 2, seconds=30)
@@ -141,10 +131,7 @@ def test_a_refusal_is_counted_when_the_receiver_stops(tmp_path: Path) -> None:
 
     receiver = Receiver(tmp_path / "r.jsonl", port=0, grpc_port=0, limits=limits)
     with receiver:
-        with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-            stream = channel.stream_unary(
-                EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
-            )
+        with grpc_stream_export(receiver.grpc_port) as stream:
             call = stream.future(held(), timeout=30)
             try:
                 assert until(lambda: receiver.counters.in_flight == 1, seconds=30)

@@ -16,7 +16,7 @@ from .jaeger import FakeJaeger, StartFakeJaeger
 from .net import free_block, free_port, free_ports
 from .otlp import HANG_S, FakeCollector, Mode, Received
 from .polling import until
-from .receiver import EXPORT_METHOD, grpc_export, received_span_ids
+from .receiver import EXPORT_METHOD, grpc_export, grpc_stream_export, received_span_ids
 from .sim import SimOptions, StartSim
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "free_port",
     "free_ports",
     "grpc_export",
+    "grpc_stream_export",
     "received_span_ids",
     "until",
 ]

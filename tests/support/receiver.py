@@ -1,5 +1,6 @@
 """Raw OTLP for chainlat's receiver: its gRPC ``Export`` taking and giving bytes as they go
-on the wire (a malformed message too), and the span ids of the file it wrote."""
+on the wire (a malformed message too, or a stream of them), and the span ids of the file
+it wrote."""
 
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ def grpc_export(port: int | None, **channel: Any) -> Iterator[Callable[..., byte
     assert port is not None, "the receiver serves no gRPC"
     with grpc.insecure_channel(f"127.0.0.1:{port}", **channel) as opened:
         yield opened.unary_unary(
+            EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
+        )
+
+
+@contextmanager
+def grpc_stream_export(port: int | None) -> Iterator[Any]:
+    """``TraceService/Export`` on 127.0.0.1:``port`` as a call whose request is a stream of
+    bytes (any number of messages, or a generator that waits), while the block runs: the
+    multi-callable, to call or to call ``.future()`` on."""
+    import grpc
+
+    assert port is not None, "the receiver serves no gRPC"
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as opened:
+        yield opened.stream_unary(
             EXPORT_METHOD, request_serializer=bytes, response_deserializer=bytes
         )
 
