@@ -222,6 +222,7 @@ TERMINAL = textwrap.dedent(
         )
         urllib.request.urlopen(request, timeout=30).read()
     os.close(terminal)  # the terminal closes
+    deadline = time.monotonic() + 60  # its own bound, whatever the start-up took
     while (done := os.waitpid(pid, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
         time.sleep(0.05)
     if done == (0, 0):
