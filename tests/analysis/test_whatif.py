@@ -22,6 +22,7 @@ from chainlat.analysis.whatif import (
     rebuild_timeline,
     whatif,
 )
+from chainlat.analysis.whatif.basis import PrefillSlope, borrowed_slope
 from chainlat.testing import Capture
 from chainlat.traces.sdk import runs_from_spans
 
@@ -763,3 +764,143 @@ def test_the_report_says_what_the_estimate_rests_on() -> None:
     console.print(whatif_text(result, "t.jsonl"))
     text = console.export_text()
     assert 'basis: "chat big" -> small, 5 calls not streamed: the closest fit of its calls' in text
+
+
+def _slope(value: float, error: float) -> PrefillSlope:
+    return PrefillSlope(value, value - error, value + error)
+
+
+def test_a_borrowed_slope_is_weighed_with_the_own_by_their_errors() -> None:
+    """Own 0.2 +/- 0.1. Borrowed: big's 0.3 +/- 0.03 times 3/10 (decode rates 3 +/- 0.3 and
+    10 +/- 1): 0.09, each factor 10 % off, so +/- 0.09 * sqrt(3) / 10 = 0.0155885. They are
+    0.11 apart, within 3 x hypot(0.1, 0.0155885) = 0.3036: weighed by 1 / error^2, 100
+    and 4115.23, to (20 + 370.370) / 4215.23 = 0.0926096 +/- 1 / sqrt(4215.23) = 0.0154024."""
+    own = _slope(0.2, 0.1)
+    weighed = borrowed_slope(
+        own, _slope(3.0, 0.3), [(("big", False), _slope(0.3, 0.03), _slope(10.0, 1.0))]
+    )
+    assert weighed is not None and weighed.borrowed is not None
+    borrowed = weighed.borrowed
+    assert borrowed.slope.ms_per_token == pytest.approx(0.09)
+    assert borrowed.slope.error == pytest.approx(0.09 * math.sqrt(3) / 10)
+    assert borrowed.weighed and borrowed.own == own and borrowed.donor == "big"
+    w_own, w_borrowed = 1 / 0.1**2, 1 / (0.09 * math.sqrt(3) / 10) ** 2
+    assert weighed.ms_per_token == pytest.approx(
+        (0.2 * w_own + 0.09 * w_borrowed) / (w_own + w_borrowed)
+    )
+    assert weighed.ms_per_token == pytest.approx(0.0926096, abs=1e-7)
+    assert weighed.error == pytest.approx(1 / math.sqrt(w_own + w_borrowed))
+    assert (weighed.low, weighed.high) == pytest.approx(
+        (0.0926096 - 0.0154024, 0.0926096 + 0.0154024), abs=1e-7
+    )
+    assert borrowed.line() == (
+        "its own calls' 0.2 (0.1-0.3) weighed with big's (its calls not streamed) "
+        "0.3 (0.27-0.33) times the ratio of the two decode rates (3 and 10 ms an output "
+        "token), 0.09 (0.0744-0.106)"
+    )
+
+
+def test_a_slope_the_runs_contradict_is_not_borrowed() -> None:
+    """Own 0.5 +/- 0.01 against a borrowed 0.09 +/- 0.0156: 0.41 apart, more than three
+    standard errors of the difference (0.0556). The own slope is kept, and says why."""
+    own = _slope(0.5, 0.01)
+    kept = borrowed_slope(
+        own, _slope(3.0, 0.3), [(("big", True), _slope(0.3, 0.03), _slope(10.0, 1.0))]
+    )
+    assert kept is not None and kept.borrowed is not None
+    assert (kept.ms_per_token, kept.low, kept.high) == (0.5, 0.49, 0.51)
+    assert not kept.borrowed.weighed
+    assert kept.borrowed.line().startswith("its own calls' 0.5 (0.49-0.51), kept alone: big's")
+    assert kept.borrowed.line().endswith("further than 3 standard errors from it")
+
+
+def test_without_an_own_slope_the_most_certain_borrowed_one_is_taken() -> None:
+    """Two donors: 0.3 +/- 10 % (0.09 +/- 17.3 %) and 0.2 +/- 1 % with decode 10 +/- 1 %
+    (0.06, sqrt(1 + 1 + 100) % = 10.1 %): the second is the more certain."""
+    donors = [
+        (("big", False), _slope(0.3, 0.03), _slope(10.0, 1.0)),
+        (("huge", True), _slope(0.2, 0.002), _slope(10.0, 0.1)),
+    ]
+    taken = borrowed_slope(None, _slope(3.0, 0.3), donors)
+    assert taken is not None and taken.borrowed is not None
+    assert taken.ms_per_token == pytest.approx(0.06)
+    assert taken.error == pytest.approx(0.06 * math.sqrt(0.0102))
+    assert taken.borrowed.donor == "huge" and taken.borrowed.own is None
+    assert taken.borrowed.line().startswith("borrowed: huge's (its calls streamed) 0.2")
+
+
+def test_nothing_to_borrow_leaves_the_own_slope() -> None:
+    own = _slope(0.2, 0.1)
+    donor = [(("big", False), _slope(0.3, 0.03), _slope(10.0, 1.0))]
+    assert borrowed_slope(own, _slope(3.0, 0.3), []) is own
+    assert borrowed_slope(own, None, donor) is own  # the model's decode rate unknown
+    assert borrowed_slope(own, _slope(0.0, 0.0), donor) is own
+    assert (
+        borrowed_slope(
+            own, _slope(3.0, 0.3), [(("big", False), _slope(0.0, 0.0), _slope(10.0, 1.0))]
+        )
+        is own
+    )
+
+
+def _server_runs(big_port: int) -> list[WorkflowRun]:
+    """small streamed at 100-500 input tokens, first token 10 + 0.1 x off by +10, -5,
+    -10, -5, +10 ms (its own slope 0.1, 0.05-0.2), 3 ms an output token after it; big
+    streamed at 400-2000 tokens, first token 100 + 0.25 x, 10 ms an output token: exactly.
+    Both on 127.0.0.1:8000, or big on ``big_port``."""
+    runs = []
+    errors = (10, -5, -10, -5, 10)
+    for i, (x, e) in enumerate(zip((100, 200, 300, 400, 500), errors, strict=True)):
+        small_out, big_out, big_in = 6 + 5 * i, 5 + 5 * i, 400 * (i + 1)
+        small_ttft, big_ttft = 10 + 0.1 * x + e, 100 + 0.25 * big_in
+        small_end, big_end = small_ttft + 3 * (small_out - 1), big_ttft + 10 * (big_out - 1)
+        here = {"server.address": "127.0.0.1", "server.port": 8000}
+        small = {**call("small", x, small_out), "chainlat.latency.ttft_ms": small_ttft, **here}
+        big = {
+            **call("big", big_in, big_out),
+            "chainlat.latency.ttft_ms": big_ttft,
+            **here,
+            "server.port": big_port,
+        }
+        runs.append(
+            run_of(
+                max(small_end, big_end) + 1,
+                (2, 1, "chat big", 0, big_end, big),
+                (5, 1, "chat small", 0, small_end, small),
+                trace=f"r{i}",
+            )
+        )
+    return runs
+
+
+def test_a_model_seen_at_short_prompts_borrows_the_slope_of_a_model_on_its_server() -> None:
+    """big's 0.25 exactly, times small's decode rate over big's (3 / 10, both exact): 0.075,
+    with no error, so it decides (small's own 0.1 +/- 0.075 agrees with it). On another
+    server, big lends nothing: small's own 0.1."""
+    result = whatif(_server_runs(8000), swap={"chat big": "small"})
+    (basis,) = result.basis
+    assert basis.extrapolated == 4  # big's calls at 800 to 2000 tokens
+    assert basis.prefill is not None and basis.prefill.borrowed is not None
+    assert basis.prefill.ms_per_token == pytest.approx(0.075)
+    assert basis.prefill.borrowed.own == PrefillSlope(0.1, 0.05, 0.2)
+    assert "its own calls' 0.1 (0.05-0.2) weighed with big's (its calls streamed) 0.25" in (
+        basis.line()
+    )
+    elsewhere = whatif(_server_runs(8001), swap={"chat big": "small"})
+    (basis,) = elsewhere.basis
+    assert basis.prefill == PrefillSlope(0.1, 0.05, 0.2)
+    assert "weighed" not in basis.line()
+    # 0.025 ms less for each token past 500, times the call's residual: one of small's
+    # (its calls against their closest fit, 10 + 0.1 x + 3 ms an output token after the
+    # first), whichever the big call's rank takes.
+    residuals = sorted(
+        (10 + 0.1 * x + e + 3 * (5 + 5 * i)) / (10 + 0.1 * x + 3 * (5 + 5 * i))
+        for i, (x, e) in enumerate(
+            zip((100, 200, 300, 400, 500), (10, -5, -10, -5, 10), strict=True)
+        )
+    )
+    differences = [a - b for a, b in zip(swapped_ms(elsewhere), swapped_ms(result), strict=True)]
+    assert differences[0] == pytest.approx(0.0, abs=1e-6)  # 400 tokens: within 100-500
+    for difference, tokens in zip(differences[1:], (800, 1200, 1600, 2000), strict=True):
+        ratio = difference / (0.025 * (tokens - 500))
+        assert any(ratio == pytest.approx(r, rel=1e-6) for r in residuals), ratio

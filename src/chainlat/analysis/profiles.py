@@ -147,6 +147,9 @@ class ModelCall:
     """``speech_to_text`` or ``text_to_speech`` for a speech call, else None."""
     speech_input: float | None = None
     """A speech call's input: characters spoken (TTS) or seconds of audio heard (STT)."""
+    server: str | None = None
+    """Where it was sent (``server.address``, ``:server.port`` when recorded); None when
+    no span of the call says."""
 
     @property
     def service_ms(self) -> float:
@@ -173,6 +176,16 @@ def _model_of(span: TracedSpan) -> str | None:
     if isinstance(value, str) and value:
         return value
     return conventions.model_of(span.attributes)
+
+
+def _server_of(span: TracedSpan) -> str | None:
+    address = span.attributes.get(attr.SERVER_ADDRESS)
+    if not isinstance(address, str) or not address:
+        return None
+    port = span.attributes.get(attr.SERVER_PORT)
+    if isinstance(port, int) and not isinstance(port, bool):
+        return f"{address}:{port}"
+    return address
 
 
 def _ttft_of(span: TracedSpan) -> float | None:
@@ -274,6 +287,7 @@ def _call_of(
         error=any(s.error or attr.ERROR_TYPE in s.attributes for s in group),
         operation=operation,
         speech_input=speech_input,
+        server=next((s for s in map(_server_of, group) if s is not None), None),
     )
 
 

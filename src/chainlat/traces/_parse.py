@@ -130,6 +130,9 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         attr.CACHE_HIT,
         attr.ERROR_TYPE,
         *CACHE_READ_KEYS,
+        # where a call went (what-if lends a prefill slope between models of one server)
+        attr.SERVER_ADDRESS,
+        attr.SERVER_PORT,
         # named steps and the first output
         *STEP_NAME_KEYS,
         attr.USER_FACING,

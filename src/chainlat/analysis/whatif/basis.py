@@ -14,7 +14,11 @@ model. Two gaps are modelled rather than noted:
   extrapolated from the nearest prompt size it saw at a robust slope of those calls
   (:func:`robust_prefill_slope`, the median of the slopes between every two calls),
   never set to 0 by the three-standard-errors rule (which is low for every longer
-  prompt), and the estimate says how far, with the slope's interval.
+  prompt), and the estimate says how far, with the slope's interval. A slope seen over a
+  narrow range of prompts is uncertain, and ten times past it ten times as much: another
+  model on the same server, seen over a wider range, lends its slope scaled by the two
+  models' decode rates, weighed with the model's own by their errors
+  (:func:`borrowed_slope`).
 
 :class:`Basis` holds, per swapped step, new model and mode, which fit predicted the
 calls, on how many calls, over which token range, and how many swapped calls lay
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -40,10 +44,14 @@ if TYPE_CHECKING:
     from chainlat.analysis.profiles import ModelCall
 
 __all__ = [
+    "AGREE_ERRORS",
     "Basis",
     "BasisTally",
+    "Borrowed",
     "PrefillSlope",
     "StreamingCost",
+    "borrowed_slope",
+    "robust_decode_rate",
     "robust_prefill_slope",
     "streaming_cost",
 ]
@@ -158,13 +166,25 @@ def _calls(run: WorkflowRun) -> list[ModelCall]:
 
 @dataclass(frozen=True, slots=True)
 class PrefillSlope:
-    """A robust time per input token (Theil-Sen: the median of the slopes between every two
-    calls), for prompts beyond the ones a model was seen at, with Sen's interval of about
-    one standard error either way."""
+    """A robust time per token (Theil-Sen: the median of the slopes between every two
+    calls), with Sen's interval of about one standard error either way: the time per
+    input token a model's calls are extrapolated at beyond the prompts it was seen at
+    (and, in :class:`Borrowed`, a time per output token)."""
 
     ms_per_token: float
     low: float
     high: float
+    borrowed: Borrowed | None = None
+    """When another model's slope was weighed in: whose, and how (:func:`borrowed_slope`)."""
+
+    @property
+    def error(self) -> float:
+        """About one standard error: half the interval."""
+        return (self.high - self.low) / 2
+
+    def span(self) -> str:
+        """``0.1 (0.05-0.2)``."""
+        return f"{self.ms_per_token:.3g} ({self.low:.3g}-{self.high:.3g})"
 
 
 MAX_SLOPE_CALLS: Final = 400
@@ -184,7 +204,7 @@ def robust_prefill_slope(
     a prediction made at ten times the prompts seen; the median of pairwise slopes moves
     only when more than about a third of the calls are.
     """
-    points = sorted(
+    return _theil_sen(
         (
             float(c.input_tokens or 0),
             (c.ttft_ms or 0.0) - c.env_ms
@@ -194,6 +214,31 @@ def robust_prefill_slope(
         for c in calls
         if c.input_tokens is not None and c.output_tokens is not None
     )
+
+
+def robust_decode_rate(
+    calls: Sequence[ModelCall], prefill_ms_per_token: float
+) -> PrefillSlope | None:
+    """A model's time per output token after the first, over its calls of one mode, as
+    robust as :func:`robust_prefill_slope`: of a streamed call's time after its first
+    token, of another call's service time less ``prefill_ms_per_token`` per input token,
+    against its output tokens less one. None with fewer than three calls or one length."""
+    return _theil_sen(
+        (
+            float(max((c.output_tokens or 0) - 1, 0)),
+            c.duration_ms - c.ttft_ms
+            if c.ttft_ms is not None
+            else c.service_ms - prefill_ms_per_token * (c.input_tokens or 0),
+        )
+        for c in calls
+        if c.input_tokens is not None and c.output_tokens is not None
+    )
+
+
+def _theil_sen(pairs: Iterable[tuple[float, float]]) -> PrefillSlope | None:
+    """The median of the slopes between every two points (at least 0), with Sen's interval;
+    None with fewer than three points or one x."""
+    points = sorted(pairs)
     if len(points) > MAX_SLOPE_CALLS:
         step = len(points) / MAX_SLOPE_CALLS
         points = [points[int(i * step)] for i in range(MAX_SLOPE_CALLS)]
@@ -212,6 +257,113 @@ def robust_prefill_slope(
     low = slopes[max(int((count - spread) / 2), 0)]
     high = slopes[min(math.ceil((count + spread) / 2), count - 1)]
     return PrefillSlope(max(statistics.median(slopes), 0.0), max(low, 0.0), max(high, 0.0))
+
+
+AGREE_ERRORS: Final = 3.0
+"""How many standard errors (of their difference) a model's own prefill slope and one
+borrowed may differ by and still be weighed together (the rule of three standard errors
+the profiles' slopes follow): further apart, the runs contradict the borrowing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Borrowed:
+    """A prefill slope borrowed from another model on the same server: its slope times the
+    two models' decode rates' ratio, on the assumption that on one server a model's time
+    per input token and its time per output token scale alike (both with its size)."""
+
+    donor: str
+    donor_streamed: bool
+    """The mode of the other model's calls the slope and rate are of."""
+    donor_slope: PrefillSlope
+    """The other model's own time per input token."""
+    donor_decode: PrefillSlope
+    """The other model's time per output token."""
+    own_decode: PrefillSlope
+    """This model's time per output token."""
+    slope: PrefillSlope
+    """The slope borrowed: ``donor_slope * own_decode / donor_decode``."""
+    own: PrefillSlope | None
+    """This model's own robust slope (None: its calls show none)."""
+    weighed: bool
+    """Whether the two were weighed together (by the inverse of their squared errors);
+    False: they differ by more than :data:`AGREE_ERRORS` standard errors, and the own
+    slope is kept alone."""
+
+    def line(self) -> str:
+        """What the slope rests on, for the basis line."""
+        mode = "streamed" if self.donor_streamed else "not streamed"
+        borrowed = (
+            f"{self.donor}'s (its calls {mode}) {self.donor_slope.span()} times the ratio "
+            f"of the two decode rates ({self.own_decode.ms_per_token:.3g} and "
+            f"{self.donor_decode.ms_per_token:.3g} ms an output token), {self.slope.span()}"
+        )
+        if self.own is None:
+            return f"borrowed: {borrowed} (its own calls show no slope)"
+        own = f"its own calls' {self.own.span()}"
+        if self.weighed:
+            return f"{own} weighed with {borrowed}"
+        return (
+            f"{own}, kept alone: {borrowed}, further than {AGREE_ERRORS:g} standard errors from it"
+        )
+
+
+def borrowed_slope(
+    own: PrefillSlope | None,
+    own_decode: PrefillSlope | None,
+    donors: Iterable[tuple[tuple[str, bool], PrefillSlope, PrefillSlope]],
+) -> PrefillSlope | None:
+    """The prefill slope a model is extrapolated at: its own (``own``), weighed with the
+    most certain one borrowed from ``donors`` (other models on its server: (name, streamed),
+    own slope, decode rate of those calls); ``own`` when nothing can be borrowed.
+
+    A model seen at a narrow range of prompts has a slope as uncertain as that range is
+    narrow, and a prediction ten times past it is ten times as uncertain. Another model on
+    the same server, seen over a wide range, knows its slope better; on one server a
+    model's prefill and decode times per token both scale with the model's work per token,
+    so that slope times the two decode rates' ratio is a second estimate. The two are
+    weighed by the inverse of their squared standard errors (the borrowed one's from the
+    three figures it is made of), unless they differ by more than :data:`AGREE_ERRORS`
+    standard errors of their difference, when the runs say the assumption does not hold
+    here and the own slope is kept. The result says which (:attr:`PrefillSlope.borrowed`).
+    """
+    if own_decode is None or own_decode.ms_per_token <= 0:
+        return own
+    best: Borrowed | None = None
+    for (name, streamed), slope, decode in donors:
+        if slope.ms_per_token <= 0 or decode.ms_per_token <= 0:
+            continue
+        value = slope.ms_per_token * own_decode.ms_per_token / decode.ms_per_token
+        relative = math.sqrt(
+            sum((part.error / part.ms_per_token) ** 2 for part in (slope, decode, own_decode))
+        )
+        error = value * relative
+        candidate = Borrowed(
+            name,
+            streamed,
+            slope,
+            decode,
+            own_decode,
+            PrefillSlope(value, max(value - error, 0.0), value + error),
+            own,
+            weighed=False,
+        )
+        if best is None or error < best.slope.error:
+            best = candidate
+    if best is None:
+        return own
+    borrowed = best.slope
+    if own is None:
+        return replace(borrowed, borrowed=best)
+    apart = abs(own.ms_per_token - borrowed.ms_per_token)
+    if apart > AGREE_ERRORS * math.hypot(own.error, borrowed.error):
+        return replace(own, borrowed=best)
+    if own.error <= 0 or borrowed.error <= 0:  # one is exact: it decides
+        kept = own if own.error <= 0 else borrowed
+        return replace(kept, borrowed=replace(best, weighed=True))
+    weights = (1 / own.error**2, 1 / borrowed.error**2)
+    value = (own.ms_per_token * weights[0] + borrowed.ms_per_token * weights[1]) / sum(weights)
+    error = 1 / math.sqrt(sum(weights))
+    return PrefillSlope(value, max(value - error, 0.0), value + error, replace(best, weighed=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,11 +417,12 @@ class Basis:
         if self.extrapolated:
             low, high = self.swapped_input_range
             text += f"; extrapolated for {self.extrapolated} of them (input {low}-{high} tokens)"
-            if self.prefill is not None:
+            prefill = self.prefill
+            if prefill is not None:
                 text += (
-                    f" at {self.prefill.ms_per_token:.3g} ms an input token "
-                    f"({self.prefill.low:.3g}-{self.prefill.high:.3g}, about one standard "
-                    "error either way)"
+                    f" at {prefill.ms_per_token:.3g} ms an input token "
+                    f"({prefill.low:.3g}-{prefill.high:.3g}, about one standard error either "
+                    f"way{': ' + prefill.borrowed.line() if prefill.borrowed else ''})"
                 )
             else:
                 text += f" at {self.prefill_slope_ms:.3g} ms an input token"

@@ -27,6 +27,8 @@ from chainlat.analysis.whatif.basis import (
     BasisTally,
     PrefillSlope,
     StreamingCost,
+    borrowed_slope,
+    robust_decode_rate,
     robust_prefill_slope,
     streaming_cost,
 )
@@ -402,8 +404,10 @@ class Noise:
     """Each usable call's quantile (0..1) among its model's calls streamed like it, by
     (trace id, span id)."""
     prefill: dict[tuple[str, bool], PrefillSlope] = field(default_factory=dict)
-    """By (model, streamed): the robust prefill slope of those calls, for the models in
-    ``profiles``: what a swapped call is extrapolated at beyond their prompt sizes."""
+    """By (model, streamed): the robust prefill slope of those calls, weighed with one
+    borrowed from another model on the same server (:func:`borrowed_slope`), for the
+    models in ``profiles``: what a swapped call is extrapolated at beyond their prompt
+    sizes."""
     streaming: StreamingCost | None = None
     """What a streamed call costs more than one not streamed here (None: nothing shows it)."""
     closest: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -421,6 +425,7 @@ def noise_of(
     from chainlat.analysis.profiles import calls_of, fit_profile
 
     by_mode: dict[tuple[str, bool], list[tuple[str, ModelCall]]] = {}
+    servers: dict[str, set[str]] = {}
     for run in runs:
         for call in calls_of(run):
             if (
@@ -432,7 +437,10 @@ def noise_of(
             ):
                 key = (call.model, call.ttft_ms is not None)
                 by_mode.setdefault(key, []).append((run.trace_id, call))
+                if call.server is not None:
+                    servers.setdefault(call.model, set()).add(call.server)
     noise = Noise(called={model for model, _ in by_mode})
+    rates: dict[tuple[str, bool], PrefillSlope] = {}
     for (model, streamed), calls in by_mode.items():
         # Against the closest fit: against a profile flattened by the three-standard-errors
         # rule, long prompts would rank as slow calls and widen the noise.
@@ -447,6 +455,10 @@ def noise_of(
             slope = robust_prefill_slope([c for _, c in calls], decode)
             if slope is not None:
                 noise.prefill[(model, streamed)] = slope
+            prefill = slope.ms_per_token if slope is not None else closest.ttft_per_input_token_ms
+            rate = robust_decode_rate([c for _, c in calls], prefill)
+            if rate is not None:
+                rates[(model, streamed)] = rate
         if closest is None:
             continue
         logs = (_log_residual(closest, c) for _, c in calls)
@@ -460,6 +472,18 @@ def noise_of(
             noise.ranks[(trace_id, span_id)] = (i + 0.5) / len(ranked)
             if model in fitted:
                 noise.closest[(trace_id, span_id)] = log
+    own = dict(noise.prefill)
+    for key in noise.profiles:
+        model = key[0]
+        near = servers.get(model, set())
+        donors = [
+            (other, slope, rates[other])
+            for other, slope in own.items()
+            if other[0] != model and other in rates and near & servers.get(other[0], set())
+        ]
+        weighed = borrowed_slope(own.get(key), rates.get(key), donors)
+        if weighed is not None:
+            noise.prefill[key] = weighed
     counts = {key: len(calls) for key, calls in by_mode.items()}
     return replace(noise, streaming=streaming_cost(runs, noise.profiles, counts))
 
