@@ -904,3 +904,20 @@ def test_a_model_seen_at_short_prompts_borrows_the_slope_of_a_model_on_its_serve
     for difference, tokens in zip(differences[1:], (800, 1200, 1600, 2000), strict=True):
         ratio = difference / (0.025 * (tokens - 500))
         assert any(ratio == pytest.approx(r, rel=1e-6) for r in residuals), ratio
+
+
+def test_a_borrowed_slope_less_certain_than_its_value_is_weighed_at_its_whole_error() -> None:
+    """Borrowed 0.09 +/- 0.09 * sqrt(1.02) (the donor's slope 0.3 +/- 100 %): its interval
+    is cut at 0, its weight is not: 1 / 0.0826^2 beside the own 1 / 0.1^2."""
+    own = _slope(0.2, 0.1)
+    weighed = borrowed_slope(
+        own, _slope(3.0, 0.3), [(("big", False), _slope(0.3, 0.3), _slope(10.0, 1.0))]
+    )
+    assert weighed is not None and weighed.borrowed is not None
+    assert weighed.borrowed.slope.low == 0.0
+    error = 0.09 * math.sqrt(1.02)
+    w_own, w_borrowed = 1 / 0.1**2, 1 / error**2
+    assert weighed.ms_per_token == pytest.approx(
+        (0.2 * w_own + 0.09 * w_borrowed) / (w_own + w_borrowed)
+    )
+    assert weighed.error == pytest.approx(1 / math.sqrt(w_own + w_borrowed))

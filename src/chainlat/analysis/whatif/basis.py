@@ -329,6 +329,7 @@ def borrowed_slope(
     if own_decode is None or own_decode.ms_per_token <= 0:
         return own
     best: Borrowed | None = None
+    least = math.inf  # the best one's error (its interval is cut at 0)
     for (name, streamed), slope, decode in donors:
         if slope.ms_per_token <= 0 or decode.ms_per_token <= 0:
             continue
@@ -347,20 +348,20 @@ def borrowed_slope(
             own,
             weighed=False,
         )
-        if best is None or error < best.slope.error:
-            best = candidate
+        if error < least:
+            best, least = candidate, error
     if best is None:
         return own
     borrowed = best.slope
     if own is None:
         return replace(borrowed, borrowed=best)
     apart = abs(own.ms_per_token - borrowed.ms_per_token)
-    if apart > AGREE_ERRORS * math.hypot(own.error, borrowed.error):
+    if apart > AGREE_ERRORS * math.hypot(own.error, least):
         return replace(own, borrowed=best)
-    if own.error <= 0 or borrowed.error <= 0:  # one is exact: it decides
+    if own.error <= 0 or least <= 0:  # one is exact: it decides
         kept = own if own.error <= 0 else borrowed
         return replace(kept, borrowed=replace(best, weighed=True))
-    weights = (1 / own.error**2, 1 / borrowed.error**2)
+    weights = (1 / own.error**2, 1 / least**2)
     value = (own.ms_per_token * weights[0] + borrowed.ms_per_token * weights[1]) / sum(weights)
     error = 1 / math.sqrt(sum(weights))
     return PrefillSlope(value, max(value - error, 0.0), value + error, replace(best, weighed=True))
