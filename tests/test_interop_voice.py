@@ -87,6 +87,7 @@ def test_pipecat_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     model calls in every turn, each call a tool step holding its body and each answer that
     called one a model step of its own with no first token; with the server's turn
     detection (the service's default, no VAD in the pipeline), the end of the words read
-    from the server's speech_stopped, which the service hands on without it."""
-    cases = {"local-vad", "local-vad+tool", "server-vad"}
+    from the server's speech_stopped, which the service hands on without it; with its
+    semantic_vad, the start said to be no known end of the words."""
+    cases = {"local-vad", "local-vad+tool", "server-vad", "semantic-vad"}
     _cases_right(tmp_path, ["--stack", "pipecat-realtime"], cases, timeout_s=900)

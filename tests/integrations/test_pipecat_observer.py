@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util.types import AttributeValue
 
 from chainlat._core import attributes as attr
+from chainlat._core.voice import SEMANTIC_VAD_START
 from chainlat.integrations.pipecat import ChainlatObserver, Frames
 from chainlat.traces.sdk import runs_from_spans
 
@@ -605,13 +606,16 @@ def test_the_servers_turn_detection_starts_the_turn_at_its_end_of_the_words() ->
 
 def test_the_silence_is_the_settings_without_a_session_update_and_none_for_semantic_vad() -> None:
     """A ``session.updated`` missed (handled before the observer wrapped the handler): the
-    silence the service was set up with; ``semantic_vad`` waits on no fixed silence."""
+    silence the service was set up with. ``semantic_vad`` (Pipecat's ``SemanticTurnDetection``
+    states no silence) waits as long as its model decides: the turn starts at ``audio_end_ms``
+    less only a silence the settings state, and says its start is no known end of the words."""
     starts = []
-    for configured, expected_ms in (
-        (_TurnDetection(silence_duration_ms=300), 1207),
-        (_TurnDetection(silence_duration_ms=None), 1007),  # the server's default, 500 ms
-        (None, 1007),
-        (_TurnDetection(type="semantic_vad"), 1507),
+    for configured, expected_ms, unknown in (
+        (_TurnDetection(silence_duration_ms=300), 1207, False),
+        (_TurnDetection(silence_duration_ms=None), 1007, False),  # the server's default, 500 ms
+        (None, 1007, False),
+        (_TurnDetection(type="semantic_vad", silence_duration_ms=None), 1507, True),
+        (_TurnDetection(type="semantic_vad", silence_duration_ms=200), 1307, True),
     ):
         provider, exporter, observer = _setup()
         turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
@@ -621,8 +625,13 @@ def test_the_silence_is_the_settings_without_a_session_update_and_none_for_seman
         _server_turn(service, observer, audio_end_ms=1507, frames=80)
         turn.end(end_time=T0 + 3000 * MS)
         (ended,) = exporter.get_finished_spans()
-        starts.append(((ended.attributes or {}).get(attr.WORKFLOW_SPEECH_END_MS), expected_ms))
-    assert [found for found, _ in starts] == [float(expected) for _, expected in starts]
+        attributes = ended.attributes or {}
+        found = attributes.get(attr.WORKFLOW_SPEECH_END_MS)
+        said = attributes.get(attr.WORKFLOW_START_UNKNOWN)
+        starts.append(
+            ((found, said), (float(expected_ms), SEMANTIC_VAD_START if unknown else None))
+        )
+    assert [found for found, _ in starts] == [expected for _, expected in starts]
 
 
 def test_an_end_of_the_words_the_observer_cannot_place_moves_nothing() -> None:

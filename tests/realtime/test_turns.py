@@ -532,3 +532,41 @@ def test_a_first_append_that_holds_the_whole_utterance_is_the_one_that_reached_i
     assert first_output_parts(rollup) == {
         "model": 300.0, "end_of_turn": 0.0, "data": 0.0, "tool": 0.0, "overhead": 500.0,
     }  # fmt: skip
+
+
+def test_a_semantic_vad_turn_says_its_start_is_no_known_end_of_the_words(cap: Capture) -> None:
+    """``semantic_vad`` (the default of the OpenAI Agents SDK's and LiveKit's realtime
+    sessions) waits as long as its model decides: the turn starts at audio_end_ms 1900, less
+    no silence, and says so; what counts from its start is then not judged (rule 16), read
+    from the trace or live. A later ``server_vad`` session's turn is measured again."""
+    from chainlat._core.voice import SEMANTIC_VAD_START, UNKNOWN_START_QUANTITIES
+    from chainlat._runtime.budgets import run_from_handle
+
+    s = Script(cap)
+    session = {"model": "m", "audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}}
+    s.received(0, "session.updated", session=session)
+    s.sent(0, "input_audio_buffer.append", audio="AAAA")
+    s.received(2000, "input_audio_buffer.speech_stopped", audio_end_ms=1900)
+    live = s.turns._turn
+    assert live is not None
+    s.received(2010, "response.created", response={"id": "r1"})
+    s.received(2300, "response.output_audio.delta", response_id="r1", delta=audio(100))
+    s.received(2800, "response.done", response={"id": "r1", "status": "completed"})
+    turn = {"type": "server_vad", "silence_duration_ms": 500}
+    s.received(3000, "session.updated", session={"audio": {"input": {"turn_detection": turn}}})
+    s.received(5000, "input_audio_buffer.speech_stopped", audio_end_ms=4900)
+    s.received(5010, "response.created", response={"id": "r2"})
+    s.received(5300, "response.output_audio.delta", response_id="r2", delta=audio(100))
+    s.received(5800, "response.done", response={"id": "r2", "status": "completed"})
+    s.turns.closed()
+    first, second = sorted(spans(cap, "workflow"), key=lambda sp: sp.start_time or 0)
+    assert s.ms(first.start_time) == 1900
+    assert (first.attributes or {})[attr.WORKFLOW_START_UNKNOWN] == SEMANTIC_VAD_START
+    assert s.ms(second.start_time) == 4400
+    assert attr.WORKFLOW_START_UNKNOWN not in (second.attributes or {})
+    read = sorted(runs_from_spans(cap.spans()), key=lambda r: r.start_ns)
+    assert [r.unknown_start for r in read] == [SEMANTIC_VAD_START, None]
+    assert [r.first_output_ms for r in read] == [400.0, 900.0]
+    held = run_from_handle(live.workflow)
+    assert held is not None and held.unknown_start == SEMANTIC_VAD_START
+    assert "first_output" in UNKNOWN_START_QUANTITIES

@@ -84,6 +84,11 @@ WORKFLOW_SPEECH_END_MS: Final = "chainlat.workflow.speech_end_ms"
 """Set by chainlat's Pipecat observer on Pipecat's ``turn`` span: the end of the caller's
 words (the VAD's stop less the silence it waited), in ms from the span's start; the turn
 starts there (``chainlat._core.turn_start``)."""
+WORKFLOW_START_UNKNOWN: Final = "chainlat.workflow.start_unknown"
+"""Set on a voice turn whose start is no known end of the caller's words, by what placed it
+(``chainlat.realtime`` and chainlat's Pipecat observer under a server's ``semantic_vad``,
+which waits as long as its model decides after the words): why, in a phrase. The run's
+``unknown_start`` (docs/attributes.md, rule 16)."""
 FIRST_OUTPUT_EVENT: Final = "chainlat.first_output"
 """Span event on the workflow span: ``run.first_output()`` marked this instant."""
 WORKFLOW_NAME: Final = "chainlat.workflow.name"

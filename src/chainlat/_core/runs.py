@@ -104,8 +104,9 @@ class WorkflowRun:
     from the spans (``chainlat.chain.total_ms -100 is negative``); empty when it was used or
     none was recorded."""
     unknown_start: str | None = None
-    """Why the run, a framework's voice turn, starts where the caller did not stop
-    speaking, the end of their words not being in its trace (`chainlat._core.turn_start`):
+    """Why the run, a voice turn, starts where the caller did not stop speaking, the end of
+    their words not being in its trace (`chainlat._core.turn_start`; a turn placed by a
+    ``semantic_vad`` server's stop says so itself, ``chainlat.workflow.start_unknown``):
     what counts from its start (`chainlat._core.voice.UNKNOWN_START_QUANTITIES`) is then a
     bound, not a measurement (lower when the start is late, upper when early), and not
     judged (docs/attributes.md, rule 16); None when the start is the end of the words."""
@@ -269,10 +270,19 @@ def build_run(
     trace_id: str = "",
     error: bool = False,
     origin: str = "",
+    unknown_start: str | None = None,
 ) -> WorkflowRun:
-    """A run from its workflow span and descendants; the rollup is computed when not given."""
+    """A run from its workflow span and descendants; the rollup is computed when not given.
+    ``unknown_start``: why its start is no known end of the caller's words (rule 16)."""
     return built_run(
-        workflow, root, list(spans), rollup=rollup, trace_id=trace_id, error=error, origin=origin
+        workflow,
+        root,
+        list(spans),
+        rollup=rollup,
+        trace_id=trace_id,
+        error=error,
+        origin=origin,
+        unknown_start=unknown_start,
     )
 
 

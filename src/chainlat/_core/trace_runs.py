@@ -152,6 +152,8 @@ def _run(
             )
             end_of_turn = found.end_of_turn_ns
             unknown_start = found.unknown_start
+    if unknown_start is None:
+        unknown_start = turn_start.said_unknown_start(top.attributes)
     root = top.record
     if incomplete is None and not _cut_by_barge_in(top):
         incomplete = _ended_after(root, records)

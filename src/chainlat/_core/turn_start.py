@@ -97,6 +97,20 @@ class _Span(Protocol):
     def attributes(self) -> Mapping[str, object]: ...
 
 
+MAX_WHY_CHARS: Final = 300
+"""The most of a turn's own word on its start (``chainlat.workflow.start_unknown``) kept."""
+
+
+def said_unknown_start(attributes: Mapping[str, object]) -> str | None:
+    """Why a turn's start is no known end of the caller's words, when what placed it said so
+    on the span (``chainlat.workflow.start_unknown``: ``chainlat.realtime`` and chainlat's
+    Pipecat observer under a server's ``semantic_vad``); None when it did not."""
+    why = attributes.get(attr.WORKFLOW_START_UNKNOWN)
+    if not isinstance(why, str) or not why.strip():
+        return None
+    return why[:MAX_WHY_CHARS]
+
+
 def is_voice_turn(record: SpanRecord, attributes: Mapping[str, object]) -> bool:
     """Whether a run root is a framework's voice turn that a rule here may move."""
     if record.name == attr.LIVEKIT_AGENT_TURN_SPAN:

@@ -48,6 +48,18 @@ SERVER_VAD_SILENCE_MS: Final = 500
 """OpenAI Realtime's default ``silence_duration_ms`` for ``server_vad``: the silence its
 turn detection waits on, which its ``speech_stopped``'s ``audio_end_ms`` includes."""
 
+SEMANTIC_VAD_START: Final = (
+    "the server's semantic_vad decided the caller had finished after a wait its model "
+    "chose (up to 8 s), which its speech_stopped's audio_end_ms holds and no event says"
+)
+"""Why a turn started from a ``semantic_vad`` ``speech_stopped`` is no known end of the
+caller's words: OpenAI's ``server_vad`` waits a fixed silence, which ``audio_end_ms``
+includes and which is taken back; ``semantic_vad`` "dynamically sets a timeout" (the
+Realtime API reference: 8, 4 and 2 s at most for its eagerness ``low``, ``medium`` and
+``high``), and what of it ``audio_end_ms`` holds is not said. The turn starts at
+``audio_end_ms`` less any silence the session states (a start too late) and says so
+(``chainlat.workflow.start_unknown``, docs/attributes.md rule 16)."""
+
 UNKNOWN_START_QUANTITIES: Final = frozenset(
     {
         "total",

@@ -43,6 +43,7 @@ from chainlat._core.errors import (
 )
 from chainlat._core.rollup import SpanRecord
 from chainlat._core.runs import BudgetViolation, WorkflowRun, build_run
+from chainlat._core.turn_start import said_unknown_start
 from chainlat._runtime.interface import (
     WorkflowHandle,
     after_workflow_end,
@@ -113,6 +114,7 @@ def run_from_handle(handle: WorkflowHandle, *, origin: str = "") -> WorkflowRun 
     root = SpanRecord(context.span_id, None, handle.name, handle.start_ns, end_ns, "workflow")
     records = workflow_records(handle)
     status = getattr(handle.span, "status", None)
+    attributes = getattr(handle.span, "attributes", None)
     return build_run(
         workflow_name(handle),
         root,
@@ -121,6 +123,7 @@ def run_from_handle(handle: WorkflowHandle, *, origin: str = "") -> WorkflowRun 
         trace_id=f"{context.trace_id:032x}",
         error=status is not None and status.status_code is StatusCode.ERROR,
         origin=origin,
+        unknown_start=said_unknown_start(attributes) if attributes is not None else None,
     )
 
 

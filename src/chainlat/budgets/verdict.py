@@ -48,7 +48,8 @@ that depends on a call's first token the trace gives by a value that is no time
 TTS's first audio no span marks; docs/attributes.md, rule 15), or a value that counts from
 a voice turn's start where the trace does not hold the end of the caller's words
 (``unknown_start``: a LiveKit realtime turn without a VAD of its own, a Pipecat
-speech-to-speech turn without chainlat's observer; rule 16)."""
+speech-to-speech turn without chainlat's observer, a turn a ``semantic_vad`` server
+detected; rule 16)."""
 
 ABSENT_REASONS: Final[frozenset[NotJudgedReason]] = frozenset({"unknown_workflow", "unknown_step"})
 """Reasons ``--allow-missing`` opts out of: a budgeted name no run has."""

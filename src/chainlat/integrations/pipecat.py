@@ -91,7 +91,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors, warn_once
-from chainlat._core.voice import SERVER_VAD_SILENCE_MS
+from chainlat._core.voice import SEMANTIC_VAD_START, SERVER_VAD_SILENCE_MS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -250,6 +250,8 @@ class _ServerTurns:
     """The ``audio_end_ms`` of each ``speech_stopped`` whose frame is not observed yet."""
     silence_ms: int | None = None
     """The silence the server waits on, from its ``session.updated``."""
+    semantic: bool | None = None
+    """Whether its ``session.updated`` says ``semantic_vad`` (None: no such event read)."""
 
 
 @dataclass
@@ -478,14 +480,13 @@ class ChainlatObserver:
         end_ms = state.ends.popleft()
         if not self._mark_first_output:
             return
-        silence = state.silence_ms
-        if silence is None:
-            silence = _silence_of(
-                getattr(getattr(source, "_settings", None), "session_properties", None)
-            )
+        silence, semantic = state.silence_ms, state.semantic
+        if semantic is None:
+            settings = getattr(getattr(source, "_settings", None), "session_properties", None)
+            silence, semantic = _silence_of(settings), _is_semantic(settings)
         spoken = self._heard_at(end_ms - (SERVER_VAD_SILENCE_MS if silence is None else silence))
         if spoken is not None:
-            self._mark_speech_end(spoken, at_ns)
+            self._mark_speech_end(spoken, at_ns, SEMANTIC_VAD_START if semantic else None)
 
     def _listen(self, service: object) -> None:
         """Read what the service's server turn detection says and the service drops: each
@@ -509,7 +510,9 @@ class ChainlatObserver:
 
         async def session_updated(event: Any) -> Any:
             with internal_errors("reading a Pipecat realtime session.updated"):
-                state.silence_ms = _silence_of(getattr(event, "session", None))
+                session = getattr(event, "session", None)
+                state.silence_ms = _silence_of(session)
+                state.semantic = _is_semantic(session)
             return await updated(event)
 
         setattr(service, _SPEECH_STOPPED, speech_stopped)
@@ -625,15 +628,18 @@ class ChainlatObserver:
             return
         self._mark_speech_end(round(end_ns_float), at_ns)
 
-    def _mark_speech_end(self, end_ns: int, at_ns: int) -> None:
+    def _mark_speech_end(self, end_ns: int, at_ns: int, unknown: str | None = None) -> None:
         """The end of the caller's words at ``end_ns``, said at ``at_ns``, on the turn open
-        then, unless its first output is marked already or it is outside the turn."""
+        then, unless its first output is marked already or it is outside the turn.
+        ``unknown``: why that is no known end of the words (rule 16), said on the turn."""
         turn = self.turns.at(at_ns)
         if turn is None or not turn.is_recording() or turn.context.span_id in self._marked:
             return
         start = turn.start_time or end_ns
         if start <= end_ns <= at_ns:
             turn.set_attribute(attr.WORKFLOW_SPEECH_END_MS, (end_ns - start) / _NS_PER_MS)
+            if unknown is not None:
+                turn.set_attribute(attr.WORKFLOW_START_UNKNOWN, unknown)
 
     def _first_output(self, turn: Span, at_ns: int) -> None:
         if not turn.is_recording():
@@ -651,19 +657,31 @@ class ChainlatObserver:
 
 def _silence_of(session: object) -> int | None:
     """The silence a session's server turn detection waits on (its
-    ``audio.input.turn_detection``): ``silence_duration_ms`` for ``server_vad``, 0 for
-    ``semantic_vad`` (the model decides, no fixed silence to take back, as
-    ``chainlat.realtime`` reads it); None when the session does not say."""
-    audio_in = getattr(getattr(session, "audio", None), "input", None)
-    detection = getattr(audio_in, "turn_detection", None)
-    if detection is None or isinstance(detection, bool):
+    ``audio.input.turn_detection``): its ``silence_duration_ms``; else 0 for
+    ``semantic_vad`` (its model decides how long: no silence known to take back, and the
+    turn says its start is no known end of the words, `SEMANTIC_VAD_START`), as
+    ``chainlat.realtime`` reads it; None when the session does not say."""
+    detection = _detection_of(session)
+    if detection is None:
         return None
-    if getattr(detection, "type", None) == "semantic_vad":
-        return 0
     silence = getattr(detection, "silence_duration_ms", None)
     if isinstance(silence, int) and not isinstance(silence, bool) and silence >= 0:
         return silence
-    return None
+    return 0 if getattr(detection, "type", None) == "semantic_vad" else None
+
+
+def _is_semantic(session: object) -> bool:
+    """Whether a session's server turn detection is ``semantic_vad``."""
+    return getattr(_detection_of(session), "type", None) == "semantic_vad"
+
+
+def _detection_of(session: object) -> object | None:
+    """A session's ``audio.input.turn_detection``; None when off or not said."""
+    audio_in = getattr(getattr(session, "audio", None), "input", None)
+    detection: object = getattr(audio_in, "turn_detection", None)
+    if detection is None or isinstance(detection, bool):
+        return None
+    return detection
 
 
 def _model_of(service: object) -> str:

@@ -8,7 +8,11 @@ model, with the instant it passed) and makes one chainlat workflow per turn:
   (from the client's first ``input_audio_buffer.append``) and includes the silence the
   VAD waited on (``silence_duration_ms``), so the turn starts at the first append +
   ``audio_end_ms`` - that silence; without server VAD, at the client's
-  ``input_audio_buffer.commit`` (or ``response.create`` outside a turn);
+  ``input_audio_buffer.commit`` (or ``response.create`` outside a turn). Under
+  ``semantic_vad`` the server waits as long as its model decides, and ``audio_end_ms``
+  holds a wait no event states: the turn starts there (less any silence the session
+  states) and says its start is no known end of the words
+  (``chainlat.workflow.start_unknown``, `chainlat._core.voice.SEMANTIC_VAD_START`);
 - the end of the turn was detected on the audio up to ``audio_end_ms``: the server had it
   once the client sent it, at the ``input_audio_buffer.append`` that brought the audio
   sent to that length (each append's length read in the session's input format from the
@@ -57,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from chainlat._core import attributes as attr
 from chainlat._core.errors import internal_errors
-from chainlat._core.voice import SERVER_VAD_SILENCE_MS
+from chainlat._core.voice import SEMANTIC_VAD_START, SERVER_VAD_SILENCE_MS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -167,6 +171,9 @@ class RealtimeTurns:
         """When the client sent the session's first audio: the audio clock's zero."""
         self.vad = True
         self.silence_ms = SERVER_VAD_SILENCE_MS
+        self.semantic = False
+        """The server's turn detection is ``semantic_vad``: a turn's start is no known end of
+        the words (`SEMANTIC_VAD_START`)."""
         self.create_response = True
         self.input_bytes_per_ms = PCM16_BYTES_PER_MS
         self.output_bytes_per_ms = PCM16_BYTES_PER_MS
@@ -272,6 +279,8 @@ class RealtimeTurns:
             sent = self._sent_at(end_ms) if end_ms is not None else None
             detected = now if sent is None else min(max(sent, start), now)
             turn = self._start_turn(start, detected)
+            if turn is not None and self.semantic:
+                turn.workflow.set_attribute(attr.WORKFLOW_START_UNKNOWN, SEMANTIC_VAD_START)
             if turn is not None and self.create_response:
                 self._start_response(turn, now)
         elif kind == "input_audio_buffer.speech_started":
@@ -410,11 +419,14 @@ class RealtimeTurns:
             self.vad = False
             return
         self.vad = True
+        kind = field_of(detection, "type")
+        if isinstance(kind, str):
+            self.semantic = kind == "semantic_vad"
         silence = _int(field_of(detection, "silence_duration_ms"))
         if silence is not None:
-            self.silence_ms = silence
-        elif field_of(detection, "type") == "semantic_vad":
-            self.silence_ms = 0  # the model decides; no fixed silence to take back
+            self.silence_ms = silence  # semantic_vad waits at least that too
+        elif self.semantic:
+            self.silence_ms = 0  # the model decides how long: no silence known to take back
         create = field_of(detection, "create_response")
         if isinstance(create, bool):
             self.create_response = create

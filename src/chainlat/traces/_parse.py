@@ -139,6 +139,7 @@ KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
         attr.WORKFLOW_FIRST_OUTPUT_MS,
         # the end of the caller's words on a Pipecat turn (chainlat's observer)
         attr.WORKFLOW_SPEECH_END_MS,
+        attr.WORKFLOW_START_UNKNOWN,
         # sampled sources
         attr.SAMPLING_PROBABILITY,
         attr.TAIL_SAMPLING_POLICY,

@@ -12,6 +12,8 @@ output transport that plays the answer to nowhere in real time. With ``--server-
 input transport is a microphone and nothing more (no VAD frames; its silence streams on
 between the utterances) and the server's turn detection is on, the service's default
 (``turn_detection`` not given): the server decides each turn and asks the answer itself.
+``--semantic-vad`` is the same with Pipecat's ``SemanticTurnDetection`` (``semantic_vad``,
+which the sim serves as its server VAD).
 Otherwise the user aggregator decides the turns from the VAD's frames with its default
 strategies (its smart-turn model ends each turn 157-301 ms after the VAD's stop in the runs
 here): at its ``UserStoppedSpeakingFrame`` the service commits the caller's audio and
@@ -70,7 +72,20 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tool", action="store_true")
     parser.add_argument("--server-vad", action="store_true")
-    return parser.parse_args()
+    parser.add_argument("--semantic-vad", action="store_true")
+    args = parser.parse_args()
+    args.server_vad = args.server_vad or args.semantic_vad
+    return args
+
+
+def _detection(args: argparse.Namespace) -> object:
+    """The session's turn detection: off (the pipeline's VAD decides), the server's default
+    (None: server VAD), or Pipecat's ``SemanticTurnDetection`` (``semantic_vad``)."""
+    from pipecat.services.openai.realtime import events
+
+    if args.semantic_vad:
+        return events.SemanticTurnDetection()
+    return None if args.server_vad else False
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -204,7 +219,7 @@ async def main(args: argparse.Namespace) -> None:
                 tools=tools,
                 audio=events.AudioConfiguration(
                     # None: the server's own turn detection (server VAD), the default.
-                    input=events.AudioInput(turn_detection=None if args.server_vad else False),
+                    input=events.AudioInput(turn_detection=_detection(args)),
                 ),
             ),
         ),

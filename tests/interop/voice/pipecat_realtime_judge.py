@@ -3,7 +3,7 @@ API (``OpenAIRealtimeLLMService``: ``pipecat_realtime_agent.py``) against ``chai
 sim``'s ``/v1/realtime``, its traces read by chainlat and held to the truth the agent
 recorded and to Pipecat's own ``turn.user_bot_latency_seconds``.
 
-Run by ``run.py --stack pipecat-realtime``. Three cases. ``local-vad`` and
+Run by ``run.py --stack pipecat-realtime``. Four cases. ``local-vad`` and
 ``local-vad+tool`` (the same with a function the model calls in every turn): the agent's input
 transport signals the caller's speech as a VAD would, the server's turn detection is off
 (``turn_detection=False``) and the service commits the caller's audio and asks for a
@@ -11,8 +11,13 @@ response when Pipecat's user aggregator says the caller stopped. ``server-vad``:
 service's default, the server's turn detection on and no VAD in the pipeline; the server
 decides the turn on the audio the input transport streams and asks the answer itself, and
 the observer reads the end of the words from its ``speech_stopped`` (which the service
-hands on without its ``audio_end_ms``). Pipecat counts no ``turn.user_bot_latency_seconds``
-there (it counts from a VAD's frame): it is reported, not held. Pipecat's spans hold no
+hands on without its ``audio_end_ms``). ``semantic-vad``: the same with Pipecat's
+``SemanticTurnDetection``, whose wait after the words is its model's: the observer places
+the turn's start at the ``audio_end_ms`` (no silence stated) and says it is no known end of
+the words (rule 16): held to that, to the sim's silence after the words, and its first
+output to the truth less that silence (a bound). Pipecat counts no
+``turn.user_bot_latency_seconds`` with the server's detection (it counts from a VAD's
+frame): it is reported, not held. Pipecat's spans hold no
 ``stt`` span and no span for the response itself (its ``llm_response`` is the handling of
 ``response.done``): chainlat's observer (``chainlat.integrations.pipecat``) writes the end
 of the caller's words, the response (``realtime sim-realtime``, from the
@@ -35,9 +40,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STACK = "pipecat-realtime"
-CASES = ("local-vad", "local-vad+tool", "server-vad")
+CASES = ("local-vad", "local-vad+tool", "server-vad", "semantic-vad")
 TOOL = "local-vad+tool"
 SERVER_VAD = "server-vad"
+SEMANTIC_VAD = "semantic-vad"
+SERVERS = (SERVER_VAD, SEMANTIC_VAD)
+"""The cases where the server's turn detection decides the turns."""
+SIM_SILENCE_MS = 500.0
+"""The silence the sim's server VAD waits on (its default ``silence_duration_ms``), which it
+also waits on for ``semantic_vad``: a ``semantic-vad`` turn's start, placed at the
+``speech_stopped``'s ``audio_end_ms`` less no silence (Pipecat's ``SemanticTurnDetection``
+states none), is that much after the words, and says it is no known end of them."""
 """The same with a function, ``lookup_order`` (its body sleeps ``TOOL_S``, 120 ms), in the
 session's tools: the sim's model calls it first in every turn, then answers."""
 TOOL_SLACK_MS = 2.0
@@ -111,6 +124,8 @@ def run_case(venv: Path, matrix: Any, case: str, where: Path, turns: int) -> Pat
             argv.append("--tool")
         if case == SERVER_VAD:
             argv.append("--server-vad")
+        if case == SEMANTIC_VAD:
+            argv.append("--semantic-vad")
         with open(where / "agent.log", "w") as log:
             done = subprocess.run(argv, stderr=log, timeout=300, check=False)
         if done.returncode != 0:
@@ -180,21 +195,29 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
             _tools(problems, figures[-1], run, truth, n)
         elif steps != [(f"realtime {MODEL}", "inference")]:
             problems.append(f"turn {n}: steps {steps}")
-        shortest = SIM_FIRST_BYTE_MS - (SERVER_ASK_SLACK_MS if case == SERVER_VAD else 0.0)
+        shortest = SIM_FIRST_BYTE_MS - (SERVER_ASK_SLACK_MS if case in SERVERS else 0.0)
         if len(answers) != 1 or ttft is None or ttft < shortest:
             problems.append(f"turn {n}: the response's first audio {ttft} ms after it was asked")
         _split(problems, run, n)
         if tokens != usage:
             problems.append(f"turn {n}: tokens {tokens}, Pipecat's usage {usage}")
-        if abs(start_ms) > START_TOLERANCE_MS:
+        late_ms = SIM_SILENCE_MS if case == SEMANTIC_VAD else 0.0
+        if abs(start_ms - late_ms) > START_TOLERANCE_MS:
             problems.append(f"turn {n}: starts {start_ms:.1f} ms from the end of the words")
+        if case == SEMANTIC_VAD:
+            from chainlat._core.voice import SEMANTIC_VAD_START
+
+            figures[-1]["unknown_start"] = run.unknown_start
+            if run.unknown_start != SEMANTIC_VAD_START:
+                problems.append(f"turn {n}: its start taken for the end of the words")
+            truth_ms -= late_ms  # a bound: the wait from the late start
         if at_ms is None or abs(at_ms) > OUTPUT_TOLERANCE_MS:
             problems.append(f"turn {n}: first output {at_ms} ms from the written first frame")
         if not -1.0 <= lag_ms <= WRITE_LAG_BOUND_MS:
             problems.append(f"turn {n}: the first frame's write returned {lag_ms:.2f} ms late")
         if first is None or abs(first - truth_ms) > FIRST_OUTPUT_TOLERANCE_MS:
             problems.append(f"turn {n}: first output {first} ms, the truth {truth_ms:.1f}")
-        if case == SERVER_VAD:
+        if case in SERVERS:
             pass  # Pipecat counts it from a VAD's frame, which this pipeline has none of
         elif (
             first is None
