@@ -273,3 +273,27 @@ def test_the_tier_keeps_a_series_at_least_as_long_as_any_window_of_its_rules() -
     default_window = inspect.signature(prometheus_rules).parameters["window"].default
     windows = [default_window, *re.findall(r"\[(\w+)\]", TIER_RULES.read_text())]
     assert all(parse_duration(w) <= parse_duration(expiration) for w in windows), windows
+
+
+def test_late_spans_are_divided_by_the_number_of_samplers_the_tier_runs() -> None:
+    """``chainlat_tier:late_spans`` halves the samplers' early releases because each of the
+    tier's samplers sees every span and releases a late one once, in one series that names
+    no sampler: the divisor is the count of ``tail_sampling`` processors the
+    Collector's pipelines run, and a pipeline added or removed in collector/otelcol.yaml
+    fails here until the rule follows it."""
+    config = yaml.safe_load((TIER_RULES.parents[1] / "otelcol.yaml").read_text())
+    samplers = {
+        processor
+        for pipeline in config["service"]["pipelines"].values()
+        for processor in pipeline.get("processors", [])
+        if processor.split("/", 1)[0] == "tail_sampling"
+    }
+    rules = yaml.safe_load(TIER_RULES.read_text())
+    (late,) = [
+        rule["expr"]
+        for group in rules["groups"]
+        for rule in group["rules"]
+        if rule.get("record") == "chainlat_tier:late_spans"
+    ]
+    divisors = re.findall(r"\)\s*/\s*(\d+)", late)
+    assert divisors == [str(len(samplers))], (sorted(samplers), divisors)
