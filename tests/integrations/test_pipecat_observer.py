@@ -634,6 +634,35 @@ def test_the_silence_is_the_settings_without_a_session_update_and_none_for_seman
     assert [found for found, _ in starts] == [expected for _, expected in starts]
 
 
+def test_what_the_session_update_does_not_say_is_read_from_the_settings() -> None:
+    """A ``session.updated`` whose turn detection states no silence, or no turn detection
+    at all: the silence and the kind the service was set up with (300 ms, ``server_vad``;
+    ``semantic_vad``), as when no ``session.updated`` was read."""
+    found = []
+    for updated, configured in (
+        (_TurnDetection(silence_duration_ms=None), _TurnDetection(silence_duration_ms=300)),
+        (None, _TurnDetection(silence_duration_ms=300)),
+        (None, _TurnDetection(type="semantic_vad", silence_duration_ms=None)),
+    ):
+        provider, exporter, observer = _setup()
+        turn = provider.get_tracer("pipecat.turn").start_span("turn", start_time=T0)
+        turn.set_attribute("turn.number", 1)
+        service = ServerVadService(configured)
+        observer.observe(Metadata(is_realtime_service=True), T0, service)
+        service.receive(SimpleNamespace(session=_Session(updated)))
+        _server_turn(service, observer, audio_end_ms=1507, frames=80)
+        turn.end(end_time=T0 + 3000 * MS)
+        (ended,) = exporter.get_finished_spans()
+        attributes = ended.attributes or {}
+        found.append(
+            (
+                attributes.get(attr.WORKFLOW_SPEECH_END_MS),
+                attributes.get(attr.WORKFLOW_START_UNKNOWN),
+            )
+        )
+    assert found == [(1207.0, None), (1207.0, None), (1507.0, SEMANTIC_VAD_START)]
+
+
 def test_an_end_of_the_words_the_observer_cannot_place_moves_nothing() -> None:
     """Audio the frames do not reach (a stop past the audio pushed), or a service without
     the handlers (another realtime service): the turn keeps Pipecat's start, and the answer

@@ -251,7 +251,8 @@ class _ServerTurns:
     silence_ms: int | None = None
     """The silence the server waits on, from its ``session.updated``."""
     semantic: bool | None = None
-    """Whether its ``session.updated`` says ``semantic_vad`` (None: no such event read)."""
+    """Whether its ``session.updated`` says ``semantic_vad`` (None: it said no turn
+    detection, or none was read)."""
 
 
 @dataclass
@@ -480,10 +481,10 @@ class ChainlatObserver:
         end_ms = state.ends.popleft()
         if not self._mark_first_output:
             return
-        silence, semantic = state.silence_ms, state.semantic
-        if semantic is None:
-            settings = getattr(getattr(source, "_settings", None), "session_properties", None)
-            silence, semantic = _silence_of(settings), _is_semantic(settings)
+        # What the session.updated did not say, the service's settings do.
+        settings = getattr(getattr(source, "_settings", None), "session_properties", None)
+        silence = state.silence_ms if state.silence_ms is not None else _silence_of(settings)
+        semantic = state.semantic if state.semantic is not None else _is_semantic(settings)
         spoken = self._heard_at(end_ms - (SERVER_VAD_SILENCE_MS if silence is None else silence))
         if spoken is not None:
             self._mark_speech_end(spoken, at_ns, SEMANTIC_VAD_START if semantic else None)
@@ -670,9 +671,13 @@ def _silence_of(session: object) -> int | None:
     return 0 if getattr(detection, "type", None) == "semantic_vad" else None
 
 
-def _is_semantic(session: object) -> bool:
-    """Whether a session's server turn detection is ``semantic_vad``."""
-    return getattr(_detection_of(session), "type", None) == "semantic_vad"
+def _is_semantic(session: object) -> bool | None:
+    """Whether a session's server turn detection is ``semantic_vad``; None when the
+    session does not say."""
+    detection = _detection_of(session)
+    if detection is None:
+        return None
+    return getattr(detection, "type", None) == "semantic_vad"
 
 
 def _detection_of(session: object) -> object | None:
