@@ -440,7 +440,6 @@ def noise_of(
                 if call.server is not None:
                     servers.setdefault(call.model, set()).add(call.server)
     noise = Noise(called={model for model, _ in by_mode})
-    rates: dict[tuple[str, bool], PrefillSlope] = {}
     for (model, streamed), calls in by_mode.items():
         # Against the closest fit: against a profile flattened by the three-standard-errors
         # rule, long prompts would rank as slow calls and widen the noise.
@@ -455,10 +454,6 @@ def noise_of(
             slope = robust_prefill_slope([c for _, c in calls], decode)
             if slope is not None:
                 noise.prefill[(model, streamed)] = slope
-            prefill = slope.ms_per_token if slope is not None else closest.ttft_per_input_token_ms
-            rate = robust_decode_rate([c for _, c in calls], prefill)
-            if rate is not None:
-                rates[(model, streamed)] = rate
         if closest is None:
             continue
         logs = (_log_residual(closest, c) for _, c in calls)
@@ -473,15 +468,24 @@ def noise_of(
             if model in fitted:
                 noise.closest[(trace_id, span_id)] = log
     own = dict(noise.prefill)
+    rates: dict[tuple[str, bool], PrefillSlope | None] = {}
+
+    def rate_of(key: tuple[str, bool]) -> PrefillSlope | None:
+        """The decode rate of a model's calls of one mode, fitted when a borrowing needs it
+        (its pairs grow with the square of the calls, as the prefill slope's do)."""
+        if key not in rates:
+            found = own.get(key)
+            prefill = found.ms_per_token if found else noise.profiles[key].ttft_per_input_token_ms
+            rates[key] = robust_decode_rate([c for _, c in by_mode[key]], prefill)
+        return rates[key]
+
     for key in noise.profiles:
-        model = key[0]
-        near = servers.get(model, set())
-        donors = [
-            (other, slope, rates[other])
-            for other, slope in own.items()
-            if other[0] != model and other in rates and near & servers.get(other[0], set())
-        ]
-        weighed = borrowed_slope(own.get(key), rates.get(key), donors)
+        near = servers.get(key[0], set())
+        others = [o for o in own if o[0] != key[0] and near & servers.get(o[0], set())]
+        if not others:
+            continue  # no other model on its server: nothing to borrow
+        donors = [(o, own[o], rate) for o in others if (rate := rate_of(o)) is not None]
+        weighed = borrowed_slope(own.get(key), rate_of(key), donors)
         if weighed is not None:
             noise.prefill[key] = weighed
     counts = {key: len(calls) for key, calls in by_mode.items()}
