@@ -139,6 +139,7 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
     """(problems, figures per turn): chainlat's reading against the agent's truth and
     Pipecat's own figures."""
     from chainlat._core import conventions
+    from chainlat._core.voice import SEMANTIC_VAD_START
     from chainlat.traces import read_runs
 
     truth = json.loads((traces.parent / "truth.json").read_text())
@@ -205,8 +206,6 @@ def judge(case: str, traces: Path, turns: int) -> tuple[list[str], list[dict[str
         if abs(start_ms - late_ms) > START_TOLERANCE_MS:
             problems.append(f"turn {n}: starts {start_ms:.1f} ms from the end of the words")
         if case == SEMANTIC_VAD:
-            from chainlat._core.voice import SEMANTIC_VAD_START
-
             figures[-1]["unknown_start"] = run.unknown_start
             if run.unknown_start != SEMANTIC_VAD_START:
                 problems.append(f"turn {n}: its start taken for the end of the words")
