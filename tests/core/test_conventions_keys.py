@@ -23,6 +23,7 @@ from chainlat._core.conventions import (
     output_tokens_of,
     provider_of,
     speech_input_of,
+    streamed_of,
     ttft_ms_of,
     user_bot_latency_ms_of,
     workflow_name_of,
@@ -77,6 +78,7 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     end_reason_of(recording)
     user_bot_latency_ms_of(recording)
     speech_input_of(recording)
+    streamed_of(recording)
     return recording.asked
 
 

@@ -60,11 +60,12 @@ def test_the_application_mark_wins_over_every_rule() -> None:
 def test_without_a_streamed_call_the_last_call_to_end_gives_the_output() -> None:
     r = roll(
         100,
-        rec(2, 1, "chat a", 0, 60, "inference"),
-        rec(3, 1, "chat b", 5, 70, "inference"),
+        rec(2, 1, "chat a", 0, 60, "inference", streamed=False),
+        rec(3, 1, "chat b", 5, 70, "inference", streamed=False),
         rec(4, 1, "execute_tool post", 70, 95, "tool"),
     )
     assert split(r) == (70.0, {"inference": 65.0, "data": 0.0, "tool": 0.0, "overhead": 5.0})
+    assert r.unusable == ()
 
 
 def test_no_model_call_no_first_output() -> None:

@@ -165,10 +165,25 @@ def test_two_unrecorded_ends_leave_the_whole_split_and_a_later_wait_unknown() ->
 
 
 def test_a_first_output_taken_from_an_unrecorded_end_is_not_known() -> None:
-    """No first token at all (another event came after the end): the first output is the
-    end of the call that ended last, which the trace does not hold."""
+    """No first token at all (another event came after the end), and the call says it did
+    not stream: the first output is the end of the call that ended last, which the trace
+    does not hold."""
     root = SpanRecord(1, None, "agent", 0, 200 * MS, "workflow")
-    call = replace(_stream_record(2, 10, 10), ttft_ms=None)
+    call = replace(_stream_record(2, 10, 10), ttft_ms=None, streamed=False)
     r = compute_rollup(root, [call])
     assert r.first_output_ms == 20
     assert r.unrecorded_parts == ("inference", "overhead", "first_output")
+    assert r.unusable == ()
+
+
+def test_a_call_that_may_have_streamed_bounds_the_first_output_at_its_start() -> None:
+    """The same call, saying nothing of streaming (rule 17): its first token may have come
+    any time after its start, before its recorded end too, so the first output is at least
+    its start, 10 ms, and not the recorded end."""
+    root = SpanRecord(1, None, "agent", 0, 200 * MS, "workflow")
+    call = replace(_stream_record(2, 10, 10), ttft_ms=None)
+    r = compute_rollup(root, [call])
+    assert r.first_output_ms == 10
+    assert r.unusable == ("stream 2",)
+    assert r.unusable_parts == ("first_output", "first_output_split")
+    assert r.bound_in("first_output")

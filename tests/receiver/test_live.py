@@ -19,13 +19,16 @@ MS = 1_000_000
 
 def _attributes(values: dict[str, str | int]) -> list[dict[str, Any]]:
     def value(v: str | int) -> dict[str, Any]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
         return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
 
     return [{"key": k, "value": value(v)} for k, v in values.items()]
 
 
-def _run_file(tmp_path: Path, chat_ms: int) -> Path:
-    """One run: a workflow with one model call of ``chat_ms``, 1000 + 200 tokens, no cost."""
+def _run_file(tmp_path: Path, chat_ms: int, *, streamed: bool = False) -> Path:
+    """One run: a workflow with one model call of ``chat_ms``, 1000 + 200 tokens, no cost;
+    the call says whether it ``streamed`` (with no first token: rule 17)."""
     trace_id, root, chat = (
         "5b8efff798038103d269b633813fc60c",
         "eee19b7ec3c1b174",
@@ -44,6 +47,7 @@ def _run_file(tmp_path: Path, chat_ms: int) -> Path:
                 {
                     "gen_ai.operation.name": "chat",
                     "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.request.stream": streamed,
                     "gen_ai.usage.input_tokens": 1000,
                     "gen_ai.usage.output_tokens": 200,
                 }
@@ -85,6 +89,13 @@ def test_a_cost_limit_is_judged_with_the_prices_of_the_budget_file_as_check_does
     (run,) = read_runs([_run_file(tmp_path, 50)])
     assert run_line(run, budgets) == f"support, total 52.0 ms, first output 51.0 ms: {verdict}"
     assert evaluate([run], budgets).exit_code == exit_code
+
+
+def test_a_first_output_that_is_a_bound_is_said_to_be_one(tmp_path: Path) -> None:
+    """The call says it streamed and no span marks its first token (rule 17): the first
+    output is at least the call's start, 1 ms, and the line says it is a bound."""
+    (run,) = read_runs([_run_file(tmp_path, 50, streamed=True)])
+    assert run_line(run, None) == "support, total 52.0 ms, first output 1.0 ms (a bound)"
 
 
 def test_a_cost_limit_without_prices_is_not_judged(tmp_path: Path) -> None:

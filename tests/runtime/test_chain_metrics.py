@@ -171,6 +171,33 @@ def test_first_output_is_recorded_when_the_run_marks_one() -> None:
     assert (_attrs(counted)["chainlat.budget.target"], counted.value) == ("first_output", 1)
 
 
+def test_a_first_output_that_is_a_bound_is_not_recorded() -> None:
+    """A call of another instrumentation that says nothing of streaming answers last (rule
+    17 of docs/attributes.md): the run's first output is a bound, so no ``first_output``
+    point; the same workflow around a call of chainlat's own API records one, at its end."""
+    reader = InMemoryMetricReader()
+    clock = FakeClock()
+    provider = chainlat.configure(
+        exporter="none", metric_readers=[reader], set_global=False, clock=clock
+    )
+    foreign = provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+    with chainlat.workflow("foreign", tracer_provider=provider):
+        clock.advance(5)
+        span = foreign.start_span("chat gpt-4o", attributes={"gen_ai.operation.name": "chat"})
+        clock.advance(40)
+        span.end()
+    with chainlat.workflow("own", tracer_provider=provider):
+        clock.advance(5)
+        with chainlat.inference("gpt-4o", tracer_provider=provider):
+            clock.advance(40)
+    first = {
+        _attrs(p)["gen_ai.workflow.name"]: p.sum
+        for p in _points(reader, "chainlat.chain.duration")
+        if _attrs(p)["chainlat.chain.kind"] == "first_output"
+    }
+    assert first == {"own": 45.0}
+
+
 def test_an_interrupted_turn_is_labelled_with_its_end_reason_and_only_it() -> None:
     """A voice turn ended ``interrupted`` (barge-in) records every kind with
     ``gen_ai.agent.invocation.end_reason = "interrupted"``, which the rules leave out of the

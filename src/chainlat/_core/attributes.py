@@ -71,6 +71,9 @@ STEP_KIND: Final = "chainlat.step.kind"
 """``inference``, ``data`` or ``tool``; ``workflow`` on a workflow span."""
 STEP_INDEX: Final = "chainlat.step.index"
 """0-based start order of a step within its workflow."""
+STEP_FOREIGN: Final = "chainlat.step.foreign"
+"""``true`` on another instrumentation's step of a workflow, where chainlat's span processor
+wrote ``chainlat.step.kind``: the span is not chainlat's own (docs/attributes.md, rule 17)."""
 STEP_NAME: Final = "chainlat.step.name"
 """The step's own name (``chainlat.inference(..., step="plan")``,
 ``chainlat.step_name("plan")``): every command and budget keys a step by it when set, by
@@ -322,6 +325,10 @@ TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 """The span's own entity: the decorated function, or the LangChain run."""
 LLM_REQUEST_TYPE: Final = "llm.request.type"
 """OpenLLMetry's LLM spans before ``gen_ai.operation.name``; LiteLLM writes its call type."""
+LLM_IS_STREAMING: Final = "llm.is_streaming"
+"""OpenLLMetry's (and LiteLLM's) word on whether a call streamed: a boolean, or its text."""
+GEN_AI_IS_STREAMING: Final = "gen_ai.is_streaming"
+"""The same, as OpenLLMetry's newer instrumentations write it."""
 
 # --- LangSmith, pydantic-ai and Logfire -----------------------------------------------
 LANGSMITH_SPAN_KIND: Final = "langsmith.span.kind"

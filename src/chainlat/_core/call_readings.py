@@ -35,9 +35,11 @@ from chainlat._core.attributes import (
     END_REASONS,
     GEN_AI_AGENT_INVOCATION_END_REASON,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_IS_STREAMING,
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
+    GEN_AI_REQUEST_STREAM,
     GEN_AI_RESPONSE_MODEL,
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
@@ -53,6 +55,7 @@ from chainlat._core.attributes import (
     LIVEKIT_INTERRUPTED,
     LIVEKIT_RESPONSE_TTFB,
     LIVEKIT_RESPONSE_TTFT,
+    LLM_IS_STREAMING,
     LLM_MODEL_NAME,
     LLM_PROVIDER,
     LLM_REQUEST_MODEL_NAME,
@@ -299,6 +302,50 @@ def unusable_ttft(attributes: Mapping[str, object], plan: CallPlan) -> str | Non
         if key in attributes:
             return f"{key} = {_shown(attributes[key])}"
     return None
+
+
+STREAM_KEYS: Final = (GEN_AI_REQUEST_STREAM, GEN_AI_IS_STREAMING, LLM_IS_STREAMING)
+"""Where a model-call span says whether its call streamed: the GenAI conventions'
+``gen_ai.request.stream`` (chainlat's wire writes it too), OpenLLMetry's two (LiteLLM writes
+the older one, as the text ``True`` or ``False``)."""
+
+_STREAM_WORDS: Final = {"true": True, "false": False}
+
+
+def streamed_of(attributes: Mapping[str, object]) -> bool | None:
+    """Whether a model-call span says its call streamed: the first of `STREAM_KEYS` whose
+    value is a boolean, or its text (``true``, ``False``); None when none says.
+
+    A call that may have streamed is not taken for one that did not: the end of such a call
+    is no first output (docs/attributes.md, rule 17).
+
+    Example:
+        >>> streamed_of({"llm.is_streaming": "True"}), streamed_of({"gen_ai.request.model": "m"})
+        (True, None)
+    """
+    if attributes.keys().isdisjoint(STREAM_KEYS):  # none there (the common case), asked in C
+        return None
+    for key in STREAM_KEYS:
+        value = attributes.get(key)
+        if value is True or value is False:
+            return value
+        if isinstance(value, str):
+            said = _STREAM_WORDS.get(value.strip().lower())
+            if said is not None:
+                return said
+    return None
+
+
+STREAMED_UNMARKED: Final = "says it streamed, and no span of it marks its first token"
+"""What a model call gives for its first token when a span of it says it streamed but none
+says when its first token came (rule 17): not known."""
+MAYBE_STREAMED: Final = (
+    "may have streamed: no span of it says whether it did, nor when its first token came"
+)
+"""What a model call gives for its first token when no span of it says whether it streamed
+and none marks a first token (rule 17): its end is not known to be its first output."""
+STREAM_UNKNOWN: Final = frozenset((STREAMED_UNMARKED, MAYBE_STREAMED))
+"""The first-token values of rule 17, which are phrases, not a value a trace gave (rule 15)."""
 
 
 def _shown(value: object) -> str:

@@ -126,7 +126,8 @@ class Rollup:
 
     def bound_in(self, quantity: str) -> bool:
         """Whether the run's value of a budget quantity is a bound, not a measurement: it
-        depends on an unrecorded end (rule 13) or an unusable first token (rule 15)."""
+        depends on an unrecorded end (rule 13) or on a first token not known (rules 15 and
+        17)."""
         return self.unrecorded_in(quantity) or self.unusable_in(quantity)
 
     def first_output_split(self) -> dict[str, float] | None:

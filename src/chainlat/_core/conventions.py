@@ -103,6 +103,7 @@ from chainlat._core.call_readings import output_tokens_of as output_tokens_of
 from chainlat._core.call_readings import provider_of as provider_of
 from chainlat._core.call_readings import read_call as read_call
 from chainlat._core.call_readings import speech_input_of as speech_input_of
+from chainlat._core.call_readings import streamed_of as streamed_of
 from chainlat._core.call_readings import ttft_ms_of as ttft_ms_of
 from chainlat._core.call_readings import user_bot_latency_ms_of as user_bot_latency_ms_of
 from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE

@@ -76,6 +76,12 @@ class SpanRecord:
     """A model call's time to first token that is present but no time (``metrics.ttfb =
     -1``), or whose instant no span marks (a LiveKit ``tts_node`` of a streamed TTS): its
     first token is not known, never guessed (docs/attributes.md, rule 15)."""
+    streamed: bool | None = None
+    """Whether the model call's span says it streamed (``gen_ai.request.stream``,
+    ``llm.is_streaming``); None when it does not say (docs/attributes.md, rule 17). False
+    also for a call of chainlat's own API (``chainlat.inference``): its application marks a
+    streamed call's first token (``call.first_token()``), so one it did not mark gave its
+    output when it ended."""
 
     @property
     def label(self) -> str:
@@ -104,11 +110,12 @@ CallFields = tuple[
     bool,
     str | None,
     str | None,
+    bool | None,
 ]
 """What a model call's attributes give its record: input and output tokens, time to first
 token (ms), model, source convention, user-facing, cache-read tokens, what
-:func:`call_marks` says (carries its output, first token marked, operation), and a time to
-first token present but unusable (``ttft_unusable``)."""
+:func:`call_marks` says (carries its output, first token marked, operation), a time to
+first token present but unusable (``ttft_unusable``), and whether it says it streamed."""
 
 
 def call_fields(attributes: Mapping[str, object]) -> CallFields:
@@ -134,7 +141,18 @@ def call_fields(attributes: Mapping[str, object]) -> CallFields:
         ttft_marked,
         operation,
         None if ttft is not None else call_readings.unusable_ttft(attributes, plan),
+        streamed_of(attributes, source),
     )
+
+
+def streamed_of(attributes: Mapping[str, object], source: str | None) -> bool | None:
+    """:attr:`SpanRecord.streamed` of a model call from ``source``: what its span says, else
+    False for chainlat's own API call (not another instrumentation's span that chainlat's
+    processor tagged, ``chainlat.step.foreign``), else None."""
+    said = conventions.streamed_of(attributes)
+    if said is None and source == "chainlat" and attributes.get(attr.STEP_FOREIGN) is not True:
+        return False
+    return said
 
 
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
@@ -190,7 +208,7 @@ def call_record(
     record.extended = record.failed = record.unrecorded_end = False
     if kind != "inference":
         record.input_tokens = record.output_tokens = record.ttft_ms = record.model = None
-        record.ttft_unusable = None
+        record.ttft_unusable = record.streamed = None
         record.source = record.cache_read_tokens = record.operation = None
         record.user_facing = record.has_output = record.ttft_marked = False
         return record
@@ -212,6 +230,7 @@ def call_record(
     record.has_output, record.ttft_marked, record.operation = call_marks(
         attributes, ttft, source, carries_output
     )
+    record.streamed = streamed_of(attributes, source)
     return record
 
 

@@ -28,7 +28,7 @@ from itertools import repeat
 from typing import Final
 
 from chainlat._core import attributes as attr
-from chainlat._core import clock, critical_path, voice
+from chainlat._core import call_readings, clock, critical_path, voice
 from chainlat._core.chain import Rollup
 from chainlat._core.critical_path import (
     Node,
@@ -144,7 +144,8 @@ def compute_rollup(
     bounded = False
     if output_ns is None and tally.calls:
         if unusable:
-            output_ns, source, bounded = _bounded_output(tally, unusable)
+            output_ns, source, bounded, picked = _bounded_output(tally, unusable)
+            unusable = _listed(unusable, picked if bounded else None)
         else:
             output_ns, source = first_output_of(tally.calls, tally.first_token, tally.user_facing)
     waits = None
@@ -496,12 +497,63 @@ def _unusable(records: list[SpanRecord], tally: TreeCounts) -> dict[int, str]:
             elif instant > end:
                 del first_token[key]
                 found[key] = f"a first token {(instant - end) / _NS_PER_MS:g} ms after its end"
+    if len(first_token) < len(tally.calls) and not voice.has_speech(tally.calls):
+        _stream_unknown(records, tally, found)
     return found
 
 
-def _bounded_output(tally: TreeCounts, unusable: Mapping[int, str]) -> tuple[int, Node, bool]:
+def _stream_unknown(records: list[SpanRecord], tally: TreeCounts, found: dict[int, str]) -> None:
+    """Add to ``found`` the counted calls with no first token that may have streamed (rule
+    17 of docs/attributes.md): a span of the call says it streamed, or none says whether it
+    did (``SpanRecord.streamed``: chainlat's wire says, and a call of its API is taken at its
+    application's word). Their end is no first output: it is at least their start.
+
+    A call whose span says it did not stream, an embedding or a speech call (a voice run's
+    first output is its first audio: not asked here) gives its output when it ends."""
+    first_token, group_of = tally.first_token, tally.group_of
+    said: dict[int, bool] = {}  # call -> whether a span of it said it streamed (yes wins)
+    for rec in records:
+        if rec.kind != "inference":
+            continue
+        key = group_of.get(rec.span_id)
+        if key is None or key in first_token:
+            continue
+        if rec.streamed is not None:
+            said[key] = said.get(key, False) or rec.streamed
+    for node in tally.calls:
+        key = node.rec.span_id
+        if key in first_token or key in found:
+            continue
+        streamed = said.get(key)
+        if streamed:
+            found[key] = call_readings.STREAMED_UNMARKED
+        elif streamed is None and node.rec.operation not in _NEVER_STREAMED:
+            found[key] = call_readings.MAYBE_STREAMED
+
+
+_NEVER_STREAMED: Final = frozenset(("embeddings", *attr.SPEECH_OPERATIONS))
+"""Operations whose output is no stream of text the user reads as it comes: an embedding;
+the voice's (its first output is the first audio, by the voice's own rules)."""
+
+
+def _listed(unusable: dict[int, str], picked: int | None) -> dict[int, str]:
+    """The calls whose first token is not known that a run names (``Rollup.unusable``):
+    every one whose trace gives a value that is no time (rule 15) or that says it streamed
+    with no first token, and one that only may have streamed when the first output depends
+    on it (``picked``): the others gave their output when they ended, or at a first token no
+    figure of the run depends on, which is not said of every call of every such trace."""
+    if call_readings.MAYBE_STREAMED not in unusable.values():
+        return unusable
+    return {
+        key: why
+        for key, why in unusable.items()
+        if why != call_readings.MAYBE_STREAMED or key == picked
+    }
+
+
+def _bounded_output(tally: TreeCounts, unusable: Mapping[int, str]) -> tuple[int, Node, bool, int]:
     """The first output of a run with calls whose first token is not known, the call that
-    gave it, and whether it is a lower bound (rule 15).
+    gave it, whether it is a lower bound (rules 15 and 17), and the call the rule picked.
 
     The rule of `first_output_of` is asked with each such call's first token at its start,
     the earliest it can be. When it picks another call, that call's output does not depend
@@ -514,16 +566,17 @@ def _bounded_output(tally: TreeCounts, unusable: Mapping[int, str]) -> tuple[int
         if node.rec.span_id in unusable:
             earliest[node.rec.span_id] = node.start
     _, picked = first_output_of(calls, earliest, user_facing)
-    if picked.rec.span_id not in unusable:
+    key = picked.rec.span_id
+    if key not in unusable:
         instant, source = first_output_of(calls, first_token, user_facing)
-        return instant, source, False
+        return instant, source, False, key
     instant, source = picked.start, picked
     known = [n for n in calls if n.rec.span_id not in unusable]
     if known:
         other, by = first_output_of(known, first_token, user_facing)
         if other > instant:
             instant, source = other, by
-    return instant, source, True
+    return instant, source, True, key
 
 
 def _unusable_marked(
@@ -660,6 +713,8 @@ def nested_rollup(
     for rec in spans:
         if rec.unrecorded_end or rec.ttft_unusable is not None:
             return None  # bounds, not figures (rules 13 and 15): walked whole
+        if rec.kind == "inference" and rec.ttft_ms is None and rec.streamed is not False:
+            return None  # perhaps a first token not known (rule 17): walked whole
         if rec.kind == "inference" and rec.span_id != root_id:
             if rec.operation in _SPEECH or rec.source == LIVEKIT or _maybe_builder(rec):
                 return None

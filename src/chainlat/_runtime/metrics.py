@@ -116,7 +116,10 @@ def _target_labels(workflow: str, target: str) -> dict[str, str]:
 
 
 def _first_output_ms(handle: WorkflowHandle) -> float | None:
-    value = getattr(handle.rollup, "first_output_ms", None)
+    rollup = handle.rollup
+    if rollup is not None and rollup.bound_in("first_output"):
+        return None  # a bound, not a measurement (docs/attributes.md, rules 13, 15 and 17)
+    value = getattr(rollup, "first_output_ms", None)
     if value is None:
         attributes = getattr(handle.span, "attributes", None) or {}
         value = attributes.get(_FIRST_OUTPUT_MS)

@@ -260,6 +260,7 @@ class ChainlatSpanProcessor(SpanProcessor):
         }
         if kind != "workflow" and attributes.get(attr.STEP_KIND) != kind:
             tags[attr.STEP_KIND] = kind
+            tags[attr.STEP_FOREIGN] = True  # so that no reader takes it for chainlat's own
         bounded = bounded_attributes(span)
         if (
             type(attributes) is dict  # the span's own dict (attributes_of)

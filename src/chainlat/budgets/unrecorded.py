@@ -1,13 +1,15 @@
 """Runs whose values depend on a model call's end the trace does not record (rule 13 of
-docs/attributes.md), on a first token it gives by a value that is no time (rule 15), or
-on a voice turn's start that is no end of the caller's words (rule 16): what the judge
-says of the limits those values decide."""
+docs/attributes.md), on a first token it gives by a value that is no time (rule 15) or does
+not give for a call that may have streamed (rule 17), or on a voice turn's start that is no
+end of the caller's words (rule 16): what the judge says of the limits those values
+decide."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
+from chainlat._core.call_readings import STREAM_UNKNOWN
 from chainlat._core.stats import FIRST_OUTPUT, QUANTITIES
 from chainlat._core.voice import SPEECH_QUANTITIES, UNKNOWN_START_QUANTITIES
 
@@ -31,16 +33,24 @@ def unrecorded_why(run: WorkflowRun) -> str:
 
 
 def unusable_why(run: WorkflowRun) -> str:
-    """Why a run's values that depend on a call's first token are not judged (rule 15 of
-    docs/attributes.md), naming the call and what it gives."""
+    """Why a run's values that depend on a call's first token are not judged (rules 15 and
+    17 of docs/attributes.md), naming the call and what it gives."""
     rollup = run.rollup
+    pairs = list(zip(rollup.unusable, rollup.unusable_values, strict=False))
+    if not any(value in STREAM_UNKNOWN for _, value in pairs):
+        calls = "; ".join(f"`{name}` gives {value}" for name, value in pairs)
+        return (
+            f"{calls}, which is no time: its first token is not known, and a first output "
+            "that depends on it is a lower bound (docs/attributes.md, rule 15)"
+        )
     calls = "; ".join(
-        f"`{name}` gives {value}"
-        for name, value in zip(rollup.unusable, rollup.unusable_values, strict=False)
+        f"`{name}` {value}" if value in STREAM_UNKNOWN else f"`{name}` gives {value}, no time"
+        for name, value in pairs
     )
     return (
-        f"{calls}, which is no time: its first token is not known, and a first output that "
-        "depends on it is a lower bound (docs/attributes.md, rule 15)"
+        f"{calls}: its first token is not known, and a first output that depends on it is a "
+        "lower bound; instrument the HTTP client (`chainlat.instrument_httpx()`) or mark the "
+        "output (`run.first_output()`) to time it (docs/attributes.md, rules 15 and 17)"
     )
 
 

@@ -204,8 +204,9 @@ def stat_rows(workflow: WorkflowStats) -> list[StatRow]:
 def _bound(workflow: WorkflowStats, key: str, label: str) -> str:
     """``label``, marked when some runs' value of ``key`` is a bound, not a measurement: it
     depends on a model call whose end the trace does not record, on a first token the trace
-    gives by a value that is no time, or on a turn's start that is no end of the caller's
-    words (docs/attributes.md, rules 13, 15 and 16)."""
+    gives by a value that is no time or does not give for a call that may have streamed, or
+    on a turn's start that is no end of the caller's words (docs/attributes.md, rules 13, 15,
+    16 and 17)."""
     runs = workflow.unrecorded.get(key, 0)
     if not runs:
         return label
@@ -237,7 +238,7 @@ _REASON_LABELS: Final = {
     "not_finite": "not a finite number",
     "incomplete_run": "incomplete run",
     "unrecorded_end": "a model call's end not recorded",
-    "unusable_value": "a first token that is no time",
+    "unusable_value": "a first token not known",
     "unknown_start": "the end of the words not in the trace",
 }
 

@@ -62,6 +62,9 @@ def _workflow_json(workflow: WorkflowStats) -> dict[str, Any]:
             for step in workflow.steps.values()
         },
         "slowest_trace_id": workflow.slowest.trace_id if workflow.slowest else None,
+        # Per quantity and step, the runs whose value is a bound, not a measurement (rules
+        # 13, 15, 16 and 17 of docs/attributes.md): the text says "[a bound in N/M runs]".
+        "bound_runs": dict(workflow.unrecorded),
     }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from chainlat._core.amounts import over
+from chainlat._core.call_readings import STREAM_UNKNOWN
 from chainlat._core.redact import cleaned_lines, visible
 from chainlat._core.runs import BudgetViolation, WorkflowRun
 from chainlat.report.common import limit_text, printed_source, shown_name
@@ -167,11 +168,15 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
 def _first_output_text(run: WorkflowRun, first_output: float) -> str:
     """The run's first output: said to count from a start that is no end of the caller's
     words (a bound either way, docs/attributes.md, rule 16), or as a lower bound when it
-    depends on a first token that is no time (rule 15)."""
+    depends on a first token that is no time (rule 15) or that no span marks on a call that
+    may have streamed (rule 17)."""
+    rollup = run.rollup
     if run.unknown_start is not None:
         return f"first output {first_output:.1f} ms from a start that is no end of the words"
-    if run.rollup.unusable_in("first_output"):
-        return f"first output at least {first_output:.1f} ms (a first token that is no time)"
+    if rollup.unusable_in("first_output"):
+        if STREAM_UNKNOWN.isdisjoint(rollup.unusable_values):
+            return f"first output at least {first_output:.1f} ms (a first token that is no time)"
+        return f"first output at least {first_output:.1f} ms (a first token no span marks)"
     return f"first output {first_output:.1f} ms"
 
 

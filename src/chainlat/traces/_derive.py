@@ -58,6 +58,7 @@ class Readings:
     ttft_marked: bool = False
     operation: str | None = None
     ttft_unusable: str | None = None
+    streamed: bool | None = None
 
 
 NO_READINGS: Final = Readings(NO_ATTRIBUTES)
@@ -86,7 +87,7 @@ def derive(
     if kind != "inference":
         readings.input_tokens = readings.output_tokens = readings.ttft_ms = None
         readings.model = readings.source = readings.cache_read_tokens = None
-        readings.operation = readings.ttft_unusable = None
+        readings.operation = readings.ttft_unusable = readings.streamed = None
         readings.user_facing = readings.has_output = readings.ttft_marked = False
         return readings
     # Tokens, first token, model and source by any convention, by its one rule for each,
@@ -103,6 +104,7 @@ def derive(
         readings.ttft_marked,
         readings.operation,
         readings.ttft_unusable,
+        readings.streamed,
     ) = call_fields(found)
     return readings
 
@@ -143,4 +145,5 @@ def span_record(
     record.ttft_marked = readings.ttft_marked
     record.operation = readings.operation
     record.ttft_unusable = readings.ttft_unusable
+    record.streamed = readings.streamed
     return record

@@ -115,8 +115,9 @@ _LATENCY_PREFIX: Final = "chainlat.latency."
 
 KEPT_ATTRIBUTES: Final = conventions.KEYS | frozenset(
     {
-        # the step kind (classify) and the workflow's name
+        # the step kind (classify), who wrote it, and the workflow's name
         attr.STEP_KIND,
+        attr.STEP_FOREIGN,
         attr.GEN_AI_OPERATION_NAME,
         attr.GEN_AI_WORKFLOW_NAME,
         attr.DB_SYSTEM,
