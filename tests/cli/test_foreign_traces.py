@@ -79,3 +79,23 @@ def test_a_haystack_pipeline_is_one_run_with_its_retriever_agent_and_tool(
     assert steps["retriever"] == "data"
     assert steps["haystack.agent.step.llm"] == "inference"
     assert steps["lookup_order"] == "tool"
+
+
+def test_a_semantic_kernel_request_is_one_run_and_its_streamed_answer_bounds_the_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Semantic Kernel's streamed `chat sim-answer` says nothing of streaming and marks no
+    first token (rule 17 of docs/attributes.md): the first output is at least the answer
+    call's start, never its end, and is said to be a bound."""
+    found = _report(capsys, FOREIGN / "semantic-kernel" / "wrapped.jsonl")
+    assert list(found["workflows"]) == ["agent"]
+    agent = found["workflows"]["agent"]
+    assert agent["runs"] == 1
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    assert agent["steps"]["execute_tool orders-lookup_order"]["kind"] == "tool"
+    assert agent["quantities"]["first_output"]["count"] == 1
+    assert agent["bound_runs"]["first_output"] == 1
+    assert "total" not in agent["bound_runs"]
+    # at least the answer call's start (354.9 ms into the run), never its end (475.9)
+    assert agent["quantities"]["first_output"]["max_ms"] == pytest.approx(354.9, abs=0.05)

@@ -63,6 +63,7 @@ STACKS = (
     "haystack",
     "google-adk",
     "smolagents",
+    "semantic-kernel",
 )
 
 # The Node.js stacks (the Vercel AI SDK, node/README.md): set up by npm, their agent run by
