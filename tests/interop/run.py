@@ -212,18 +212,13 @@ def _last_line(text: str) -> str:
 
 def setup(stack: str, repo: Path) -> tuple[Path, float]:
     """The stack's environment, created if missing; and the seconds spent on it."""
-    if stack in node_stack.STACKS:
-        venv, seconds = setup(node_stack.PYTHON_STACK, repo)
-        try:
-            return venv, seconds + node_stack.setup(cache_root())
-        except node_stack.NodeSetupError as exc:
-            raise SetupError(f"{stack}: {exc}") from None
-    if stack in java_stack.STACKS:
-        venv, seconds = setup(java_stack.PYTHON_STACK, repo)
-        try:
-            return venv, seconds + java_stack.setup(cache_root())
-        except java_stack.JavaSetupError as exc:
-            raise SetupError(f"{stack}: {exc}") from None
+    for other in (node_stack, java_stack):  # another language: its build, and a Python's
+        if stack in other.STACKS:
+            venv, seconds = setup(other.PYTHON_STACK, repo)
+            try:
+                return venv, seconds + other.setup(cache_root())
+            except (node_stack.NodeSetupError, java_stack.JavaSetupError) as exc:
+                raise SetupError(f"{stack}: {exc}") from None
     venv = venv_dir(stack)
     stamp = venv / ".chainlat-interop"
     wanted = json.dumps({"repo": str(repo), "pyproject": _digest(repo / "pyproject.toml")})
