@@ -68,6 +68,7 @@ func run(chatMs int) error {
 			attribute.String("gen_ai.operation.name", "chat"),
 			attribute.String("gen_ai.provider.name", "openai"),
 			attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+			attribute.Bool("gen_ai.request.stream", false), // not streamed: its end is the output
 			attribute.String("gen_ai.response.model", "gpt-4o-mini"),
 			attribute.Int("gen_ai.usage.input_tokens", 1000),
 			attribute.Int("gen_ai.usage.output_tokens", 200),

@@ -65,6 +65,7 @@ const chat = tracer.startSpan(
       "gen_ai.operation.name": "chat",
       "gen_ai.provider.name": "openai",
       "gen_ai.request.model": "gpt-4o-mini",
+      "gen_ai.request.stream": false, // not streamed: its end is the output
       "gen_ai.response.model": "gpt-4o-mini",
       "gen_ai.usage.input_tokens": 1000,
       "gen_ai.usage.output_tokens": 200,
