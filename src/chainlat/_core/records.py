@@ -149,10 +149,16 @@ def streamed_of(attributes: Mapping[str, object], source: str | None) -> bool | 
     """:attr:`SpanRecord.streamed` of a model call from ``source``: what its span says, else
     False for chainlat's own API call (not another instrumentation's span that chainlat's
     processor tagged, ``chainlat.step.foreign``), else None."""
-    said = conventions.streamed_of(attributes)
+    # Most spans carry none of the keys: asked in C, without the call that reads them.
+    said = (
+        None if attributes.keys().isdisjoint(_STREAM_KEYS) else conventions.streamed_of(attributes)
+    )
     if said is None and source == "chainlat" and attributes.get(attr.STEP_FOREIGN) is not True:
         return False
     return said
+
+
+_STREAM_KEYS: Final = call_readings.STREAM_KEYS
 
 
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
