@@ -376,6 +376,34 @@ def test_the_first_output_is_marked_across_the_waterfall(
     assert problems == []
 
 
+def test_a_first_output_that_is_a_bound_says_so_on_the_page(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another instrumentation's chat call says nothing of streaming (rule 17 of
+    docs/attributes.md): the run's first output, its start, is a bound in the table, the
+    run's facts and the marker's title."""
+    with capture(fake_clock=True) as cap:
+        tracer = cap.provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+        with chainlat.workflow("chat", tracer_provider=cap.provider):
+            start = cap.clock.advance(ms=10)  # another instrumentation: its times given
+            chat = {"gen_ai.operation.name": "chat"}
+            call = tracer.start_span("chat gpt-4o", attributes=chat, start_time=start)
+            call.end(end_time=cap.clock.advance(ms=40))
+        traces = tmp_path / "t.jsonl"
+        traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    report = tmp_path / "report.html"
+    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
+    capsys.readouterr()
+    page, problems = _open(browser, report.as_uri(), "file:")
+    cell = page.locator("#cl-runs tbody tr[data-run] td:nth-child(4)").inner_text()
+    assert cell == "10.0 (a bound)"
+    facts = page.locator("#cl-run").inner_text()
+    assert "first output at 10.0 ms (a bound, not a measurement)" in facts
+    marker = page.locator("#cl-waterfall .cl-row[data-span] .cl-fo").first
+    assert marker.get_attribute("title") == "first output (a bound)"
+    assert problems == []
+
+
 def _luminance(css: str) -> float:
     """Relative luminance (WCAG) of ``rgb(r, g, b)``."""
     channels = [int(v) / 255 for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3]]

@@ -276,6 +276,29 @@ def test_a_first_output_on_the_workflow_span_is_shown(tmp_path: Path) -> None:
     assert document["trees"][0]["fo"] == 15.5
 
 
+def test_a_first_output_that_is_a_bound_is_marked_for_the_page(tmp_path: Path) -> None:
+    """A GenAI chat span that says nothing of streaming answers last (rule 17 of
+    docs/attributes.md): the run's first output is its start, a bound, and the page's data
+    says so (``fb``) beside the run's and the tree's; a measured one carries no mark."""
+    with capture(fake_clock=True) as cap:
+        tracer = cap.provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+        with chainlat.workflow("chat", tracer_provider=cap.provider):
+            start = cap.clock.advance(ms=10)  # another instrumentation: its times given
+            chat = {"gen_ai.operation.name": "chat"}
+            call = tracer.start_span("chat gpt-4o", attributes=chat, start_time=start)
+            call.end(end_time=cap.clock.advance(ms=40))
+        with chainlat.workflow("chat", tracer_provider=cap.provider) as handle:
+            cap.clock.advance(ms=15.5)
+            handle.first_output()
+        path = tmp_path / "t.jsonl"
+        path.write_text(json.dumps(encode_request(cap.spans())) + "\n")
+    runs = list(read_runs([path]))
+    document = _document(RunExplorer(), runs)
+    assert document["runs"]["fo"] == [10.0, 15.5]
+    assert document["runs"]["fb"] == [1, 0]
+    assert [tree.get("fb") for tree in document["trees"]] == [1, None]
+
+
 def test_names_from_traces_cannot_end_the_script_element(tmp_path: Path) -> None:
     hostile = "</script><script>alert(1)</script><!--"
     root = TracedSpan(SpanRecord(1, None, hostile, 0, 10_000_000, "workflow"), {})

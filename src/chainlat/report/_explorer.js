@@ -103,7 +103,7 @@
       row.appendChild(el("td", null, S[R.wf[i]]));
       row.appendChild(el("td", null, S[R["var"][i]]));
       row.appendChild(el("td", { "class": "n" }, fmt(R.total[i])));
-      row.appendChild(el("td", { "class": "n" }, fmt(R.fo[i])));
+      row.appendChild(el("td", { "class": "n" }, fmt(R.fo[i]) + (R.fb[i] ? " (a bound)" : "")));
       row.appendChild(el("td", { "class": R.verdict[i] > 0 || R.verdict[i] === -1 || (R.verdict[i] !== null && setBad(i)) ? "bad" : "" }, verdictText(R.verdict[i], i)));
       row.appendChild(el("td", null, (R.err[i] ? "error " : "") + outcomeText(R.ok[i])));
       row.appendChild(el("td", { "class": "mono" }, R.trace[i].slice(0, 16)));
@@ -169,7 +169,7 @@
     var facts = el("p");
     facts.appendChild(document.createTextNode(
       "variant " + S[R["var"][i]] + "; total " + fmt(R.total[i]) + " ms" +
-      (tree.fo !== undefined ? "; first output at " + fmt(tree.fo) + " ms" : "") +
+      (tree.fo !== undefined ? "; first output at " + fmt(tree.fo) + " ms" + (tree.fb ? " (a bound, not a measurement)" : "") : "") +
       (R.err[i] ? "; status ERROR" : "") +
       (R.ok[i] !== null ? "; outcome " + outcomeText(R.ok[i]) : "") +
       (R.verdict[i] !== null ? "; per-run limits " + verdictText(R.verdict[i], i) : "") +
@@ -194,7 +194,7 @@
     }
     var output = drawsOutput(tree);
     var path = el("p", { "class": "cl-path-line" });
-    path.appendChild(el("span", null, output ? "critical path to the first output (" + fmt(tree.fo) + " ms): " : "critical path: "));
+    path.appendChild(el("span", null, output ? "critical path to the first output (" + fmt(tree.fo) + " ms" + (tree.fb ? ", a bound" : "") + "): " : "critical path: "));
     var list = el("ol", { id: "cl-path", "data-path": output ? "output" : "turn" });
     (output ? tree.o : tree.p).forEach(function (p) { list.appendChild(el("li", { "data-span": p[0] }, S[p[1]])); });
     path.appendChild(list);
@@ -262,7 +262,7 @@
         track.appendChild(el("div", { "class": "cl-cp" + (drawsOutput(tree) ? " cl-cp-fo" : ""), style: "left:" + pct(c[0], total) + ";width:" + pct(c[1] - c[0], total), title: drawsOutput(tree) ? "critical path to the first output" : "critical path" }));
       });
       if (s[8] !== null) track.appendChild(el("div", { "class": "cl-ttft", style: "left:" + pct(s[3] + s[8], total), title: "first token at " + fmt(s[8]) + " ms" }));
-      if (tree.fo !== undefined) track.appendChild(el("div", { "class": "cl-fo", style: "left:" + pct(tree.fo, total), title: "first output" }));
+      if (tree.fo !== undefined) track.appendChild(el("div", { "class": "cl-fo", style: "left:" + pct(tree.fo, total), title: tree.fb ? "first output (a bound)" : "first output" }));
       row.appendChild(track);
       var dur = el("div", { "class": "cl-dur" }, fmt(s[4]));
       row.appendChild(dur);

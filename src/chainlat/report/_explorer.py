@@ -168,7 +168,7 @@ class RunExplorer:
         self._raw: dict[Any, int] = {}
         self._pair_list: list[list[Any]] = []
         self._columns: dict[str, list[Any]] = {
-            key: [] for key in ("wf", "var", "total", "fo", "err", "ok", "verdict", "trace")
+            key: [] for key in ("wf", "var", "total", "fo", "fb", "err", "ok", "verdict", "trace")
         }
         self._trees: list[dict[str, Any]] = []
 
@@ -211,6 +211,7 @@ class RunExplorer:
         c["var"].append(self._sid(shown_name(run.variant_label)))
         c["total"].append(round(run.total_ms, 3) if math.isfinite(run.total_ms) else None)
         c["fo"].append(first_output)
+        c["fb"].append(tree.get("fb", 0))
         c["err"].append(1 if run.error else 0)
         c["ok"].append(None if run.success is None else int(run.success))
         # The budget column: None (no budget), -1 (not judged), 0 (kept), n (limits broken).
@@ -322,6 +323,8 @@ class RunExplorer:
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
+            if _first_output_bound(run):
+                tree["fb"] = 1
             if path.to_output:
                 tree.update(self._output_path(path, index, run.start_ns))
         return tree
@@ -380,6 +383,8 @@ class RunExplorer:
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
+            if _first_output_bound(run):
+                tree["fb"] = 1
         return tree
 
     def document(self) -> dict[str, Any]:
@@ -427,6 +432,12 @@ def _label(span: TracedSpan) -> str:
 def _first_output(run: WorkflowRun) -> float | None:
     number = first_output_ms(run)
     return None if number is None else round(number, 3)
+
+
+def _first_output_bound(run: WorkflowRun) -> bool:
+    """Whether the run's first output is a bound, not a measurement (docs/attributes.md,
+    rules 13, 15, 16 and 17): the page says so wherever it shows it."""
+    return run.rollup.bound_in("first_output") or run.unknown_start is not None
 
 
 def _in_tree_order(root: TracedSpan, spans: Iterable[TracedSpan]) -> list[TracedSpan]:
