@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from rich.console import Console
 
 import chainlat
 from chainlat._core.rollup import compute_rollup
@@ -202,3 +203,44 @@ def test_step_names_user_facing_and_marks_survive_a_traces_file(tmp_path: Path) 
     spans = [s for s in read.spans]
     rules = compute_rollup(read.root_record, [s.record for s in spans])
     assert rules.first_output_ms == 10.0
+
+
+def test_whatif_leaves_a_first_output_that_is_a_bound_out_and_says_so(cap: Capture) -> None:
+    """Two runs answered by chainlat's own call (measured at its end), one by another
+    instrumentation's call that says nothing of streaming (rule 17 of docs/attributes.md:
+    a bound at its start). The bound is in no first-output percentile, and is counted."""
+    from chainlat._core.latency import LatencyProfile
+    from chainlat.report.tradeoff import whatif_json, whatif_text
+
+    p, clock = cap.provider, cap.clock
+    foreign = p.get_tracer("opentelemetry.instrumentation.openai_v2")
+    for own in (True, True, False):
+        with chainlat.workflow("triage", tracer_provider=p):
+            with chainlat.inference("a", step="plan", tracer_provider=p) as call:
+                clock.advance(50)
+                call.record_usage(input_tokens=100, output_tokens=11)
+            if own:
+                with chainlat.inference("a", step="answer", tracer_provider=p) as call:
+                    clock.advance(50)
+                    call.record_usage(input_tokens=100, output_tokens=11)
+            else:
+                chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "a"}
+                span = foreign.start_span("answer", attributes=chat, start_time=clock())
+                span.end(end_time=clock.advance(50))
+    result = chainlat.whatif(
+        runs_from_spans(cap.spans()),
+        swap=["plan=b"],
+        profiles={
+            "a": LatencyProfile(ttft_base_ms=40, decode_ms_per_token=1.0),
+            "b": LatencyProfile(ttft_base_ms=10, decode_ms_per_token=0.5),
+        },
+    )
+    (effect,) = result.workflows
+    assert effect.runs == 3 and effect.first_output_bounds == 1
+    assert effect.first_output_before is not None
+    assert (effect.first_output_before.p50, effect.first_output_before.p95) == (100.0, 100.0)
+    [workflow] = whatif_json(result)["workflows"]
+    assert workflow["first_output_bound_runs"] == 1
+    console = Console(width=200, record=True)
+    console.print(whatif_text(result, "t.jsonl"))
+    assert "first output: 1 of 3 runs' is a bound, not a measurement" in console.export_text()

@@ -132,6 +132,7 @@ def whatif_json(result: WhatIfResult) -> dict[str, Any]:
                     "after": {"p50": w.after.p50, "p95": w.after.p95, "p99": w.after.p99},
                     "first_output_before": _percentiles_json(w.first_output_before),
                     "first_output_after": _percentiles_json(w.first_output_after),
+                    "first_output_bound_runs": w.first_output_bounds,
                     "cost_mean_before_usd": w.cost_before,
                     "cost_mean_after_usd": w.cost_after,
                     "share_before": w.share_before,
@@ -242,6 +243,8 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
     ]
     for w in result.workflows:
         parts.extend((_totals_table(w), _steps_table(w)))
+        if w.first_output_bounds:
+            parts.append(_cell(_bounds_line(w)))
     for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
         if report is not None:
             parts.extend(_cell(line) for line in budget_lines(report, when))
@@ -256,6 +259,15 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
         )
     )
     return _group(*parts)
+
+
+def _bounds_line(w: WorkflowEffect) -> str:
+    """What the first output's columns leave out: the runs whose first output is a bound."""
+    return (
+        f"first output: {w.first_output_bounds} of {count(w.runs, 'run')}' is a bound, not a "
+        "measurement, and is left out of its percentiles (docs/attributes.md, rules 13, 15, "
+        "16 and 17)"
+    )
 
 
 def _totals_table(w: WorkflowEffect) -> Table:

@@ -101,8 +101,11 @@ class WorkflowEffect:
     share_after: dict[str, float]
     steps: tuple[StepEffect, ...]
     first_output_before: Percentiles | None = None
-    """Of the time to first output (ms), for the runs that have one."""
+    """Of the time to first output (ms), for the runs that measured one."""
     first_output_after: Percentiles | None = None
+    first_output_bounds: int = 0
+    """Runs whose first output is a bound, not a measurement (docs/attributes.md, rules 13,
+    15, 16 and 17): left out of the first output's percentiles, before and after."""
     cost_before: float | None = None
     """Mean US dollars per run, with prices; the swapped calls at their new model's price."""
     cost_after: float | None = None
@@ -147,8 +150,9 @@ def effects(
             share_before=_shares([e.before for e in members]),
             share_after=_shares([e.after for e in members]),
             steps=_step_effects(members, swaps, drops),
-            first_output_before=_first_outputs(e.before for e in members),
-            first_output_after=_first_outputs(e.after for e in members),
+            first_output_before=_first_outputs(e.before for e in members if _measured(e)),
+            first_output_after=_first_outputs(e.after for e in members if _measured(e)),
+            first_output_bounds=sum(not _measured(e) for e in members),
             cost_before=_mean([_cost_before(e, prices) for e in members]),
             cost_after=_mean([_cost_after(e, swaps, prices) for e in members]),
         )
@@ -197,6 +201,12 @@ def _step_effects(
             )
         )
     return tuple(steps)
+
+
+def _measured(estimate: RunEstimate) -> bool:
+    """Whether the run's first output was measured, before and after the change (a bound
+    stays one: the calls it rests on are the same)."""
+    return not (estimate.before.bound_in("first_output") or estimate.after.bound_in("first_output"))
 
 
 def _first_outputs(rollups: Iterable[Rollup]) -> Percentiles | None:
