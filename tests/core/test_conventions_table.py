@@ -119,6 +119,7 @@ def test_a_new_rows_mark_is_a_source_by_its_rank() -> None:
     assert [source for _, source in conventions._marks(CONVENTIONS, after_wire=True)] == [
         "chainlat",
         "livekit",
+        "openlit",
         "gen_ai",
         "ai-sdk",
         "haystack",

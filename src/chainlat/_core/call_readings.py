@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Final
 
 from chainlat._core.attributes import (
@@ -76,7 +76,7 @@ from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
 from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
 from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
 from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
-from chainlat._core.convention_table import UNTIMED_KEYS
+from chainlat._core.convention_table import SECONDS_WHEN_MARKED, UNTIMED_KEYS
 from chainlat._core.convention_table import Convention as Convention
 
 MODEL_KEYS: Final = (
@@ -202,18 +202,30 @@ def call_plan(keys: tuple[str, ...]) -> CallPlan:
         # A span a row calls untimed (Pipecat's realtime llm_response) gives no first token:
         # its keys of one say another instant (convention_table, Convention.untimed).
         timed = present.isdisjoint(UNTIMED_KEYS)
+        ms_keys, seconds_keys = _ttft_keys(present) if timed else ((), ())
         plan = tuple(  # type: ignore[assignment]
             tuple(key for key in group if key in present)
-            for group in (
-                INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS,
-                TTFT_MS_KEYS if timed else (), TTFT_SECONDS_KEYS if timed else (),
-                MODEL_KEYS,
-            )
-        )  # fmt: skip
+            for group in (INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS, ms_keys, seconds_keys, MODEL_KEYS)
+        )
         if len(_plans) >= 4096:
             _plans.clear()  # keys made of ids: do not let them grow the cache
         _plans[keys] = plan  # type: ignore[assignment]
     return plan  # type: ignore[return-value]
+
+
+def _ttft_keys(present: Container[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The time-to-first-token keys read in ms and in seconds on a span with the keys
+    ``present`` (looked up, never scanned): a row's ``seconds`` move from the first to the
+    second where its mark is."""
+    moved = frozenset().union(
+        *(keys for marks, keys in SECONDS_WHEN_MARKED if any(m in present for m in marks))
+    )
+    if not moved:
+        return TTFT_MS_KEYS, TTFT_SECONDS_KEYS
+    return (
+        tuple(key for key in TTFT_MS_KEYS if key not in moved),
+        (*TTFT_SECONDS_KEYS, *(key for key in TTFT_MS_KEYS if key in moved)),
+    )
 
 
 def read_call(
@@ -247,7 +259,8 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     """Time to first token in milliseconds; finite and non-negative, else None.
 
     ``chainlat.latency.ttft_ms`` and strands-agents' ``gen_ai.server.time_to_first_token``
-    are milliseconds; the GenAI keys (also pydantic-ai's) are seconds. First-token span
+    are milliseconds (the latter in seconds on OpenLIT's spans: ``Convention.seconds``);
+    the GenAI keys (also pydantic-ai's) are seconds. First-token span
     events (:data:`FIRST_TOKEN_EVENTS`) are read by the readers and the span processor.
 
     Example:
@@ -259,9 +272,8 @@ def ttft_ms_of(attributes: Mapping[str, object]) -> float | None:
     if not attributes.keys().isdisjoint(UNTIMED_KEYS):  # another instant's (call_plan)
         return None
     present = attributes.__contains__  # absent keys skipped in C
-    return _ttft_among(
-        attributes.get, filter(present, TTFT_MS_KEYS), filter(present, TTFT_SECONDS_KEYS)
-    )
+    ms_keys, seconds_keys = _ttft_keys(attributes)
+    return _ttft_among(attributes.get, filter(present, ms_keys), filter(present, seconds_keys))
 
 
 def _ttft_among(

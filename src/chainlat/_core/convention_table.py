@@ -81,6 +81,7 @@ from chainlat._core.attributes import (
     LOGFIRE_SPAN_TYPE,
     OPENINFERENCE_FIRST_TOKEN_EVENT,
     OPENINFERENCE_SPAN_KIND,
+    OPENLIT_SDK_NAME,
     OPENLLMETRY_CHUNK_EVENT,
     PIPECAT_ENDED_BY_CONVERSATION_END,
     PIPECAT_SERVICE_OPERATION,
@@ -172,6 +173,11 @@ class Convention:
     instant than its own first token (Pipecat's realtime services' ``service.operation``:
     their ``metrics.ttfb`` is the service's last): none of them is read on such a span
     (docs/attributes.md, rule 15)."""
+    seconds: tuple[str, ...] = ()
+    """Time-to-first-token keys this instrumentation writes in seconds where another row's
+    reads them in milliseconds: on a span that carries one of its ``marks``, they are read
+    in seconds (OpenLIT's ``gen_ai.server.time_to_first_token``; strands-agents writes the
+    same key in ms)."""
 
 
 def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
@@ -636,6 +642,23 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         reads=(*_GEN_AI_MODEL_CALL, GEN_AI_SYSTEM),
     ),
     Convention(
+        name="openlit",
+        marks=(OPENLIT_SDK_NAME,),
+        mark_rank=5,
+        checked=(
+            "openlit==1.45.0 (__helpers.py common_span_attributes, its openai instrumentation)",
+        ),
+        kinds=_frozen({}),
+        shapes=(
+            "its spans classify by the gen_ai row's gen_ai.operation.name; this row says "
+            "who wrote them (telemetry.sdk.name = openlit on each span) and how a value reads",
+        ),
+        reads=(OPENLIT_SDK_NAME,),
+        # OpenLIT writes the time from the request to the first chunk, in seconds (a
+        # non-streamed call's whole duration), and gen_ai.request.stream (rule 17).
+        seconds=(GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,),
+    ),
+    Convention(
         name="shape",
         checked=(
             "opentelemetry-semantic-conventions==0.66b2 (HTTP client spans, stable and older)",
@@ -658,5 +681,10 @@ rows name them (chainlat's own kind, then ``gen_ai.operation.name``, ...), whose
 row knows; a row added at the end is asked after every key before it."""
 
 UNTIMED_KEYS: Final = frozenset(key for c in CONVENTIONS for key in c.untimed)
+SECONDS_WHEN_MARKED: Final = tuple(
+    (frozenset(c.marks), frozenset(c.seconds)) for c in CONVENTIONS if c.seconds
+)
+"""Every row's :attr:`Convention.seconds`: (its marks, the keys read in seconds on a span
+that carries one of them)."""
 """Every row's :attr:`Convention.untimed`: a span with any of them has no time to first
 token of its own."""

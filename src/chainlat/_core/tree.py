@@ -47,6 +47,8 @@ def plan(root_id: int, records: list[SpanRecord]) -> Plan:
                 siblings.append(rec)
         if rec.source == WIRE:
             wires.append(rec)
+    if wires:
+        wires = _timing_wires(wires, records)
     twins = find_twins(root_id, records)
     widened: dict[int, tuple[int, int]] = {}
     twin_records = {r.span_id: r for r in records if r.span_id in twins} if twins else {}
@@ -61,6 +63,43 @@ def plan(root_id: int, records: list[SpanRecord]) -> Plan:
         widened[primary.span_id] = (min(low, twin.start_ns), max(high, twin.end_ns))
     wire_timed = timed_by_wire(root_id, records, wires, twins, by_parent) if wires else set()
     return Plan(by_parent, twins, widened, renamed, wire_timed)
+
+
+def _timing_wires(wires: list[SpanRecord], records: list[SpanRecord]) -> list[SpanRecord]:
+    """``wires`` less the HTTP client spans that saw only a streamed call's response
+    headers (docs/attributes.md, rule 18): another instrumentation's span (it does not say
+    whether the call streamed, as chainlat's wire does) inside a call that streamed, ended
+    before the call's first token. OpenTelemetry's httpx instrumentation ends its span when
+    the transport returns, before a streamed body is read: the stream is the call's, not the
+    wire's, and the call is timed by its own span."""
+    kept = [w for w in wires if w.streamed is not None]
+    if len(kept) == len(wires):
+        return wires
+    by_id = {r.span_id: r for r in records}
+    for wire in wires:
+        if wire.streamed is None and not _saw_headers_only(wire, by_id):
+            kept.append(wire)
+    return kept if len(kept) < len(wires) else wires
+
+
+def _saw_headers_only(wire: SpanRecord, by_id: dict[int, SpanRecord]) -> bool:
+    """Whether the model call around ``wire`` streamed past its end: its first token came
+    after the wire span ended, or, its first token not known, it says it streamed. A call
+    that says it did not stream is timed by the wire, whenever its framework says its
+    output came (OpenLIT's time to first token of such a call is its whole span)."""
+    parent = by_id.get(wire.parent_id) if wire.parent_id is not None else None
+    for _ in range(len(by_id)):  # bounded: a malformed trace may have a cycle
+        if parent is None or parent.kind in ("data", "tool", "workflow"):
+            return False
+        if parent.kind == "inference" and parent.source != WIRE:
+            if parent.streamed is False:
+                return False
+            ttft = parent.ttft_ms
+            if ttft is not None:
+                return wire.end_ns < parent.start_ns + round(ttft * _NS_PER_MS)
+            return parent.streamed is True
+        parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+    return False
 
 
 @dataclass(slots=True)
