@@ -99,3 +99,20 @@ def test_a_semantic_kernel_request_is_one_run_and_its_streamed_answer_bounds_the
     assert "total" not in agent["bound_runs"]
     # at least the answer call's start (354.9 ms into the run), never its end (475.9)
     assert agent["quantities"]["first_output"]["max_ms"] == pytest.approx(354.9, abs=0.05)
+
+
+def test_an_openlit_request_reads_its_first_token_in_seconds_and_its_stream_as_inference(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """OpenLIT's `gen_ai.server.time_to_first_token` is in seconds (rule 12 of
+    docs/attributes.md): the answer's first token 40.8 ms after its start, not 0.04 ms;
+    the POST of its stream ended at the headers and times nothing (rule 18)."""
+    found = _report(capsys, FOREIGN / "openlit" / "wrapped.jsonl")
+    agent = found["workflows"]["agent"]
+    assert agent["runs"] == 1
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    assert agent["steps"]["chat sim-answer"]["ttft"]["max_ms"] == pytest.approx(40.77, abs=0.01)
+    assert agent["bound_runs"] == {}
+    assert agent["quantities"]["first_output"]["max_ms"] == pytest.approx(398.33, abs=0.01)
+    assert agent["quantities"]["inference"]["max_ms"] > 400

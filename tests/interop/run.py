@@ -64,6 +64,7 @@ STACKS = (
     "google-adk",
     "smolagents",
     "semantic-kernel",
+    "openlit",
 )
 
 # The Node.js stacks (the Vercel AI SDK, node/README.md): set up by npm, their agent run by
