@@ -29,6 +29,7 @@ from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.testing import capture
 from chainlat.traces import read_runs
+from support.sdk_traces import foreign_chat
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -383,12 +384,8 @@ def test_a_first_output_that_is_a_bound_says_so_on_the_page(
     docs/attributes.md): the run's first output, its start, is a bound in the table, the
     run's facts and the marker's title."""
     with capture(fake_clock=True) as cap:
-        tracer = cap.provider.get_tracer("opentelemetry.instrumentation.openai_v2")
         with chainlat.workflow("chat", tracer_provider=cap.provider):
-            start = cap.clock.advance(ms=10)  # another instrumentation: its times given
-            chat = {"gen_ai.operation.name": "chat"}
-            call = tracer.start_span("chat gpt-4o", attributes=chat, start_time=start)
-            call.end(end_time=cap.clock.advance(ms=40))
+            foreign_chat(cap, after_ms=10, took_ms=40)
         traces = tmp_path / "t.jsonl"
         traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
     report = tmp_path / "report.html"

@@ -7,23 +7,16 @@ injected clock, in the shapes OpenLIT and the httpx instrumentation give them.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util.types import AttributeValue
 
 from chainlat._core.conventions import ttft_ms_of
 from chainlat._core.runs import WorkflowRun
-from chainlat._runtime.otlp_json import encode_request
 from chainlat.traces import read_runs
-
-MS = 1_000_000
-T0 = 1_700_000_000_000_000_000
+from support.sdk_traces import MS, T0, sdk_tracer, workflow_span, written
 
 OPENLIT: dict[str, AttributeValue] = {
     "telemetry.sdk.name": "openlit",
@@ -45,15 +38,8 @@ conventions, as OpenLIT's run gave them)."""
 def _run(tmp_path: Path, call: dict[str, AttributeValue], wire_ms: tuple[int, int]) -> WorkflowRun:
     """A workflow 0-300 ms: the call 100-250 ms with ``call``'s attributes, and inside it
     the HTTP client span from ``wire_ms[0]`` to ``wire_ms[1]``."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("app")
-    root = tracer.start_span(
-        "invoke_workflow agent",
-        start_time=T0,
-        attributes={"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "agent"},
-    )
+    tracer, exporter = sdk_tracer()
+    root = workflow_span(tracer, "agent")
     span = tracer.start_span(
         "chat sim-answer",
         context=trace.set_span_in_context(root),
@@ -70,9 +56,7 @@ def _run(tmp_path: Path, call: dict[str, AttributeValue], wire_ms: tuple[int, in
     wire.end(end_time=T0 + wire_ms[1] * MS)
     span.end(end_time=T0 + 250 * MS)
     root.end(end_time=T0 + 300 * MS)
-    path = tmp_path / "run.jsonl"
-    path.write_text(json.dumps(encode_request(exporter.get_finished_spans())) + "\n")
-    [run] = read_runs([path])
+    [run] = read_runs([written(tmp_path / "run.jsonl", exporter)])
     return run
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util.types import AttributeValue
 
@@ -21,12 +20,9 @@ import chainlat
 from chainlat._core.call_readings import MAYBE_STREAMED, STREAMED_UNMARKED, streamed_of
 from chainlat._core.exits import EXIT_INPUT, EXIT_OK
 from chainlat._core.runs import WorkflowRun
-from chainlat._runtime.otlp_json import encode_request
 from chainlat.cli import main
 from chainlat.traces import read_runs
-
-MS = 1_000_000
-T0 = 1_700_000_000_000_000_000
+from support.sdk_traces import MS, T0, sdk_tracer, workflow_span, written
 
 Call = tuple[str, int, int, dict[str, AttributeValue]]
 """A model call: its name, start and end (ms from the run's start), and its attributes."""
@@ -38,15 +34,8 @@ Semantic Kernel)."""
 
 def _write(path: Path, calls: list[Call], *, end_ms: int = 500) -> Path:
     """A workflow 0-``end_ms`` ms with ``calls`` under it, as OTLP JSON lines."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("app")
-    root = tracer.start_span(
-        "invoke_workflow agent",
-        start_time=T0,
-        attributes={"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "agent"},
-    )
+    tracer, exporter = sdk_tracer()
+    root = workflow_span(tracer, "agent")
     inside = trace.set_span_in_context(root)
     for name, start, end, attributes in calls:
         model = name.split()[-1]
@@ -58,8 +47,7 @@ def _write(path: Path, calls: list[Call], *, end_ms: int = 500) -> Path:
         )
         span.end(end_time=T0 + end * MS)
     root.end(end_time=T0 + end_ms * MS)
-    path.write_text(json.dumps(encode_request(exporter.get_finished_spans())) + "\n")
-    return path
+    return written(path, exporter)
 
 
 def _run(tmp_path: Path, calls: list[Call]) -> WorkflowRun:

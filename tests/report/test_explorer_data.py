@@ -24,6 +24,7 @@ from chainlat.report._explorer import call_parts
 from chainlat.testing import capture
 from chainlat.traces import read_runs
 from chainlat.traces.sdk import runs_from_spans
+from support.sdk_traces import foreign_chat
 from support.tracegen import ChatRun, write_runs
 from support.voice import voice_turn
 
@@ -281,12 +282,8 @@ def test_a_first_output_that_is_a_bound_is_marked_for_the_page(tmp_path: Path) -
     docs/attributes.md): the run's first output is its start, a bound, and the page's data
     says so (``fb``) beside the run's and the tree's; a measured one carries no mark."""
     with capture(fake_clock=True) as cap:
-        tracer = cap.provider.get_tracer("opentelemetry.instrumentation.openai_v2")
         with chainlat.workflow("chat", tracer_provider=cap.provider):
-            start = cap.clock.advance(ms=10)  # another instrumentation: its times given
-            chat = {"gen_ai.operation.name": "chat"}
-            call = tracer.start_span("chat gpt-4o", attributes=chat, start_time=start)
-            call.end(end_time=cap.clock.advance(ms=40))
+            foreign_chat(cap, after_ms=10, took_ms=40)
         with chainlat.workflow("chat", tracer_provider=cap.provider) as handle:
             cap.clock.advance(ms=15.5)
             handle.first_output()
