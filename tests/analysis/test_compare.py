@@ -283,3 +283,29 @@ def test_compare_prints_the_split_of_a_voice_trace_file(
     assert change["parts"]["speech_to_text"]["p95_delta"] == 80.0
     assert main(["compare", str(traces), "--format", "markdown"]) == 0
     assert "| speech to text | 120.0 | 200.0 | +80.0 |" in capsys.readouterr().out
+
+
+def test_a_first_output_that_is_a_bound_is_in_no_variants_percentiles(cap: Capture) -> None:
+    """Variant ``own``: chainlat's call, its end the first output (measured, 40 ms). Variant
+    ``foreign``: another instrumentation's call that says nothing of streaming (rule 17 of
+    docs/attributes.md), its first output a bound: left out of the percentiles, counted."""
+    from chainlat.report.text import render_text
+    from chainlat.report.tradeoff import compare_json, compare_text
+    from chainlat.traces.sdk import runs_from_spans
+    from support.sdk_traces import foreign_chat
+
+    for _ in range(2):
+        with chainlat.workflow("w", variant="own", tracer_provider=cap.provider):
+            with chainlat.inference("m", tracer_provider=cap.provider):
+                cap.clock.advance(ms=40)
+        with chainlat.workflow("w", variant="foreign", tracer_provider=cap.provider):
+            foreign_chat(cap, after_ms=5, took_ms=40)
+    comparison = compare(list(runs_from_spans(cap.spans())))
+    by_name = {v.variant: v for v in comparison.variants}
+    assert by_name["own"].first_output is not None
+    assert (by_name["own"].first_output.p95, by_name["own"].first_output_bounds) == (40.0, 0)
+    assert (by_name["foreign"].first_output, by_name["foreign"].first_output_bounds) == (None, 2)
+    rows = {v["variant"]: v for v in compare_json(comparison)["variants"]}
+    assert rows["foreign"]["first_output_bound_runs"] == 2
+    text = render_text([compare_text(comparison)], width=200)
+    assert "first output, foreign: 2 of 2 runs' is a bound, not a measurement" in text

@@ -165,7 +165,10 @@ class VariantSummary:
     pareto: bool = False
     """On the Pareto front of its workflow (p95 total, success rate and mean cost)."""
     first_output: Percentiles | None = None
-    """Of the runs' time to first output; None when no run had one."""
+    """Of the runs' time to first output, where measured; None when no run measured one."""
+    first_output_bounds: int = 0
+    """Runs whose first output is a bound, not a measurement (docs/attributes.md, rules 13,
+    15 and 17): left out of ``first_output`` and its split."""
     cost_mean: float | None = None
     """Mean US dollars per run, over the runs whose cost is known (needs prices)."""
     costed: int = 0
@@ -355,11 +358,13 @@ def compare(
 class _Variant:
     """The numbers of one variant's runs that a summary needs (not the runs)."""
 
-    __slots__ = ("by_kind", "costs", "decided", "first_outputs", "scores", "split", "successes")
+    __slots__ = (
+        "bounds", "by_kind", "costs", "decided", "first_outputs", "scores", "split", "successes",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.by_kind = {k: array.array("d") for k in ("total", *KINDS)}
-        self.decided = self.successes = 0
+        self.decided = self.successes = self.bounds = 0
         self.scores = array.array("d")
         self.first_outputs = array.array("d")
         self.costs = array.array("d")
@@ -368,7 +373,9 @@ class _Variant:
     def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
         for kind, values in self.by_kind.items():
             values.append(rollup.kind_ms(kind))
-        if rollup.first_output_ms is not None:
+        if rollup.first_output_ms is not None and rollup.bound_in("first_output"):
+            self.bounds += 1
+        elif rollup.first_output_ms is not None:
             self.first_outputs.append(rollup.first_output_ms)
             parts = first_output_parts(rollup)
             if parts is not None:
@@ -397,6 +404,7 @@ class _Variant:
             score_mean=math.fsum(scores) / len(scores) if scores else None,
             scored=len(scores),
             first_output=Percentiles.of(self.first_outputs) if self.first_outputs else None,
+            first_output_bounds=self.bounds,
             cost_mean=math.fsum(self.costs) / len(self.costs) if self.costs else None,
             costed=len(self.costs),
             first_output_split={

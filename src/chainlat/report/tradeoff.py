@@ -354,6 +354,7 @@ def compare_json(comparison: Comparison) -> dict[str, Any]:
                     "score_mean": v.score_mean,
                     "first_output_p50": v.first_output.p50 if v.first_output else None,
                     "first_output_p95": v.first_output.p95 if v.first_output else None,
+                    "first_output_bound_runs": v.first_output_bounds,
                     "cost_mean_usd": v.cost_mean,
                     "costed_runs": v.costed,
                     "pareto": v.pareto,
@@ -421,6 +422,15 @@ def compare_text(comparison: Comparison) -> RenderableType:
                 "yes" if v.pareto else ("" if p is not None else DASH),
             )
         parts.append(table)
+        parts.extend(
+            _cell(
+                f"first output, {v.variant}: {v.first_output_bounds} of {count(v.runs, 'run')}' "
+                "is a bound, not a measurement, and is left out of its percentiles "
+                "(docs/attributes.md, rules 13, 15 and 17)"
+            )
+            for v in comparison.of(workflow)
+            if v.first_output_bounds
+        )
         parts.extend(_split_tables(comparison, workflow))
     parts.append(
         _cell(
