@@ -681,10 +681,10 @@ rows name them (chainlat's own kind, then ``gen_ai.operation.name``, ...), whose
 row knows; a row added at the end is asked after every key before it."""
 
 UNTIMED_KEYS: Final = frozenset(key for c in CONVENTIONS for key in c.untimed)
+"""Every row's :attr:`Convention.untimed`: a span with any of them has no time to first
+token of its own."""
 SECONDS_WHEN_MARKED: Final = tuple(
     (frozenset(c.marks), frozenset(c.seconds)) for c in CONVENTIONS if c.seconds
 )
 """Every row's :attr:`Convention.seconds`: (its marks, the keys read in seconds on a span
 that carries one of them)."""
-"""Every row's :attr:`Convention.untimed`: a span with any of them has no time to first
-token of its own."""
