@@ -16,6 +16,7 @@ from typing import Any
 from chainlat import WorkflowRun
 from chainlat._core import clock
 from chainlat._core.rollup import WIRE, SpanRecord
+from chainlat._core.tree import saw_headers_only
 from chainlat._core.twins import request_builders
 from chainlat.traces import read_runs
 
@@ -65,15 +66,16 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     is one ``inference`` on the critical path: the agent makes 4, or 5 when, under load,
     the second of its parallel calls started only after the first had ended (a thread
     started late). Spans chainlat reads as request building (docs/attributes.md, rule 9:
-    LlamaIndex's ``OpenAI._prepare_chat_with_tools``) time no call; the number of calls
-    chainlat reads is judged apart, against the reference's."""
+    LlamaIndex's ``OpenAI._prepare_chat_with_tools``) time no call, nor does an HTTP span
+    that saw only a stream's headers (rule 18: `saw_headers_only`, chainlat's own rule); the
+    number of calls chainlat reads is judged apart, against the reference's."""
     builders = request_builders(run.root_record.span_id, run.records)
     calls = [r for r in run.records if r.kind == "inference" and r.span_id not in builders]
     records = {r.span_id: r for r in run.records}
     wires = [
         r
         for r in calls
-        if r.source == WIRE and not _inside_wire(r, records) and not _headers_only(r, records)
+        if r.source == WIRE and not _inside_wire(r, records) and not saw_headers_only(r, records)
     ]
     expected = wires + [
         c
@@ -291,21 +293,6 @@ def _inference_ancestor(rec: SpanRecord, records: dict[int, SpanRecord]) -> Span
     while parent is not None and parent.kind != "inference":
         parent = records.get(parent.parent_id) if parent.parent_id is not None else None
     return parent
-
-
-def _headers_only(wire: SpanRecord, records: dict[int, SpanRecord]) -> bool:
-    """Whether a wire span saw only a streamed response's headers, so that it times no call
-    (docs/attributes.md, rule 18): another instrumentation's HTTP span (it says nothing of
-    streaming; chainlat's does) inside a call whose first token came after it ended, or
-    that says it streamed with no first token known, and does not say it did not."""
-    if wire.streamed is not None:
-        return False
-    call = _inference_ancestor(wire, records)
-    if call is None or call.source == WIRE or call.streamed is False:
-        return False
-    if call.ttft_ms is not None:
-        return wire.end_ns < call.start_ns + round(call.ttft_ms * 1e6)
-    return call.streamed is True
 
 
 def _inside_wire(rec: SpanRecord, records: dict[int, SpanRecord]) -> bool:
