@@ -141,11 +141,11 @@ def call_fields(attributes: Mapping[str, object]) -> CallFields:
         ttft_marked,
         operation,
         None if ttft is not None else call_readings.unusable_ttft(attributes, plan),
-        streamed_of(attributes, source),
+        record_streamed(attributes, source),
     )
 
 
-def streamed_of(attributes: Mapping[str, object], source: str | None) -> bool | None:
+def record_streamed(attributes: Mapping[str, object], source: str | None) -> bool | None:
     """:attr:`SpanRecord.streamed` of a model call from ``source``: what its span says, else
     False for chainlat's own API call (not another instrumentation's span that chainlat's
     processor tagged, ``chainlat.step.foreign``), else None."""
@@ -236,7 +236,7 @@ def call_record(
     record.has_output, record.ttft_marked, record.operation = call_marks(
         attributes, ttft, source, carries_output
     )
-    record.streamed = streamed_of(attributes, source)
+    record.streamed = record_streamed(attributes, source)
     return record
 
 

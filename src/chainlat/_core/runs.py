@@ -146,6 +146,13 @@ class WorkflowRun:
         return self.rollup.first_output_ms
 
     @property
+    def first_output_bound(self) -> bool:
+        """Whether the first output is a bound, not a measurement: it depends on a call's
+        unrecorded end or on a first token not known, or counts from a start that is no end
+        of the caller's words (docs/attributes.md, rules 13, 15, 16 and 17)."""
+        return self.rollup.bound_in("first_output") or self.unknown_start is not None
+
+    @property
     def cost_usd(self) -> float | None:
         """What the run's model calls cost, when prices were known."""
         return self.rollup.cost_usd

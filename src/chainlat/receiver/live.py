@@ -209,13 +209,11 @@ def run_line(run: WorkflowRun, budgets: Budgets | None) -> str:
     from chainlat.budgets import ABSENT_REASONS, evaluate, unjudged_in_run
 
     first = run.first_output_ms
-    # A bound is said to be one (docs/attributes.md, rules 13, 15, 16 and 17).
-    bound = run.rollup.bound_in("first_output") or run.unknown_start is not None
     parts = [
         shorten(visible(run.workflow), _NAME_CHARS),
         f"total {amount(run.total_ms, 'ms')}",
         f"first output {amount(first, 'ms') if first is not None else '-'}"
-        + (" (a bound)" if bound and first is not None else ""),
+        + (" (a bound)" if first is not None and run.first_output_bound else ""),
     ]
     if budgets is not None and run.workflow in budgets.workflows:
         verdicts = [

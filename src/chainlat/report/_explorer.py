@@ -323,7 +323,7 @@ class RunExplorer:
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
-            if _first_output_bound(run):
+            if run.first_output_bound:  # the page says so wherever it shows it
                 tree["fb"] = 1
             if path.to_output:
                 tree.update(self._output_path(path, index, run.start_ns))
@@ -383,7 +383,7 @@ class RunExplorer:
         first_output = _first_output(run)
         if first_output is not None:
             tree["fo"] = first_output
-            if _first_output_bound(run):
+            if run.first_output_bound:  # the page says so wherever it shows it
                 tree["fb"] = 1
         return tree
 
@@ -432,12 +432,6 @@ def _label(span: TracedSpan) -> str:
 def _first_output(run: WorkflowRun) -> float | None:
     number = first_output_ms(run)
     return None if number is None else round(number, 3)
-
-
-def _first_output_bound(run: WorkflowRun) -> bool:
-    """Whether the run's first output is a bound, not a measurement (docs/attributes.md,
-    rules 13, 15, 16 and 17): the page says so wherever it shows it."""
-    return run.rollup.bound_in("first_output") or run.unknown_start is not None
 
 
 def _in_tree_order(root: TracedSpan, spans: Iterable[TracedSpan]) -> list[TracedSpan]:

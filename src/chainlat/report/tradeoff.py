@@ -244,7 +244,7 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
     for w in result.workflows:
         parts.extend((_totals_table(w), _steps_table(w)))
         if w.first_output_bounds:
-            parts.append(_cell(_bounds_line(w)))
+            parts.append(_cell(_bounds_line("first output", w.first_output_bounds, w.runs)))
     for report, when in ((result.budget_before, "recorded"), (result.budget_after, "estimated")):
         if report is not None:
             parts.extend(_cell(line) for line in budget_lines(report, when))
@@ -261,12 +261,12 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
     return _group(*parts)
 
 
-def _bounds_line(w: WorkflowEffect) -> str:
-    """What the first output's columns leave out: the runs whose first output is a bound."""
+def _bounds_line(label: str, bounds: int, runs: int) -> str:
+    """What the first output's columns leave out (``whatif``'s and ``compare``'s): the runs
+    whose first output is a bound, by the rollup (`Rollup.bound_in`)."""
     return (
-        f"first output: {w.first_output_bounds} of {count(w.runs, 'run')}' is a bound, not a "
-        "measurement, and is left out of its percentiles (docs/attributes.md, rules 13, 15, "
-        "16 and 17)"
+        f"{label}: {bounds} of {count(runs, 'run')}' is a bound, not a measurement, and is "
+        "left out of its percentiles (docs/attributes.md, rules 13, 15 and 17)"
     )
 
 
@@ -423,11 +423,7 @@ def compare_text(comparison: Comparison) -> RenderableType:
             )
         parts.append(table)
         parts.extend(
-            _cell(
-                f"first output, {v.variant}: {v.first_output_bounds} of {count(v.runs, 'run')}' "
-                "is a bound, not a measurement, and is left out of its percentiles "
-                "(docs/attributes.md, rules 13, 15 and 17)"
-            )
+            _cell(_bounds_line(f"first output, {v.variant}", v.first_output_bounds, v.runs))
             for v in comparison.of(workflow)
             if v.first_output_bounds
         )

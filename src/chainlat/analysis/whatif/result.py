@@ -105,7 +105,7 @@ class WorkflowEffect:
     first_output_after: Percentiles | None = None
     first_output_bounds: int = 0
     """Runs whose first output is a bound, not a measurement (docs/attributes.md, rules 13,
-    15, 16 and 17): left out of the first output's percentiles, before and after."""
+    15 and 17): left out of the first output's percentiles, before and after."""
     cost_before: float | None = None
     """Mean US dollars per run, with prices; the swapped calls at their new model's price."""
     cost_after: float | None = None
