@@ -132,6 +132,20 @@ def _open(browser: Browser, url: str, allowed: str, **context: Any) -> tuple[Pag
     return page, problems
 
 
+def _report_page(
+    browser: Browser,
+    traces: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    **context: Any,
+) -> tuple[Page, list[str]]:
+    """``chainlat report TRACES --html`` (its JSON output swallowed), opened in Chromium."""
+    report = tmp_path / "report.html"
+    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
+    capsys.readouterr()
+    return _open(browser, report.as_uri(), "file:", **context)
+
+
 def _slowest(runs: list[WorkflowRun]) -> WorkflowRun:
     return max(runs, key=lambda r: r.total_ms)
 
@@ -251,10 +265,7 @@ def test_explorer_filters_sorts_and_picks_by_percentile(
 ) -> None:
     """The table filters by variant, sorts by total both ways, and p50 picks the median run."""
     runs = list(read_runs([agent_traces]))
-    report = tmp_path / "report.html"
-    assert main(["report", str(agent_traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:")
+    page, problems = _report_page(browser, agent_traces, tmp_path, capsys)
     rows = page.locator("#cl-runs tbody tr[data-run]")
     assert rows.count() == len(runs)
     page.select_option("#cl-f-variant", label="fast-plan")
@@ -294,10 +305,7 @@ def test_explorer_is_readable_in_light_and_dark_mode(
     scheme: str,
 ) -> None:
     """Text and background follow the system's colour scheme, with strong contrast."""
-    report = tmp_path / "report.html"
-    assert main(["report", str(agent_traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:", color_scheme=scheme)
+    page, problems = _report_page(browser, agent_traces, tmp_path, capsys, color_scheme=scheme)
     colours = page.evaluate(
         """() => { const s = getComputedStyle(document.body);
                    const n = document.querySelector('#cl-waterfall .cl-row[data-span] .cl-name');
@@ -324,10 +332,7 @@ def test_explorer_is_used_from_the_keyboard_alone(
     browser: Browser, agent_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Tab reaches the table, arrows move between runs, Enter shows one: one tab stop."""
-    report = tmp_path / "report.html"
-    assert main(["report", str(agent_traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:")
+    page, problems = _report_page(browser, agent_traces, tmp_path, capsys)
     assert page.locator("#cl-runs tbody tr[tabindex='0']").count() == 1
     page.locator("#cl-runs th button[data-sort=trace]").focus()
     page.keyboard.press("Tab")
@@ -357,10 +362,7 @@ def test_the_first_output_is_marked_across_the_waterfall(
             cap.clock.advance(ms=20)
         traces = tmp_path / "t.jsonl"
         traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
-    report = tmp_path / "report.html"
-    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:")
+    page, problems = _report_page(browser, traces, tmp_path, capsys)
     assert page.locator("#cl-runs tbody tr[data-run] td:nth-child(4)").inner_text() == "40.0"
     assert "first output at 40.0 ms" in page.locator("#cl-run").inner_text()
     markers = page.locator("#cl-waterfall .cl-row[data-span] .cl-fo")
@@ -388,10 +390,7 @@ def test_a_first_output_that_is_a_bound_says_so_on_the_page(
             foreign_chat(cap, after_ms=10, took_ms=40)
         traces = tmp_path / "t.jsonl"
         traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
-    report = tmp_path / "report.html"
-    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:")
+    page, problems = _report_page(browser, traces, tmp_path, capsys)
     cell = page.locator("#cl-runs tbody tr[data-run] td:nth-child(4)").inner_text()
     assert cell == "10.0 (a bound)"
     facts = page.locator("#cl-run").inner_text()
@@ -425,10 +424,7 @@ def test_the_path_to_the_first_audio_is_drawn_beside_the_whole_turns(
         voice_turn(cap)
         traces = tmp_path / "voice.jsonl"
         traces.write_text(json.dumps(encode_request(cap.spans())) + "\n")
-    report = tmp_path / "report.html"
-    assert main(["report", str(traces), "--html", str(report), "--format", "json"]) == 0
-    capsys.readouterr()
-    page, problems = _open(browser, report.as_uri(), "file:")
+    page, problems = _report_page(browser, traces, tmp_path, capsys)
     steps = ["speech_to_text stt-1", "data kb", "answer", "text_to_speech tts-1"]
     assert page.locator("#cl-path").get_attribute("data-path") == "turn"
     assert page.locator(".cl-cp-fo").count() == 0
