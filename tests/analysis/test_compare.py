@@ -309,3 +309,23 @@ def test_a_first_output_that_is_a_bound_is_in_no_variants_percentiles(cap: Captu
     assert rows["foreign"]["first_output_bound_runs"] == 2
     text = render_text([compare_text(comparison)], width=200)
     assert "first output, foreign: 2 of 2 runs' is a bound, not a measurement" in text
+
+
+def test_a_turn_whose_start_is_unknown_is_a_bound_in_its_variant(cap: Capture) -> None:
+    """Rule 16 of docs/attributes.md: a turn that says its start is no end of the caller's
+    words (``chainlat.workflow.start_unknown``) has a first output that is a bound, which
+    the run carries and its rollup does not: left out of its variant's percentiles too."""
+    from chainlat._core import attributes as attr
+    from chainlat.traces.sdk import runs_from_spans
+
+    for variant in ("known", "unknown", "known", "unknown"):
+        with chainlat.workflow("w", variant=variant, tracer_provider=cap.provider) as turn:
+            if variant == "unknown":
+                turn.set_attribute(attr.WORKFLOW_START_UNKNOWN, "semantic_vad")
+            cap.clock.advance(ms=30)
+            turn.first_output()
+            cap.clock.advance(ms=10)
+    by_name = {v.variant: v for v in compare(list(runs_from_spans(cap.spans()))).variants}
+    assert by_name["known"].first_output is not None
+    assert (by_name["known"].first_output.p95, by_name["known"].first_output_bounds) == (30.0, 0)
+    assert (by_name["unknown"].first_output, by_name["unknown"].first_output_bounds) == (None, 2)

@@ -198,6 +198,32 @@ def test_a_first_output_that_is_a_bound_is_not_recorded() -> None:
     assert first == {"own": 45.0}
 
 
+def test_a_turn_whose_start_is_no_end_of_the_words_records_no_first_output() -> None:
+    """A turn that says its start is no end of the caller's words (rule 16 of
+    docs/attributes.md, ``chainlat.workflow.start_unknown``): its first output counts from
+    that start, a bound, so no ``first_output`` point; the same turn without it records one."""
+    from chainlat._core import attributes as attr
+
+    reader = InMemoryMetricReader()
+    clock = FakeClock()
+    provider = chainlat.configure(
+        exporter="none", metric_readers=[reader], set_global=False, clock=clock
+    )
+    for name in ("unknown", "known"):
+        with chainlat.workflow(name, tracer_provider=provider) as turn:
+            if name == "unknown":
+                turn.set_attribute(attr.WORKFLOW_START_UNKNOWN, "semantic_vad")
+            clock.advance(30)
+            turn.first_output()
+            clock.advance(10)
+    first = {
+        _attrs(p)["gen_ai.workflow.name"]: p.sum
+        for p in _points(reader, "chainlat.chain.duration")
+        if _attrs(p)["chainlat.chain.kind"] == "first_output"
+    }
+    assert first == {"known": 30.0}
+
+
 def test_an_interrupted_turn_is_labelled_with_its_end_reason_and_only_it() -> None:
     """A voice turn ended ``interrupted`` (barge-in) records every kind with
     ``gen_ai.agent.invocation.end_reason = "interrupted"``, which the rules leave out of the

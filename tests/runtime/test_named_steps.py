@@ -244,3 +244,32 @@ def test_whatif_leaves_a_first_output_that_is_a_bound_out_and_says_so(cap: Captu
     console = Console(width=200, record=True)
     console.print(whatif_text(result, "t.jsonl"))
     assert "first output: 1 of 3 runs' is a bound, not a measurement" in console.export_text()
+
+
+def test_whatif_leaves_out_a_turn_whose_start_is_unknown(cap: Capture) -> None:
+    """Rule 16 of docs/attributes.md: one of three turns says its start is no end of the
+    caller's words. Its first output counts from that start, a bound the run carries (its
+    rollup does not): left out of the percentiles before and after, and counted."""
+    from chainlat._core import attributes as attr
+    from chainlat._core.latency import LatencyProfile
+
+    p, clock = cap.provider, cap.clock
+    for known in (True, False, True):
+        with chainlat.workflow("turn", tracer_provider=p) as turn:
+            if not known:
+                turn.set_attribute(attr.WORKFLOW_START_UNKNOWN, "semantic_vad")
+            with chainlat.inference("a", step="answer", tracer_provider=p) as call:
+                clock.advance(60 if known else 20)
+                call.record_usage(input_tokens=100, output_tokens=11)
+    result = chainlat.whatif(
+        runs_from_spans(cap.spans()),
+        swap=["answer=b"],
+        profiles={
+            "a": LatencyProfile(ttft_base_ms=40, decode_ms_per_token=1.0),
+            "b": LatencyProfile(ttft_base_ms=10, decode_ms_per_token=0.5),
+        },
+    )
+    (effect,) = result.workflows
+    assert effect.runs == 3 and effect.first_output_bounds == 1
+    assert effect.first_output_before is not None
+    assert (effect.first_output_before.p50, effect.first_output_before.p95) == (60.0, 60.0)

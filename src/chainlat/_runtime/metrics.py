@@ -32,6 +32,7 @@ from opentelemetry.trace import StatusCode
 from chainlat._core import attributes as attr
 from chainlat._core import voice
 from chainlat._core.errors import internal_errors
+from chainlat._core.turn_start import said_unknown_start
 from chainlat._runtime.interface import WorkflowHandle, on_workflow_end
 
 if TYPE_CHECKING:
@@ -117,11 +118,11 @@ def _target_labels(workflow: str, target: str) -> dict[str, str]:
 
 def _first_output_ms(handle: WorkflowHandle) -> float | None:
     rollup = handle.rollup
-    if rollup is not None and rollup.bound_in("first_output"):
-        return None  # a bound, not a measurement (docs/attributes.md, rules 13, 15 and 17)
+    attributes = getattr(handle.span, "attributes", None) or {}
+    if (rollup is not None and rollup.bound_in("first_output")) or said_unknown_start(attributes):
+        return None  # a bound, not a measurement (docs/attributes.md, rules 13, 15, 16 and 17)
     value = getattr(rollup, "first_output_ms", None)
     if value is None:
-        attributes = getattr(handle.span, "attributes", None) or {}
         value = attributes.get(_FIRST_OUTPUT_MS)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)

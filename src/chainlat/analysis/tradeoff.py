@@ -168,7 +168,7 @@ class VariantSummary:
     """Of the runs' time to first output, where measured; None when no run measured one."""
     first_output_bounds: int = 0
     """Runs whose first output is a bound, not a measurement (docs/attributes.md, rules 13,
-    15 and 17): left out of ``first_output`` and its split."""
+    15, 16 and 17): left out of ``first_output`` and its split."""
     cost_mean: float | None = None
     """Mean US dollars per run, over the runs whose cost is known (needs prices)."""
     costed: int = 0
@@ -370,10 +370,11 @@ class _Variant:
         self.costs = array.array("d")
         self.split = {part: array.array("d") for part in FIRST_OUTPUT_PARTS}
 
-    def add(self, rollup: Rollup, success: bool | None, score: float | None) -> None:
+    def add(self, rollup: Rollup, success: bool | None, score: float | None, bound: bool) -> None:
+        """Count one run; ``bound``: its first output is a bound, not a measurement."""
         for kind, values in self.by_kind.items():
             values.append(rollup.kind_ms(kind))
-        if rollup.first_output_ms is not None and rollup.bound_in("first_output"):
+        if rollup.first_output_ms is not None and bound:
             self.bounds += 1
         elif rollup.first_output_ms is not None:
             self.first_outputs.append(rollup.first_output_ms)
@@ -445,7 +446,7 @@ class ComparisonTally:
         rollup = run.recomputed_rollup(self._prices if recorded is None else None)
         if recorded is not None:
             rollup = replace(rollup, cost_usd=recorded)
-        variant.add(rollup, run.success, run.score)
+        variant.add(rollup, run.success, run.score, run.first_output_bound)
         if run.variant is not None or run.success is not None or run.score is not None:
             self.labelled = True
 

@@ -263,10 +263,10 @@ def whatif_text(result: WhatIfResult, where: str) -> RenderableType:
 
 def _bounds_line(label: str, bounds: int, runs: int) -> str:
     """What the first output's columns leave out (``whatif``'s and ``compare``'s): the runs
-    whose first output is a bound, by the rollup (`Rollup.bound_in`)."""
+    whose first output is a bound (`WorkflowRun.first_output_bound`)."""
     return (
         f"{label}: {bounds} of {count(runs, 'run')}' is a bound, not a measurement, and is "
-        "left out of its percentiles (docs/attributes.md, rules 13, 15 and 17)"
+        "left out of its percentiles (docs/attributes.md, rules 13, 15, 16 and 17)"
     )
 
 

@@ -105,7 +105,7 @@ class WorkflowEffect:
     first_output_after: Percentiles | None = None
     first_output_bounds: int = 0
     """Runs whose first output is a bound, not a measurement (docs/attributes.md, rules 13,
-    15 and 17): left out of the first output's percentiles, before and after."""
+    15, 16 and 17): left out of the first output's percentiles, before and after."""
     cost_before: float | None = None
     """Mean US dollars per run, with prices; the swapped calls at their new model's price."""
     cost_after: float | None = None
@@ -205,8 +205,13 @@ def _step_effects(
 
 def _measured(estimate: RunEstimate) -> bool:
     """Whether the run's first output was measured, before and after the change (a bound
-    stays one: the calls it rests on are the same)."""
-    return not (estimate.before.bound_in("first_output") or estimate.after.bound_in("first_output"))
+    stays one: the calls it rests on are the same, and so is a start that is no end of the
+    caller's words, rule 16)."""
+    return not (
+        estimate.run.first_output_bound
+        or estimate.before.bound_in("first_output")
+        or estimate.after.bound_in("first_output")
+    )
 
 
 def _first_outputs(rollups: Iterable[Rollup]) -> Percentiles | None:
