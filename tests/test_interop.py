@@ -211,7 +211,12 @@ def test_time_inside_the_spans_is_measured_against_the_sim_and_the_functions(
         300,
         framework,
         **chat,
-        **{"gen_ai.request.model": "sim-plan", "http.request.method": "POST"},
+        # chainlat's wire, which says whether the call streamed (rule 18)
+        **{
+            "gen_ai.request.model": "sim-plan",
+            "http.request.method": "POST",
+            "gen_ai.request.stream": False,
+        },
     )
     span("chat sim-fast", 400, 480, root, **chat, **{"gen_ai.request.model": "sim-fast"})
     span("chat sim-fast", 402, 490, root, **chat, **{"gen_ai.request.model": "sim-fast"})
@@ -412,7 +417,8 @@ def test_of_two_parallel_calls_the_one_on_the_path_times_the_step(tmp_path: Path
     a``'s server span is the one inside it, though ``chat b``'s overlaps it more: the
     path's inference less both is 0. The call ending last, or the server overlapping
     most, made it -20 or -10 ms."""
-    wire = {**CHAT, "http.request.method": "POST"}
+    # chainlat's wire, which says whether the call streamed (rule 18)
+    wire = {**CHAT, "http.request.method": "POST", "gen_ai.request.stream": False}
     traces = _write_case(
         tmp_path,
         [

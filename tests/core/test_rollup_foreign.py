@@ -136,6 +136,9 @@ def test_a_nan_recorded_rollup_is_no_rollup() -> None:
 
 
 # -- the wire times a call seen twice ---------------------------------------------------------
+OWN_WIRE: dict[str, object] = {"source": WIRE, "streamed": False}
+"""chainlat's wire span of a call, which says whether the call streamed (rule 18)."""
+
 # Shapes of the interop matrix's +httpx cases (tests/interop): a framework's model-call span
 # with chainlat's HTTP-level span inside it (made current: traceloop, OpenInference openai,
 # pydantic-ai, openai-v2, the Agents SDK) or beside it (callbacks: LangChain, LiteLLM).
@@ -147,7 +150,7 @@ def test_a_wire_span_inside_a_framework_call_times_it() -> None:
     r = roll(
         rec(2, 1, "openai.chat", 10, 60, "inference", source="traceloop", model="m",
             input_tokens=111, output_tokens=20),
-        rec(3, 2, "chat m", 14, 55, "inference", source=WIRE, model="m", input_tokens=111,
+        rec(3, 2, "chat m", 14, 55, "inference", **OWN_WIRE, model="m", input_tokens=111,
             output_tokens=20),
     )  # fmt: skip
     assert (r.inference_count, r.step_count) == (1, 1)
@@ -161,7 +164,7 @@ def test_a_framework_span_tagged_by_chainlat_is_timed_by_its_wire_span_too() -> 
     spans with chainlat.step.kind, so they read as chainlat's: the wire still times them."""
     r = roll(
         rec(2, 1, "chat sim-plan", 10, 60, "inference", source="chainlat", model="m"),
-        rec(3, 2, "chat sim-plan", 15, 52, "inference", source=WIRE, model="m"),
+        rec(3, 2, "chat sim-plan", 15, 52, "inference", **OWN_WIRE, model="m"),
     )
     assert (r.inference_count, r.inference_ms, r.overhead_ms) == (1, 37, 63)
 
@@ -173,7 +176,7 @@ def test_the_wire_times_a_call_through_transparent_spans_and_every_span_around_i
         rec(2, 1, "plan", 5, 80, "inference", source="chainlat"),
         rec(3, 2, "chat m", 10, 70, "inference", source="gen_ai", model="m"),
         rec(4, 3, "POST", 12, 66),
-        rec(5, 4, "chat m", 20, 50, "inference", source=WIRE, model="m", input_tokens=9),
+        rec(5, 4, "chat m", 20, 50, "inference", **OWN_WIRE, model="m", input_tokens=9),
     )
     assert (r.inference_count, r.step_count, r.input_tokens) == (1, 1, 9)
     assert (r.inference_ms, r.overhead_ms) == (30, 70)
@@ -183,8 +186,8 @@ def test_the_wire_times_a_call_through_transparent_spans_and_every_span_around_i
 def test_a_call_retried_at_the_wire_is_one_call_with_both_requests_as_inference() -> None:
     r = roll(
         rec(2, 1, "openai.chat", 10, 90, "inference", source="traceloop", model="m"),
-        rec(3, 2, "chat m", 12, 30, "inference", source=WIRE, model="m"),
-        rec(4, 2, "chat m", 40, 85, "inference", source=WIRE, model="m", input_tokens=7),
+        rec(3, 2, "chat m", 12, 30, "inference", **OWN_WIRE, model="m"),
+        rec(4, 2, "chat m", 40, 85, "inference", **OWN_WIRE, model="m", input_tokens=7),
     )
     assert (r.inference_count, r.input_tokens) == (1, 7)
     assert (r.inference_ms, r.overhead_ms) == (18 + 45, 100 - 63)
@@ -194,7 +197,7 @@ def test_a_wire_span_longer_than_its_framework_twin_counts_over_its_own_interval
     """LiteLLM dates its span from its own clock readings: it can end before the wire."""
     r = roll(
         rec(2, 1, "litellm_request", 20, 50, "inference", source="gen_ai", model="m"),
-        rec(3, 1, "chat m", 18, 52, "inference", source=WIRE, model="m", output_tokens=4),
+        rec(3, 1, "chat m", 18, 52, "inference", **OWN_WIRE, model="m", output_tokens=4),
     )
     assert (r.inference_count, r.output_tokens) == (1, 4)
     assert (r.inference_ms, r.overhead_ms) == (34, 66)
@@ -209,11 +212,11 @@ def test_parallel_calls_each_with_its_wire_span_inside_keep_their_own_tokens() -
     records = [
         rec(2, 1, "ChatCompletion", 9, 92, "inference", source="openinference",
             model="sim-fast", input_tokens=31),
-        rec(3, 2, "chat sim-fast", 15, 88, "inference", source=WIRE, model="sim-fast",
+        rec(3, 2, "chat sim-fast", 15, 88, "inference", **OWN_WIRE, model="sim-fast",
             input_tokens=31),
         rec(4, 1, "ChatCompletion", 11.5, 90.5, "inference", source="openinference",
             model="sim-fast", input_tokens=33),
-        rec(5, 4, "chat sim-fast", 12, 90, "inference", source=WIRE, model="sim-fast",
+        rec(5, 4, "chat sim-fast", 12, 90, "inference", **OWN_WIRE, model="sim-fast",
             input_tokens=33),
     ]  # fmt: skip
     assert find_twins(1, records) == {}
@@ -230,8 +233,8 @@ def test_parallel_callback_calls_pair_with_the_wire_span_of_the_same_tokens() ->
             input_tokens=33),
         rec(3, 1, "ChatOpenAI", 11, 62, "inference", source="openinference", model="m",
             input_tokens=31),
-        rec(4, 1, "chat m", 11, 60, "inference", source=WIRE, model="m", input_tokens=31),
-        rec(5, 1, "chat m", 12, 59, "inference", source=WIRE, model="m", input_tokens=33),
+        rec(4, 1, "chat m", 11, 60, "inference", **OWN_WIRE, model="m", input_tokens=31),
+        rec(5, 1, "chat m", 12, 59, "inference", **OWN_WIRE, model="m", input_tokens=33),
     ]  # fmt: skip
     twins = find_twins(1, records)
     assert {k: v.span_id for k, v in twins.items()} == {4: 3, 5: 2}

@@ -105,10 +105,10 @@ def test_an_http_span_that_saw_only_a_streams_headers_does_not_time_the_call(
         {**OPENLIT, "gen_ai.request.stream": True, "gen_ai.server.time_to_first_token": 0.044},
         # a call that says it did not stream: its body came with the headers
         {**OPENLIT, "gen_ai.request.stream": False, "gen_ai.server.time_to_first_token": 0.15},
-        # nothing says it streamed, nor when a first token came
-        {k: v for k, v in OPENLIT.items() if k != "telemetry.sdk.name"},
+        # the AI SDK's call that did not stream, said by its operation id
+        {"ai.operationId": "ai.generateText.doGenerate", "ai.model.id": "sim-plan"},
     ],
-    ids=["after-first-token", "not-streamed", "unknown"],
+    ids=["after-first-token", "not-streamed", "ai-sdk-generate"],
 )
 def test_an_http_span_times_the_call_otherwise(
     tmp_path: Path, call: dict[str, AttributeValue]
@@ -118,3 +118,28 @@ def test_an_http_span_times_the_call_otherwise(
     run = _run(tmp_path, call, (102, 245))
     assert run.rollup.inference_ms == pytest.approx(143.0)
     assert run.rollup.overhead_ms == pytest.approx(157.0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # opentelemetry-instrumentation-openai-v2 2.4b0 says nothing of streaming
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "sim-answer"},
+        # the AI SDK's streamed call, said by its operation id, with no first chunk marked
+        {"ai.operationId": "ai.streamText.doStream", "ai.model.id": "sim-answer"},
+    ],
+    ids=["says-nothing", "ai-sdk-stream"],
+)
+def test_an_http_span_that_may_have_missed_the_stream_does_not_time_the_call(
+    tmp_path: Path, call: dict[str, AttributeValue]
+) -> None:
+    """A call that says nothing of streaming and marks no first token, or says it streamed:
+    the POST, which ended at 104 ms, may have seen only its headers (openai-v2's streamed
+    answer with the httpx instrumentation: 121.3 ms, the POST 1.2 ms). The call's own span
+    times it, as it would without the POST: 150 ms, not 2 with the stream as overhead. Its
+    first output is a bound at its start (rule 17)."""
+    run = _run(tmp_path, call, (102, 104))
+    assert run.rollup.inference_ms == pytest.approx(150.0)
+    assert run.rollup.overhead_ms == pytest.approx(150.0)
+    assert run.rollup.first_output_ms == pytest.approx(100.0)
+    assert run.first_output_bound

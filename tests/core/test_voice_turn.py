@@ -104,7 +104,7 @@ def test_a_model_call_timed_at_the_wire_still_covers_the_first_sentence() -> Non
         rec(3, 1, "data kb", 140, 180, "data"),
         rec(4, 1, "answer", 180, 600, "inference", operation="chat", source="chainlat"),
         rec(5, 4, "chat llm-1", 182, 598, "inference", operation="chat", source="http",
-            ttft_ms=148.0),
+            ttft_ms=148.0, streamed=True),
         rec(6, 1, "text_to_speech tts-1", 400, 900, "inference", operation="text_to_speech",
             ttft_ms=120.0, user_facing=True),
         rec(7, 1, "text_to_speech tts-1", 600, 1100, "inference", operation="text_to_speech"),

@@ -321,30 +321,47 @@ STREAM_KEYS: Final = (GEN_AI_REQUEST_STREAM, GEN_AI_IS_STREAMING, LLM_IS_STREAMI
 ``gen_ai.request.stream`` (chainlat's wire writes it too), OpenLLMetry's two (LiteLLM writes
 the older one, as the text ``True`` or ``False``)."""
 
+STREAM_VALUES: Final[Mapping[str, Mapping[str, bool]]] = {
+    key: said for c in CONVENTIONS for key, said in c.streamed.items()
+}
+"""Where the value of a key says whether the call streamed (`Convention.streamed`: the AI
+SDK's operation ids), asked after `STREAM_KEYS`."""
+
+SAYS_STREAMING: Final = frozenset((*STREAM_KEYS, *STREAM_VALUES))
+"""Every key that may say whether a call streamed: a span with none of them says nothing."""
+
 _STREAM_WORDS: Final = {"true": True, "false": False}
 
 
 def streamed_of(attributes: Mapping[str, object]) -> bool | None:
     """Whether a model-call span says its call streamed: the first of `STREAM_KEYS` whose
-    value is a boolean, or its text (``true``, ``False``); None when none says.
+    value is a boolean, or its text (``true``, ``False``), else a value of `STREAM_VALUES`
+    that says; None when none says.
 
     A call that may have streamed is not taken for one that did not: the end of such a call
-    is no first output (docs/attributes.md, rule 17).
+    is no first output (docs/attributes.md, rule 17), and an HTTP span of another
+    instrumentation inside it may have seen only its headers (rule 18).
 
     Example:
         >>> streamed_of({"llm.is_streaming": "True"}), streamed_of({"gen_ai.request.model": "m"})
         (True, None)
+        >>> streamed_of({"ai.operationId": "ai.generateText.doGenerate"})
+        False
     """
-    if attributes.keys().isdisjoint(STREAM_KEYS):  # none there (the common case), asked in C
+    if attributes.keys().isdisjoint(SAYS_STREAMING):  # none there (the common case), in C
         return None
     for key in STREAM_KEYS:
         value = attributes.get(key)
         if value is True or value is False:
             return value
-        if isinstance(value, str):
+        if type(value) is str:
             said = _STREAM_WORDS.get(value.strip().lower())
             if said is not None:
                 return said
+    for key, says in STREAM_VALUES.items():
+        value = attributes.get(key)
+        if type(value) is str and value in says:
+            return says[value]
     return None
 
 
@@ -401,7 +418,7 @@ def end_reason_of(attributes: Mapping[str, object]) -> str | None:
         'interrupted'
     """
     value = attributes.get(GEN_AI_AGENT_INVOCATION_END_REASON)
-    if isinstance(value, str) and value in END_REASONS:
+    if type(value) is str and value in END_REASONS:
         return value
     interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
     if interrupted is None:
@@ -446,7 +463,7 @@ def speech_input_of(attributes: Mapping[str, object]) -> float | None:
         42.0
     """
     operation = attributes.get(GEN_AI_OPERATION_NAME)
-    key = _SPEECH_INPUT.get(operation) if isinstance(operation, str) else None
+    key = _SPEECH_INPUT.get(operation) if type(operation) is str else None
     if key is None:
         return None
     value = attributes.get(key)

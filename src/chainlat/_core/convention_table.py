@@ -178,6 +178,10 @@ class Convention:
     reads them in milliseconds: on a span that carries one of its ``marks``, they are read
     in seconds (OpenLIT's ``gen_ai.server.time_to_first_token``; strands-agents writes the
     same key in ms)."""
+    streamed: Mapping[str, Mapping[str, bool]] = field(default_factory=lambda: MappingProxyType({}))
+    """Key -> value -> whether the call streamed, where the value of a key says it rather
+    than a key of its own (the AI SDK's ``ai.operationId``: ``ai.generateText.doGenerate``
+    did not stream, ``ai.streamText.doStream`` did; docs/attributes.md, rules 17 and 18)."""
 
 
 def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
@@ -449,6 +453,18 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                     "ai.embed": None,
                     "ai.embedMany": None,
                 },
+            }
+        ),
+        streamed=MappingProxyType(
+            {
+                AI_OPERATION_ID: MappingProxyType(
+                    {
+                        "ai.generateText.doGenerate": False,
+                        "ai.generateObject.doGenerate": False,
+                        "ai.streamText.doStream": True,
+                        "ai.streamObject.doStream": True,
+                    }
+                )
             }
         ),
         reads=(

@@ -158,7 +158,7 @@ def record_streamed(attributes: Mapping[str, object], source: str | None) -> boo
     return said
 
 
-_STREAM_KEYS: Final = call_readings.STREAM_KEYS
+_STREAM_KEYS: Final = call_readings.SAYS_STREAMING
 
 
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]

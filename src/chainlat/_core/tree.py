@@ -67,11 +67,11 @@ def plan(root_id: int, records: list[SpanRecord]) -> Plan:
 
 
 def _timing_wires(wires: list[SpanRecord], records: list[SpanRecord]) -> list[SpanRecord]:
-    """``wires`` less the HTTP client spans that saw only a streamed call's response
-    headers (docs/attributes.md, rule 18): another instrumentation's span (it does not say
-    whether the call streamed, as chainlat's wire does) inside a call that streamed, ended
-    before the call's first token. OpenTelemetry's httpx instrumentation ends its span when
-    the transport returns, before a streamed body is read: the stream is the call's, not the
+    """``wires`` less the HTTP client spans that may have seen only a streamed call's
+    response headers (docs/attributes.md, rule 18): another instrumentation's span (it does
+    not say whether the call streamed, as chainlat's wire does) inside a call that streamed
+    past its end, or may have. OpenTelemetry's httpx instrumentation ends its span when the
+    transport returns, before a streamed body is read: the stream is the call's, not the
     wire's, and the call is timed by its own span."""
     if all(w.streamed is not None for w in wires):  # chainlat's own wire, which says
         return wires
@@ -80,13 +80,16 @@ def _timing_wires(wires: list[SpanRecord], records: list[SpanRecord]) -> list[Sp
 
 
 def saw_headers_only(wire: SpanRecord, by_id: Mapping[int, SpanRecord]) -> bool:
-    """Whether the HTTP client span ``wire`` saw only a streamed call's response headers
-    (rule 18; the interop judge asks this too): it is another instrumentation's (it says
-    nothing of streaming, where chainlat's wire says), and the model call around it streamed
-    past its end: its first token came after the wire span ended, or, its first token not
-    known, it says it streamed. A call that says it did not stream is timed by the wire,
-    whenever its framework says its output came (OpenLIT's time to first token of such a
-    call is its whole span)."""
+    """Whether the HTTP client span ``wire`` saw, or may have seen, only a streamed call's
+    response headers (rule 18; the interop judge asks this too), so that it cannot time the
+    call: it is another instrumentation's (it says nothing of streaming, where chainlat's
+    wire says), and the model call around it is not known to have ended its response within
+    it. That is known when the call says it did not stream (its body came with the headers,
+    whenever its framework says its output came: OpenLIT's time to first token of such a
+    call is its whole span), or when its first token came before the wire span ended. A
+    first token after that end, a call that says it streamed, and a call that says nothing
+    and marks no first token: the wire may have missed the stream, and the call's own span
+    times it, as it would without the wire."""
     if wire.streamed is not None:
         return False
     parent = by_id.get(wire.parent_id) if wire.parent_id is not None else None
@@ -99,7 +102,7 @@ def saw_headers_only(wire: SpanRecord, by_id: Mapping[int, SpanRecord]) -> bool:
             ttft = parent.ttft_ms
             if ttft is not None:
                 return wire.end_ns < parent.start_ns + round(ttft * _NS_PER_MS)
-            return parent.streamed is True
+            return True  # it says it streamed, or nothing: the wire may have missed it
         parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
     return False
 
