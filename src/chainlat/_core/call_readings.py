@@ -354,13 +354,13 @@ def streamed_of(attributes: Mapping[str, object]) -> bool | None:
         value = attributes.get(key)
         if value is True or value is False:
             return value
-        if type(value) is str:
+        if isinstance(value, str):
             said = _STREAM_WORDS.get(value.strip().lower())
             if said is not None:
                 return said
     for key, says in STREAM_VALUES.items():
         value = attributes.get(key)
-        if type(value) is str and value in says:
+        if isinstance(value, str) and value in says:
             return says[value]
     return None
 
@@ -418,7 +418,7 @@ def end_reason_of(attributes: Mapping[str, object]) -> str | None:
         'interrupted'
     """
     value = attributes.get(GEN_AI_AGENT_INVOCATION_END_REASON)
-    if type(value) is str and value in END_REASONS:
+    if isinstance(value, str) and value in END_REASONS:
         return value
     interrupted = attributes.get(PIPECAT_WAS_INTERRUPTED)
     if interrupted is None:
@@ -463,7 +463,7 @@ def speech_input_of(attributes: Mapping[str, object]) -> float | None:
         42.0
     """
     operation = attributes.get(GEN_AI_OPERATION_NAME)
-    key = _SPEECH_INPUT.get(operation) if type(operation) is str else None
+    key = _SPEECH_INPUT.get(operation) if isinstance(operation, str) else None
     if key is None:
         return None
     value = attributes.get(key)
@@ -483,7 +483,7 @@ def first_text(attributes: Mapping[str, object], keys: tuple[str, ...]) -> str |
 def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None:
     for key in keys:
         value = get(key)
-        if type(value) is str:
+        if isinstance(value, str):
             text = value.strip()
             if text and text.casefold() != "unknown":
                 return text
@@ -510,7 +510,7 @@ def _count(value: object) -> int | None:
     """A non-negative int, a string of ASCII digits (OTLP JSON's 64-bit ints), or a whole float."""
     if type(value) is int:
         return value if value >= 0 else None
-    if type(value) is str:
+    if isinstance(value, str):
         return int(value) if value.isascii() and value.isdigit() else None
     if type(value) is float and value.is_integer() and value >= 0:
         return int(value)
@@ -521,7 +521,7 @@ def _duration(value: object) -> float | None:
     """A finite, non-negative number, also from a numeric string (protobuf JSON doubles)."""
     if type(value) is float or type(value) is int:
         number = float(value)
-    elif type(value) is str:
+    elif isinstance(value, str):
         try:
             number = float(value)
         except ValueError:

@@ -246,13 +246,13 @@ def classify(attributes: Mapping[str, object]) -> StepKind | None:
     # GenAI operation two (three on chat and embeddings, which LangSmith also writes for
     # prompts and retrievers); the other keys are asked only after both miss.
     own = attributes.get(STEP_KIND)
-    if type(own) is str:
+    if isinstance(own, str):
         kind = _OWN_KINDS.get(own)
         if kind is not None:
             return kind
     # The first key (the GenAI operation) inline: most model calls stop there.
     value = attributes.get(_FIRST_KEY)
-    if type(value) is str and value in _FIRST_KINDS:
+    if isinstance(value, str) and value in _FIRST_KINDS:
         kind = _FIRST_KINDS[value]
         if value in _FIRST_OVERRIDES:
             kind = _relabelled(kind, _FIRST_OVERRIDES[value], attributes)
@@ -265,7 +265,7 @@ def classify(attributes: Mapping[str, object]) -> StepKind | None:
         if value is None:
             continue
         kinds, suffixes, overrides = rule
-        if type(value) is str:
+        if isinstance(value, str):
             if value in kinds:
                 kind = kinds[value]
                 if overrides and value in overrides:
@@ -288,7 +288,7 @@ def _relabelled(
     """``kind``, unless a convention that relabels its value knows the span's own key."""
     for other, other_kinds in relabels:
         relabel = attributes.get(other)
-        if type(relabel) is str and relabel in other_kinds:
+        if isinstance(relabel, str) and relabel in other_kinds:
             return other_kinds[relabel]
     return kind
 
@@ -374,7 +374,7 @@ def is_run_root(attributes: Mapping[str, object], span_name: str, *, top_level: 
         return True
     for key, values in _CHAIN_ROOTS:
         value = attributes.get(key)
-        if type(value) is str and value in values:
+        if isinstance(value, str) and value in values:
             return _checked("workflow", attributes) is not None
     return False
 

@@ -59,7 +59,7 @@ def model_operation(attributes: Mapping[str, object]) -> str | None:
         return None
     for key in URL_KEYS:
         value = attributes.get(key)
-        if type(value) is str and value:
+        if isinstance(value, str) and value:
             return _operation_of_path(_path_of(value))
     return None
 

@@ -480,6 +480,6 @@ def step_name_of(attributes: Mapping[str, object]) -> str | None:
     """The step's name (:data:`STEP_NAME_KEYS`, the first that is a non-blank string)."""
     for key in STEP_NAME_KEYS:
         name = attributes.get(key)
-        if type(name) is str and name.strip():
-            return name
+        if isinstance(name, str) and name.strip():
+            return str.__str__(name)  # a str subclass (an enum's member) as its plain string
     return None

@@ -197,10 +197,11 @@ def operation_of(attributes: Mapping[str, object]) -> str | None:
     the conventions' ``speech_to_text`` and ``text_to_speech``, and LiveKit's ``tts_node``
     as ``text_to_speech``."""
     value = attributes.get(attr.GEN_AI_OPERATION_NAME)
-    if type(value) is not str:
+    if not isinstance(value, str):
         # LiveKit's tts_node names no operation; its first audio says what it is.
         return attr.OP_TEXT_TO_SPEECH if attr.LIVEKIT_RESPONSE_TTFB in attributes else None
-    return _OPERATIONS.get(value, value)
+    # A str subclass (Agent Framework's ``OtelAttr`` members) is kept as the plain string.
+    return _OPERATIONS.get(value, str.__str__(value))
 
 
 end_reason_of: Final = conventions.end_reason_of
