@@ -195,17 +195,6 @@ AGENT_TIMEOUT_S = 300
 SETUP_TIMEOUT_S = 1800
 
 
-INSTALL_WITHOUT_RESOLVING: dict[str, str] = {
-    "agent-framework": (
-        "agent-framework-core 1.23.0 asks for msgspec<0.23 and chainlat for msgspec>=0.23: pip "
-        "finds no solution. The framework uses msgspec only in its FileSessionStore (not used "
-        "here), and its cap is a guard on the next minor release; chainlat's floor is kept"
-    ),
-}
-"""Stacks whose frozen requirements are installed as they are (``--no-deps``, the file is a
-whole ``pip freeze``), then chainlat, because pip cannot resolve them together; each with why."""
-
-
 def cache_root() -> Path:
     """Where the environments live."""
     default = Path.home() / ".cache" / "chainlat" / "interop"
@@ -266,11 +255,7 @@ def setup(stack: str, repo: Path) -> tuple[Path, float]:
             raise SetupError(f"{stack}: python3 -m venv failed: {_last_line(made.stderr)}")
         requirements = REQUIREMENTS / f"{stack}.txt"
         try:
-            if stack in INSTALL_WITHOUT_RESOLVING:
-                _pip(python, ["--no-deps", "-r", str(requirements)], stack)
-                _pip(python, ["-e", str(repo)], stack)
-            else:
-                _pip(python, ["-e", str(repo), "-r", str(requirements)], stack)
+            _pip(python, ["-e", str(repo), "-r", str(requirements)], stack)
         except SetupError:
             shutil.rmtree(venv, ignore_errors=True)
             raise

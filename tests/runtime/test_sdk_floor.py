@@ -4,10 +4,11 @@ google-adk allows: ``opentelemetry-sdk<=1.44``) and on the SDK installed here (t
 For each pinned version the test builds a virtual environment of its own, cached under
 ``~/.cache/chainlat/sdk-floor/<version>-<hash of pyproject.toml>`` (rebuilt when
 pyproject.toml changes; chainlat is installed editable, so a change to its source needs
-no rebuild): ``pip install -e <repo> opentelemetry-api==V opentelemetry-sdk==V
-opentelemetry-exporter-otlp==V openai``, semantic conventions and proto as pip resolves
-them. Then ``sdk_floor_smoke.py`` runs in it: ``configure()`` with the file exporter,
-workflows with every kind of step, the real openai SDK traced by ``instrument_httpx()``
+no rebuild): ``pip install -e <repo> openai opentelemetry-api==V opentelemetry-sdk==V
+opentelemetry-exporter-otlp==V msgspec==F`` (F: the msgspec floor pyproject.toml
+declares), semantic conventions and proto as pip resolves them. Then
+``sdk_floor_smoke.py`` runs in it: ``configure()`` with the file exporter, workflows with
+every kind of step, the real openai SDK traced by ``instrument_httpx()``
 against a local ``SimServer``, the batching and the simple processor, the GenAI
 metrics; the trace files are read back with ``chainlat.traces.read_runs``.
 
@@ -53,15 +54,15 @@ _NO_NETWORK = (
 pytestmark = pytest.mark.sdk_floor
 
 
-def declared_floor() -> str:
-    """The lower bound pyproject.toml declares for opentelemetry-sdk."""
+def declared_floor(package: str = "opentelemetry-sdk") -> str:
+    """The lower bound pyproject.toml declares for ``package``."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     for requirement in project["dependencies"]:
-        bound = r"opentelemetry-sdk\s*>=\s*([0-9.]+)(\s*,\s*<.*)?"  # a ceiling may follow
+        bound = rf"{re.escape(package)}\s*>=\s*([0-9.]+)(\s*,\s*<.*)?"  # a ceiling may follow
         found = re.fullmatch(bound, requirement.strip())
         if found:
             return found.group(1)
-    raise AssertionError("pyproject.toml declares no opentelemetry-sdk>= bound")
+    raise AssertionError(f"pyproject.toml declares no {package}>= bound")
 
 
 def _cache_root() -> Path:
@@ -99,12 +100,14 @@ def environment(version: str) -> Path:
     )
     if made.returncode != 0:
         pytest.fail(f"SDK {version}: python -m venv failed: {_last_line(made.stderr)}", False)
-    pins = [f"{name}=={version}" for name in ("api", "sdk", "exporter-otlp")]
+    pins = [f"opentelemetry-{name}=={version}" for name in ("api", "sdk", "exporter-otlp")]
+    # msgspec at its floor too (Agent Framework 1.23 caps it below 0.23): the traces' quick
+    # reader and the wire's body decoding run on it in the smoke.
+    pins.append(f"msgspec=={declared_floor('msgspec')}")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
     try:
         done = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "-e", str(REPO), "openai"]
-            + [f"opentelemetry-{pin}" for pin in pins],
+            [str(python), "-m", "pip", "install", "--quiet", "-e", str(REPO), "openai", *pins],
             capture_output=True,
             text=True,
             env=env,

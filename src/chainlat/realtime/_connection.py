@@ -74,7 +74,8 @@ def _decoded(message: object) -> object:
         return None
     try:
         return msgspec.json.decode(message)
-    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+    # msgspec.DecodeError is a ValueError only from msgspec 0.21 on; the floor is 0.20.
+    except (msgspec.DecodeError, ValueError, RecursionError):
         return None
 
 
