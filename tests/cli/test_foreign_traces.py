@@ -59,6 +59,33 @@ def test_without_roots_the_ai_sdks_calls_side_by_side_are_said_to_be(
     assert line.startswith("1 traces hold 4 runs side by side") and "--roots" in line
 
 
+@pytest.mark.parametrize("stack", ["crewai", "smolagents"])
+def test_a_framework_run_that_is_half_the_request_is_said_to_be(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unwrapped, the framework's task is the trace's one run (CrewAI's
+    ``Support agent._execute_core``, smolagents' ``ToolCallingAgent.run``): the request's
+    retrieval, its two parallel calls and its answer lie beside it under the application's
+    span. Without ``--roots`` the run is read as it is, and the four steps outside it are
+    said; with ``--roots`` the request is the run, holding them all, and nothing is said."""
+    path = FOREIGN / stack / "unwrapped.jsonl"
+    found = _report(capsys, path)
+    [line] = [w for w in found["warnings"] if "outside their runs" in w]
+    assert line.startswith("1 traces hold 4 steps outside their runs") and "--roots" in line
+    found = _report(capsys, path, "--roots")
+    assert not [w for w in found["warnings"] if "outside their runs" in w]
+    [agent] = found["workflows"].values()
+    assert _counts(agent)["data"] == 1
+
+
+def test_a_run_at_the_top_of_its_trace_leaves_no_step_outside(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Google ADK's invocation is the root of its trace: no step lies beside it."""
+    found = _report(capsys, FOREIGN / "google-adk" / "unwrapped.jsonl")
+    assert not [w for w in found["warnings"] if "outside their runs" in w]
+
+
 @pytest.mark.parametrize("name", ["unwrapped", "legacy"])
 def test_a_google_adk_invocation_is_one_run(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     """ADK's invocation span and its agent span share the agent's name: one run, its

@@ -82,6 +82,11 @@ class ReadCounters:
     """Traces whose top-level runs lie side by side under a span that is no run (an agent
     framework's calls under a plain request span): each is judged apart, not the request."""
     side_by_side_runs: int = 0
+    partial_traces: int = 0
+    """Traces whose top-level runs lie under a span that is no run and leave steps of the
+    trace outside them (a framework's task inside a request, beside the request's own
+    retrieval and calls): the runs are not the whole request, and nothing judges it."""
+    steps_outside: int = 0
     coarse_clock_runs: int = 0
     """Runs whose spans' starts are whole milliseconds or microseconds and their ends finer
     (OpenTelemetry JS): siblings that overlap by no more than that are taken as one after
@@ -152,6 +157,12 @@ class ReadCounters:
                 f"{self.side_by_side_traces} traces hold {self.side_by_side_runs} runs side by "
                 "side under a span that is no run (an agent's calls in one request): each is "
                 "judged as a run of its own; --roots judges the request around them"
+            )
+        if self.partial_traces:
+            found.append(
+                f"{self.partial_traces} traces hold {self.steps_outside} steps outside their "
+                "runs, beside a run under a span that is no run (a framework's task inside a "
+                "request): the runs are not the whole request; --roots judges the request"
             )
         if self.coarse_clock_runs:
             found.append(
@@ -244,6 +255,11 @@ def runs_of(
             if beside:
                 counters.side_by_side_traces += 1
                 counters.side_by_side_runs += beside
+        if runs and not roots:
+            outside = steps_outside(trace, runs)
+            if outside:
+                counters.partial_traces += 1
+                counters.steps_outside += outside
         yield from runs
 
 
@@ -260,6 +276,37 @@ def side_by_side(trace: Trace, runs: list[WorkflowRun]) -> int:
         if not run.nested and root is not None and root.record.parent_id in ids:
             under += 1
     return under if under > 1 else 0
+
+
+_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+
+
+def steps_outside(trace: Trace, runs: list[WorkflowRun]) -> int:
+    """How many steps of ``trace`` (model calls, data stages, tools) lie outside its
+    top-level runs, when one of those runs lies under a span of the trace that is no run;
+    0 otherwise. An unwrapped CrewAI agent under a request span: the crew's task is a run,
+    the request's own retrieval and its calls after the task are not in it, and the run
+    reads half the request. A session's turns leave its own spans out by design (a
+    container: LiveKit's ``agent_session``): 0."""
+    top = [run.root for run in runs if not run.nested and run.root is not None]
+    # Most traces read (chainlat's own, a framework's root): every run is a root, asked
+    # without a set of the trace's ids.
+    if all(root.record.parent_id is None for root in top):
+        return 0
+    ids = {span.record.span_id for span in trace.spans}
+    if not any(root.record.parent_id in ids for root in top):
+        return 0  # under a parent that is not in the trace: the request is elsewhere
+    if any(conventions.is_container(span.record.name) for span in trace.spans):
+        return 0
+    inside = {root.record.span_id for root in top}
+    for run in runs:
+        if not run.nested:
+            inside.update(span.record.span_id for span in run.spans)
+    return sum(
+        1
+        for span in trace.spans
+        if span.record.kind in _STEP_KINDS and span.record.span_id not in inside
+    )
 
 
 def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
