@@ -69,8 +69,9 @@ STACKS = (
     "crewai",
 )
 
-# The Node.js stacks (the Vercel AI SDK, node/README.md): set up by npm, their agent run by
-# node; the rest of the block (sim, reference, judge) in a Python stack's environment.
+# The Node.js stacks (the Vercel AI SDK, Genkit: node/README.md): set up by npm, one
+# package folder each, their agent run by node; the rest of the block (sim, reference,
+# judge) in a Python stack's environment.
 sys.path.append(str(HERE / "node"))
 import node_stack  # type: ignore[import-not-found]  # noqa: E402  # on sys.path just above
 
@@ -140,6 +141,11 @@ FRAMEWORK_STEPS: dict[str, dict[str, Any]] = {
     # calls, where the reference sends 111 and 135: 503 in all, not 363. The calls, the
     # tool and their order are the reference's.
     "crewai": {"tokens": {"input": 503}},
+    # Genkit's compat-oai plugin (1.42.0) sends a tool's name and parameters, not its
+    # description, and the tool call's arguments back as JSON.stringify writes them (no
+    # spaces): the sim counts 98 and 121 input tokens for the two plan calls, where the
+    # reference sends 111 and 135 (node/genkit/README.md).
+    "genkit": {"tokens": {"input": 336}},
 }
 """What a stack's framework does beyond the agent, by its design, as the sim answers it:
 its counts, token totals and critical-path kinds (replacing the reference's) and each
@@ -227,7 +233,7 @@ def setup(stack: str, repo: Path) -> tuple[Path, float]:
         if stack in other.STACKS:
             venv, seconds = setup(other.PYTHON_STACK, repo)
             try:
-                return venv, seconds + other.setup(cache_root())
+                return venv, seconds + other.setup(cache_root(), stack)
             except (node_stack.NodeSetupError, java_stack.JavaSetupError) as exc:
                 raise SetupError(f"{stack}: {exc}") from None
     venv = venv_dir(stack)

