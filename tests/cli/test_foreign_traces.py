@@ -59,6 +59,20 @@ def test_without_roots_the_ai_sdks_calls_side_by_side_are_said_to_be(
     assert line.startswith("1 traces hold 4 runs side by side") and "--roots" in line
 
 
+@pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
+def test_a_genkit_flow_reads_its_model_tool_and_data_steps(
+    name: str, tool_ms: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Genkit's own spans (no gen_ai key): the actions' type in ``genkit:metadata:subtype``.
+    Before its row, no step was read (inference 0.0 ms, overhead 455.8 of 486.8)."""
+    found = _report(capsys, FOREIGN / "genkit" / f"{name}.jsonl")
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    assert agent["quantities"]["tool"]["p50_ms"] == pytest.approx(tool_ms, abs=0.05)
+    assert "sim/sim-plan" in agent["steps"]  # a model action is named after its model
+
+
 @pytest.mark.parametrize("stack", ["crewai", "smolagents"])
 def test_a_framework_run_that_is_half_the_request_is_said_to_be(
     stack: str, capsys: pytest.CaptureFixture[str]

@@ -93,6 +93,7 @@ def test_a_rows_chain_is_a_run_only_at_the_top() -> None:
         (("gen_ai.operation.name", "ai.operationId"), "gen_ai"),
         (("ai.operationId", "haystack.component.type"), "ai-sdk"),
         (("haystack.component.type",), "haystack"),
+        (("genkit:type", "genkit:name"), "genkit"),
         (("gen_ai.request.model",), "other"),
     ],
 )
@@ -123,4 +124,5 @@ def test_a_new_rows_mark_is_a_source_by_its_rank() -> None:
         "gen_ai",
         "ai-sdk",
         "haystack",
+        "genkit",
     ]

@@ -158,6 +158,10 @@ TOKENS_NOT_IN_SPANS: dict[str, str] = {
         "Haystack writes a call's usage only inside its content tags (JSON strings of the "
         "replies, with HAYSTACK_CONTENT_TRACING_ENABLED), which chainlat does not read"
     ),
+    "genkit": (
+        "Genkit writes a call's usage only inside genkit:output (the response's JSON, its "
+        "content), which chainlat does not read"
+    ),
 }
 """Stacks whose spans carry no token counts a reader may take: without chainlat's HTTP
 spans (the cases without ``+httpx``) their runs must read no tokens at all, rather than

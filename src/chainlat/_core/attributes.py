@@ -400,6 +400,13 @@ AI_RESPONSE_ID: Final = "ai.response.id"
 AI_TOOL_CALL_NAME: Final = "ai.toolCall.name"
 
 # --- Haystack, through its OpenTelemetry tracer ------------------------------------------
+GENKIT_SUBTYPE: Final = "genkit:metadata:subtype"
+"""The type of the action a Genkit span ran (``model``, ``tool``, ``flow``, ``retriever``):
+Genkit writes no ``gen_ai`` key (genkit 1.42.0, ``@genkit-ai/core`` ``action.ts``)."""
+GENKIT_TYPE: Final = "genkit:type"
+"""``action``, ``util`` (``generate``), on every span Genkit writes: its convention's mark."""
+GENKIT_NAME: Final = "genkit:name"
+"""The action's name; a model action's is its model (``openai/gpt-4o``, plugin first)."""
 HAYSTACK_COMPONENT_TYPE: Final = "haystack.component.type"
 """The class of the component a ``haystack.component.run`` span ran (``OpenAIChatGenerator``)."""
 HAYSTACK_COMPONENT_NAME: Final = "haystack.component.name"

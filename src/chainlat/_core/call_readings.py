@@ -48,6 +48,7 @@ from chainlat._core.attributes import (
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_PROMPT_TOKENS,
+    GENKIT_NAME,
     HTTP_METHOD,
     HTTP_REQUEST_METHOD,
     LATENCY_TTFT_MS,
@@ -91,6 +92,7 @@ MODEL_KEYS: Final = (
     EMBEDDING_MODEL_NAME,
     RERANKER_MODEL_NAME,
     AI_MODEL_ID,
+    GENKIT_NAME,  # last: the action's name, a model's only on a model action's span
 )
 PROVIDER_KEYS: Final = (
     GEN_AI_PROVIDER_NAME,

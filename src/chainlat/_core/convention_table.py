@@ -58,6 +58,9 @@ from chainlat._core.attributes import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     GEN_AI_USAGE_PROMPT_TOKENS,
     GEN_AI_WORKFLOW_NAME,
+    GENKIT_NAME,
+    GENKIT_SUBTYPE,
+    GENKIT_TYPE,
     HAYSTACK_COMPONENT_TYPE,
     HAYSTACK_PIPELINE_NAME,
     HAYSTACK_TOOL_NAME,
@@ -184,7 +187,7 @@ class Convention:
     did not stream, ``ai.streamText.doStream`` did; docs/attributes.md, rules 17 and 18)."""
 
 
-def _all(kind: StepKind, *values: str) -> dict[str, StepKind | None]:
+def _all(kind: StepKind | None, *values: str) -> dict[str, StepKind | None]:
     return dict.fromkeys(values, kind)
 
 
@@ -574,6 +577,45 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         names=MappingProxyType({"haystack.agent.step.llm": "inference"}),
         roots=("haystack.pipeline.run", "haystack.async_pipeline.run", "haystack.agent.run"),
         reads=(HAYSTACK_PIPELINE_NAME,),
+    ),
+    Convention(
+        name="genkit",
+        marks=(GENKIT_TYPE,),
+        mark_rank=8,
+        checked=(
+            "genkit==1.42.0 (@genkit-ai/core lib/action.js, lib/registry: ACTION_TYPES; "
+            "lib/tracing/instrumentation.js)",
+            "@genkit-ai/compat-oai==1.42.0",
+        ),
+        kinds=_frozen(
+            {
+                # Every action runs in a span of its own, its type in the subtype key; the
+                # ``generate`` helper (``genkit:type = util``, no subtype) is glue.
+                GENKIT_SUBTYPE: {
+                    **_all("inference", "model", "background-model", "embedder"),
+                    **_all("data", "retriever", "indexer", "reranker"),
+                    **_all("tool", "tool", "tool.v2"),
+                    **_all("workflow", "flow", "agent"),
+                    **_all(
+                        None,
+                        "custom",
+                        "dynamic-action-provider",
+                        "evaluator",
+                        "executable-prompt",
+                        "prompt",
+                        "util",
+                        "resource",
+                        "check-operation",
+                        "cancel-operation",
+                        "agent-snapshot",
+                        "agent-abort",
+                    ),
+                },
+            }
+        ),
+        # A model action is named after its model; its usage is only inside genkit:output,
+        # the response's JSON (content), which is not read.
+        reads=(GENKIT_NAME,),
     ),
     Convention(
         name="pydantic-ai",
