@@ -59,6 +59,18 @@ def test_without_roots_the_ai_sdks_calls_side_by_side_are_said_to_be(
     assert line.startswith("1 traces hold 4 runs side by side") and "--roots" in line
 
 
+def test_an_http_span_that_saw_only_a_streams_headers_times_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """openai-v2 says nothing of streaming; the httpx instrumentation's POST of the streamed
+    answer lasted 1.2 ms of a 121.3 ms call. The call's span times it (rule 18): inference
+    413.3 ms and overhead 5.4 (p50); the POST timed it before, 285.0 and 132.3."""
+    found = _report(capsys, FOREIGN / "openai-v2-httpx" / "unwrapped.jsonl", "--roots")
+    quantities = found["workflows"]["agent"]["quantities"]
+    assert quantities["inference"]["p50_ms"] == pytest.approx(413.3, abs=0.05)
+    assert quantities["overhead"]["p50_ms"] == pytest.approx(5.4, abs=0.05)
+
+
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
 def test_a_genkit_flow_reads_its_model_tool_and_data_steps(
     name: str, tool_ms: float, capsys: pytest.CaptureFixture[str]
