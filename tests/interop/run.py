@@ -80,7 +80,12 @@ import node_stack  # type: ignore[import-not-found]  # noqa: E402  # on sys.path
 sys.path.append(str(HERE / "java"))
 import java_stack  # type: ignore[import-not-found]  # noqa: E402  # on sys.path just above
 
-STACKS = (*STACKS, *node_stack.STACKS, *java_stack.STACKS)
+# The Go stack (Genkit for Go, go/README.md): built by go from the Go module proxy, its
+# agent a binary; the rest of the block as for the Node stacks.
+sys.path.append(str(HERE / "go"))
+import go_stack  # type: ignore[import-not-found]  # noqa: E402  # on sys.path just above
+
+STACKS = (*STACKS, *node_stack.STACKS, *java_stack.STACKS, *go_stack.STACKS)
 
 CASES = (
     # name, wrapped in chainlat.workflow("agent"), chainlat.instrument_httpx()
@@ -162,6 +167,10 @@ TOKENS_NOT_IN_SPANS: dict[str, str] = {
         "Genkit writes a call's usage only inside genkit:output (the response's JSON, its "
         "content), which chainlat does not read"
     ),
+    "genkit-go": (
+        "Genkit for Go, as Genkit for Node, writes a call's usage only inside genkit:output "
+        "(the response's JSON, its content), which chainlat does not read"
+    ),
 }
 """Stacks whose spans carry no token counts a reader may take: without chainlat's HTTP
 spans (the cases without ``+httpx``) their runs must read no tokens at all, rather than
@@ -195,7 +204,11 @@ CrewAI): each of their runs must give the answer a time to first token, as the
 reference's wire does, with the wire or without it. Other stacks' spans record none
 (docs/integrations.md), or were not checked for one."""
 
-FIRST_TOKEN_IN_SPANS |= node_stack.FIRST_TOKEN_IN_SPANS | java_stack.FIRST_TOKEN_IN_SPANS
+FIRST_TOKEN_IN_SPANS |= (
+    node_stack.FIRST_TOKEN_IN_SPANS
+    | java_stack.FIRST_TOKEN_IN_SPANS
+    | go_stack.FIRST_TOKEN_IN_SPANS
+)
 
 SEED = 7
 RUNS = 5
@@ -233,12 +246,16 @@ def _last_line(text: str) -> str:
 
 def setup(stack: str, repo: Path) -> tuple[Path, float]:
     """The stack's environment, created if missing; and the seconds spent on it."""
-    for other in (node_stack, java_stack):  # another language: its build, and a Python's
+    for other in (node_stack, java_stack, go_stack):  # another language: its build, and a Python's
         if stack in other.STACKS:
             venv, seconds = setup(other.PYTHON_STACK, repo)
             try:
                 return venv, seconds + other.setup(cache_root(), stack)
-            except (node_stack.NodeSetupError, java_stack.JavaSetupError) as exc:
+            except (
+                node_stack.NodeSetupError,
+                java_stack.JavaSetupError,
+                go_stack.GoSetupError,
+            ) as exc:
                 raise SetupError(f"{stack}: {exc}") from None
     venv = venv_dir(stack)
     stamp = venv / ".chainlat-interop"
@@ -392,8 +409,10 @@ class Agent:
         self, venv: Path, script: str, traces: Path, base_url: str, wrapped: bool, httpx: bool
     ) -> None:
         stack = script.removesuffix(".py")
-        foreign = node_stack.agent_argv(stack, cache_root()) or java_stack.agent_argv(
-            stack, cache_root()
+        foreign = (
+            node_stack.agent_argv(stack, cache_root())
+            or java_stack.agent_argv(stack, cache_root())
+            or go_stack.agent_argv(stack, cache_root())
         )
         argv = foreign or [str(_bin(venv, "python")), "-P", str(AGENTS / script)]
         argv += ["--paced", "--traces", str(traces), "--base-url", base_url]
