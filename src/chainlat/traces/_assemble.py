@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from chainlat._core import clock, conventions, turn_start
+from chainlat._core import clock, conventions, tree, turn_start
 from chainlat._core.records import WIRE, SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
 from chainlat._core.trace_runs import is_outcome, runs_of_trace, workflow_name
@@ -332,9 +332,19 @@ def _count_clock(run: WorkflowRun, counters: ReadCounters) -> None:
 
 def framework_timed(records: list[SpanRecord]) -> bool:
     """Whether a model call of a framework (not chainlat's own) has no HTTP-level span in
-    the run to time it at the wire (only a model call's record has a source)."""
+    the run to time it at the wire (only a model call's record has a source): none at all,
+    or only another instrumentation's, which may have seen a stream's headers alone and
+    times no call (docs/attributes.md, rule 18: Genkit's calls under Go's otelhttp)."""
     sources = set(map(_SOURCE, records))
-    return WIRE not in sources and not sources <= _OWN_SOURCES
+    if sources <= _OWN_SOURCES:
+        return False
+    if WIRE not in sources:
+        return True
+    foreign = [r for r in records if r.source == WIRE and r.streamed is None]
+    if not foreign:  # chainlat's wire, which says whether each call streamed
+        return False
+    by_id = {r.span_id: r for r in records}
+    return any(tree.saw_headers_only(wire, by_id) for wire in foreign)
 
 
 # --- assembling spans into traces ---------------------------------------------------------
