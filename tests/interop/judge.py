@@ -29,7 +29,7 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     so the HTTP span is their sibling). Returns, per call seen twice, how much longer the
     framework's span is (its own processing: time the reference, traced at the wire,
     counts as overhead); and the tokens of the wire spans (what the sim counted), or None
-    when no call was seen twice.
+    when no call was seen twice or no wire span counts tokens.
     """
     records = {s.record.span_id: s.record for s in run.spans}
     calls = [r for r in records.values() if r.kind == "inference"]
@@ -51,9 +51,13 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
             wraps.append(((outer.end_ns - outer.start_ns) - (call.end_ns - call.start_ns)) / 1e6)
     if not wraps:
         return [], None
+    counted = [c for c in wires if c.input_tokens is not None or c.output_tokens is not None]
+    if not counted:
+        # Another language's HTTP spans (undici, otelhttp) count no tokens: none to accept.
+        return wraps, None
     wire = {
-        "input": sum(c.input_tokens or 0 for c in wires),
-        "output": sum(c.output_tokens or 0 for c in wires),
+        "input": sum(c.input_tokens or 0 for c in counted),
+        "output": sum(c.output_tokens or 0 for c in counted),
     }
     return wraps, wire
 

@@ -173,8 +173,13 @@ TOKENS_NOT_IN_SPANS: dict[str, str] = {
     ),
 }
 """Stacks whose spans carry no token counts a reader may take: without chainlat's HTTP
-spans (the cases without ``+httpx``) their runs must read no tokens at all, rather than
-the reference's; with them, the wire's counts as for every stack. Each entry says why."""
+spans their runs must read no tokens at all, rather than the reference's; with them, the
+wire's counts as for every stack. Each entry says why."""
+
+FOREIGN_WIRE = frozenset((*node_stack.STACKS, *java_stack.STACKS, *go_stack.STACKS))
+"""Stacks in another language, whose ``+httpx`` is that language's own HTTP instrumentation
+(OpenTelemetry JS's undici and http, Go's otelhttp), not chainlat's wire: its spans carry no
+tokens, so such a case reads the framework's counts, or none (`TOKENS_NOT_IN_SPANS`)."""
 
 
 def expected(stack: str, reference: dict[str, Any], case: str = "") -> dict[str, Any]:
@@ -183,7 +188,8 @@ def expected(stack: str, reference: dict[str, Any], case: str = "") -> dict[str,
     steps = FRAMEWORK_STEPS.get(stack, {})
     counts = {**reference["counts"], **steps.get("counts", {})}
     tokens = {**reference["tokens"], **steps.get("tokens", {})}
-    if stack in TOKENS_NOT_IN_SPANS and case and "+httpx" not in case:
+    own_wire = "+httpx" in case and stack not in FOREIGN_WIRE
+    if stack in TOKENS_NOT_IN_SPANS and case and not own_wire:
         tokens = dict.fromkeys(tokens, 0)
     return {
         **reference,
