@@ -37,7 +37,7 @@ def _by_constructor(
         return record
     (
         tokens_in, tokens_out, ttft, model, source, user_facing, cache_read, has_output,
-        ttft_marked, operation, unusable, streamed,
+        ttft_marked, operation, unusable, streamed, asked_tools,
     ) = call_fields(attributes)  # fmt: skip
     if ttft_ms is not None:  # a first token given: the marks are read for it
         has_output, ttft_marked, operation = call_marks(attributes, ttft_ms, source)
@@ -46,7 +46,7 @@ def _by_constructor(
         7, 3, "span", 10, 20, kind, cache_hit, tokens_in, tokens_out,
         ttft_ms if ttft_ms is not None else ttft, model, source, step_name, user_facing,
         cache_read, False, has_output, ttft_marked, operation, ttft_unusable=unusable,
-        streamed=streamed,
+        streamed=streamed, asked_tools=asked_tools,
     )  # fmt: skip
 
 

@@ -240,6 +240,7 @@ def _call_keys() -> list[str]:
             *call_readings.TTFT_SECONDS_KEYS,
             *call_readings.MODEL_KEYS,
             *STEP_NAME_KEYS,
+            *call_readings.SAYS_STREAMING,
             "ai.operationId",
             "haystack.component.type",
             "url.full",
@@ -257,6 +258,7 @@ it does not."""
 _CALL_TEXTS = (
     *("", " ", "unknown", "UNKNOWN", " gpt-4o ", "12", "-3", "0.25", "1e13", "x"),
     *("chat", "stt", "tts", "inference", "step-a", "LLM"),
+    *("tool_calls", '["tool-calls"]', "[not json", "stop", "True"),
 )
 CALL_VALUES = st.one_of(
     st.none(),

@@ -17,6 +17,7 @@ from typing import Final
 from chainlat._core.attributes import (
     AI_MODEL_ID,
     AI_MODEL_PROVIDER,
+    AI_RESPONSE_FINISH_REASON,
     AI_RESPONSE_MS_TO_FIRST_CHUNK,
     AI_STREAM_MS_TO_FIRST_CHUNK,
     AI_USAGE_COMPLETION_TOKENS,
@@ -35,11 +36,13 @@ from chainlat._core.attributes import (
     END_REASONS,
     GEN_AI_AGENT_INVOCATION_END_REASON,
     GEN_AI_CLIENT_OPERATION_TIME_TO_FIRST_CHUNK,
+    GEN_AI_COMPLETION_FINISH_REASON,
     GEN_AI_IS_STREAMING,
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
     GEN_AI_REQUEST_STREAM,
+    GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_MODEL,
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_SERVER_TIME_TO_FIRST_TOKEN,
@@ -365,6 +368,49 @@ def streamed_of(attributes: Mapping[str, object]) -> bool | None:
         if isinstance(value, str) and value in says:
             return says[value]
     return None
+
+
+TOOL_FINISH_REASONS: Final = frozenset(("tool_calls", "tool-calls", "tool_use", "function_call"))
+"""The finish reasons of a call that answered by asking for tools: OpenAI's ``tool_calls``
+(and its older ``function_call``), the AI SDK's and Mastra's ``tool-calls``, Anthropic's
+``tool_use``."""
+
+_FINISH_KEYS: Final = (
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_COMPLETION_FINISH_REASON,
+    AI_RESPONSE_FINISH_REASON,
+)
+
+
+def asked_tools(attributes: Mapping[str, object]) -> bool:
+    """Whether a model call's span says the call answered by asking for tools: a finish
+    reason of `TOOL_FINISH_REASONS`, as a list, a JSON list in a string (Mastra's) or one
+    string (docs/attributes.md, rule 19).
+
+    Example:
+        >>> asked_tools({"gen_ai.response.finish_reasons": '["tool-calls"]'})
+        True
+        >>> asked_tools({"gen_ai.response.finish_reasons": ("stop",)})
+        False
+    """
+    if attributes.keys().isdisjoint(_FINISH_KEYS):  # none there (the common case), in C
+        return False
+    for key in _FINISH_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    continue
+            else:
+                value = (text,)
+        if isinstance(value, list | tuple) and any(
+            isinstance(v, str) and v.strip().lower() in TOOL_FINISH_REASONS for v in value
+        ):
+            return True
+    return False
 
 
 STREAMED_UNMARKED: Final = "says it streamed, and no span of it marks its first token"

@@ -82,6 +82,9 @@ class SpanRecord:
     also for a call of chainlat's own API (``chainlat.inference``): its application marks a
     streamed call's first token (``call.first_token()``), so one it did not mark gave its
     output when it ended."""
+    asked_tools: bool = False
+    """The model call answered by asking for tools (its finish reason): it had answered
+    before any tool it asked for started (docs/attributes.md, rule 19)."""
 
     @property
     def label(self) -> str:
@@ -111,11 +114,13 @@ CallFields = tuple[
     str | None,
     str | None,
     bool | None,
+    bool,
 ]
 """What a model call's attributes give its record: input and output tokens, time to first
 token (ms), model, source convention, user-facing, cache-read tokens, what
 :func:`call_marks` says (carries its output, first token marked, operation), a time to
-first token present but unusable (``ttft_unusable``), and whether it says it streamed."""
+first token present but unusable (``ttft_unusable``), whether it says it streamed, and
+whether it answered by asking for tools."""
 
 
 def call_fields(attributes: Mapping[str, object]) -> CallFields:
@@ -142,6 +147,7 @@ def call_fields(attributes: Mapping[str, object]) -> CallFields:
         operation,
         None if ttft is not None else call_readings.unusable_ttft(attributes, plan),
         record_streamed(attributes, source),
+        carries_output is not False and call_readings.asked_tools(attributes),
     )
 
 
@@ -217,6 +223,7 @@ def call_record(
         record.ttft_unusable = record.streamed = None
         record.source = record.cache_read_tokens = record.operation = None
         record.user_facing = record.has_output = record.ttft_marked = False
+        record.asked_tools = False
         return record
     plan, source, carries_output, cache_keys = _by_keys(attributes)
     record.input_tokens, record.output_tokens, ttft, record.model = conventions.read_call(
@@ -237,6 +244,7 @@ def call_record(
         attributes, ttft, source, carries_output
     )
     record.streamed = record_streamed(attributes, source)
+    record.asked_tools = carries_output is not False and call_readings.asked_tools(attributes)
     return record
 
 
@@ -415,6 +423,30 @@ def anchor_first_audio(records: list[SpanRecord]) -> list[SpanRecord]:
                 node, ttft_ms=None, user_facing=True, ttft_unusable=_STREAMED_TTS
             )
     return [placed.get(r.span_id, r) for r in records]
+
+
+def answered_before_tools(records: list[SpanRecord]) -> list[SpanRecord]:
+    """``records`` with each model call that answered by asking for tools (``asked_tools``)
+    ended where the first tool beside it (a sibling) started inside its span: a tool the
+    call asked for runs after the call answered, so a call span still open then was ended
+    late (docs/attributes.md, rule 19). Mastra 1.71 ends its ``chat`` span on the step's
+    last chunk, after the step's tools ran: the tool's 26 ms were the call's, and the
+    critical path went around the tool. The same list when no call asked for tools."""
+    asking = [r for r in records if r.asked_tools]
+    if not asking:
+        return records
+    tool_starts: dict[int | None, list[int]] = {}
+    for r in records:
+        if r.kind == "tool":
+            tool_starts.setdefault(r.parent_id, []).append(r.start_ns)
+    ends: dict[int, int] = {}
+    for call in asking:
+        inside = [s for s in tool_starts.get(call.parent_id, ()) if call.start_ns < s < call.end_ns]
+        if inside:
+            ends[call.span_id] = min(inside)
+    if not ends:
+        return records
+    return [replace(r, end_ns=ends[r.span_id]) if r.span_id in ends else r for r in records]
 
 
 def extend_to_children(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:

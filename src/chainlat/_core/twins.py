@@ -13,7 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from chainlat._core.records import WIRE, SpanRecord, anchor_first_audio, extend_to_children
+from chainlat._core.records import (
+    WIRE,
+    SpanRecord,
+    anchor_first_audio,
+    answered_before_tools,
+    extend_to_children,
+)
 
 
 def find_twins(root_id: int, spans: Iterable[SpanRecord]) -> dict[int, SpanRecord]:
@@ -308,11 +314,12 @@ def timed_by_wire(
 
 def normalised(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
     """The spans of a workflow as the rollup and the steps read them: each span timed to
-    its last child (:func:`~chainlat._core.records.extend_to_children`), LiveKit's first
-    audio placed (:func:`~chainlat._core.records.anchor_first_audio`), and request
-    building (:func:`request_builders`) made transparent. The same list when nothing
-    changes, so the common case costs three passes and no copy."""
-    records = anchor_first_audio(extend_to_children(root_id, records))
+    its last child (:func:`~chainlat._core.records.extend_to_children`), a call that asked
+    for tools ended by their start (:func:`~chainlat._core.records.answered_before_tools`),
+    LiveKit's first audio placed (:func:`~chainlat._core.records.anchor_first_audio`), and
+    request building (:func:`request_builders`) made transparent. The same list when
+    nothing changes, so the common case costs four passes and no copy."""
+    records = anchor_first_audio(answered_before_tools(extend_to_children(root_id, records)))
     builders = request_builders(root_id, records)
     if not builders:
         return records

@@ -121,7 +121,9 @@ def step_spans(run: WorkflowRun) -> list[int | None]:
     """The span id of each of ``run.steps`` (None for a run read without its spans).
 
     A step is the span of its name (step name or span name) whose interval it covers (a
-    step seen twice is widened to both spans, and may be either), taken in start order.
+    step seen twice is widened to both spans, and may be either), or that starts with it
+    (a call that asked for tools is ended by their start: docs/attributes.md, rule 19),
+    taken in start order.
     """
     if run.root is None:
         return [None] * len(run.steps)
@@ -149,7 +151,7 @@ def step_spans(run: WorkflowRun) -> list[int | None]:
             if (
                 rec.span_id not in used
                 and step.start_ns <= rec.start_ns
-                and rec.end_ns <= max(step.end_ns, rec.start_ns)
+                and (rec.end_ns <= max(step.end_ns, rec.start_ns) or rec.start_ns == step.start_ns)
             ):
                 match = rec.span_id
                 break

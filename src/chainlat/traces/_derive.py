@@ -59,6 +59,7 @@ class Readings:
     operation: str | None = None
     ttft_unusable: str | None = None
     streamed: bool | None = None
+    asked_tools: bool = False
 
 
 NO_READINGS: Final = Readings(NO_ATTRIBUTES)
@@ -89,6 +90,7 @@ def derive(
         readings.model = readings.source = readings.cache_read_tokens = None
         readings.operation = readings.ttft_unusable = readings.streamed = None
         readings.user_facing = readings.has_output = readings.ttft_marked = False
+        readings.asked_tools = False
         return readings
     # Tokens, first token, model and source by any convention, by its one rule for each,
     # and what call_marks says: a read span gets the record a live one gets.
@@ -105,6 +107,7 @@ def derive(
         readings.operation,
         readings.ttft_unusable,
         readings.streamed,
+        readings.asked_tools,
     ) = call_fields(found)
     return readings
 
@@ -146,4 +149,5 @@ def span_record(
     record.operation = readings.operation
     record.ttft_unusable = readings.ttft_unusable
     record.streamed = readings.streamed
+    record.asked_tools = readings.asked_tools
     return record
