@@ -11,6 +11,7 @@ import pytest
 
 from chainlat._core.exits import EXIT_OK
 from chainlat.cli import main
+from chainlat.traces import read_runs
 from support.tracegen import DATA_DIR
 
 FOREIGN = DATA_DIR / "foreign"
@@ -76,12 +77,14 @@ def test_an_http_span_that_saw_only_a_streams_headers_times_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """openai-v2 says nothing of streaming; the httpx instrumentation's POST of the streamed
-    answer lasted 1.2 ms of a 121.3 ms call. The call's span times it (rule 18): inference
-    413.3 ms and overhead 5.4 (p50); the POST timed it before, 285.0 and 132.3."""
-    found = _report(capsys, FOREIGN / "openai-v2-httpx" / "unwrapped.jsonl", "--roots")
+    answer ends at its headers. The call's span times it (rule 18): inference 411.1 ms and
+    overhead 5.9 (p50), as the live rollup recorded them and the readers compute them."""
+    found = _report(capsys, FOREIGN / "openai-v2-httpx" / "wrapped.jsonl")
     quantities = found["workflows"]["agent"]["quantities"]
-    assert quantities["inference"]["p50_ms"] == pytest.approx(413.3, abs=0.05)
-    assert quantities["overhead"]["p50_ms"] == pytest.approx(5.4, abs=0.05)
+    assert quantities["inference"]["p50_ms"] == pytest.approx(411.1, abs=0.05)
+    assert quantities["overhead"]["p50_ms"] == pytest.approx(5.9, abs=0.05)
+    [run, *_] = read_runs([str(FOREIGN / "openai-v2-httpx" / "wrapped.jsonl")])
+    assert run.recomputed_rollup().inference_ms == pytest.approx(run.rollup.inference_ms)
 
 
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
