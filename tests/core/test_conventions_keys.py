@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from chainlat._core import conventions
+from chainlat._core.call_readings import asked_tools, first_token_at
 from chainlat._core.conventions import (
     CONVENTIONS,
     KEYS,
@@ -79,6 +80,8 @@ def _ask_everything(attributes: Mapping[str, object]) -> set[str]:
     user_bot_latency_ms_of(recording)
     speech_input_of(recording)
     streamed_of(recording)
+    first_token_at(recording, 0, 0)
+    asked_tools(recording)
     return recording.asked
 
 

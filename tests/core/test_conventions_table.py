@@ -94,6 +94,7 @@ def test_a_rows_chain_is_a_run_only_at_the_top() -> None:
         (("ai.operationId", "haystack.component.type"), "ai-sdk"),
         (("haystack.component.type",), "haystack"),
         (("genkit:type", "genkit:name"), "genkit"),
+        (("mastra.span.type", "gen_ai.operation.name"), "mastra"),
         (("gen_ai.request.model",), "other"),
     ],
 )
@@ -120,6 +121,7 @@ def test_a_new_rows_mark_is_a_source_by_its_rank() -> None:
     assert [source for _, source in conventions._marks(CONVENTIONS, after_wire=True)] == [
         "chainlat",
         "livekit",
+        "mastra",
         "openlit",
         "gen_ai",
         "ai-sdk",

@@ -393,6 +393,19 @@ HAYSTACK_AGENT_TOOL: Attributes = {"haystack.tool.name": "lookup_order"}
 
 HAYSTACK_PIPELINE: Attributes = {"haystack.pipeline.name": "support"}
 
+# @mastra/otel-exporter 1.4.0 (its span converter), a model call of Mastra 1.71.0: the
+# first chunk's instant, an ISO date (tests/data/foreign/mastra)
+MASTRA_CHAT: Attributes = {
+    "gen_ai.operation.name": "chat",
+    "mastra.span.type": "model_inference",
+    "gen_ai.request.model": "sim-plan",
+    "gen_ai.provider.name": "sim",
+    "gen_ai.usage.input_tokens": "131",
+    "gen_ai.usage.output_tokens": "5",
+    "gen_ai.response.finish_reasons": '["tool-calls"]',
+    "mastra.completion_start_time": "2026-12-07T11:42:25.426Z",
+}
+
 MODEL_AND_TOKENS_ONLY: Attributes = {
     "gen_ai.request.model": "gpt-4o",
     "gen_ai.usage.input_tokens": 10,

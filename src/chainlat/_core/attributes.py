@@ -400,6 +400,11 @@ AI_RESPONSE_ID: Final = "ai.response.id"
 AI_TOOL_CALL_NAME: Final = "ai.toolCall.name"
 
 # --- Haystack, through its OpenTelemetry tracer ------------------------------------------
+MASTRA_SPAN_TYPE: Final = "mastra.span.type"
+"""Mastra's own type of a span it exports (``model_inference``, ``tool_call``): its mark."""
+MASTRA_COMPLETION_START_TIME: Final = "mastra.completion_start_time"
+"""The instant a Mastra model call's first chunk came, an ISO 8601 date (@mastra/otel-exporter
+1.4.0), not a duration."""
 GENKIT_SUBTYPE: Final = "genkit:metadata:subtype"
 """The type of the action a Genkit span ran (``model``, ``tool``, ``flow``, ``retriever``):
 Genkit writes no ``gen_ai`` key (genkit 1.42.0, ``@genkit-ai/core`` ``action.ts``)."""

@@ -9,6 +9,7 @@ before the older ones), so a call gets the same reading from any reader.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -319,6 +320,51 @@ def unusable_ttft(attributes: Mapping[str, object], plan: CallPlan) -> str | Non
         if key in attributes:
             return f"{key} = {_shown(attributes[key])}"
     return None
+
+
+INSTANT_KEYS: Final = tuple(key for c in CONVENTIONS for key in c.instants)
+"""Keys that give a call's first token as an instant, an ISO 8601 date (`Convention.instants`)."""
+
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def first_token_at(
+    attributes: Mapping[str, object], start_ns: int, end_ns: int
+) -> tuple[float | None, str | None]:
+    """A model call's time to first token (ms) from a key of `INSTANT_KEYS`, for a span from
+    ``start_ns`` to ``end_ns``; or, when such a key holds no instant within the span (Mastra
+    repeats an earlier call's on a later one), None and why, ``key = value``: a first token
+    that is no time of this call (docs/attributes.md, rule 15). (None, None) without one.
+
+    Example:
+        >>> start = 1_765_000_000_000_000_000  # 2025-12-06T05:46:40Z
+        >>> first_token_at(
+        ...     {"mastra.completion_start_time": "2025-12-06T05:46:40.043Z"},
+        ...     start, start + 100_000_000)
+        (43.0, None)
+    """
+    for key in INSTANT_KEYS:
+        value = attributes.get(key)
+        if value is None:
+            continue
+        at = _instant_ns(value)
+        if at is not None and start_ns <= at <= end_ns:
+            return (at - start_ns) / 1e6, None
+        return None, f"{key} = {_shown(value)}"
+    return None, None
+
+
+def _instant_ns(value: object) -> int | None:
+    """An ISO 8601 date with its offset (``2026-12-07T11:42:25.426Z``) as ns since the epoch."""
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        return None  # a local time of no known zone
+    return (at - _EPOCH) // datetime.timedelta(microseconds=1) * 1000
 
 
 STREAM_KEYS: Final = (GEN_AI_REQUEST_STREAM, GEN_AI_IS_STREAMING, LLM_IS_STREAMING)

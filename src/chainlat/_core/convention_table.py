@@ -82,6 +82,8 @@ from chainlat._core.attributes import (
     LLM_TOKEN_COUNT_COMPLETION,
     LLM_TOKEN_COUNT_PROMPT,
     LOGFIRE_SPAN_TYPE,
+    MASTRA_COMPLETION_START_TIME,
+    MASTRA_SPAN_TYPE,
     OPENINFERENCE_FIRST_TOKEN_EVENT,
     OPENINFERENCE_SPAN_KIND,
     OPENLIT_SDK_NAME,
@@ -181,6 +183,10 @@ class Convention:
     reads them in milliseconds: on a span that carries one of its ``marks``, they are read
     in seconds (OpenLIT's ``gen_ai.server.time_to_first_token``; strands-agents writes the
     same key in ms)."""
+    instants: tuple[str, ...] = ()
+    """Keys that give a model call's first token as an instant (an ISO 8601 date), not a
+    duration: read as the time from the span's start when it lies within the span, else
+    as a first token that is no time (Mastra's ``mastra.completion_start_time``)."""
     streamed: Mapping[str, Mapping[str, bool]] = field(default_factory=lambda: MappingProxyType({}))
     """Key -> value -> whether the call streamed, where the value of a key says it rather
     than a key of its own (the AI SDK's ``ai.operationId``: ``ai.generateText.doGenerate``
@@ -616,6 +622,23 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         # A model action is named after its model; its usage is only inside genkit:output,
         # the response's JSON (content), which is not read.
         reads=(GENKIT_NAME,),
+    ),
+    Convention(
+        name="mastra",
+        marks=(MASTRA_SPAN_TYPE,),
+        mark_rank=5,
+        checked=(
+            "@mastra/otel-exporter==1.4.0 (its span converter), @mastra/observability==1.17.9, "
+            "@mastra/core==1.71.0",
+        ),
+        kinds=_frozen({}),
+        shapes=(
+            "its spans classify by the gen_ai row's gen_ai.operation.name (chat, "
+            "execute_tool, invoke_agent); this row says who wrote them (mastra.span.type) "
+            "and where its first token is: an instant, mastra.completion_start_time",
+        ),
+        reads=(MASTRA_COMPLETION_START_TIME,),
+        instants=(MASTRA_COMPLETION_START_TIME,),
     ),
     Convention(
         name="pydantic-ai",

@@ -165,6 +165,7 @@ def record_streamed(attributes: Mapping[str, object], source: str | None) -> boo
 
 
 _STREAM_KEYS: Final = call_readings.SAYS_STREAMING
+_INSTANT_KEYS: Final = frozenset(call_readings.INSTANT_KEYS)
 
 
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
@@ -231,10 +232,13 @@ def call_record(
     )
     if ttft_ms is not None:
         ttft = ttft_ms
+    unusable = None
+    if ttft is None:
+        unusable = call_readings.unusable_ttft(attributes, plan)
+        if unusable is None and not attributes.keys().isdisjoint(_INSTANT_KEYS):
+            ttft, unusable = call_readings.first_token_at(attributes, start_ns, end_ns)
     record.ttft_ms = ttft
-    record.ttft_unusable = (
-        None if ttft is not None else call_readings.unusable_ttft(attributes, plan)
-    )
+    record.ttft_unusable = unusable
     record.source = source
     record.user_facing = attributes.get(attr.USER_FACING) is True
     record.cache_read_tokens = (

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
+from chainlat._core.call_readings import INSTANT_KEYS, first_token_at
 from chainlat._core.conventions import classify
 from chainlat._core.records import STEP_NAME_KEYS, SpanKindLabel, call_fields, step_name_of
 from chainlat._core.rollup import SpanRecord
@@ -29,6 +30,7 @@ NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 
 
 _CACHE_HIT: Final = attr.CACHE_HIT
+_INSTANT_KEYS: Final = frozenset(INSTANT_KEYS)
 
 
 @dataclass(slots=True)
@@ -60,6 +62,9 @@ class Readings:
     ttft_unusable: str | None = None
     streamed: bool | None = None
     asked_tools: bool = False
+    instant: bool = False
+    """Its first token is given as an instant (`call_readings.INSTANT_KEYS`), read against
+    each span's own start by :func:`span_record`."""
 
 
 NO_READINGS: Final = Readings(NO_ATTRIBUTES)
@@ -90,7 +95,7 @@ def derive(
         readings.model = readings.source = readings.cache_read_tokens = None
         readings.operation = readings.ttft_unusable = readings.streamed = None
         readings.user_facing = readings.has_output = readings.ttft_marked = False
-        readings.asked_tools = False
+        readings.asked_tools = readings.instant = False
         return readings
     # Tokens, first token, model and source by any convention, by its one rule for each,
     # and what call_marks says: a read span gets the record a live one gets.
@@ -109,6 +114,11 @@ def derive(
         readings.streamed,
         readings.asked_tools,
     ) = call_fields(found)
+    readings.instant = (
+        readings.ttft_ms is None
+        and readings.ttft_unusable is None
+        and not found.keys().isdisjoint(_INSTANT_KEYS)
+    )
     return readings
 
 
@@ -150,4 +160,6 @@ def span_record(
     record.ttft_unusable = readings.ttft_unusable
     record.streamed = readings.streamed
     record.asked_tools = readings.asked_tools
+    if readings.instant:  # a first token given as an instant: against this span's start
+        record.ttft_ms, record.ttft_unusable = first_token_at(readings.attributes, start_ns, end_ns)
     return record

@@ -1,8 +1,10 @@
-"""Rule 19 of docs/attributes.md: a model call that answered by asking for tools had
-answered before they ran. Mastra 1.71 ends its ``chat`` span on the step's last chunk, after
-the step's tool has run (tests/data/foreign/mastra): read as the span says, the tool's time
-was the call's and the critical path went around the tool (tool 0.0 ms, a broken tool budget
-kept). Spans written by the real OpenTelemetry SDK in Mastra's shape, on given times."""
+"""Two readings of traces Mastra writes (@mastra/otel-exporter 1.4.0, Mastra 1.71, run
+against the sim: tests/data/foreign/mastra). Rule 19 of docs/attributes.md: a model call that
+answered by asking for tools had answered before they ran; Mastra ends its ``chat`` span on
+the step's last chunk, after the step's tool has run, and read as the span says, the tool's
+time was the call's and the critical path went around the tool (tool 0.0 ms, a broken tool
+budget kept). And its first token, an instant (``mastra.completion_start_time``), not a
+duration. Spans written by the real OpenTelemetry SDK in Mastra's shape, on given times."""
 
 from __future__ import annotations
 
@@ -77,3 +79,40 @@ def test_a_tool_after_the_call_changes_nothing(tmp_path: Path) -> None:
     """The common shape: the call ended (140) before its tool started (150)."""
     run = _run(tmp_path, ("tool_calls",), (150, 176))
     assert (run.rollup.inference_ms, run.rollup.tool_ms) == (130.0, 26.0)
+
+
+def _chat_at(tmp_path: Path, first_token: str) -> WorkflowRun:
+    """A workflow at T0 (2023-11-14T22:13:20Z), 0-200 ms, with Mastra's ``chat`` 10-150 ms
+    whose first chunk is given as the instant ``first_token``."""
+    tracer, exporter = sdk_tracer("mastra")
+    root = workflow_span(tracer, "agent")
+    call = tracer.start_span(
+        "chat sim-answer",
+        trace.set_span_in_context(root),
+        attributes={**CHAT, "mastra.completion_start_time": first_token},
+        start_time=T0 + 10 * MS,
+    )
+    call.end(end_time=T0 + 150 * MS)
+    root.end(end_time=T0 + 200 * MS)
+    [run] = read_runs([written(tmp_path / "run.jsonl", exporter)])
+    return run
+
+
+def test_mastras_first_token_is_an_instant_read_against_the_calls_start(tmp_path: Path) -> None:
+    """``mastra.completion_start_time`` 56 ms after the workflow's start: the call's first
+    token 46 ms in, the first output at 56 ms, measured."""
+    run = _chat_at(tmp_path, "2023-11-14T22:13:20.056Z")
+    [call] = run.steps
+    assert call.ttft_ms == pytest.approx(46.0)
+    assert run.rollup.first_output_ms == pytest.approx(56.0)
+    assert not run.first_output_bound
+
+
+def test_an_instant_outside_the_call_is_no_time_of_it(tmp_path: Path) -> None:
+    """Mastra repeats an earlier call's instant on a later call (before its start): no time
+    of this call (rule 15), so its first output is a bound at its start, not 5 ms before."""
+    run = _chat_at(tmp_path, "2023-11-14T22:13:20.005Z")
+    [call] = run.steps
+    assert call.ttft_ms is None
+    assert run.rollup.first_output_ms == pytest.approx(10.0)
+    assert run.first_output_bound
