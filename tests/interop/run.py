@@ -69,7 +69,7 @@ STACKS = (
     "crewai",
 )
 
-# The Node.js stacks (the Vercel AI SDK, Genkit: node/README.md): set up by npm, one
+# The Node.js stacks (the Vercel AI SDK, Genkit, Mastra: node/README.md): set up by npm, one
 # package folder each, their agent run by node; the rest of the block (sim, reference,
 # judge) in a Python stack's environment.
 sys.path.append(str(HERE / "node"))
@@ -151,6 +151,13 @@ FRAMEWORK_STEPS: dict[str, dict[str, Any]] = {
     # spaces): the sim counts 98 and 121 input tokens for the two plan calls, where the
     # reference sends 111 and 135 (node/genkit/README.md).
     "genkit": {"tokens": {"input": 336}},
+    # Mastra (1.71) sends the tool's zod schema as JSON schema (`additionalProperties`,
+    # `$schema`): the sim counts 131 and 155 input tokens for the two plan calls, where the
+    # reference sends 111 and 135. Its model router calls an OpenAI-compatible `url`
+    # through @ai-sdk/openai-compatible without `includeUsage`: the streamed answer asks
+    # for no usage (`stream_options`), the sim sends none and Mastra records none (53 input
+    # and 20 output tokens the reference reads). 350 and 65 in all (node/mastra/README.md).
+    "mastra": {"tokens": {"input": 350, "output": 65}},
 }
 """What a stack's framework does beyond the agent, by its design, as the sim answers it:
 its counts, token totals and critical-path kinds (replacing the reference's) and each
