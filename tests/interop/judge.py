@@ -15,6 +15,7 @@ from typing import Any
 
 from chainlat import WorkflowRun
 from chainlat._core import clock
+from chainlat._core.records import answered_before_tools
 from chainlat._core.rollup import WIRE, SpanRecord
 from chainlat._core.tree import saw_headers_only
 from chainlat._core.twins import request_builders
@@ -72,10 +73,13 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     started late). Spans chainlat reads as request building (docs/attributes.md, rule 9:
     LlamaIndex's ``OpenAI._prepare_chat_with_tools``) time no call, nor does an HTTP span
     that saw only a stream's headers (rule 18: `saw_headers_only`, chainlat's own rule); the
-    number of calls chainlat reads is judged apart, against the reference's."""
-    builders = request_builders(run.root_record.span_id, run.records)
-    calls = [r for r in run.records if r.kind == "inference" and r.span_id not in builders]
-    records = {r.span_id: r for r in run.records}
+    number of calls chainlat reads is judged apart, against the reference's. A call that
+    asked for tools is timed to where its first tool started (rule 19:
+    `answered_before_tools`, chainlat's own rule: Mastra's ``chat`` span ends after them)."""
+    read = answered_before_tools(run.records)
+    builders = request_builders(run.root_record.span_id, read)
+    calls = [r for r in read if r.kind == "inference" and r.span_id not in builders]
+    records = {r.span_id: r for r in read}
     wires = [
         r
         for r in calls
@@ -157,7 +161,7 @@ def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -
       bookkeeping, events dispatched after an inner span ends). When the innermost span
       is of another kind, nothing (no allowance).
     """
-    records = run.records
+    records = answered_before_tools(run.records)  # as `call_steps` reads them (rule 19)
     first, last = run.root_record.start_ns, run.root_record.end_ns
     inference = 0.0
     for call, match in timed:
