@@ -87,6 +87,19 @@ def test_an_http_span_that_saw_only_a_streams_headers_times_nothing(
     assert run.recomputed_rollup().inference_ms == pytest.approx(run.rollup.inference_ms)
 
 
+def test_a_mastra_call_that_asked_for_its_tool_ends_where_the_tool_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Mastra's first ``chat sim-plan`` (47-182 ms) holds its tool (153-179): the call is
+    ended at 153 (rule 19), the tool's 26 ms are on the path (0.0 before); the answer's
+    first token is Mastra's instant, 462.0 ms, measured (a bound at 414.0 before)."""
+    found = _report(capsys, FOREIGN / "mastra" / "wrapped.jsonl", "--roots")
+    quantities = found["workflows"]["agent"]["quantities"]
+    assert quantities["tool"]["p50_ms"] == pytest.approx(26.0)
+    assert quantities["first_output"]["p50_ms"] == pytest.approx(462.0)
+    assert found["workflows"]["agent"]["bound_runs"] == {}
+
+
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
 def test_a_genkit_flow_reads_its_model_tool_and_data_steps(
     name: str, tool_ms: float, capsys: pytest.CaptureFixture[str]
