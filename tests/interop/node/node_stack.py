@@ -116,7 +116,8 @@ def agent_argv(stack: str, cache_root: Path) -> list[str] | None:
     """The agent's command for a Node stack (run.py adds its arguments), None for others.
 
     The script is copied next to the installed modules, so that Node resolves its imports
-    there, and always afresh: an edit to ``agent.mjs`` needs no new set-up."""
+    there, with ``harness.mjs`` (what every Node agent shares, imported as
+    ``./harness.mjs``), and always afresh: an edit to either needs no new set-up."""
     if stack not in PACKAGES:
         return None
     package, extra = PACKAGES[stack]
@@ -125,5 +126,6 @@ def agent_argv(stack: str, cache_root: Path) -> list[str] | None:
     if not stamp.exists():
         raise NodeSetupError(f"{stack}: not set up ({where})")
     shutil.copy2(package / "agent.mjs", where / "agent.mjs")
+    shutil.copy2(HERE / "harness.mjs", where / "harness.mjs")
     node = json.loads(stamp.read_text())["node"]
     return [node, str(where / "agent.mjs"), *extra]
