@@ -24,8 +24,6 @@
 // dropped. The intervals of the retrieval's and the tool's own functions go to
 // FILE.intervals.json, on the spans' clock (the wall clock, in ns).
 
-import { parseArgs } from "node:util";
-
 import { SpanStatusCode, trace } from "@opentelemetry/api";
 import { ExportResultCode } from "@opentelemetry/core";
 import { registerInstrumentations } from "@opentelemetry/instrumentation";
@@ -49,25 +47,16 @@ import {
   TOOL_DESCRIPTION,
   TOOL_NAME,
   TOOL_PARAMETERS,
+  agentArgs,
   applicationSpans,
   lookupOrder as ownLookupOrder,
   record,
 } from "./harness.mjs"; // beside this file, in the repository and in the npm folder
 
-const { values: args } = parseArgs({
-  options: {
-    traces: { type: "string" },
-    "base-url": { type: "string" },
-    wrapped: { type: "boolean", default: false },
-    httpx: { type: "boolean", default: false },
-    paced: { type: "boolean", default: false },
-    format: { type: "string", default: process.env.AI_SDK_TELEMETRY ?? "legacy" },
-  },
-});
-if (!args.traces || !args["base-url"]) {
-  console.error("usage: node agent.mjs --traces FILE --base-url URL [--wrapped] [--httpx] [--paced] [--format legacy|genai]");
-  process.exit(2);
-}
+const args = agentArgs(
+  { format: { type: "string", default: process.env.AI_SDK_TELEMETRY ?? "legacy" } },
+  " [--format legacy|genai]",
+);
 if (!["legacy", "genai"].includes(args.format)) {
   console.error(`--format: legacy or genai, not ${args.format}`);
   process.exit(2);

@@ -10,6 +10,7 @@ import { appendFileSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { DatabaseSync } from "node:sqlite";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseArgs } from "node:util";
 
 // --- the steps, their latencies and prompts: as ../_agent.py ----------------------------
 export const PLAN_MODEL = "sim-plan";
@@ -166,6 +167,27 @@ export function applicationSpans(tracer, spanStatusCode) {
     return withSpan("invoke_workflow agent", workflow, root);
   }
   return { withSpan, retrieve, wrappedIf };
+}
+
+// --- the command line --------------------------------------------------------------------
+export function agentArgs(extra = {}, extraUsage = "") {
+  // `--traces FILE --base-url URL [--wrapped] [--httpx] [--paced]`, and `extra` options
+  // (parseArgs's); a usage line and exit 2 without the first two.
+  const { values } = parseArgs({
+    options: {
+      traces: { type: "string" },
+      "base-url": { type: "string" },
+      wrapped: { type: "boolean", default: false },
+      httpx: { type: "boolean", default: false },
+      paced: { type: "boolean", default: false },
+      ...extra,
+    },
+  });
+  if (!values.traces || !values["base-url"]) {
+    console.error(`usage: node agent.mjs --traces FILE --base-url URL [--wrapped] [--httpx] [--paced]${extraUsage}`);
+    process.exit(2);
+  }
+  return values;
 }
 
 // --- the protocol with run.py (../_agent.py, `_orders`) -----------------------------------

@@ -26,8 +26,6 @@
 // dropped. The intervals of the retrieval's and the tool's own functions go to
 // FILE.intervals.json, on the spans' clock (the wall clock, in ns).
 
-import { parseArgs } from "node:util";
-
 import { SpanStatusCode, trace } from "@opentelemetry/api";
 import { ExportResultCode } from "@opentelemetry/core";
 import { HttpInstrumentation } from "@opentelemetry/instrumentation-http";
@@ -51,24 +49,13 @@ import {
   TOOL_DESCRIPTION,
   TOOL_NAME,
   TOOL_PARAMETERS,
+  agentArgs,
   applicationSpans,
   lookupOrder as ownLookupOrder,
   record,
 } from "./harness.mjs"; // ../harness.mjs, copied beside this file by node_stack.py
 
-const { values: args } = parseArgs({
-  options: {
-    traces: { type: "string" },
-    "base-url": { type: "string" },
-    wrapped: { type: "boolean", default: false },
-    httpx: { type: "boolean", default: false },
-    paced: { type: "boolean", default: false },
-  },
-});
-if (!args.traces || !args["base-url"]) {
-  console.error("usage: node agent.mjs --traces FILE --base-url URL [--wrapped] [--httpx] [--paced]");
-  process.exit(2);
-}
+const args = agentArgs();
 
 const exporter = new JsonLinesSpanExporter(args.traces, JsonTraceSerializer, ExportResultCode);
 const processor = new SimpleSpanProcessor(exporter);
