@@ -47,6 +47,15 @@ def _attrs(point: Any) -> dict[str, object]:
     return dict(point.attributes or {})
 
 
+def _first_outputs(reader: InMemoryMetricReader) -> dict[object, float]:
+    """Each workflow's ``first_output`` point: its sum, by workflow name."""
+    return {
+        _attrs(p)["gen_ai.workflow.name"]: p.sum
+        for p in _points(reader, "chainlat.chain.duration")
+        if _attrs(p)["chainlat.chain.kind"] == "first_output"
+    }
+
+
 def _run(
     clock: FakeClock, provider: Any, data_ms: float, tool_ms: float, fail: bool = False
 ) -> None:
@@ -190,11 +199,7 @@ def test_a_first_output_that_is_a_bound_is_not_recorded() -> None:
         clock.advance(5)
         with chainlat.inference("gpt-4o", tracer_provider=provider):
             clock.advance(40)
-    first = {
-        _attrs(p)["gen_ai.workflow.name"]: p.sum
-        for p in _points(reader, "chainlat.chain.duration")
-        if _attrs(p)["chainlat.chain.kind"] == "first_output"
-    }
+    first = _first_outputs(reader)
     assert first == {"own": 45.0}
 
 
@@ -216,11 +221,7 @@ def test_a_turn_whose_start_is_no_end_of_the_words_records_no_first_output() -> 
             clock.advance(30)
             turn.first_output()
             clock.advance(10)
-    first = {
-        _attrs(p)["gen_ai.workflow.name"]: p.sum
-        for p in _points(reader, "chainlat.chain.duration")
-        if _attrs(p)["chainlat.chain.kind"] == "first_output"
-    }
+    first = _first_outputs(reader)
     assert first == {"known": 30.0}
 
 

@@ -205,11 +205,25 @@ def test_step_names_user_facing_and_marks_survive_a_traces_file(tmp_path: Path) 
     assert rules.first_output_ms == 10.0
 
 
+def _swapped_to_b(cap: Capture, step: str) -> chainlat.WhatIfResult:
+    """What-if of ``cap``'s runs with ``step`` swapped from model ``a`` to ``b``, on given
+    profiles (``a``: 40 ms to the first token, 1 ms a token; ``b``: 10 ms, 0.5 ms)."""
+    from chainlat._core.latency import LatencyProfile
+
+    return chainlat.whatif(
+        runs_from_spans(cap.spans()),
+        swap=[f"{step}=b"],
+        profiles={
+            "a": LatencyProfile(ttft_base_ms=40, decode_ms_per_token=1.0),
+            "b": LatencyProfile(ttft_base_ms=10, decode_ms_per_token=0.5),
+        },
+    )
+
+
 def test_whatif_leaves_a_first_output_that_is_a_bound_out_and_says_so(cap: Capture) -> None:
     """Two runs answered by chainlat's own call (measured at its end), one by another
     instrumentation's call that says nothing of streaming (rule 17 of docs/attributes.md:
     a bound at its start). The bound is in no first-output percentile, and is counted."""
-    from chainlat._core.latency import LatencyProfile
     from chainlat.report.tradeoff import whatif_json, whatif_text
 
     p, clock = cap.provider, cap.clock
@@ -227,14 +241,7 @@ def test_whatif_leaves_a_first_output_that_is_a_bound_out_and_says_so(cap: Captu
                 chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "a"}
                 span = foreign.start_span("answer", attributes=chat, start_time=clock())
                 span.end(end_time=clock.advance(50))
-    result = chainlat.whatif(
-        runs_from_spans(cap.spans()),
-        swap=["plan=b"],
-        profiles={
-            "a": LatencyProfile(ttft_base_ms=40, decode_ms_per_token=1.0),
-            "b": LatencyProfile(ttft_base_ms=10, decode_ms_per_token=0.5),
-        },
-    )
+    result = _swapped_to_b(cap, "plan")
     (effect,) = result.workflows
     assert effect.runs == 3 and effect.first_output_bounds == 1
     assert effect.first_output_before is not None
@@ -251,7 +258,6 @@ def test_whatif_leaves_out_a_turn_whose_start_is_unknown(cap: Capture) -> None:
     caller's words. Its first output counts from that start, a bound the run carries (its
     rollup does not): left out of the percentiles before and after, and counted."""
     from chainlat._core import attributes as attr
-    from chainlat._core.latency import LatencyProfile
 
     p, clock = cap.provider, cap.clock
     for known in (True, False, True):
@@ -261,14 +267,7 @@ def test_whatif_leaves_out_a_turn_whose_start_is_unknown(cap: Capture) -> None:
             with chainlat.inference("a", step="answer", tracer_provider=p) as call:
                 clock.advance(60 if known else 20)
                 call.record_usage(input_tokens=100, output_tokens=11)
-    result = chainlat.whatif(
-        runs_from_spans(cap.spans()),
-        swap=["answer=b"],
-        profiles={
-            "a": LatencyProfile(ttft_base_ms=40, decode_ms_per_token=1.0),
-            "b": LatencyProfile(ttft_base_ms=10, decode_ms_per_token=0.5),
-        },
-    )
+    result = _swapped_to_b(cap, "answer")
     (effect,) = result.workflows
     assert effect.runs == 3 and effect.first_output_bounds == 1
     assert effect.first_output_before is not None
