@@ -288,11 +288,15 @@ def steps_outside(trace: Trace, runs: list[WorkflowRun]) -> int:
     the request's own retrieval and its calls after the task are not in it, and the run
     reads half the request. A session's turns leave its own spans out by design (a
     container: LiveKit's ``agent_session``): 0."""
-    top = [run.root for run in runs if not run.nested and run.root is not None]
     # Most traces read (chainlat's own, a framework's root): every run is a root, asked
     # without a set of the trace's ids.
-    if all(root.record.parent_id is None for root in top):
+    for run in runs:
+        root = run.root
+        if not run.nested and root is not None and root.record.parent_id is not None:
+            break
+    else:
         return 0
+    top = [run.root for run in runs if not run.nested and run.root is not None]
     ids = {span.record.span_id for span in trace.spans}
     if not any(root.record.parent_id in ids for root in top):
         return 0  # under a parent that is not in the trace: the request is elsewhere
