@@ -38,17 +38,19 @@ def _run(tmp_path: Path, finish: AttributeValue, tool_ms: tuple[int, int]) -> Wo
     tracer, exporter = sdk_tracer("mastra")
     root = workflow_span(tracer, "agent")
 
-    def span(name: str, parent: trace.Span, start: int, end: int, **attrs: AttributeValue) -> None:
+    def span(
+        name: str, parent: trace.Span, at_ms: tuple[int, int], attrs: dict[str, AttributeValue]
+    ) -> None:
         made = tracer.start_span(
-            name, trace.set_span_in_context(parent), attributes=attrs, start_time=T0 + start * MS
+            name, trace.set_span_in_context(parent), attributes=attrs, start_time=T0 + at_ms[0] * MS
         )
-        made.end(end_time=T0 + end * MS)
+        made.end(end_time=T0 + at_ms[1] * MS)
 
     step = tracer.start_span(
         "agent_step planner", trace.set_span_in_context(root), start_time=T0 + 10 * MS
     )
-    span("chat sim-plan", step, 10, 140, **CHAT, **{"gen_ai.response.finish_reasons": finish})
-    span("execute_tool lookup_order", step, *tool_ms, **TOOL)
+    span("chat sim-plan", step, (10, 140), {**CHAT, "gen_ai.response.finish_reasons": finish})
+    span("execute_tool lookup_order", step, tool_ms, TOOL)
     step.end(end_time=T0 + 140 * MS)
     root.end(end_time=T0 + 200 * MS)
     [run] = read_runs([written(tmp_path / "run.jsonl", exporter)])
