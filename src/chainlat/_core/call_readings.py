@@ -325,6 +325,9 @@ def unusable_ttft(attributes: Mapping[str, object], plan: CallPlan) -> str | Non
 INSTANT_KEYS: Final = tuple(key for c in CONVENTIONS for key in c.instants)
 """Keys that give a call's first token as an instant, an ISO 8601 date (`Convention.instants`)."""
 
+GIVES_INSTANT: Final = frozenset(INSTANT_KEYS)
+"""The same keys as a set: a span with none of them gives no instant (asked in C)."""
+
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 

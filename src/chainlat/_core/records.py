@@ -165,7 +165,7 @@ def record_streamed(attributes: Mapping[str, object], source: str | None) -> boo
 
 
 _STREAM_KEYS: Final = call_readings.SAYS_STREAMING
-_INSTANT_KEYS: Final = frozenset(call_readings.INSTANT_KEYS)
+_GIVES_INSTANT: Final = call_readings.GIVES_INSTANT
 
 
 _ByKeys = tuple[conventions.CallPlan, str, bool, tuple[str, ...]]
@@ -235,7 +235,7 @@ def call_record(
     unusable = None
     if ttft is None:
         unusable = call_readings.unusable_ttft(attributes, plan)
-        if unusable is None and not attributes.keys().isdisjoint(_INSTANT_KEYS):
+        if unusable is None and not attributes.keys().isdisjoint(_GIVES_INSTANT):
             ttft, unusable = call_readings.first_token_at(attributes, start_ns, end_ns)
     record.ttft_ms = ttft
     record.ttft_unusable = unusable

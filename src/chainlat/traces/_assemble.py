@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from chainlat._core import attributes as attr
 from chainlat._core import clock, conventions, tree, turn_start
 from chainlat._core.records import WIRE, SpanRecord
 from chainlat._core.runs import TracedSpan, WorkflowRun
@@ -278,7 +279,7 @@ def side_by_side(trace: Trace, runs: list[WorkflowRun]) -> int:
     return under if under > 1 else 0
 
 
-_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+_STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
 
 
 def steps_outside(trace: Trace, runs: list[WorkflowRun]) -> int:

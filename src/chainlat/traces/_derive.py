@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from chainlat._core import attributes as attr
-from chainlat._core.call_readings import INSTANT_KEYS, first_token_at
+from chainlat._core.call_readings import GIVES_INSTANT, first_token_at
 from chainlat._core.conventions import classify
 from chainlat._core.records import STEP_NAME_KEYS, SpanKindLabel, call_fields, step_name_of
 from chainlat._core.rollup import SpanRecord
@@ -30,7 +30,6 @@ NO_ATTRIBUTES: Final[Mapping[str, object]] = types.MappingProxyType({})
 
 
 _CACHE_HIT: Final = attr.CACHE_HIT
-_INSTANT_KEYS: Final = frozenset(INSTANT_KEYS)
 
 
 @dataclass(slots=True)
@@ -117,7 +116,7 @@ def derive(
     readings.instant = (
         readings.ttft_ms is None
         and readings.ttft_unusable is None
-        and not found.keys().isdisjoint(_INSTANT_KEYS)
+        and not found.keys().isdisjoint(GIVES_INSTANT)
     )
     return readings
 
