@@ -196,16 +196,24 @@ def parse_case(argv: Sequence[str] | None = None) -> Case:
 
 
 class GatedExporter(SpanExporter):
-    """Writes spans to the traces file only once `open` is set: the warm-up is not kept."""
+    """Writes to the traces file only the spans that started after `open()`: the warm-up
+    is not kept, not even a span of it that a framework ends later, from a thread of its
+    own (LiteLLM's streamed call), after the recorded runs began."""
 
     def __init__(self, path: str) -> None:
         self._file = JsonLinesSpanExporter(path)
-        self.open = False
+        self._opened: int | None = None
+
+    def open(self) -> None:
+        """Keep the spans that start from now on (on the SDK's clock, `time.time_ns`)."""
+        self._opened = time.time_ns()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if not self.open:
+        opened = self._opened
+        if opened is None:
             return SpanExportResult.SUCCESS
-        return self._file.export(spans)
+        kept = [span for span in spans if (span.start_time or 0) >= opened]
+        return self._file.export(kept) if kept else SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
         self._file.shutdown()
@@ -352,7 +360,7 @@ def run_recorded(
     """
     with maybe_workflow(case):
         agent()
-    exporter.open = True
+    exporter.open()
     INTERVALS.clear()
     for _ in _orders(case):
         with maybe_workflow(case):
@@ -365,7 +373,7 @@ async def run_recorded_async(case: Case, exporter: GatedExporter, agent: Any) ->
     frameworks' async clients keep connections bound to the loop that opened them)."""
     with maybe_workflow(case):
         await agent()
-    exporter.open = True
+    exporter.open()
     INTERVALS.clear()
     for _ in _orders(case):
         with maybe_workflow(case):

@@ -73,20 +73,32 @@ async function ownInterval(kind, fn) {
 // --- tracing --------------------------------------------------------------------------------
 export class JsonLinesSpanExporter {
   // One OTLP JSON request ({"resourceSpans": [...]}) per line, as chainlat's exporter
-  // writes; nothing before `open` (the warm-up's spans are dropped). `serializer` and
-  // `resultCode`: @opentelemetry/otlp-transformer's JsonTraceSerializer and
-  // @opentelemetry/core's ExportResultCode, of the agent's own folder.
+  // writes; nothing of the warm-up: no span before `open()`, nor one of a warm-up's trace
+  // that a framework ends later (by trace: a span's startTime is on the SDK's performance
+  // clock, which may stand milliseconds off Date.now()). `serializer` and `resultCode`:
+  // @opentelemetry/otlp-transformer's JsonTraceSerializer and @opentelemetry/core's
+  // ExportResultCode, of the agent's own folder.
   constructor(path, serializer, resultCode) {
     this.path = path;
     this.serializer = serializer;
     this.resultCode = resultCode;
-    this.open = false;
+    this.isOpen = false;
+    this.warmUpTraces = new Set();
     writeFileSync(path, "");
   }
+  open() {
+    this.isOpen = true;
+  }
   export(spans, done) {
-    if (this.open && spans.length > 0) {
+    if (!this.isOpen) {
+      for (const span of spans) this.warmUpTraces.add(span.spanContext().traceId);
+    }
+    const kept = this.isOpen
+      ? spans.filter((span) => !this.warmUpTraces.has(span.spanContext().traceId))
+      : [];
+    if (kept.length > 0) {
       try {
-        const body = Buffer.from(this.serializer.serializeRequest(spans)).toString("utf8");
+        const body = Buffer.from(this.serializer.serializeRequest(kept)).toString("utf8");
         appendFileSync(this.path, body + "\n");
       } catch (error) {
         done({ code: this.resultCode.FAILED, error });
@@ -211,7 +223,7 @@ export async function record({ paced, traces, exporter, runOnce, finish }) {
   // recorded runs, as run.py orders them; then `finish` (the agent's flush), the own
   // intervals to TRACES.intervals.json, and exit.
   await runOnce();
-  exporter.open = true;
+  exporter.open();
   INTERVALS.length = 0;
   for await (const _ of orders(paced)) {
     anchorClock();
