@@ -614,6 +614,49 @@ def test_only_a_right_case_with_inference_declined_is_an_unreadable_cases_verdic
     assert not _declined_rightly("strands-agents", f"strands-agents wrapped: {declined}")
 
 
+def test_the_rollup_recorded_live_must_be_the_one_read_back() -> None:
+    # Haystack's agent: the live rollup did not know its calls by their span name.
+    read = _run_dict()
+    live = {**_run_dict(inference=3, inference_ms=205.5), "workflow": None}
+    assert run.live_differs("haystack", [{**read, "live": None}]) == []
+    assert run.live_differs("haystack", [{**read, "live": read}]) == []
+    assert run.live_differs("haystack", [{**read, "live": live}]) == [
+        "live rollup: inference count 3, read 5",
+        "live rollup: inference 205.5 ms, read 300.0",
+    ]
+    # LiteLLM writes a streamed call's span after the workflow: only data and tools count.
+    assert run.live_differs("litellm", [{**read, "live": live}]) == []
+    no_tool = {**live, "counts": {"inference": 3, "data": 1, "tool": 0}}
+    assert run.live_differs("litellm", [{**read, "live": no_tool}]) == [
+        "live rollup: tool count 0, read 1"
+    ]
+
+
+def test_a_warm_up_span_that_ends_after_the_gate_opens_is_not_kept(tmp_path: Path) -> None:
+    # LiteLLM ends a warm-up's streamed call from a thread of its own, after the recorded
+    # runs began; kept, it read as a sixth run.
+    agent = _load(RUN.parent / "_agent.py", "chainlat_interop_agent")
+    traces = tmp_path / "case.jsonl"
+    exporter = agent.GatedExporter(str(traces))
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("warm-up")
+    tracer.start_span("warm-up, ended before").end()
+    late = tracer.start_span("warm-up, ended after")
+    exporter.open()
+    late.end()
+    tracer.start_span("recorded").end()
+    provider.shutdown()
+    names = [
+        span["name"]
+        for line in traces.read_text().splitlines()
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert names == ["recorded"]
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.filterwarnings("default:.*on the second attempt")

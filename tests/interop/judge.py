@@ -16,7 +16,7 @@ from typing import Any
 from chainlat import WorkflowRun
 from chainlat._core import clock
 from chainlat._core.records import answered_before_tools
-from chainlat._core.rollup import WIRE, SpanRecord
+from chainlat._core.rollup import WIRE, Rollup, SpanRecord
 from chainlat._core.tree import saw_headers_only
 from chainlat._core.twins import request_builders
 from chainlat.traces import read_runs
@@ -325,6 +325,29 @@ def path_kinds(run: WorkflowRun) -> list[str]:
     return [str(kinds[label]) for label in run.rollup.critical_path if label in kinds]
 
 
+def live_rollup(run: WorkflowRun) -> dict[str, Any] | None:
+    """The rollup chainlat recorded on the run's workflow span as the workflow ended (what
+    a runtime budget, a pytest assertion and Jaeger's view of the span read), or None when
+    the span holds none (the run is not chainlat's workflow)."""
+    attributes = run.root.attributes if run.root is not None else {}
+    r = Rollup.from_attributes(attributes)
+    return None if r is None else _split(r)
+
+
+def _split(r: Rollup) -> dict[str, Any]:
+    return {
+        "counts": {"inference": r.inference_count, "data": r.data_count, "tool": r.tool_count},
+        "tokens": {"input": r.input_tokens, "output": r.output_tokens},
+        "split_ms": {
+            "total": r.total_ms,
+            "inference": r.inference_ms,
+            "data": r.data_ms,
+            "tool": r.tool_ms,
+            "overhead": r.overhead_ms,
+        },
+    }
+
+
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -349,19 +372,7 @@ def runs_of(path: str) -> dict[str, Any]:
         out.append(
             {
                 "workflow": run.workflow,
-                "counts": {
-                    "inference": r.inference_count,
-                    "data": r.data_count,
-                    "tool": r.tool_count,
-                },
-                "tokens": {"input": r.input_tokens, "output": r.output_tokens},
-                "split_ms": {
-                    "total": r.total_ms,
-                    "inference": r.inference_ms,
-                    "data": r.data_ms,
-                    "tool": r.tool_ms,
-                    "overhead": r.overhead_ms,
-                },
+                **_split(r),
                 "critical_path": list(r.critical_path),
                 "path_kinds": path_kinds(run),
                 "call_steps": len(call_steps(run)),
@@ -371,6 +382,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "wire_tokens": wire,
                 "unrecorded": list(r.unrecorded),
                 "unrecorded_parts": list(r.unrecorded_parts),
+                "live": live_rollup(run),
             }
         )
     return {"runs": out}

@@ -27,7 +27,8 @@ Which convention decides the kind, first match wins:
    route, or a model with token usage, is a model call.
 4. Anything else is transparent (None): framework glue, other HTTP spans, chains, unknown
    conventions. A few spans that carry no key that says what they are are known by their
-   name, where a trace is read (:func:`kind_by_name`: Haystack's ``haystack.agent.step.llm``).
+   name, where a trace is read and in the live rollup (:func:`kind_by_name`, through
+   ``records.named_record``: Haystack's ``haystack.agent.step.llm``).
 
 :data:`CONVENTIONS` is the table: per convention, the packages whose source it was read
 in (name and version), the keys that classify a span with each value's kind, and the

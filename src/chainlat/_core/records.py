@@ -252,6 +252,29 @@ def call_record(
     return record
 
 
+def named_record(rec: SpanRecord, attributes: Mapping[str, object]) -> SpanRecord | None:
+    """The record of a span no attribute classifies but its name does (Haystack's
+    ``haystack.agent.step.llm``: :func:`conventions.kind_by_name`), read as a span of that
+    kind is; None when the name says nothing.
+
+    The readers and the live rollup both ask it, so a workflow's recorded rollup counts the
+    calls a reader counts.
+    """
+    named = conventions.kind_by_name(rec.name)
+    if named is None:
+        return None
+    kind, source = named
+    found = call_record(
+        rec.span_id, rec.parent_id, rec.name, rec.start_ns, rec.end_ns, kind, attributes,
+        rec.ttft_ms,
+    )  # fmt: skip
+    found.extended, found.unrecorded_end = rec.extended, rec.unrecorded_end
+    found.failed = rec.failed
+    if kind == "inference" and found.source == "other":
+        found.source = source
+    return found
+
+
 def call_marks(
     attributes: Mapping[str, object],
     ttft_ms: float | None,

@@ -25,7 +25,8 @@ from typing import Final, overload
 from chainlat._core import attributes as attr
 from chainlat._core import conventions, turn_start
 from chainlat._core.recorded import recorded_rollup, with_first_output
-from chainlat._core.rollup import NestedRun, Rollup, SpanRecord, call_record, nested_rollup
+from chainlat._core.records import named_record
+from chainlat._core.rollup import NestedRun, Rollup, SpanRecord, nested_rollup
 from chainlat._core.runs import (
     Attributes,
     StepTiming,
@@ -347,10 +348,10 @@ def _index(
                 late.append(span)
     for span in untyped:
         rec = span.record
-        named = conventions.kind_by_name(rec.name)
+        named = named_record(rec, span.attributes)
         if named is not None:
             # A span no attribute classifies, known by its name: its record as if one had.
-            span.record = rec = _renamed(rec, span.attributes, *named)
+            span.record = rec = named
             if rec.kind == "workflow":
                 workflows.append(span)
             continue
@@ -359,19 +360,6 @@ def _index(
         ):
             workflows.append(span)
     return by_id, children, workflows, late
-
-
-def _renamed(rec: SpanRecord, attributes: Attributes, kind: str | None, source: str) -> SpanRecord:
-    """``rec`` with the kind its span's name gives it, read as a span of that kind is."""
-    found = call_record(
-        rec.span_id, rec.parent_id, rec.name, rec.start_ns, rec.end_ns, kind, attributes,  # type: ignore[arg-type]
-        rec.ttft_ms,
-    )  # fmt: skip
-    found.extended, found.unrecorded_end = rec.extended, rec.unrecorded_end
-    found.failed = rec.failed
-    if kind == "inference" and found.source == "other":
-        found.source = source
-    return found
 
 
 def _merged_outcomes(

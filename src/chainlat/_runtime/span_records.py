@@ -9,7 +9,7 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from chainlat._core.conventions import classify
-from chainlat._core.records import apply_events
+from chainlat._core.records import apply_events, named_record
 from chainlat._core.rollup import SpanRecord, call_record
 from chainlat._runtime.otel_compat import attribute_dict, event_count_source, span_slots
 from chainlat._runtime.span_attributes import attributes_of
@@ -52,6 +52,9 @@ def to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:
         # BoundedList answers its length in Python: its deque is asked instead.)
         if event_count_source(events):
             apply_events(record, ((e.name, e.timestamp) for e in events))
+        if record.kind is None:
+            # Known by its name alone, as the readers know it.
+            record = named_record(record, attributes) or record
         append(record)
     return records
 
