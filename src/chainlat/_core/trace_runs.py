@@ -279,7 +279,7 @@ def _cut_by_barge_in(top: TracedSpan) -> bool:
     )
 
 
-_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+_STEP_KINDS: Final[frozenset[str]] = frozenset(attr.STEP_KINDS)
 LATE_END_SHARE: Final = 0.01
 """A step may end this share of its run's duration after the run (see `_ended_after`)."""
 LATE_END_NS: Final = 5_000_000

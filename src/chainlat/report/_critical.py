@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final
 
+from chainlat._core import attributes as attr
 from chainlat._core.rollup import PathPiece, SpanRecord, compute_rollup, find_twins
 from chainlat._core.runs import StepTiming, WorkflowRun, marked_first_output
 
-_STEP_KINDS: Final = frozenset(("inference", "data", "tool"))
+_STEP_KINDS: Final = frozenset(attr.STEP_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
