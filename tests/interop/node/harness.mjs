@@ -126,7 +126,7 @@ function words(text) {
   return text.toLowerCase().split(/\s+/).map((w) => [...w].filter((c) => /[\p{L}\p{N}]/u.test(c)).join(""));
 }
 
-async function searchIndex(query, k = 2) {
+export async function searchIndex(query, k = 2) {
   // The keyword search, after RETRIEVE_MS standing in for a remote index.
   return ownInterval("data", async () => {
     await sleep(RETRIEVE_MS);

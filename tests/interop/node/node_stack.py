@@ -4,8 +4,9 @@
 differently: its set-up (``npm ci`` of its package folder's ``package-lock.json`` into a
 cached folder, beside the Python environments) and its agent's command (``node
 agent.mjs`` and the stack's arguments). Each package folder (`PACKAGES`) has its own
-``package.json``, lock and ``agent.mjs``: this one for the Vercel AI SDK, ``genkit/`` and
-``mastra/``. The sim, the reference agent, the judge and ``chainlat check`` run in the
+``package.json``, lock and ``agent.mjs``: this one for the Vercel AI SDK, ``genkit/``,
+``mastra/`` and ``langchain/`` (LangGraph.js with OpenInference's LangChain.js
+instrumentation). The sim, the reference agent, the judge and ``chainlat check`` run in the
 Python environment of `PYTHON_STACK`, which holds what the reference needs (the openai
 SDK, the OpenTelemetry SDK, chainlat). See README.md.
 """
@@ -28,6 +29,7 @@ PACKAGES: dict[str, tuple[Path, tuple[str, ...]]] = {
     "ai-sdk-genai": (HERE, ("--format", "genai")),
     "genkit": (HERE / "genkit", ()),
     "mastra": (HERE / "mastra", ()),
+    "langchain-js": (HERE / "langchain", ()),
 }
 """Stack -> its package folder (``package.json``, ``package-lock.json``, ``agent.mjs``)
 and the agent's own arguments. Stacks of one folder share its installed modules."""
