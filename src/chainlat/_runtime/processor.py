@@ -64,7 +64,7 @@ OUT_OF_CONTEXT_METRIC: Final = "chainlat.step.out_of_context"
 
 
 class _WorkflowState:
-    __slots__ = ("calls", "counter", "name", "parent", "records", "root_id")
+    __slots__ = ("calls", "counter", "ended", "name", "parent", "records", "root_id")
 
     def __init__(self, root_id: int, name: str, parent: _WorkflowState | None) -> None:
         self.root_id = root_id
@@ -72,6 +72,8 @@ class _WorkflowState:
         self.parent = parent
         self.records: list[ReadableSpan] = []
         """Its ended descendants (their rollup records are made when it is computed)."""
+        self.ended: list[int] = []
+        """Their span ids: still owned until the workflow ends (see ``_on_end``)."""
         self.counter = itertools.count()
         # Open model calls: span id -> (source convention, model), to spot a twin at its start;
         # or the call's attributes as they were at its start, until another call asks.
@@ -290,7 +292,10 @@ class ChainlatSpanProcessor(SpanProcessor):
         if context is None:
             return
         span_id = context.span_id  # a Python property: read once
-        entry = self._owner.pop(span_id, None)
+        # An ended span stays owned until its workflow ends: a span built after the fact
+        # from another tracer's records can start after its parent ended (LangSmith's
+        # OpenTelemetry export writes a run's span, start to end, before its children's).
+        entry = self._owner.get(span_id)
         if entry is not None:
             self._tags.pop(span_id, None)
         duplicate = bool(self._seen_twice) and span_id in self._seen_twice
@@ -308,6 +313,10 @@ class ChainlatSpanProcessor(SpanProcessor):
         # The span itself is kept: its rollup record is made when the rollup is computed
         # (by the export, mostly), not here on the application's thread.
         if span_id == state.root_id:
+            owned = self._owner
+            owned.pop(span_id, None)
+            for ended in state.ended:
+                owned.pop(ended, None)
             self._states.pop(span_id, None)
             if self._deferred:
                 deferred = self._deferred.pop(span_id, None)
@@ -318,6 +327,7 @@ class ChainlatSpanProcessor(SpanProcessor):
                 state.parent.records.append(span)
         else:
             state.records.append(span)
+            state.ended.append(span_id)
 
     def shutdown(self) -> None:
         self._owner.clear()
