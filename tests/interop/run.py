@@ -54,6 +54,7 @@ STACKS = (
     "traceloop",
     "openinference-openai",
     "openinference-langchain",
+    "langsmith-otel",
     "pydantic-ai",
     "litellm",
     "openai-agents",
