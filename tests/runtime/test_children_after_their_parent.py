@@ -28,25 +28,22 @@ def _after_the_fact(cap: Capture) -> None:
     the chain's start and end first, each child's after, all with the runs' own times."""
     tracer = cap.provider.get_tracer("langsmith")
     t0 = cap.clock()
-    chain = tracer.start_span(
-        "retrieve", start_time=t0, attributes={"langsmith.span.kind": "chain"}
-    )
-    chain.end(end_time=t0 + 40_000_000)
+
+    def run(name: str, from_ms: int, to_ms: int, kind: str, **more: str) -> trace.Span:
+        span = tracer.start_span(
+            name,
+            context=inside,
+            start_time=t0 + from_ms * 1_000_000,
+            attributes={"langsmith.span.kind": kind, **more},
+        )
+        span.end(end_time=t0 + to_ms * 1_000_000)
+        return span
+
+    inside = None
+    chain = run("retrieve", 0, 40, "chain")
     inside = trace.set_span_in_context(chain)
-    retriever = tracer.start_span(
-        "FaqRetriever",
-        context=inside,
-        start_time=t0 + 5_000_000,
-        attributes={"langsmith.span.kind": "retriever", "gen_ai.operation.name": "embeddings"},
-    )
-    retriever.end(end_time=t0 + 35_000_000)
-    tool = tracer.start_span(
-        "lookup_order",
-        context=inside,
-        start_time=t0 + 36_000_000,
-        attributes={"langsmith.span.kind": "tool", "gen_ai.operation.name": "execute_tool"},
-    )
-    tool.end(end_time=t0 + 39_000_000)
+    run("FaqRetriever", 5, 35, "retriever", **{"gen_ai.operation.name": "embeddings"})
+    run("lookup_order", 36, 39, "tool", **{"gen_ai.operation.name": "execute_tool"})
     cap.clock.advance(50)
 
 
