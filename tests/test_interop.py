@@ -234,6 +234,7 @@ def test_time_inside_the_spans_is_measured_against_the_sim_and_the_functions(
     (got,) = judge.runs_of(str(traces))["runs"]
     assert got["counts"] == {"inference": 3, "data": 0, "tool": 1}  # the planning call once
     assert got["inside_ms"] == {"inference": 34.0, "data": 0.0, "tool": 15.0}
+    assert got["functions_ms"] == {"data": 0.0, "tool": 25.0}
 
 
 def test_a_data_span_inside_a_data_span_is_one_step_and_the_outer_span_is_taken_out(
@@ -448,6 +449,22 @@ def test_the_sims_own_time_is_taken_out_of_both_sides() -> None:
         "inference -6.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken "
         "out: 0.0 ms, reference 0.0; the sim's own time taken out too: 280.0 ms, reference "
         "280.0)"
+    ]
+
+
+def test_the_functions_own_time_is_taken_out_of_both_sides() -> None:
+    """The case's retrieval function took 6 ms longer than the reference's (a Node timer
+    that overslept: the language's runtime, not chainlat): no difference once each side's
+    function time is taken out; the same 6 ms read beyond its span by chainlat is one."""
+    refs = [{**_run_dict(data=30.0), "functions_ms": {"data": 30.0, "tool": 25.0}}] * (run.RUNS + 1)
+    slower = {**_run_dict(data=36.0), "functions_ms": {"data": 36.0, "tool": 25.0}}
+    assert run.own_time(slower, "data") == 0.0
+    assert run.compare("x", refs, [slower] * 5) == []
+    misread = {**_run_dict(data=36.0), "functions_ms": {"data": 30.0, "tool": 25.0}}
+    assert run.compare("x", refs, [misread] * 5) == [
+        "data +6.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken out: "
+        "0.0 ms, reference 0.0; the functions' own time taken out too: 30.0 ms, reference "
+        "30.0)"
     ]
 
 

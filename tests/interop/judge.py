@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,6 @@ def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -
       is of another kind, nothing (no allowance).
     """
     records = answered_before_tools(run.records)  # as `call_steps` reads them (rule 19)
-    first, last = run.root_record.start_ns, run.root_record.end_ns
     inference = 0.0
     for call, match in timed:
         if match is None:
@@ -180,21 +180,53 @@ def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -
         # its first token) has lost the model's time, which is judged, not taken out.
         inference += max(0, beyond) / 1e6
     out = {"inference": inference, "data": 0.0, "tool": 0.0}
+    for own, outer in _read_functions(run, records, intervals):
+        span_ns = outer.end_ns - outer.start_ns
+        out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
+    return out
+
+
+def functions_ms(run: WorkflowRun, intervals: list[dict[str, Any]]) -> dict[str, float]:
+    """Per kind (``data``, ``tool``), the duration of the step functions whose span chainlat
+    reads as a step of their kind (those `inside_ms` measures around): their own time,
+    which the machine and the language's runtime set (a timer that oversleeps, an event
+    loop busy elsewhere), not chainlat, as the sim sets a model's (`served_ms`)."""
+    out = {"data": 0.0, "tool": 0.0}
+    for own, _outer in _read_functions(run, answered_before_tools(run.records), intervals):
+        out[own["kind"]] += (own["end_ns"] - own["start_ns"]) / 1e6
+    return out
+
+
+def _read_functions(
+    run: WorkflowRun, records: list[SpanRecord], intervals: list[dict[str, Any]]
+) -> Iterator[tuple[dict[str, Any], SpanRecord]]:
+    """Each interval of a step's own function (``intervals``, recorded by the agent) inside
+    the run whose innermost holding span chainlat reads as a step of that kind, with that
+    span taken up through its ancestors of the same kind (one step, the outermost's time:
+    `_outermost_of_kind`). A clock that rounds starts (OpenTelemetry JS: a span starts at
+    `Date.now()`, and ends that start plus the time elapsed since) may write a span up to
+    its resolution off its function at either end: that is allowed (`clock.slack_ns`), as
+    `call_steps` allows it."""
+    root = run.root_record
+    slack = clock.slack_ns(
+        [root.start_ns, *(r.start_ns for r in records)],
+        [root.end_ns, *(r.end_ns for r in records)],
+    )
+    first, last = root.start_ns - slack, root.end_ns + slack
     by_id = {r.span_id: r for r in records}
     for own in intervals:
         if not (first <= own["start_ns"] and own["end_ns"] <= last):
             continue
         holding = [
-            r for r in records if r.start_ns <= own["start_ns"] and own["end_ns"] <= r.end_ns
+            r
+            for r in records
+            if r.start_ns - slack <= own["start_ns"] and own["end_ns"] <= r.end_ns + slack
         ]
         if not holding:
             continue
         inner = min(holding, key=lambda r: r.end_ns - r.start_ns)
         if inner.kind == own["kind"]:
-            outer = _outermost_of_kind(inner, by_id)
-            span_ns = outer.end_ns - outer.start_ns
-            out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
-    return out
+            yield own, _outermost_of_kind(inner, by_id)
 
 
 def _on_path(run: WorkflowRun) -> dict[int, SpanRecord | None]:
@@ -362,6 +394,7 @@ def runs_of(path: str) -> dict[str, Any]:
         intervals = json.loads(Path(path + ".intervals.json").read_text())
         timed = {id(run): timed_calls(run, server) for run in runs}
         inside = {id(run): inside_ms(run, timed[id(run)], intervals) for run in runs}
+        functions = {id(run): functions_ms(run, intervals) for run in runs}
         served = {id(run): served_ms(timed[id(run)]) for run in runs}
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -378,6 +411,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "call_steps": len(call_steps(run)),
                 "answer_ttft_ms": answer_ttft_ms(run),
                 "inside_ms": inside[id(run)],
+                "functions_ms": functions[id(run)],
                 "served_ms": served[id(run)],
                 "wire_tokens": wire,
                 "unrecorded": list(r.unrecorded),
