@@ -460,6 +460,10 @@ def test_the_functions_own_time_is_taken_out_of_both_sides() -> None:
     slower = {**_run_dict(data=36.0), "functions_ms": {"data": 36.0, "tool": 25.0}}
     assert run.own_time(slower, "data") == 0.0
     assert run.compare("x", refs, [slower] * 5) == []
+    # A case whose functions no span holds as read is compared with its function's time
+    # in it, as before (Spring AI's retrieval): not with the reference's taken out alone.
+    unmatched = {**_run_dict(data=31.0), "functions_ms": {"data": 0.0, "tool": 25.0}}
+    assert run.compare("x", refs, [unmatched] * 5) == []
     misread = {**_run_dict(data=36.0), "functions_ms": {"data": 30.0, "tool": 25.0}}
     assert run.compare("x", refs, [misread] * 5) == [
         "data +6.0 ms (tolerance 2 + noise 0.0; measured inside the spans and taken out: "

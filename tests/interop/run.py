@@ -651,7 +651,17 @@ def _mad(values: list[float]) -> float:
     return statistics.median(abs(v - middle) for v in values)
 
 
-def own_time(run: dict[str, Any], kind: str) -> float:
+def functions_read(refs: list[dict[str, Any]], runs: list[dict[str, Any]], kind: str) -> bool:
+    """Whether every run of the case and of the reference had its ``kind`` functions
+    matched to the spans read as those steps (``functions_ms``): only then is their own
+    time taken out of both sides (`own_time`). A stack whose function no span holds as
+    read (Spring AI's retrieval) is compared as before, its function's time in it."""
+    return kind != "inference" and all(
+        r.get("functions_ms", {}).get(kind, 0.0) > 0 for r in (*refs, *runs)
+    )
+
+
+def own_time(run: dict[str, Any], kind: str, functions: bool = True) -> float:
     """A kind's critical-path time as chainlat read it, minus the time inside its step
     spans measured as not the steps' own (``inside_ms``, judge.py `inside_ms`); for
     inference, minus the model's own time as the sim served it too (``served_ms``, judge.py
@@ -662,7 +672,7 @@ def own_time(run: dict[str, Any], kind: str) -> float:
     own = run["split_ms"][kind] - run["inside_ms"][kind]
     if kind == "inference":
         own -= run.get("served_ms", 0.0)
-    else:
+    elif functions:
         own -= run.get("functions_ms", {}).get(kind, 0.0)
     return float(own)
 
@@ -670,8 +680,10 @@ def own_time(run: dict[str, Any], kind: str) -> float:
 def paired_deltas(refs: list[dict[str, Any]], runs: list[dict[str, Any]], kind: str) -> list[float]:
     """Per round, the case's `own_time` minus the mean of the reference's runs just before
     and just after it (``refs`` has one run more than ``runs``, alternating with them)."""
+    both = functions_read(refs, runs, kind)
     return [
-        own_time(run, kind) - (own_time(refs[i], kind) + own_time(refs[i + 1], kind)) / 2
+        own_time(run, kind, both)
+        - (own_time(refs[i], kind, both) + own_time(refs[i + 1], kind, both)) / 2
         for i, run in enumerate(runs)
     ]
 
@@ -690,7 +702,9 @@ def tolerance_ms(
     """
     base = TOLERANCE_MS.get(stack, {}).get(kind, DEFAULT_TOLERANCE_MS)
     deltas = paired_deltas(refs, runs, kind)
-    noise = NOISE_FACTOR * math.hypot(_mad(deltas), _mad([own_time(r, kind) for r in refs]))
+    both = functions_read(refs, runs, kind)
+    own = [own_time(r, kind, both) for r in refs]
+    noise = NOISE_FACTOR * math.hypot(_mad(deltas), _mad(own))
     return base + noise, f"{base:g} + noise {noise:.1f}"
 
 
@@ -819,7 +833,7 @@ def timing(
             figures[kind]["served_ms"] = round(mine, 2)
             figures[kind]["reference_served_ms"] = round(theirs, 2)
             served = f"; the sim's own time taken out too: {mine:.1f} ms, reference {theirs:.1f}"
-        elif kind != "inference" and any("functions_ms" in r for r in (*runs, *refs)):
+        elif functions_read(refs, runs, kind):
             mine = statistics.median(r.get("functions_ms", {}).get(kind, 0.0) for r in runs)
             theirs = statistics.median(r.get("functions_ms", {}).get(kind, 0.0) for r in refs)
             figures[kind]["functions_ms"] = round(mine, 2)
