@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +96,7 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     # began after its predecessor ended as starting up to that much before its end: the
     # critical path takes them as one after the other (docs/attributes.md, rule 14), and so
     # does this count.
-    root = run.root_record
-    slack = clock.slack_ns(
-        [root.start_ns, *(r.start_ns for r in run.records)],
-        [root.end_ns, *(r.end_ns for r in run.records)],
-    )
+    slack = _slack_ns(run.root_record, run.records)
     steps: list[list[SpanRecord]] = []
     for call in expected:
         if steps and call.start_ns + slack < max(c.end_ns for c in steps[-1]):
@@ -109,6 +104,15 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
         else:
             steps.append([call])
     return steps
+
+
+def _slack_ns(root: SpanRecord, records: list[SpanRecord]) -> int:
+    """How far the spans' clock may write a span off the instants it stood for: its starts'
+    resolution when coarser than its ends' (`clock.slack_ns`: OpenTelemetry JS)."""
+    return clock.slack_ns(
+        [root.start_ns, *(r.start_ns for r in records)],
+        [root.end_ns, *(r.end_ns for r in records)],
+    )
 
 
 def answer_ttft_ms(run: WorkflowRun) -> float | None:
@@ -140,7 +144,14 @@ def timed_calls(run: WorkflowRun, server: list[dict[str, int]]) -> Timed:
     return [(call, _served(call, server)) for call in calls]
 
 
-def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -> dict[str, float]:
+Held = list[tuple[dict[str, Any], SpanRecord]]
+"""Each step function's interval with the step span chainlat reads around it
+(`held_functions`)."""
+
+
+def inside_ms(
+    run: WorkflowRun, timed: Timed, records: list[SpanRecord], held: Held
+) -> dict[str, float]:
     """Per judged kind, the time on the critical path inside the step spans chainlat must
     read that is not the step's own: measured, for the judge to take out before it
     compares a case with the reference (README.md, "The verdict").
@@ -154,15 +165,14 @@ def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -
       per-chunk callbacks); all of it for a span read as a call that no server span
       overlaps; nothing for a span shorter than the server's (the model's time it lost
       is chainlat's reading, judged).
-    - ``data``, ``tool``: for each interval of the step's own function (``intervals``,
-      recorded by the agent), the innermost span holding it, when chainlat reads that
-      span as a step of that kind, taken up through its ancestors of the same kind (one
-      step, the outermost's time: `_outermost_of_kind`), minus the function's duration:
+    - ``data``, ``tool``: for each interval of the step's own function and the step span
+      holding it (``held``, `held_functions`), the span's duration minus the function's:
       a framework's work around the function inside its step span (argument parsing,
-      bookkeeping, events dispatched after an inner span ends). When the innermost span
-      is of another kind, nothing (no allowance).
+      bookkeeping, events dispatched after an inner span ends). A function no span of
+      its kind holds: nothing (no allowance).
+
+    ``records``: the run's, as `call_steps` reads them (`answered_before_tools`, rule 19).
     """
-    records = answered_before_tools(run.records)  # as `call_steps` reads them (rule 19)
     inference = 0.0
     for call, match in timed:
         if match is None:
@@ -180,26 +190,26 @@ def inside_ms(run: WorkflowRun, timed: Timed, intervals: list[dict[str, Any]]) -
         # its first token) has lost the model's time, which is judged, not taken out.
         inference += max(0, beyond) / 1e6
     out = {"inference": inference, "data": 0.0, "tool": 0.0}
-    for own, outer in _read_functions(run, records, intervals):
+    for own, outer in held:
         span_ns = outer.end_ns - outer.start_ns
         out[own["kind"]] += (span_ns - (own["end_ns"] - own["start_ns"])) / 1e6
     return out
 
 
-def functions_ms(run: WorkflowRun, intervals: list[dict[str, Any]]) -> dict[str, float]:
+def functions_ms(held: Held) -> dict[str, float]:
     """Per kind (``data``, ``tool``), the duration of the step functions whose span chainlat
-    reads as a step of their kind (those `inside_ms` measures around): their own time,
-    which the machine and the language's runtime set (a timer that oversleeps, an event
-    loop busy elsewhere), not chainlat, as the sim sets a model's (`served_ms`)."""
+    reads as a step of their kind (``held``: those `inside_ms` measures around): their own
+    time, which the machine and the language's runtime set (a timer that oversleeps, an
+    event loop busy elsewhere), not chainlat, as the sim sets a model's (`served_ms`)."""
     out = {"data": 0.0, "tool": 0.0}
-    for own, _outer in _read_functions(run, answered_before_tools(run.records), intervals):
+    for own, _outer in held:
         out[own["kind"]] += (own["end_ns"] - own["start_ns"]) / 1e6
     return out
 
 
-def _read_functions(
+def held_functions(
     run: WorkflowRun, records: list[SpanRecord], intervals: list[dict[str, Any]]
-) -> Iterator[tuple[dict[str, Any], SpanRecord]]:
+) -> Held:
     """Each interval of a step's own function (``intervals``, recorded by the agent) inside
     the run whose innermost holding span chainlat reads as a step of that kind, with that
     span taken up through its ancestors of the same kind (one step, the outermost's time:
@@ -208,12 +218,10 @@ def _read_functions(
     its resolution off its function at either end: that is allowed (`clock.slack_ns`), as
     `call_steps` allows it."""
     root = run.root_record
-    slack = clock.slack_ns(
-        [root.start_ns, *(r.start_ns for r in records)],
-        [root.end_ns, *(r.end_ns for r in records)],
-    )
+    slack = _slack_ns(root, records)
     first, last = root.start_ns - slack, root.end_ns + slack
     by_id = {r.span_id: r for r in records}
+    held: Held = []
     for own in intervals:
         if not (first <= own["start_ns"] and own["end_ns"] <= last):
             continue
@@ -226,7 +234,8 @@ def _read_functions(
             continue
         inner = min(holding, key=lambda r: r.end_ns - r.start_ns)
         if inner.kind == own["kind"]:
-            yield own, _outermost_of_kind(inner, by_id)
+            held.append((own, _outermost_of_kind(inner, by_id)))
+    return held
 
 
 def _on_path(run: WorkflowRun) -> dict[int, SpanRecord | None]:
@@ -393,8 +402,12 @@ def runs_of(path: str) -> dict[str, Any]:
         server = _json_lines(Path(path).parent / "sim-spans.jsonl")
         intervals = json.loads(Path(path + ".intervals.json").read_text())
         timed = {id(run): timed_calls(run, server) for run in runs}
-        inside = {id(run): inside_ms(run, timed[id(run)], intervals) for run in runs}
-        functions = {id(run): functions_ms(run, intervals) for run in runs}
+        inside, functions = {}, {}
+        for run in runs:
+            records = answered_before_tools(run.records)
+            held = held_functions(run, records, intervals)
+            inside[id(run)] = inside_ms(run, timed[id(run)], records, held)
+            functions[id(run)] = functions_ms(held)
         served = {id(run): served_ms(timed[id(run)]) for run in runs}
     except Exception as exc:  # reported: the matrix goes on
         return {"error": f"{type(exc).__name__}: {exc}"}

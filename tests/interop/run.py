@@ -826,19 +826,19 @@ def timing(
             "inside_ms": round(inside, 2),
             "reference_inside_ms": round(ref_inside, 2),
         }
-        served = ""
+        taken_out = ""
         if kind == "inference" and any("served_ms" in r for r in (*runs, *refs)):
             mine = statistics.median(r.get("served_ms", 0.0) for r in runs)
             theirs = statistics.median(r.get("served_ms", 0.0) for r in refs)
             figures[kind]["served_ms"] = round(mine, 2)
             figures[kind]["reference_served_ms"] = round(theirs, 2)
-            served = f"; the sim's own time taken out too: {mine:.1f} ms, reference {theirs:.1f}"
+            taken_out = f"; the sim's own time taken out too: {mine:.1f} ms, reference {theirs:.1f}"
         elif functions_read(refs, runs, kind):
             mine = statistics.median(r.get("functions_ms", {}).get(kind, 0.0) for r in runs)
             theirs = statistics.median(r.get("functions_ms", {}).get(kind, 0.0) for r in refs)
             figures[kind]["functions_ms"] = round(mine, 2)
             figures[kind]["reference_functions_ms"] = round(theirs, 2)
-            served = (
+            taken_out = (
                 f"; the functions' own time taken out too: {mine:.1f} ms, reference {theirs:.1f}"
             )
         if offset:
@@ -854,7 +854,7 @@ def timing(
             expect = f", from the expected {offset:+.1f} ms" if offset else ""
             differs.append(
                 f"{kind} {delta:+.1f} ms{expect} (tolerance {said}; measured inside the spans "
-                f"and taken out: {inside:.1f} ms, reference {ref_inside:.1f}{served})"
+                f"and taken out: {inside:.1f} ms, reference {ref_inside:.1f}{taken_out})"
             )
     return differs, figures
 
