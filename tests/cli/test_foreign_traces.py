@@ -100,6 +100,28 @@ def test_a_mastra_call_that_asked_for_its_tool_ends_where_the_tool_starts(
     assert found["workflows"]["agent"]["bound_runs"] == {}
 
 
+def test_a_langfuse_request_reads_its_generations_retrieval_and_tool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Langfuse's spans carry only its own keys (``langfuse.observation.type``, a
+    generation's usage as a JSON object, its first chunk as a quoted ISO date). Before its
+    row, no step was read: inference, data and tool 0.0 ms, the whole 464.9 ms overhead.
+    The answer's first output is Langfuse's instant, measured: 387.1 ms, where the sim sent
+    its first chunk at 386.0 (tests/data/foreign/langfuse/README.md)."""
+    path = FOREIGN / "langfuse" / "unwrapped.jsonl"
+    found = _report(capsys, path, "--roots")
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    quantities = agent["quantities"]
+    assert quantities["data"]["p50_ms"] == pytest.approx(30.7, abs=0.05)
+    assert quantities["tool"]["p50_ms"] == pytest.approx(25.5, abs=0.05)
+    assert quantities["first_output"]["p50_ms"] == pytest.approx(387.1, abs=0.05)
+    assert agent["bound_runs"] == {}
+    [run] = read_runs([path], roots=True)
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
+
+
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
 def test_a_genkit_flow_reads_its_model_tool_and_data_steps(
     name: str, tool_ms: float, capsys: pytest.CaptureFixture[str]

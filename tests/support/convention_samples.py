@@ -406,6 +406,22 @@ MASTRA_CHAT: Attributes = {
     "mastra.completion_start_time": "2026-12-07T11:42:25.426Z",
 }
 
+# langfuse 5.0.4: its OpenAI client's generation (openai.py, _client/attributes.py
+# create_generation_attributes), content left out; usage as the response gave it, JSON
+LANGFUSE_GENERATION: Attributes = {
+    "langfuse.observation.type": "generation",
+    "langfuse.observation.model.name": "sim-answer",
+    "langfuse.observation.usage_details": (
+        '{"completion_tokens": 20, "prompt_tokens": 53, "total_tokens": 73, '
+        '"completion_tokens_details": {"reasoning_tokens": 0}}'
+    ),
+    "langfuse.observation.completion_start_time": '"2026-12-07T17:27:42.001693Z"',
+    "langfuse.observation.metadata.finish_reason": '"stop"',
+}
+# @observe(as_type="retriever") and @observe(as_type="tool") (_client/observe.py)
+LANGFUSE_RETRIEVER: Attributes = {"langfuse.observation.type": "retriever"}
+LANGFUSE_TOOL: Attributes = {"langfuse.observation.type": "tool"}
+
 MODEL_AND_TOKENS_ONLY: Attributes = {
     "gen_ai.request.model": "gpt-4o",
     "gen_ai.usage.input_tokens": 10,

@@ -419,6 +419,18 @@ HAYSTACK_TOOL_NAME: Final = "haystack.tool.name"
 """On an agent's tool step: the tool it ran."""
 HAYSTACK_PIPELINE_NAME: Final = "haystack.pipeline.name"
 
+# --- Langfuse's SDKs (Python and JS), which write OpenTelemetry spans ------------------------
+LANGFUSE_OBSERVATION_TYPE: Final = "langfuse.observation.type"
+"""What a Langfuse observation is (``generation``, ``retriever``, ``tool``, ``span``): its
+mark (langfuse 5.0.4, ``_client/attributes.py``)."""
+LANGFUSE_MODEL_NAME: Final = "langfuse.observation.model.name"
+LANGFUSE_USAGE_DETAILS: Final = "langfuse.observation.usage_details"
+"""A generation's token usage, a JSON object: the provider's own names (``prompt_tokens``,
+``completion_tokens`` from its OpenAI client) or Langfuse's (``input``, ``output``)."""
+LANGFUSE_COMPLETION_START_TIME: Final = "langfuse.observation.completion_start_time"
+"""The instant a generation's first chunk came, an ISO 8601 date written as a JSON string
+(quotes included), not a duration."""
+
 # --- HTTP client spans of any language (OpenTelemetry's HTTP conventions) ----------------
 HTTP_METHOD: Final = "http.method"
 """The HTTP conventions' older spelling of ``http.request.method``."""

@@ -55,6 +55,7 @@ from chainlat._core.attributes import (
     GENKIT_NAME,
     HTTP_METHOD,
     HTTP_REQUEST_METHOD,
+    LANGFUSE_MODEL_NAME,
     LATENCY_TTFT_MS,
     LIVEKIT_E2E_LATENCY,
     LIVEKIT_INTERRUPTED,
@@ -96,6 +97,7 @@ MODEL_KEYS: Final = (
     EMBEDDING_MODEL_NAME,
     RERANKER_MODEL_NAME,
     AI_MODEL_ID,
+    LANGFUSE_MODEL_NAME,
     GENKIT_NAME,  # last: the action's name, a model's only on a model action's span
 )
 PROVIDER_KEYS: Final = (
@@ -107,6 +109,11 @@ PROVIDER_KEYS: Final = (
     DECISION_SYSTEM,
     AI_MODEL_PROVIDER,
 )
+USAGE_OBJECTS: Final[Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    key: names for c in CONVENTIONS for key, names in c.usage.items()
+}
+"""Keys whose value is a JSON object of token counts (`Convention.usage`) -> the names of its
+input and its output tokens."""
 INPUT_TOKEN_KEYS: Final = (
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_PROMPT_TOKENS,
@@ -114,6 +121,7 @@ INPUT_TOKEN_KEYS: Final = (
     DECISION_TOKEN_COUNT_INPUT,
     AI_USAGE_INPUT_TOKENS,
     AI_USAGE_PROMPT_TOKENS,
+    *USAGE_OBJECTS,  # last: a count of a key of its own is read first
 )
 OUTPUT_TOKEN_KEYS: Final = (
     GEN_AI_USAGE_OUTPUT_TOKENS,
@@ -122,6 +130,7 @@ OUTPUT_TOKEN_KEYS: Final = (
     DECISION_TOKEN_COUNT_OUTPUT,
     AI_USAGE_OUTPUT_TOKENS,
     AI_USAGE_COMPLETION_TOKENS,
+    *USAGE_OBJECTS,
 )
 TTFT_MS_KEYS: Final = (
     LATENCY_TTFT_MS,
@@ -175,7 +184,7 @@ def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
         >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
         30
     """
-    return first_count(attributes, OUTPUT_TOKEN_KEYS)
+    return first_count(attributes, OUTPUT_TOKEN_KEYS, _OUTPUT)
 
 
 def call_readings(
@@ -242,8 +251,8 @@ def read_call(
     get = attributes.get
     in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
     return (
-        _count_among(get, in_keys),
-        _count_among(get, out_keys),
+        _count_among(get, in_keys, _INPUT),
+        _count_among(get, out_keys, _OUTPUT),
         _ttft_among(get, ms_keys, seconds_keys),
         _text_among(get, model_keys),
     )
@@ -358,11 +367,15 @@ def first_token_at(
 
 
 def _instant_ns(value: object) -> int | None:
-    """An ISO 8601 date with its offset (``2026-12-07T11:42:25.426Z``) as ns since the epoch."""
+    """An ISO 8601 date with its offset (``2026-12-07T11:42:25.426Z``) as ns since the epoch;
+    also written as a JSON string, in quotes (Langfuse's)."""
     if not isinstance(value, str):
         return None
+    text = value.strip()
+    if len(text) > 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
     try:
-        at = datetime.datetime.fromisoformat(value.strip())
+        at = datetime.datetime.fromisoformat(text)
     except ValueError:
         return None
     if at.tzinfo is None:
@@ -587,17 +600,43 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
     return None
 
 
-def first_count(attributes: Mapping[str, object], keys: tuple[str, ...]) -> int | None:
-    """The first token count among ``keys``."""
+_USAGE_NAMES: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
+_INPUT: Final = 0
+_OUTPUT: Final = 1
+"""Which names of a usage object (`USAGE_OBJECTS`) a count is read by."""
+
+
+def first_count(
+    attributes: Mapping[str, object], keys: tuple[str, ...], side: int = _INPUT
+) -> int | None:
+    """The first token count among ``keys``; a usage object's by its names for ``side``."""
     if attributes.keys().isdisjoint(keys):  # none there (the common case), asked in C
         return None
     # Most keys are absent: skipped in C.
-    return _count_among(attributes.get, filter(attributes.__contains__, keys))
+    return _count_among(attributes.get, filter(attributes.__contains__, keys), side)
 
 
-def _count_among(get: Callable[[str], object], keys: Iterable[str]) -> int | None:
+def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -> int | None:
     for key in keys:
-        count = _count(get(key))
+        names = _USAGE_NAMES.get(key)  # a JSON object of counts, not one count
+        count = _count(get(key)) if names is None else _usage_count(get(key), names[side])
+        if count is not None:
+            return count
+    return None
+
+
+def _usage_count(value: object, names: tuple[str, ...]) -> int | None:
+    """The first count among ``names`` in a usage object written as JSON text."""
+    if not isinstance(value, str):
+        return None
+    try:
+        usage = json.loads(value)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        return None
+    if not isinstance(usage, dict):
+        return None
+    for name in names:
+        count = _count(usage.get(name))
         if count is not None:
             return count
     return None

@@ -65,6 +65,10 @@ from chainlat._core.attributes import (
     HAYSTACK_PIPELINE_NAME,
     HAYSTACK_TOOL_NAME,
     HTTP_REQUEST_METHOD,
+    LANGFUSE_COMPLETION_START_TIME,
+    LANGFUSE_MODEL_NAME,
+    LANGFUSE_OBSERVATION_TYPE,
+    LANGFUSE_USAGE_DETAILS,
     LANGSMITH_SPAN_KIND,
     LATENCY_TTFT_MS,
     LIVEKIT_E2E_LATENCY,
@@ -191,6 +195,13 @@ class Convention:
     """Key -> value -> whether the call streamed, where the value of a key says it rather
     than a key of its own (the AI SDK's ``ai.operationId``: ``ai.generateText.doGenerate``
     did not stream, ``ai.streamText.doStream`` did; docs/attributes.md, rules 17 and 18)."""
+    usage: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Key -> (the names of its input tokens, of its output tokens), for a key whose value
+    is a JSON object of token counts rather than one count (Langfuse's
+    ``langfuse.observation.usage_details``): each name tried in order, the object's own
+    top-level counts only. Read after every key that holds one count."""
 
 
 def _all(kind: StepKind | None, *values: str) -> dict[str, StepKind | None]:
@@ -639,6 +650,43 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         ),
         reads=(MASTRA_COMPLETION_START_TIME,),
         instants=(MASTRA_COMPLETION_START_TIME,),
+    ),
+    Convention(
+        name="langfuse",
+        marks=(LANGFUSE_OBSERVATION_TYPE,),
+        mark_rank=1,
+        checked=(
+            "langfuse==5.0.4 (_client/attributes.py, _client/constants.py, _client/observe.py, "
+            "openai.py)",
+        ),
+        kinds=_frozen(
+            {
+                # @observe(as_type=...) and start_observation(as_type=...); its OpenAI
+                # client writes each call as a generation. An agent observation is the
+                # application's function around the loop, as OpenInference's AGENT is.
+                LANGFUSE_OBSERVATION_TYPE: {
+                    "generation": "inference",
+                    "embedding": "inference",
+                    "retriever": "data",
+                    "tool": "tool",
+                    "agent": "workflow",
+                    **_all(None, "span", "chain", "event", "evaluator", "guardrail"),
+                },
+            }
+        ),
+        reads=(LANGFUSE_MODEL_NAME, LANGFUSE_USAGE_DETAILS, LANGFUSE_COMPLETION_START_TIME),
+        # Its OpenAI client passes on the response's usage as it came (``prompt_tokens``
+        # from Chat Completions, ``input_tokens`` from the Responses API); an application
+        # that reports usage itself uses Langfuse's names, ``input`` and ``output``.
+        usage=MappingProxyType(
+            {
+                LANGFUSE_USAGE_DETAILS: (
+                    ("input", "prompt_tokens", "input_tokens"),
+                    ("output", "completion_tokens", "output_tokens"),
+                )
+            }
+        ),
+        instants=(LANGFUSE_COMPLETION_START_TIME,),
     ),
     Convention(
         name="pydantic-ai",
