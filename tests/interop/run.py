@@ -55,6 +55,7 @@ STACKS = (
     "openinference-openai",
     "openinference-langchain",
     "langsmith-otel",
+    "langfuse",
     "pydantic-ai",
     "litellm",
     "openai-agents",
@@ -208,15 +209,15 @@ def expected(stack: str, reference: dict[str, Any], case: str = "") -> dict[str,
 
 
 FIRST_TOKEN_IN_SPANS = frozenset(
-    {"strands-agents", "openllmetry-anthropic", "openinference-llama-index", "crewai"}
+    {"strands-agents", "openllmetry-anthropic", "openinference-llama-index", "crewai", "langfuse"}
 )
 """Stacks whose own spans say when the streamed answer's first token came (strands'
 ``gen_ai.server.time_to_first_token``, the anthropic SDK's
 ``gen_ai.response.time_to_first_chunk``, OpenInference's "First Token Stream Event" on
 LlamaIndex's stream span and on the OpenAI instrumentation's ``ChatCompletion`` under
-CrewAI): each of their runs must give the answer a time to first token, as the
-reference's wire does, with the wire or without it. Other stacks' spans record none
-(docs/integrations.md), or were not checked for one."""
+CrewAI, Langfuse's ``completion_start_time``): each of their runs must give the answer
+a time to first token, as the reference's wire does, with the wire or without it. Other
+stacks' spans record none (docs/integrations.md), or were not checked for one."""
 
 FIRST_TOKEN_IN_SPANS |= (
     node_stack.FIRST_TOKEN_IN_SPANS
