@@ -75,6 +75,25 @@ def test_a_generation_gives_its_tokens_model_and_no_duration_as_a_first_token() 
         ({"input": 2.5, "output": True}, (None, None)),
         # a nested count is not the object's own
         ({"prompt_tokens_details": {"cached_tokens": 4}}, (None, None)),
+        # its JavaScript OpenAI client (@langfuse/openai 5.11.1 parseUsageDetails), from
+        # prompt_tokens 1200 of which 1024 cached, completion_tokens 300 of which 256 of
+        # reasoning: Langfuse's input and output leave their parts out, which are added
+        (
+            {
+                "input": 176,
+                "output": 44,
+                "total": 1500,
+                "input_cached_tokens": 1024,
+                "input_audio_tokens": 0,
+                "output_reasoning_tokens": 256,
+            },
+            (1200, 300),
+        ),
+        # its LangChain handler (CallbackHandler._parse_usage_model): a priority tier is
+        # written beside, not subtracted, so it is no part
+        ({"input": 90, "input_cache_read": 10, "input_priority": 100, "output": 5}, (100, 5)),
+        # a part that is no count adds nothing; a read name is never a part
+        ({"input": 12, "input_cached_tokens": "n/a", "input_tokens": 12}, (12, None)),
     ],
 )
 def test_usage_is_read_from_its_json_object(

@@ -82,7 +82,7 @@ from chainlat._core.convention_table import ANY_VALUE as ANY_VALUE
 from chainlat._core.convention_table import CONVENTIONS as CONVENTIONS
 from chainlat._core.convention_table import FIRST_TOKEN_EVENTS as FIRST_TOKEN_EVENTS
 from chainlat._core.convention_table import OUTPUT_KEYS as _OUTPUT_KEYS
-from chainlat._core.convention_table import SECONDS_WHEN_MARKED, UNTIMED_KEYS
+from chainlat._core.convention_table import SECONDS_WHEN_MARKED, UNTIMED_KEYS, UsageObject
 from chainlat._core.convention_table import Convention as Convention
 
 MODEL_KEYS: Final = (
@@ -109,11 +109,10 @@ PROVIDER_KEYS: Final = (
     DECISION_SYSTEM,
     AI_MODEL_PROVIDER,
 )
-USAGE_OBJECTS: Final[Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    key: names for c in CONVENTIONS for key, names in c.usage.items()
+USAGE_OBJECTS: Final[Mapping[str, UsageObject]] = {
+    key: usage for c in CONVENTIONS for key, usage in c.usage.items()
 }
-"""Keys whose value is a JSON object of token counts (`Convention.usage`) -> the names of its
-input and its output tokens."""
+"""Keys whose value is a JSON object of token counts (`Convention.usage`) -> how it reads."""
 INPUT_TOKEN_KEYS: Final = (
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_PROMPT_TOKENS,
@@ -600,7 +599,7 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
     return None
 
 
-_USAGE_NAMES: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
+_USAGE: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
 _INPUT: Final = 0
 _OUTPUT: Final = 1
 """Which names of a usage object (`USAGE_OBJECTS`) a count is read by."""
@@ -618,27 +617,36 @@ def first_count(
 
 def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -> int | None:
     for key in keys:
-        names = _USAGE_NAMES.get(key)  # a JSON object of counts, not one count
-        count = _count(get(key)) if names is None else _usage_count(get(key), names[side])
+        usage = _USAGE.get(key)  # a JSON object of counts, not one count
+        count = _count(get(key)) if usage is None else _usage_count(get(key), usage, side)
         if count is not None:
             return count
     return None
 
 
-def _usage_count(value: object, names: tuple[str, ...]) -> int | None:
-    """The first count among ``names`` in a usage object written as JSON text."""
+def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
+    """The input (``side`` `_INPUT`) or output tokens of a usage object written as JSON
+    text: the first of its names with a count, plus that name's parts (`UsageObject`)."""
     if not isinstance(value, str):
         return None
     try:
-        usage = json.loads(value)
+        found = json.loads(value)
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
-    if not isinstance(usage, dict):
+    if not isinstance(found, dict):
         return None
-    for name in names:
-        count = _count(usage.get(name))
-        if count is not None:
-            return count
+    for name in usage.output if side == _OUTPUT else usage.input:
+        count = _count(found.get(name))
+        if count is None:
+            continue
+        prefix = usage.parts.get(name)
+        if prefix is not None:
+            named = (*usage.input, *usage.output)  # a name read is never a part
+            for key, part in found.items():
+                if key.startswith(prefix) and not key.startswith(usage.not_parts):
+                    part_count = None if key in named else _count(part)
+                    count += part_count or 0
+        return count
     return None
 
 

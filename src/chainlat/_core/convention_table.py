@@ -119,6 +119,27 @@ ANY_VALUE: Final = "*"
 
 
 @dataclass(frozen=True, slots=True)
+class UsageObject:
+    """How a JSON object of token counts gives a call's input and output tokens: its own
+    top-level counts only, never a nested one.
+
+    Attributes:
+        input: The names of its input tokens, tried in order.
+        output: The names of its output tokens, tried in order.
+        parts: Name -> the prefix of its parts' names: that name counts the tokens none of
+            its parts does, so its parts are added to it (Langfuse's ``input`` leaves out
+            ``input_cached_tokens``, which OpenAI's ``prompt_tokens`` holds).
+        not_parts: Prefixes of names that begin as a part's but are none (Langfuse's
+            ``input_priority``: the tier some tokens were served at, not a share of them).
+    """
+
+    input: tuple[str, ...]
+    output: tuple[str, ...]
+    parts: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    not_parts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Convention:
     """One instrumentation's vocabulary, as read in the source of the packages named.
 
@@ -195,13 +216,10 @@ class Convention:
     """Key -> value -> whether the call streamed, where the value of a key says it rather
     than a key of its own (the AI SDK's ``ai.operationId``: ``ai.generateText.doGenerate``
     did not stream, ``ai.streamText.doStream`` did; docs/attributes.md, rules 17 and 18)."""
-    usage: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
-    """Key -> (the names of its input tokens, of its output tokens), for a key whose value
-    is a JSON object of token counts rather than one count (Langfuse's
-    ``langfuse.observation.usage_details``): each name tried in order, the object's own
-    top-level counts only. Read after every key that holds one count."""
+    usage: Mapping[str, UsageObject] = field(default_factory=lambda: MappingProxyType({}))
+    """Key -> how its value reads, for a key whose value is a JSON object of token counts
+    rather than one count (Langfuse's ``langfuse.observation.usage_details``). Read after
+    every key that holds one count."""
 
 
 def _all(kind: StepKind | None, *values: str) -> dict[str, StepKind | None]:
@@ -675,14 +693,19 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
             }
         ),
         reads=(LANGFUSE_MODEL_NAME, LANGFUSE_USAGE_DETAILS, LANGFUSE_COMPLETION_START_TIME),
-        # Its OpenAI client passes on the response's usage as it came (``prompt_tokens``
-        # from Chat Completions, ``input_tokens`` from the Responses API); an application
-        # that reports usage itself uses Langfuse's names, ``input`` and ``output``.
+        # Langfuse's names, ``input`` and ``output``, are what its JavaScript OpenAI client,
+        # its LangChain handler and an application reporting usage itself write: each
+        # without its parts, written beside it (``input_cached_tokens``,
+        # ``output_reasoning_tokens``; priority tiers are not subtracted). Its Python OpenAI
+        # client passes on the response's usage as it came: ``prompt_tokens`` from Chat
+        # Completions, ``input_tokens`` from the Responses API (parts nested, not read).
         usage=MappingProxyType(
             {
-                LANGFUSE_USAGE_DETAILS: (
-                    ("input", "prompt_tokens", "input_tokens"),
-                    ("output", "completion_tokens", "output_tokens"),
+                LANGFUSE_USAGE_DETAILS: UsageObject(
+                    input=("input", "prompt_tokens", "input_tokens"),
+                    output=("output", "completion_tokens", "output_tokens"),
+                    parts=MappingProxyType({"input": "input_", "output": "output_"}),
+                    not_parts=("input_priority", "output_priority"),
                 )
             }
         ),
