@@ -30,17 +30,19 @@ PACKAGES: dict[str, tuple[Path, tuple[str, ...]]] = {
     "genkit": (HERE / "genkit", ()),
     "mastra": (HERE / "mastra", ()),
     "langchain-js": (HERE / "langchain", ()),
+    "langfuse-js": (HERE / "langfuse", ()),
 }
 """Stack -> its package folder (``package.json``, ``package-lock.json``, ``agent.mjs``)
 and the agent's own arguments. Stacks of one folder share its installed modules."""
 STACKS = tuple(PACKAGES)
-FIRST_TOKEN_IN_SPANS = frozenset({"ai-sdk-legacy", "ai-sdk-genai", "mastra"})
+FIRST_TOKEN_IN_SPANS = frozenset({"ai-sdk-legacy", "ai-sdk-genai", "mastra", "langfuse-js"})
 """Both AI SDK formats record the streamed answer's time to first chunk: the legacy
 ``ai.response.msToFirstChunk`` on ``ai.streamText.doStream``, the GenAI
 ``gen_ai.client.operation.time_to_first_chunk`` on the stream's ``chat`` span. Mastra's
 ``chat`` spans carry ``mastra.completion_start_time`` (an ISO date, its own key), and the
-answer's first text ``model_chunk`` starts at it. Genkit's spans record none
-(genkit/README.md)."""
+answer's first text ``model_chunk`` starts at it. Langfuse's generations carry
+``langfuse.observation.completion_start_time`` (an ISO date in a JSON string). Genkit's
+spans record none (genkit/README.md)."""
 PYTHON_STACK = "openai-v2"
 """The Python environment the sim, the reference, the judge and ``chainlat check`` use."""
 MIN_NODE_MAJOR = 22
