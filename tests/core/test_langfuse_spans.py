@@ -19,6 +19,7 @@ import pytest
 import chainlat
 from chainlat._core import conventions
 from chainlat._core.call_readings import call_readings, first_token_at
+from chainlat._core.records import call_fields, call_record
 from chainlat.testing import Capture
 from support.convention_samples import LANGFUSE_GENERATION, LANGFUSE_RETRIEVER, LANGFUSE_TOOL
 from support.readback import both_ways
@@ -183,3 +184,33 @@ def test_a_langfuse_run_is_read_live_and_from_its_file_alike(cap: Capture, tmp_p
         assert (rollup.input_tokens, rollup.output_tokens) == (53, 20)
         assert rollup.inference_ms == pytest.approx(live.inference_ms)
         assert rollup.first_output_ms == pytest.approx(35.0 + 40.0)
+
+
+@pytest.mark.parametrize(
+    ("usage", "cache_read"),
+    [
+        # its JavaScript OpenAI client: OpenAI's cached tokens, a part of the input
+        ({"input": 176, "input_cached_tokens": 1024, "output": 44}, 1024),
+        # its LangChain handler: LangChain's cache_read
+        ({"input": 90, "input_cache_read": 10, "output": 5}, 10),
+        # its Python OpenAI client: the cached tokens are nested, not read
+        ({"prompt_tokens": 1200, "prompt_tokens_details": {"cached_tokens": 1024}}, None),
+    ],
+)
+def test_cache_reads_are_read_from_the_usage_object(
+    usage: dict[str, object], cache_read: int | None
+) -> None:
+    span = {"langfuse.observation.type": "generation", USAGE: json.dumps(usage)}
+    record = call_record(1, None, "OpenAI.chat", 0, 100_000_000, "inference", span)
+    assert record.cache_read_tokens == cache_read
+    fields = call_fields(span)
+    assert (fields[0], fields[6]) == (record.input_tokens, cache_read)
+
+
+def test_a_cache_read_of_a_key_of_its_own_is_read_before_the_usage_object() -> None:
+    span = {
+        "langfuse.observation.type": "generation",
+        "gen_ai.usage.cache_read.input_tokens": 7,
+        USAGE: json.dumps({"input": 1, "input_cached_tokens": 1024}),
+    }
+    assert call_record(1, None, "c", 0, 1, "inference", span).cache_read_tokens == 7

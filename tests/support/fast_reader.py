@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from chainlat._core.runs import WorkflowRun
-from chainlat.traces import FileSource, ReadCounters
+from chainlat.traces import FileSource, ReadCounters, read_runs
 from chainlat.traces._fast import quick_spans
 from chainlat.traces._parse import BadSpan, Parsed, loads_lenient, otlp_spans
 
@@ -44,9 +44,12 @@ def no_quick_path(line: bytes, origin: str) -> None:
     return None
 
 
-def file_runs(path: Path) -> tuple[list[WorkflowRun], ReadCounters]:
-    """The runs of a trace file, and what the reader counted."""
+def file_runs(path: Path, *, roots: bool = False) -> tuple[list[WorkflowRun], ReadCounters]:
+    """The runs of a trace file, and what the reader counted; with ``roots``, each trace's
+    top span is a run, as ``--roots`` reads a file with no workflow span."""
     counters = ReadCounters()
+    if roots:
+        return list(read_runs([path], counters=counters, roots=True)), counters
     return list(FileSource(path).runs(counters)), counters
 
 

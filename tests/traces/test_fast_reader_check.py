@@ -35,18 +35,26 @@ from support.tracegen import DATA_DIR, ChatRun, write_runs
 
 
 def _check_outputs(
-    path: Path, budgets: Path, capsys: pytest.CaptureFixture[str]
+    path: Path, budgets: Path, capsys: pytest.CaptureFixture[str], *, roots: bool = False
 ) -> list[tuple[int, str]]:
     found = []
     for form in ("text", "json"):
-        code = main(["check", str(path), "--budgets", str(budgets), "--format", form])
+        argv = ["check", str(path), "--budgets", str(budgets), "--format", form]
+        code = main([*argv, "--roots"] if roots else argv)
         found.append((code, capsys.readouterr().out))
     return found
 
 
-def _budgets_for(path: Path, tmp_path: Path) -> Path:
-    """A budget for every workflow of ``path`` and every step seen, tight enough to break."""
+def _no_workflow_span(path: Path) -> bool:
+    """A file with no workflow span (Langfuse's request, an @observe span): read as --roots
+    reads it, each trace's top span a run."""
     runs, _ = file_runs(path)
+    return not runs
+
+
+def _budgets_for(path: Path, tmp_path: Path, *, roots: bool = False) -> Path:
+    """A budget for every workflow of ``path`` and every step seen, tight enough to break."""
+    runs, _ = file_runs(path, roots=roots)
     text = ["min_runs = 1"]
     for name in sorted({r.workflow for r in runs}):
         text += [f"[workflows.{json.dumps(name)}]", 'total = "1ms"', 'p95 = { total = "1s" }']
@@ -71,14 +79,15 @@ def test_check_prints_the_same_by_the_quick_path_the_validating_path_and_the_ful
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``chainlat check`` (text and JSON) is the same whichever reader and step walk run."""
-    budgets = _budgets_for(path, tmp_path)
-    quick = _check_outputs(path, budgets, capsys)
+    roots = _no_workflow_span(path)
+    budgets = _budgets_for(path, tmp_path, roots=roots)
+    quick = _check_outputs(path, budgets, capsys, roots=roots)
     assert [code for code, _ in quick] == [1, 1] and all(out for _, out in quick)
     monkeypatch.setattr(_files, "quick_spans", no_quick_path)
-    assert _check_outputs(path, budgets, capsys) == quick
+    assert _check_outputs(path, budgets, capsys, roots=roots) == quick
     monkeypatch.setattr(steps_module, "_flat_steps", lambda root_id, records: None)
     monkeypatch.setattr(runs_module, "_flat_run", lambda spans: None)
-    assert _check_outputs(path, budgets, capsys) == quick
+    assert _check_outputs(path, budgets, capsys, roots=roots) == quick
 
 
 def test_the_pipelines_own_file_checks_the_same_by_either_path(

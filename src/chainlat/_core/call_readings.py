@@ -602,7 +602,9 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
 _USAGE: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
 _INPUT: Final = 0
 _OUTPUT: Final = 1
-"""Which names of a usage object (`USAGE_OBJECTS`) a count is read by."""
+CACHE_READ: Final = 2
+"""Which names of a usage object (`USAGE_OBJECTS`) a count is read by: its input's, its
+output's, or its cache reads' (``side`` of `first_count`)."""
 
 
 def first_count(
@@ -625,7 +627,7 @@ def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -
 
 
 def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
-    """The input (``side`` `_INPUT`) or output tokens of a usage object written as JSON
+    """The input, output or cache-read tokens (``side``) of a usage object written as JSON
     text: the first of its names with a count, plus that name's parts (`UsageObject`)."""
     if not isinstance(value, str):
         return None
@@ -635,7 +637,8 @@ def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
         return None
     if not isinstance(found, dict):
         return None
-    for name in usage.output if side == _OUTPUT else usage.input:
+    names = (usage.input, usage.output, usage.cache_read)[side]
+    for name in names:
         count = _count(found.get(name))
         if count is None:
             continue

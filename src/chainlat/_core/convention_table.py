@@ -131,12 +131,15 @@ class UsageObject:
             ``input_cached_tokens``, which OpenAI's ``prompt_tokens`` holds).
         not_parts: Prefixes of names that begin as a part's but are none (Langfuse's
             ``input_priority``: the tier some tokens were served at, not a share of them).
+        cache_read: The names of its input tokens read from a prompt cache, tried in order
+            (a part of its input, priced apart).
     """
 
     input: tuple[str, ...]
     output: tuple[str, ...]
     parts: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     not_parts: tuple[str, ...] = ()
+    cache_read: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -706,6 +709,9 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                     output=("output", "completion_tokens", "output_tokens"),
                     parts=MappingProxyType({"input": "input_", "output": "output_"}),
                     not_parts=("input_priority", "output_priority"),
+                    # OpenAI's cached tokens from its JavaScript client, LangChain's
+                    # cache_read from its handler
+                    cache_read=("input_cached_tokens", "input_cache_read"),
                 )
             }
         ),

@@ -141,7 +141,7 @@ def call_fields(attributes: Mapping[str, object]) -> CallFields:
         model,
         source,
         attributes.get(attr.USER_FACING) is True,
-        conventions.first_count(attributes, cache_keys) if cache_keys else None,
+        conventions.first_count(attributes, cache_keys, _CACHE_READ) if cache_keys else None,
         has_output,
         ttft_marked,
         operation,
@@ -242,7 +242,7 @@ def call_record(
     record.source = source
     record.user_facing = attributes.get(attr.USER_FACING) is True
     record.cache_read_tokens = (
-        conventions.first_count(attributes, cache_keys) if cache_keys else None
+        conventions.first_count(attributes, cache_keys, _CACHE_READ) if cache_keys else None
     )
     record.has_output, record.ttft_marked, record.operation = call_marks(
         attributes, ttft, source, carries_output
@@ -521,7 +521,9 @@ CACHE_READ_KEYS: Final = (
     attr.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
     "gen_ai.usage.cache_read_input_tokens",
     "llm.token_count.prompt_details.cache_read",
+    *call_readings.USAGE_OBJECTS,  # last: a count of a key of its own is read first
 )
+_CACHE_READ: Final = call_readings.CACHE_READ
 
 
 STEP_NAME_KEYS: Final = (
