@@ -653,6 +653,26 @@ def test_the_rollup_recorded_live_must_be_the_one_read_back() -> None:
     ]
 
 
+def test_the_first_output_recorded_live_must_be_the_one_read_back() -> None:
+    read = {**_run_dict(), "first_output_ms": 387.1}
+    assert run.live_differs("langfuse", [{**read, "live": read}]) == []
+    near = {**read, "first_output_ms": 387.105}
+    assert run.live_differs("langfuse", [{**read, "live": near}]) == []
+    late = {**read, "first_output_ms": 433.0}
+    assert run.live_differs("langfuse", [{**read, "live": late}]) == [
+        "live rollup: first output 433.0 ms, read 387.1"
+    ]
+    none = {**read, "first_output_ms": None}
+    assert run.live_differs("langfuse", [{**read, "live": none}]) == [
+        "live rollup: first output none, read 387.1"
+    ]
+    assert run.live_differs("langfuse", [{**none, "live": read}]) == [
+        "live rollup: first output 387.1 ms, read none"
+    ]
+    # LiteLLM's streamed answer is written after the workflow ended: not compared.
+    assert run.live_differs("litellm", [{**read, "live": none}]) == []
+
+
 def test_a_warm_up_span_that_ends_after_the_gate_opens_is_not_kept(tmp_path: Path) -> None:
     # LiteLLM ends a warm-up's streamed call from a thread of its own, after the recorded
     # runs began; kept, it read as a sixth run.

@@ -386,6 +386,7 @@ def _split(r: Rollup) -> dict[str, Any]:
             "tool": r.tool_ms,
             "overhead": r.overhead_ms,
         },
+        "first_output_ms": r.first_output_ms,
     }
 
 

@@ -770,8 +770,9 @@ def live_differs(stack: str, runs: list[dict[str, Any]]) -> list[str]:
     """Where the rollup chainlat recorded on a run's workflow span as the workflow ended
     (what a runtime budget, a pytest assertion and Jaeger read) is not the run read back
     from the file, which `structural` and `timing` judge: counts and tokens exactly, the
-    split to `LIVE_TOLERANCE_MS`. A run with no recorded rollup (the unwrapped cases,
-    another language's spans) has nothing to compare."""
+    split and the first output to `LIVE_TOLERANCE_MS` (a first output on one side only
+    differs). A run with no recorded rollup (the unwrapped cases, another language's spans)
+    has nothing to compare."""
     differs: list[str] = []
     for run in runs:
         live = run.get("live")
@@ -793,7 +794,17 @@ def live_differs(stack: str, runs: list[dict[str, Any]]) -> list[str]:
                 differs.append(
                     f"live rollup: {part} {live['split_ms'][part]:.1f} ms, read {ms:.1f}"
                 )
+        first, read = live.get("first_output_ms"), run.get("first_output_ms")
+        if (first is None) != (read is None) or (
+            first is not None and read is not None and abs(first - read) > LIVE_TOLERANCE_MS
+        ):
+            shown = "none" if first is None else f"{first:.1f} ms"
+            differs.append(f"live rollup: first output {shown}, read {_ms_or_none(read)}")
     return list(dict.fromkeys(differs))
+
+
+def _ms_or_none(ms: float | None) -> str:
+    return "none" if ms is None else f"{ms:.1f}"
 
 
 def _steps(kinds: list[str]) -> list[str]:
