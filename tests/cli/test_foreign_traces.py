@@ -131,6 +131,31 @@ def test_a_langfuse_request_reads_its_generations_retrieval_and_tool(
     assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
 
 
+@pytest.mark.parametrize(
+    ("name", "inference_ms", "first_output_ms"),
+    [("unwrapped", 406.3, 390.2), ("wrapped-httpx", 398.7, 396.1)],
+)
+def test_an_mlflow_request_reads_its_calls_retrieval_and_tool(
+    name: str, inference_ms: float, first_output_ms: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MLflow's span types, in their JSON quotes: its ``AGENT`` request is the run. Its first
+    chunk is a span event (``mlflow.chunk.item.0``): the answer's first output measured,
+    390.2 ms where the sim sent its first chunk at 388.8. With the wire, each call's
+    ``Completions`` span and the wire's span beside it are one call (five, not ten), though
+    MLflow writes its key on the wire's span too (tests/data/foreign/mlflow/README.md)."""
+    path = FOREIGN / "mlflow" / f"{name}.jsonl"
+    found = _report(capsys, path)
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    quantities = agent["quantities"]
+    assert quantities["inference"]["p50_ms"] == pytest.approx(inference_ms, abs=0.05)
+    assert quantities["first_output"]["p50_ms"] == pytest.approx(first_output_ms, abs=0.05)
+    assert agent["bound_runs"] == {}
+    [run] = read_runs([path])
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
+
+
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
 def test_a_genkit_flow_reads_its_model_tool_and_data_steps(
     name: str, tool_ms: float, capsys: pytest.CaptureFixture[str]

@@ -56,6 +56,7 @@ STACKS = (
     "openinference-langchain",
     "langsmith-otel",
     "langfuse",
+    "mlflow",
     "pydantic-ai",
     "litellm",
     "openai-agents",
@@ -209,13 +210,21 @@ def expected(stack: str, reference: dict[str, Any], case: str = "") -> dict[str,
 
 
 FIRST_TOKEN_IN_SPANS = frozenset(
-    {"strands-agents", "openllmetry-anthropic", "openinference-llama-index", "crewai", "langfuse"}
+    {
+        "strands-agents",
+        "openllmetry-anthropic",
+        "openinference-llama-index",
+        "crewai",
+        "langfuse",
+        "mlflow",
+    }
 )
 """Stacks whose own spans say when the streamed answer's first token came (strands'
 ``gen_ai.server.time_to_first_token``, the anthropic SDK's
 ``gen_ai.response.time_to_first_chunk``, OpenInference's "First Token Stream Event" on
 LlamaIndex's stream span and on the OpenAI instrumentation's ``ChatCompletion`` under
-CrewAI, Langfuse's ``completion_start_time``): each of their runs must give the answer
+CrewAI, Langfuse's ``completion_start_time``, MLflow's first ``mlflow.chunk.item.0``
+event): each of their runs must give the answer
 a time to first token, as the reference's wire does, with the wire or without it. Other
 stacks' spans record none (docs/integrations.md), or were not checked for one."""
 

@@ -422,6 +422,24 @@ LANGFUSE_GENERATION: Attributes = {
 LANGFUSE_RETRIEVER: Attributes = {"langfuse.observation.type": "retriever"}
 LANGFUSE_TOOL: Attributes = {"langfuse.observation.type": "tool"}
 
+# mlflow-tracing 3.17.2: a chat call of its OpenAI autologging (mlflow/openai/autolog.py),
+# inputs and outputs left out; every value JSON text, a string in its quotes
+MLFLOW_CHAT: Attributes = {
+    "mlflow.spanType": '"CHAT_MODEL"',
+    "mlflow.llm.model": '"sim-answer"',
+    "mlflow.chat.tokenUsage": (
+        '{"input_tokens": 53, "output_tokens": 20, "total_tokens": 73, '
+        '"cache_read_input_tokens": 0}'
+    ),
+    "mlflow.message.format": '"openai"',
+}
+# the key its span processor puts on a span not its own (here the wire's)
+MLFLOW_ON_THE_WIRE: Attributes = {
+    "mlflow.spanType": "null",
+    "http.request.method": "POST",
+    "url.full": "http://127.0.0.1:8000/v1/chat/completions",
+}
+
 MODEL_AND_TOKENS_ONLY: Attributes = {
     "gen_ai.request.model": "gpt-4o",
     "gen_ai.usage.input_tokens": 10,

@@ -431,6 +431,18 @@ LANGFUSE_COMPLETION_START_TIME: Final = "langfuse.observation.completion_start_t
 """The instant a generation's first chunk came, an ISO 8601 date written as a JSON string
 (quotes included), not a duration."""
 
+# --- MLflow Tracing (mlflow-tracing), which writes OpenTelemetry spans ------------------
+# MLflow writes every attribute value as JSON text: a string in its quotes (``"LLM"``).
+MLFLOW_SPAN_TYPE: Final = "mlflow.spanType"
+"""What an MLflow span is (``"CHAT_MODEL"``, ``"RETRIEVER"``, ``"TOOL"``, in quotes): its mark
+(mlflow-tracing 3.17.2, ``mlflow/entities/span.py`` ``SpanType``)."""
+MLFLOW_LLM_MODEL: Final = "mlflow.llm.model"
+MLFLOW_CHAT_USAGE: Final = "mlflow.chat.tokenUsage"
+"""A model call's token usage, a JSON object: ``input_tokens`` (cache reads included),
+``output_tokens``, ``total_tokens``, ``cache_read_input_tokens``."""
+MLFLOW_FIRST_CHUNK_EVENT: Final = "mlflow.chunk.item.0"
+"""The span event of a streamed call's first chunk (its autologging's, one per chunk)."""
+
 # --- HTTP client spans of any language (OpenTelemetry's HTTP conventions) ----------------
 HTTP_METHOD: Final = "http.method"
 """The HTTP conventions' older spelling of ``http.request.method``."""

@@ -69,6 +69,7 @@ from chainlat._core.attributes import (
     LLM_SYSTEM,
     LLM_TOKEN_COUNT_COMPLETION,
     LLM_TOKEN_COUNT_PROMPT,
+    MLFLOW_LLM_MODEL,
     OP_SPEECH_TO_TEXT,
     OP_TEXT_TO_SPEECH,
     PIPECAT_ENDED_BY_CONVERSATION_END,
@@ -98,6 +99,7 @@ MODEL_KEYS: Final = (
     RERANKER_MODEL_NAME,
     AI_MODEL_ID,
     LANGFUSE_MODEL_NAME,
+    MLFLOW_LLM_MODEL,
     GENKIT_NAME,  # last: the action's name, a model's only on a model action's span
 )
 PROVIDER_KEYS: Final = (
@@ -593,10 +595,22 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
     for key in keys:
         value = get(key)
         if isinstance(value, str):
-            text = value.strip()
+            text = _unquoted(value.strip())
             if text and text.casefold() != "unknown":
                 return text
     return None
+
+
+def _unquoted(text: str) -> str:
+    """A string written as JSON text (MLflow writes ``"gpt-4o"``, in its quotes) as the
+    string itself; any other text as it is."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text
+    return found.strip() if isinstance(found, str) else text
 
 
 _USAGE: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
