@@ -100,6 +100,23 @@ def test_a_mastra_call_that_asked_for_its_tool_ends_where_the_tool_starts(
     assert found["workflows"]["agent"]["bound_runs"] == {}
 
 
+def _the_agents_request(
+    capsys: pytest.CaptureFixture[str], path: Path, *, roots: bool = False
+) -> dict[str, Any]:
+    """The interop agent's one request read from ``path`` (``roots``: as ``--roots`` reads
+    it): its five model calls, its retrieval and its tool, the reference's tokens, and a
+    first output measured, not a bound; its quantities, for the figures each file has."""
+    found = _report(capsys, path, *(["--roots"] if roots else []))
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    assert agent["bound_runs"] == {}
+    [run] = read_runs([path], roots=roots)
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
+    quantities: dict[str, Any] = agent["quantities"]
+    return quantities
+
+
 @pytest.mark.parametrize(
     ("name", "data_ms", "tool_ms", "first_output_ms"),
     [("unwrapped", 30.7, 25.5, 387.1), ("unwrapped-js", 30.9, 25.6, 391.0)],
@@ -117,18 +134,10 @@ def test_a_langfuse_request_reads_its_generations_retrieval_and_tool(
     ms, the whole request overhead. The answer's first output is Langfuse's instant,
     measured: 387.1 ms where the sim sent its first chunk at 386.0, and 391.0 ms (whole
     milliseconds) where it sent it at 389.3 (tests/data/foreign/langfuse/README.md)."""
-    path = FOREIGN / "langfuse" / f"{name}.jsonl"
-    found = _report(capsys, path, "--roots")
-    agent = found["workflows"]["agent"]
-    counts = _counts(agent)
-    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
-    quantities = agent["quantities"]
+    quantities = _the_agents_request(capsys, FOREIGN / "langfuse" / f"{name}.jsonl", roots=True)
     assert quantities["data"]["p50_ms"] == pytest.approx(data_ms, abs=0.05)
     assert quantities["tool"]["p50_ms"] == pytest.approx(tool_ms, abs=0.05)
     assert quantities["first_output"]["p50_ms"] == pytest.approx(first_output_ms, abs=0.05)
-    assert agent["bound_runs"] == {}
-    [run] = read_runs([path], roots=True)
-    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
 
 
 @pytest.mark.parametrize(
@@ -143,17 +152,9 @@ def test_an_mlflow_request_reads_its_calls_retrieval_and_tool(
     390.2 ms where the sim sent its first chunk at 388.8. With the wire, each call's
     ``Completions`` span and the wire's span beside it are one call (five, not ten), though
     MLflow writes its key on the wire's span too (tests/data/foreign/mlflow/README.md)."""
-    path = FOREIGN / "mlflow" / f"{name}.jsonl"
-    found = _report(capsys, path)
-    agent = found["workflows"]["agent"]
-    counts = _counts(agent)
-    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
-    quantities = agent["quantities"]
+    quantities = _the_agents_request(capsys, FOREIGN / "mlflow" / f"{name}.jsonl")
     assert quantities["inference"]["p50_ms"] == pytest.approx(inference_ms, abs=0.05)
     assert quantities["first_output"]["p50_ms"] == pytest.approx(first_output_ms, abs=0.05)
-    assert agent["bound_runs"] == {}
-    [run] = read_runs([path])
-    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
 
 
 @pytest.mark.parametrize(("name", "tool_ms"), [("wrapped", 29.1), ("wrapped-http", 26.1)])
