@@ -70,6 +70,7 @@ STACKS = (
     "openlit",
     "agent-framework",
     "crewai",
+    "autogen",
 )
 
 # The Node.js stacks (the Vercel AI SDK, Genkit, Mastra: node/README.md): set up by npm, one
@@ -161,6 +162,12 @@ FRAMEWORK_STEPS: dict[str, dict[str, Any]] = {
     # for no usage (`stream_options`), the sim sends none and Mastra records none (53 input
     # and 20 output tokens the reference reads). 350 and 65 in all (node/mastra/README.md).
     "mastra": {"tokens": {"input": 350, "output": 65}},
+    # AutoGen (autogen-ext 0.7.5) sends its tool's schema with `strict` and
+    # `additionalProperties`, and its AssistantAgent's second plan call, the reflection on
+    # the tool's result (`reflect_on_tool_use`), offers no tools: the sim counts 125 and 75
+    # input tokens for the two plan calls, where the reference sends 111 and 135. 317 in
+    # all. The calls, the tool and their order are the reference's.
+    "autogen": {"tokens": {"input": 317}},
 }
 """What a stack's framework does beyond the agent, by its design, as the sim answers it:
 its counts, token totals and critical-path kinds (replacing the reference's) and each
