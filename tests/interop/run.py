@@ -56,6 +56,7 @@ STACKS = (
     "openinference-langchain",
     "langsmith-otel",
     "langfuse",
+    "langfuse-langchain",
     "mlflow",
     "pydantic-ai",
     "litellm",
@@ -223,6 +224,7 @@ FIRST_TOKEN_IN_SPANS = frozenset(
         "openinference-llama-index",
         "crewai",
         "langfuse",
+        "langfuse-langchain",
         "mlflow",
     }
 )
