@@ -91,3 +91,61 @@ def test_pipecat_realtime_turns_are_read_as_the_caller_hears_them(tmp_path: Path
     semantic_vad, the start said to be no known end of the words."""
     cases = {"local-vad", "local-vad+tool", "server-vad", "semantic-vad"}
     _cases_right(tmp_path, ["--stack", "pipecat-realtime"], cases, timeout_s=900)
+
+
+def test_a_turns_recorded_rollup_must_be_the_turn_read_back() -> None:
+    """``live_differs``: a wrapped turn's rollup, recorded as its workflow ended, against
+    the turn read back from the file (counts and tokens exactly, times to 0.01 ms)."""
+    import importlib.util
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from chainlat._core.rollup import Rollup
+
+    spec = importlib.util.spec_from_file_location("chainlat_voice_run", RUN)
+    assert spec is not None and spec.loader is not None
+    voice = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = voice  # its dataclasses look their module up
+    spec.loader.exec_module(voice)
+    read = Rollup(
+        total_ms=900.0,
+        inference_ms=850.0,
+        data_ms=0.0,
+        tool_ms=0.0,
+        overhead_ms=50.0,
+        inference_count=3,
+        input_tokens=40,
+        output_tokens=12,
+        first_output_ms=620.0,
+        first_output_speech_to_text_ms=200.0,
+        first_output_text_to_speech_ms=180.0,
+        first_output_inference_ms=200.0,
+        first_output_overhead_ms=40.0,
+    )
+
+    def turn(live: Rollup | None) -> SimpleNamespace:
+        attributes = {} if live is None else live.to_attributes()
+        return SimpleNamespace(root=SimpleNamespace(attributes=attributes), rollup=read)
+
+    assert voice.live_differs(turn(None)) == []
+    assert voice.live_differs(turn(read)) == []
+    assert voice.live_differs(turn(replace(read, first_output_ms=620.004))) == []
+    no_output = replace(
+        read,
+        first_output_ms=None,
+        first_output_speech_to_text_ms=None,
+        first_output_text_to_speech_ms=None,
+        first_output_inference_ms=None,
+        first_output_overhead_ms=None,
+    )
+    assert voice.live_differs(turn(no_output)) == [
+        "live first_output_ms None, read 620.0",
+        "live first_output_speech_to_text_ms None, read 200.0",
+        "live first_output_text_to_speech_ms None, read 180.0",
+        "live first_output_inference_ms None, read 200.0",
+        "live first_output_tool_ms None, read 0.0",
+        "live first_output_overhead_ms None, read 40.0",
+    ]
+    assert voice.live_differs(
+        turn(replace(read, inference_count=2, first_output_text_to_speech_ms=150.0))
+    ) == ["live inference_count 2, read 3", "live first_output_text_to_speech_ms 150.0, read 180.0"]

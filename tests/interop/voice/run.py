@@ -404,6 +404,9 @@ def judge_wrapped(case: str, traces: Path, turns: int, *, httpx: bool) -> Verdic
     for n, (run, stop) in enumerate(zip(runs, stopped, strict=True), start=1):
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
         verdict.figures.append(figures)
+        _live(verdict, figures, run, n)
+        if not figures["live_rollup"]:
+            verdict.problems.append(f"turn {n}: no rollup recorded on chainlat's workflow span")
         turn = _pipecat_record(spans, run, "turn")
         if turn["attributes"].get("turn.number") not in (n, str(n)):
             verdict.problems.append(f"turn {n}: Pipecat's turn {turn['attributes']}")
@@ -506,6 +509,7 @@ def judge_observer(
     ):
         figures: dict[str, Any] = {"turn": n, "workflow": run.workflow}
         verdict.figures.append(figures)
+        _live(verdict, figures, run, n)
         tools = [s for s in run.steps if s.kind == "tool"]
         if len(tools) != 1:
             verdict.problems.append(f"turn {n}: {len(tools)} tool steps")
@@ -596,6 +600,62 @@ def judge_observer(
     if interrupted is not None:
         _left_out_said(verdict, traces)
     return verdict
+
+
+LIVE_TOLERANCE_MS = 0.01
+"""The recorded rollup and the turn read back come from the same spans: only rounding may
+part them (the matrix's ``run.LIVE_TOLERANCE_MS``)."""
+LIVE_COUNTS = ("inference_count", "data_count", "tool_count", "input_tokens", "output_tokens")
+LIVE_TIMES = (
+    "total_ms",
+    "inference_ms",
+    "data_ms",
+    "tool_ms",
+    "overhead_ms",
+    "first_output_ms",
+    "first_output_speech_to_text_ms",
+    "first_output_text_to_speech_ms",
+    "first_output_inference_ms",
+    "first_output_tool_ms",
+    "first_output_overhead_ms",
+)
+
+
+def live_differs(run: Any) -> list[str]:
+    """Where the rollup chainlat recorded on a turn's workflow span as the turn ended (what
+    a runtime budget, a pytest assertion and Jaeger's view of the span read) is not the turn
+    read back from the file: counts and tokens exactly, the split, the first audio and its
+    voice parts to `LIVE_TOLERANCE_MS` (one present and the other not differs). A turn with
+    no recorded rollup (Pipecat's own ``turn`` span) has nothing to compare."""
+    from chainlat._core.rollup import Rollup
+
+    live = Rollup.from_attributes(run.root.attributes if run.root is not None else {})
+    if live is None:
+        return []
+    # The turn read back as it would be recorded (a first output's missing part is
+    # recorded as 0.0), so that only a difference of reading shows.
+    read = Rollup.from_attributes(run.rollup.to_attributes()) or run.rollup
+    differs = [
+        f"live {name} {getattr(live, name)}, read {getattr(read, name)}"
+        for name in LIVE_COUNTS
+        if getattr(live, name) != getattr(read, name)
+    ]
+    for name in LIVE_TIMES:
+        mine, theirs = getattr(live, name), getattr(read, name)
+        if (mine is None) != (theirs is None) or (
+            mine is not None and theirs is not None and abs(mine - theirs) > LIVE_TOLERANCE_MS
+        ):
+            differs.append(f"live {name} {mine}, read {theirs}")
+    return differs
+
+
+def _live(verdict: Verdict, figures: dict[str, Any], run: Any, n: int) -> None:
+    """`live_differs` of turn ``n``, each a problem; whether a rollup was compared, a figure."""
+    from chainlat._core.rollup import Rollup
+
+    root = run.root.attributes if run.root is not None else {}
+    figures["live_rollup"] = Rollup.from_attributes(root) is not None
+    verdict.problems.extend(f"turn {n}: {d}" for d in live_differs(run))
 
 
 def _truths(traces: Path) -> dict[str, list[str]]:
