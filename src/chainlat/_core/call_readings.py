@@ -595,7 +595,9 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
     for key in keys:
         value = get(key)
         if isinstance(value, str):
-            text = _unquoted(value.strip())
+            text = value.strip()
+            if text[:1] == '"':  # JSON text (MLflow's): asked inline, most values are not
+                text = _unquoted(text)
             if text and text.casefold() != "unknown":
                 return text
     return None
@@ -604,7 +606,7 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
 def _unquoted(text: str) -> str:
     """A string written as JSON text (MLflow writes ``"gpt-4o"``, in its quotes) as the
     string itself; any other text as it is."""
-    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+    if len(text) < 2 or text[-1] != '"':
         return text
     try:
         found = json.loads(text)
