@@ -10,7 +10,7 @@ instant; a retriever's a ``retriever``, a tool's a ``tool``; the graph and its n
 
 Langfuse adds its span processor to the global provider the agent set; its exporter, which
 would send the spans to a Langfuse server, is one that drops them (no Langfuse server
-here), as in the ``langfuse`` stack.
+here: `_langfuse.start`), as in the ``langfuse`` stack.
 """
 
 # mypy: ignore-errors
@@ -25,6 +25,7 @@ import sys
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
+import _langfuse
 import _langgraph
 
 
@@ -33,22 +34,9 @@ def main() -> None:
     case = _agent.parse_case()
     exporter = _agent.install(case, _agent.tracer_provider("langfuse-langchain"))
 
-    from langfuse import Langfuse
+    _langfuse.start()
     from langfuse.langchain import CallbackHandler
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    class NoServer(SpanExporter):
-        """Langfuse's server's place: its spans are already in the application's file."""
-
-        def export(self, spans):
-            return SpanExportResult.SUCCESS
-
-    Langfuse(
-        public_key="pk-lf-interop",
-        secret_key="sk-lf-interop",
-        base_url="http://127.0.0.1:9",
-        span_exporter=NoServer(),
-    )
     app = _langgraph.graph(case)
 
     def agent() -> None:

@@ -9,7 +9,7 @@ writes each as a ``generation`` with its model, usage and the first chunk's time
 Langfuse adds its own span processor to the global tracer provider when the application
 has set one, so its spans go wherever the application's go. Its processor's exporter,
 which would send them to the Langfuse server, is handed one that drops them: no Langfuse
-server runs here (``span_exporter``, a parameter of ``Langfuse()``).
+server runs here (`_langfuse.start`).
 """
 
 # mypy: ignore-errors
@@ -24,6 +24,7 @@ import sys
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
+import _langfuse
 
 
 def main() -> None:
@@ -31,22 +32,10 @@ def main() -> None:
     case = _agent.parse_case()
     exporter = _agent.install(case, _agent.tracer_provider("langfuse"))
 
-    from langfuse import Langfuse, observe
+    _langfuse.start()
+    from langfuse import observe
     from langfuse.openai import OpenAI
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    class NoServer(SpanExporter):
-        """Langfuse's server's place: its spans are already in the application's file."""
-
-        def export(self, spans):
-            return SpanExportResult.SUCCESS
-
-    Langfuse(
-        public_key="pk-lf-interop",
-        secret_key="sk-lf-interop",
-        base_url="http://127.0.0.1:9",
-        span_exporter=NoServer(),
-    )
     client = OpenAI(base_url=case.base_url, api_key="sk-interop", max_retries=0)
 
     @observe(as_type="retriever")
