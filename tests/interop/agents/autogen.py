@@ -4,8 +4,8 @@ opentelemetry-instrumentation-openai-v2.
 AutoGen traces its agents and tools itself, in the GenAI conventions (``create_agent``,
 ``invoke_agent``, ``execute_tool`` spans, autogen-core's ``_telemetry/_genai.py``), through
 the global tracer provider; its model clients write no span, so the openai SDK under
-``OpenAIChatCompletionClient`` is traced by OpenTelemetry's own instrumentation, as
-AutoGen's docs show.
+``OpenAIChatCompletionClient`` is traced by OpenTelemetry's own instrumentation (AutoGen's
+telemetry guide lists its runtime, its tools and its agents as what it instruments).
 
 The plan is an ``AssistantAgent`` with the tool (a ``FunctionTool``), run on the question
 and the retrieved documents: it calls the model, runs the tool the model asks for, and

@@ -2,7 +2,7 @@
 
 The graph is `_langgraph.graph`, the one the openinference-langchain and langsmith-otel
 stacks trace. Langfuse traces a LangChain application through a callback handler passed
-in the run's config (``langfuse.langchain.CallbackHandler``, as Langfuse's docs show): each
+in the run's config (``langfuse.langchain.CallbackHandler``): each
 LangChain run becomes a Langfuse observation, an OpenTelemetry span (a chat model's a
 ``generation``, with the usage LangChain reports in Langfuse's names and its first token's
 instant; a retriever's a ``retriever``, a tool's a ``tool``; the graph and its nodes
@@ -40,7 +40,7 @@ def main() -> None:
     app = _langgraph.graph(case)
 
     def agent() -> None:
-        # A handler per request, as Langfuse's docs create one.
+        # A handler per request.
         app.invoke({"messages": [], "notes": []}, config={"callbacks": [CallbackHandler()]})
 
     _agent.run_recorded(case, exporter, agent)

@@ -1,10 +1,11 @@
 """The interop agent traced by Langfuse's Python SDK, which writes OpenTelemetry spans.
 
-The loop is the reference's (`_agent.plain_openai_agent`), written as Langfuse's docs
-show an application: the request is an ``@observe()`` function, the retrieval an
-``@observe(as_type="retriever")`` and the tool an ``@observe(as_type="tool")``, and the
-model calls go through Langfuse's drop-in OpenAI client (``langfuse.openai``), which
-writes each as a ``generation`` with its model, usage and the first chunk's time.
+The loop is the reference's (`_agent.plain_openai_agent`), written with Langfuse's own
+decorator and OpenAI client, as its docstrings show them: the request is an
+``@observe()`` function, the retrieval an ``@observe(as_type="retriever")`` and the tool
+an ``@observe(as_type="tool")``, and the model calls go through Langfuse's drop-in OpenAI
+client (``langfuse.openai``), which writes each as a ``generation`` with its model, usage
+and the first chunk's time.
 
 Langfuse adds its own span processor to the global tracer provider when the application
 has set one, so its spans go wherever the application's go. Its processor's exporter,

@@ -1,17 +1,18 @@
 """The interop agent traced by MLflow Tracing, with its OpenAI autologging.
 
-The loop is the reference's (`_agent.plain_openai_agent`), written as MLflow's docs show
-an application: the request is an ``@mlflow.trace`` function, the retrieval one of span
-type ``RETRIEVER`` and the tool one of span type ``TOOL``, and ``mlflow.openai.autolog()``
-traces each call of the openai SDK (span type ``CHAT_MODEL``, a span event per streamed
-chunk).
+The loop is the reference's (`_agent.plain_openai_agent`), written with MLflow's own
+decorator and autologging: the request is an ``@mlflow.trace`` function, the retrieval
+one of span type ``RETRIEVER`` and the tool one of span type ``TOOL``, and
+``mlflow.openai.autolog()`` traces each call of the openai SDK (span type ``CHAT_MODEL``,
+a span event per streamed chunk).
 
-MLflow sends its traces to an OpenTelemetry backend when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
-is set (MLflow's docs: "Export traces to OpenTelemetry"), and writes its spans through the
-application's global tracer provider with ``MLFLOW_USE_DEFAULT_TRACER_PROVIDER=false``, so
-they also reach the application's file. The backend is a local sink here, which answers
-every export with 200 (no Jaeger runs beside each agent); ``MLFLOW_TRACKING_URI`` names a
-server that is never asked (with the OTLP endpoint set, MLflow sends nothing to it).
+MLflow sends its traces to an OpenTelemetry backend when
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (``mlflow/tracing/provider.py``,
+``_get_span_processors``), and writes its spans through the application's global tracer
+provider with ``MLFLOW_USE_DEFAULT_TRACER_PROVIDER=false``, so they also reach the
+application's file. The backend is a local sink here, which answers every export with 200
+(no Jaeger runs beside each agent); ``MLFLOW_TRACKING_URI`` names a server that is never
+asked (with the OTLP endpoint set, MLflow sends nothing to it).
 """
 
 # mypy: ignore-errors
