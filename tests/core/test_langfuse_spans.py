@@ -193,8 +193,13 @@ def test_a_langfuse_run_is_read_live_and_from_its_file_alike(cap: Capture, tmp_p
         ({"input": 176, "input_cached_tokens": 1024, "output": 44}, 1024),
         # its LangChain handler: LangChain's cache_read
         ({"input": 90, "input_cache_read": 10, "output": 5}, 10),
-        # its Python OpenAI client: the cached tokens are nested, not read
-        ({"prompt_tokens": 1200, "prompt_tokens_details": {"cached_tokens": 1024}}, None),
+        # its Python OpenAI client: OpenAI's usage as it came, the cached tokens nested
+        ({"prompt_tokens": 1200, "prompt_tokens_details": {"cached_tokens": 1024}}, 1024),
+        ({"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 512}}, 512),
+        # a path that leads nowhere, or to no count
+        ({"prompt_tokens": 1200, "prompt_tokens_details": None}, None),
+        ({"prompt_tokens": 1200, "prompt_tokens_details": {"cached_tokens": "n/a"}}, None),
+        ({"prompt_tokens": 1200, "prompt_tokens_details": [1024]}, None),
     ],
 )
 def test_cache_reads_are_read_from_the_usage_object(

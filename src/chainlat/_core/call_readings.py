@@ -655,7 +655,7 @@ def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
         return None
     names = (usage.input, usage.output, usage.cache_read)[side]
     for name in names:
-        count = _count(found.get(name))
+        count = _count(found.get(name) if "." not in name else _at(found, name))
         if count is None:
             continue
         prefix = usage.parts.get(name)
@@ -667,6 +667,17 @@ def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
                     count += part_count or 0
         return count
     return None
+
+
+def _at(found: dict[str, object], path: str) -> object:
+    """The value at a dotted ``path`` of nested objects (``prompt_tokens_details.cached_tokens``),
+    None where the path leads nowhere."""
+    value: object = found
+    for step in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
 
 
 def _count(value: object) -> int | None:

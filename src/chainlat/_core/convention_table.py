@@ -124,8 +124,8 @@ ANY_VALUE: Final = "*"
 
 @dataclass(frozen=True, slots=True)
 class UsageObject:
-    """How a JSON object of token counts gives a call's input and output tokens: its own
-    top-level counts only, never a nested one.
+    """How a JSON object of token counts gives a call's input and output tokens: by its own
+    top-level counts, or a nested one where a name is a dotted path.
 
     Attributes:
         input: The names of its input tokens, tried in order.
@@ -136,7 +136,8 @@ class UsageObject:
         not_parts: Prefixes of names that begin as a part's but are none (Langfuse's
             ``input_priority``: the tier some tokens were served at, not a share of them).
         cache_read: The names of its input tokens read from a prompt cache, tried in order
-            (a part of its input, priced apart).
+            (a part of its input, priced apart); a dotted name is a path into a nested
+            object (``prompt_tokens_details.cached_tokens``).
     """
 
     input: tuple[str, ...]
@@ -724,8 +725,14 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
                     parts=MappingProxyType({"input": "input_", "output": "output_"}),
                     not_parts=("input_priority", "output_priority"),
                     # OpenAI's cached tokens from its JavaScript client, LangChain's
-                    # cache_read from its handler
-                    cache_read=("input_cached_tokens", "input_cache_read"),
+                    # cache_read from its handler, and OpenAI's own usage as its Python
+                    # client passes it on (Chat Completions, then the Responses API)
+                    cache_read=(
+                        "input_cached_tokens",
+                        "input_cache_read",
+                        "prompt_tokens_details.cached_tokens",
+                        "input_tokens_details.cached_tokens",
+                    ),
                 )
             }
         ),
