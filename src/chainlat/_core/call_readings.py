@@ -10,6 +10,7 @@ before the older ones), so a call gets the same reading from any reader.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -373,8 +374,8 @@ def _instant_ns(value: object) -> int | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if len(text) > 2 and text[0] == text[-1] == '"':
-        text = text[1:-1]
+    if text[:1] == '"':
+        text = _unquoted(text)
     try:
         at = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -604,8 +605,9 @@ def _text_among(get: Callable[[str], object], keys: Iterable[str]) -> str | None
 
 
 def _unquoted(text: str) -> str:
-    """A string written as JSON text (MLflow writes ``"gpt-4o"``, in its quotes) as the
-    string itself; any other text as it is."""
+    """A string written as JSON text, ``text`` starting with its quote (MLflow writes
+    ``"gpt-4o"``, Langfuse an instant in its quotes), as the string itself; any other text
+    as it is."""
     if len(text) < 2 or text[-1] != '"':
         return text
     try:
@@ -615,7 +617,6 @@ def _unquoted(text: str) -> str:
     return found.strip() if isinstance(found, str) else text
 
 
-_USAGE: Final = dict(USAGE_OBJECTS)  # a plain dict: the cheapest look-up there is
 _INPUT: Final = 0
 _OUTPUT: Final = 1
 CACHE_READ: Final = 2
@@ -635,7 +636,7 @@ def first_count(
 
 def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -> int | None:
     for key in keys:
-        usage = _USAGE.get(key)  # a JSON object of counts, not one count
+        usage = USAGE_OBJECTS.get(key)  # a JSON object of counts, not one count
         count = _count(get(key)) if usage is None else _usage_count(get(key), usage, side)
         if count is not None:
             return count
@@ -645,13 +646,8 @@ def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -
 def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
     """The input, output or cache-read tokens (``side``) of a usage object written as JSON
     text: the first of its names with a count, plus that name's parts (`UsageObject`)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        found = json.loads(value)
-    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        return None
-    if not isinstance(found, dict):
+    found = _usage_object(value) if isinstance(value, str) else None
+    if found is None:
         return None
     names = (usage.input, usage.output, usage.cache_read)[side]
     for name in names:
@@ -667,6 +663,19 @@ def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
                     count += part_count or 0
         return count
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _usage_object(text: str) -> dict[str, object] | None:
+    """The object a usage value's JSON text holds, None when it holds none (not JSON, not an
+    object, nested past the parser's depth). Remembered: a call's input, output and cache
+    reads are read from one value, and a span's record is made more than once (live, then
+    by a reader). The object is shared: never changed."""
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _at(found: dict[str, object], path: str) -> object:

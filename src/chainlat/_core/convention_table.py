@@ -716,7 +716,8 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         # without its parts, written beside it (``input_cached_tokens``,
         # ``output_reasoning_tokens``; priority tiers are not subtracted). Its Python OpenAI
         # client passes on the response's usage as it came: ``prompt_tokens`` from Chat
-        # Completions, ``input_tokens`` from the Responses API (parts nested, not read).
+        # Completions, ``input_tokens`` from the Responses API (its parts nested: only
+        # the cached tokens are read, by their path).
         usage=MappingProxyType(
             {
                 LANGFUSE_USAGE_DETAILS: UsageObject(
