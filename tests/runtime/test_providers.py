@@ -142,3 +142,77 @@ def test_configure_names_what_to_do_when_the_global_provider_takes_no_processor(
     assert done.returncode == 0, done.stderr
     assert "Wrapper, which takes no span processor" in done.stdout
     assert "configure(tracer_provider=...)" in done.stdout
+
+
+_UNHASHABLE_WRAPPER = """
+    import dataclasses
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    import chainlat
+
+    @dataclasses.dataclass  # eq=True and no __hash__, as Logfire's ProxyTracerProvider
+    class Wrapper(trace.TracerProvider):
+        provider: TracerProvider
+
+        def get_tracer(self, *args, **kwargs):
+            return self.provider.get_tracer(*args, **kwargs)
+
+        def add_span_processor(self, processor):
+            added.append(type(processor).__name__)
+            self.provider.add_span_processor(processor)
+
+    added = []
+    exporter = InMemorySpanExporter()
+    inner = TracerProvider()
+    inner.add_span_processor(SimpleSpanProcessor(exporter))
+    wrapper = Wrapper(inner)
+"""
+
+_ONE_RUN = """
+    with chainlat.workflow("w") as run:
+        with trace.get_tracer("framework").start_as_current_span(
+            "llm", attributes={"openinference.span.kind": "LLM"}
+        ):
+            pass
+    chainlat.shutdown()
+    print(run.rollup.inference_count, sorted(s.name for s in exporter.get_finished_spans()))
+"""
+
+
+@pytest.mark.parametrize(
+    "joined",
+    [
+        pytest.param("chainlat.configure('svc', tracer_provider=wrapper)", id="given"),
+        pytest.param("chainlat.configure('svc')", id="global"),
+    ],
+)
+def test_configure_joins_a_provider_that_cannot_be_hashed(joined: str, tmp_path: Path) -> None:
+    """Logfire's provider is a dataclass, unhashable: configure() raised TypeError on it."""
+    # Global, as logfire.configure() makes its provider.
+    setup = f"\n    trace.set_tracer_provider(wrapper)\n    {joined}\n"
+    done = _run(_UNHASHABLE_WRAPPER + setup + _ONE_RUN, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1 ['invoke_workflow w', 'llm']"
+
+
+def test_a_step_started_before_configure_adds_the_processor_to_an_unhashable_provider(
+    tmp_path: Path,
+) -> None:
+    """Without configure(), the first step adds chainlat's processor to the global provider:
+    once, however many steps follow."""
+    done = _run(
+        _UNHASHABLE_WRAPPER
+        + """
+    trace.set_tracer_provider(wrapper)
+    for _ in range(3):
+        with chainlat.workflow("w") as run:
+            with chainlat.inference("m"):
+                pass
+    print(run.rollup.inference_count, added.count("ChainlatSpanProcessor"))
+    """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1 1"

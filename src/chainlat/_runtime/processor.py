@@ -13,6 +13,7 @@ import itertools
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import trace
@@ -485,7 +486,39 @@ class ChainlatSpanProcessor(SpanProcessor):
                 self._metrics.first_output.record(first_output / 1e3, labels)
 
 
-_registry: weakref.WeakKeyDictionary[object, ChainlatSpanProcessor] = weakref.WeakKeyDictionary()
+_registry: dict[int, tuple[Callable[[], object], ChainlatSpanProcessor]] = {}
+"""id(provider) -> (a reference to the provider, the chainlat processor on it).
+
+Keyed by identity, not by the provider's hash: a provider need not be hashable (Logfire's
+``ProxyTracerProvider`` is a dataclass with ``__eq__``, so it is not). The reference is weak
+where the provider allows one, and the entry goes with the provider."""
+
+
+def _registered(provider: object) -> ChainlatSpanProcessor | None:
+    entry = _registry.get(id(provider))
+    if entry is not None and entry[0]() is provider:
+        return entry[1]
+    return None
+
+
+def _remember(provider: object, processor: ChainlatSpanProcessor) -> None:
+    key = id(provider)
+
+    def forget(gone: object) -> None:
+        entry = _registry.get(key)
+        if entry is not None and entry[0] is gone:  # not a later provider at the same address
+            del _registry[key]
+
+    ref: Callable[[], object]
+    try:
+        ref = weakref.ref(provider, forget)
+    except TypeError:  # not weak-referenceable: held, as the application holds its provider
+        ref = partial(_itself, provider)
+    _registry[key] = (ref, processor)
+
+
+def _itself(provider: object) -> object:
+    return provider
 
 
 def processor_for(provider: object, *, install: bool = True) -> ChainlatSpanProcessor | None:
@@ -499,15 +532,12 @@ def processor_for(provider: object, *, install: bool = True) -> ChainlatSpanProc
         getattr(provider, "add_span_processor", None)
     ):
         return None
-    try:
-        found = _registry.get(provider)
-    except TypeError:  # not weak-referenceable
-        return None
+    found = _registered(provider)
     if found is None and install:
         found = ChainlatSpanProcessor()
         add: Callable[[ChainlatSpanProcessor], object] = provider.add_span_processor  # type: ignore[attr-defined]
         add(found)
-        _registry[provider] = found
+        _remember(provider, found)
         logger.debug("chainlat: added its span processor to %r", provider)
     return found
 
@@ -560,5 +590,5 @@ def default_provider() -> trace.TracerProvider:
 
 def register(provider: TracerProvider, processor: ChainlatSpanProcessor) -> None:
     """Record that ``processor`` is already on ``provider``."""
-    _registry[provider] = processor
+    _remember(provider, processor)
     _routes.pop(id(provider), None)
