@@ -255,3 +255,31 @@ def test_an_openlit_request_reads_its_first_token_in_seconds_and_its_stream_as_i
     assert agent["bound_runs"] == {}
     assert agent["quantities"]["first_output"]["max_ms"] == pytest.approx(398.33, abs=0.01)
     assert agent["quantities"]["inference"]["max_ms"] > 400
+
+
+def test_a_logfire_streamed_answer_lasts_until_the_record_of_its_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Logfire ends a streamed call's span when the SDK hands the stream back (354.8-356.5
+    ms) and writes a zero-length record when it was read (474.6 ms). The call lasts until
+    the record (rule 20), which is no call: inference 407.7 ms on the path. Before, the
+    record was the answer's call, of 0 ms, and the call's own span request building (rule
+    9): inference 287.9, overhead 131.0, the first output "at least" 474.6
+    (tests/data/foreign/logfire/README.md)."""
+    path = FOREIGN / "logfire" / "unwrapped.jsonl"
+    found = _report(capsys, path, "--roots")
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    quantities = agent["quantities"]
+    assert quantities["inference"]["p50_ms"] == pytest.approx(407.7, abs=0.05)
+    assert quantities["data"]["p50_ms"] == pytest.approx(30.7, abs=0.05)
+    assert quantities["tool"]["p50_ms"] == pytest.approx(25.6, abs=0.05)
+    # Logfire writes no first chunk: a bound, at the streamed call's start.
+    assert agent["bound_runs"]["first_output"] == 1
+    assert quantities["first_output"]["p50_ms"] == pytest.approx(354.8, abs=0.05)
+    [run] = read_runs([path], roots=True)
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
+    [streamed] = [s for s in run.steps if s.start_ns - run.start_ns > 354_000_000]
+    assert (streamed.start_ns - run.start_ns) / 1e6 == pytest.approx(354.8, abs=0.05)
+    assert (streamed.end_ns - run.start_ns) / 1e6 == pytest.approx(474.6, abs=0.05)

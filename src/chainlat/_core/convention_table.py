@@ -167,6 +167,8 @@ class Convention:
         placeholders: (key, value) pairs of a placeholder span, which never makes a run.
         chain_roots: Key -> values of a chain that is a run at the top of its trace.
         untimed: Keys whose presence says a span's time to first token is not its own.
+        stream_ends: Span names of the record written when a streamed answer was read to
+            its end, apart from the call's span (which ended with the response's headers).
     """
 
     name: str
@@ -228,6 +230,11 @@ class Convention:
     """Key -> how its value reads, for a key whose value is a JSON object of token counts
     rather than one count (Langfuse's ``langfuse.observation.usage_details``). Read after
     every key that holds one count."""
+    stream_ends: tuple[str, ...] = ()
+    """Span names of a zero-length record an instrumentation writes when a streamed answer
+    has been read to its end, beside the call's own span, which it ended when the response's
+    headers came (Logfire's ``streaming response from ...``): the call lasted until that
+    record, which is the same call, not another (docs/attributes.md, rule 20)."""
 
 
 def _all(kind: StepKind | None, *values: str) -> dict[str, StepKind | None]:
@@ -808,6 +815,19 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
         ),
         # Logfire exports a zero-length copy of a span at its start, then the span.
         placeholders=((LOGFIRE_SPAN_TYPE, "pending_span"),),
+    ),
+    Convention(
+        name="logfire",
+        checked=("logfire==5.4.0 (llm_provider.py record_streaming, for OpenAI and Anthropic)",),
+        kinds=_frozen({}),
+        shapes=(
+            "its model calls classify by the gen_ai row's gen_ai.operation.name; this row says "
+            "how a streamed call of instrument_openai() and instrument_anthropic() ends",
+        ),
+        # The call's CLIENT span ends when the SDK hands the stream back; the stream, read to
+        # its end, is a log record (logfire.span_type = log, its time the end, `duration` in
+        # seconds the reading), under the call's parent, with the answer's attributes.
+        stream_ends=("streaming response from {request_data[model]!r} took {duration:.2f}s",),
     ),
     Convention(
         name="litellm",

@@ -326,6 +326,11 @@ _ROOT_NAMES: Final = frozenset(name for convention in CONVENTIONS for name in co
 _CONTAINER_NAMES: Final = frozenset(
     name for convention in CONVENTIONS for name in convention.containers
 )
+STREAM_ENDS: Final = frozenset(
+    name for convention in CONVENTIONS for name in convention.stream_ends
+)
+"""Every row's :attr:`~chainlat._core.convention_table.Convention.stream_ends`: span names
+of the record that ends a streamed call whose own span ended with the response's headers."""
 
 
 def kind_by_name(span_name: str) -> tuple[StepKind | None, str] | None:

@@ -11,8 +11,10 @@ import re
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from typing import Final
 
+from chainlat._core.conventions import STREAM_ENDS
 from chainlat._core.records import (
     WIRE,
     SpanRecord,
@@ -313,14 +315,91 @@ def timed_by_wire(
 
 
 def normalised(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
-    """The spans of a workflow as the rollup and the steps read them: each span timed to
+    """The spans of a workflow as the rollup and the steps read them: a streamed call joined
+    to the record of its stream's end (:func:`join_stream_ends`), each span timed to
     its last child (:func:`~chainlat._core.records.extend_to_children`), a call that asked
     for tools ended by their start (:func:`~chainlat._core.records.answered_before_tools`),
     LiveKit's first audio placed (:func:`~chainlat._core.records.anchor_first_audio`), and
     request building (:func:`request_builders`) made transparent. The same list when
     nothing changes, so the common case costs four passes and no copy."""
+    records = join_stream_ends(root_id, records)
     records = anchor_first_audio(answered_before_tools(extend_to_children(root_id, records)))
     builders = request_builders(root_id, records)
     if not builders:
         return records
     return [replace(r, kind=None) if r.span_id in builders else r for r in records]
+
+
+_NAME: Final = attrgetter("name")
+
+
+def join_stream_ends(root_id: int, records: list[SpanRecord]) -> list[SpanRecord]:
+    """``records``, with each streamed call whose span ended with the response's headers
+    timed to the record its instrumentation wrote when the stream was read to its end
+    (`STREAM_ENDS`: Logfire's ``streaming response from ...``), and that record made
+    transparent: one call, not two (docs/attributes.md, rule 20). The same list when no
+    record ends a stream.
+
+    A stream's end record is written under the call's parent, after the call's span ended.
+    Its call is the model call under the same parent, of the same source and model, that
+    ended last at or before it and carries no output of its own (the answer is the end
+    record's: its tokens, its output), each call joined once, the end records taken in the
+    order they ended. The joined call takes the end record's end, and its tokens, output
+    and finish where the call's span has none; it is ``extended`` (its end is not its own
+    span's). An end record that finds no call stays a call of its own, zero-length.
+    """
+    if STREAM_ENDS.isdisjoint(map(_NAME, records)):  # a C loop: every run read
+        return records
+    ends = sorted(
+        (r for r in records if r.name in STREAM_ENDS and r.kind == "inference"),
+        key=lambda r: (r.end_ns, r.span_id),
+    )
+    calls = [
+        r
+        for r in records
+        if r.kind == "inference"
+        and r.span_id != root_id
+        and r.name not in STREAM_ENDS
+        and not r.has_output
+    ]
+    joined: dict[int, SpanRecord] = {}
+    """Call id -> the call timed to its stream's end."""
+    hidden: set[int] = set()
+    for end in ends:
+        found: SpanRecord | None = None
+        for call in calls:
+            if (
+                call.span_id in joined
+                or call.parent_id != end.parent_id
+                or call.source != end.source
+                or call.end_ns > end.end_ns
+                or not same_model(call.model, end.model)
+            ):
+                continue
+            if found is None or (call.end_ns, call.start_ns) > (found.end_ns, found.start_ns):
+                found = call
+        if found is None:
+            continue
+        joined[found.span_id] = replace(
+            found,
+            end_ns=end.end_ns,
+            extended=True,
+            input_tokens=_either(found.input_tokens, end.input_tokens),
+            output_tokens=_either(found.output_tokens, end.output_tokens),
+            cache_read_tokens=_either(found.cache_read_tokens, end.cache_read_tokens),
+            model=found.model or end.model,
+            has_output=end.has_output,
+            asked_tools=found.asked_tools or end.asked_tools,
+            failed=found.failed or end.failed,
+        )
+        hidden.add(end.span_id)
+    if not joined:
+        return records
+    return [
+        joined.get(r.span_id, r) if r.span_id not in hidden else replace(r, kind=None)
+        for r in records
+    ]
+
+
+def _either(own: int | None, end: int | None) -> int | None:
+    return own if own is not None else end
