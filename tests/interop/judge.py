@@ -18,7 +18,7 @@ from chainlat._core import clock
 from chainlat._core.records import answered_before_tools
 from chainlat._core.rollup import WIRE, Rollup, SpanRecord
 from chainlat._core.tree import saw_headers_only
-from chainlat._core.twins import request_builders
+from chainlat._core.twins import join_stream_ends, request_builders
 from chainlat.traces import read_runs
 
 
@@ -63,6 +63,12 @@ def seen_twice(run: WorkflowRun) -> tuple[list[float], dict[str, int] | None]:
     return wraps, wire
 
 
+def read_calls(run: WorkflowRun) -> list[SpanRecord]:
+    """The run's records with chainlat's rules for a call's end applied, as `call_steps`
+    reads them (rules 19 and 20)."""
+    return answered_before_tools(join_stream_ends(run.root_record.span_id, run.records))
+
+
 def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     """The run's model calls as the spans that must time them (the wire's, chainlat's HTTP
     spans of source ``http``, or a provider SDK's own span of the request around them,
@@ -75,8 +81,10 @@ def call_steps(run: WorkflowRun) -> list[list[SpanRecord]]:
     that saw only a stream's headers (rule 18: `saw_headers_only`, chainlat's own rule); the
     number of calls chainlat reads is judged apart, against the reference's. A call that
     asked for tools is timed to where its first tool started (rule 19:
-    `answered_before_tools`, chainlat's own rule: Mastra's ``chat`` span ends after them)."""
-    read = answered_before_tools(run.records)
+    `answered_before_tools`, chainlat's own rule: Mastra's ``chat`` span ends after them), and
+    a call whose span ended with the response's headers is timed to the record of its
+    stream's end (rule 20: `join_stream_ends`, chainlat's own rule: Logfire's)."""
+    read = read_calls(run)
     builders = request_builders(run.root_record.span_id, read)
     calls = [r for r in read if r.kind == "inference" and r.span_id not in builders]
     records = {r.span_id: r for r in read}
@@ -405,7 +413,7 @@ def runs_of(path: str) -> dict[str, Any]:
         timed = {id(run): timed_calls(run, server) for run in runs}
         inside, functions = {}, {}
         for run in runs:
-            records = answered_before_tools(run.records)
+            records = read_calls(run)
             held = held_functions(run, records, intervals)
             inside[id(run)] = inside_ms(run, timed[id(run)], records, held)
             functions[id(run)] = functions_ms(held)

@@ -58,6 +58,7 @@ STACKS = (
     "langfuse",
     "langfuse-langchain",
     "mlflow",
+    "logfire",
     "pydantic-ai",
     "litellm",
     "openai-agents",
