@@ -73,6 +73,7 @@ STACKS = (
     "agent-framework",
     "crewai",
     "autogen",
+    "agno",
 )
 
 # The Node.js stacks (the Vercel AI SDK, Genkit, Mastra: node/README.md): set up by npm, one
