@@ -283,3 +283,20 @@ def test_a_logfire_streamed_answer_lasts_until_the_record_of_its_end(
     [streamed] = [s for s in run.steps if s.start_ns - run.start_ns > 354_000_000]
     assert (streamed.start_ns - run.start_ns) / 1e6 == pytest.approx(354.8, abs=0.05)
     assert (streamed.end_ns - run.start_ns) / 1e6 == pytest.approx(474.6, abs=0.05)
+
+
+def test_the_agents_sdk_traced_by_logfire_reads_its_function_tool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The OpenAI Agents SDK's spans as ``logfire.instrument_openai_agents()`` writes them:
+    the function tool's call, ``Function: {name}``, is the tool (27.1 ms), where it was
+    overhead (tool 0.0, overhead 55.5 ms). Its agent runs are transparent: the request is
+    the run (tests/data/foreign/logfire/README.md)."""
+    found = _report(capsys, FOREIGN / "logfire" / "openai-agents.jsonl", "--roots")
+    agent = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    quantities = agent["quantities"]
+    assert quantities["tool"]["p50_ms"] == pytest.approx(27.1, abs=0.05)
+    assert quantities["overhead"]["p50_ms"] == pytest.approx(28.5, abs=0.05)
+    assert quantities["inference"]["p50_ms"] == pytest.approx(414.9, abs=0.05)

@@ -160,3 +160,21 @@ def test_a_record_joins_no_call_that_answered_or_is_another_models_or_parents() 
 def test_a_run_with_no_such_record_is_returned_as_it_is() -> None:
     spans = [ROOT, _record(2, CALL_NAME, 357.0, 359.0, _call("sim-answer", answered=False))]
     assert join_stream_ends(1, spans) is spans
+
+
+def test_a_function_tools_span_of_the_agents_sdk_is_a_tool_by_its_name() -> None:
+    """``logfire.instrument_openai_agents()`` writes a function tool's call as ``Function:
+    {name}`` with no key that says what it is (``name``, ``input``, ``output``,
+    ``gen_ai.system``): the tool's 26 ms were overhead."""
+    function = {
+        "logfire.msg_template": "Function: {name}",
+        "logfire.span_type": "span",
+        "name": "lookup_order",
+        "input": '{"order_id":"two"}',
+        "gen_ai.system": "openai",
+    }
+    assert conventions.classify(function) is None
+    assert conventions.kind_by_name("Function: {name}") == ("tool", "logfire")
+    # Its agent runs, turns and tasks say nothing either, and stay transparent.
+    for name in ("Agent run: {name!r}", "Turn {turn} for agent planner", "Task: Agent workflow"):
+        assert conventions.kind_by_name(name) is None

@@ -59,6 +59,7 @@ STACKS = (
     "langfuse-langchain",
     "mlflow",
     "logfire",
+    "logfire-openai-agents",
     "pydantic-ai",
     "litellm",
     "openai-agents",

@@ -818,12 +818,21 @@ CONVENTIONS: Final[tuple[Convention, ...]] = (
     ),
     Convention(
         name="logfire",
-        checked=("logfire==5.4.0 (llm_provider.py record_streaming, for OpenAI and Anthropic)",),
+        checked=(
+            "logfire==5.4.0 (llm_provider.py record_streaming, for OpenAI and Anthropic)",
+            "logfire==5.4.0 (openai_agents.py, instrument_openai_agents(); openai-agents==0.24.0)",
+        ),
         kinds=_frozen({}),
         shapes=(
-            "its model calls classify by the gen_ai row's gen_ai.operation.name; this row says "
-            "how a streamed call of instrument_openai() and instrument_anthropic() ends",
+            "its model calls classify by the gen_ai row's gen_ai.operation.name, or as a model "
+            "with token usage; this row says how a streamed call of instrument_openai() and "
+            "instrument_anthropic() ends, and names the OpenAI Agents SDK's function spans",
         ),
+        # instrument_openai_agents() names each span by its message template and writes no
+        # key that says its kind: a function tool's call is `Function: {name}` (the tool's
+        # name in `name`). Its agent runs, turns and tasks stay transparent: the request
+        # around them is the run, as for the SDK's other spans under a request.
+        names=MappingProxyType({"Function: {name}": "tool"}),
         # The call's CLIENT span ends when the SDK hands the stream back; the stream, read to
         # its end, is a log record (logfire.span_type = log, its time the end, `duration` in
         # seconds the reading), under the call's parent, with the answer's attributes.
