@@ -1,9 +1,7 @@
 """The interop agent traced by Pydantic Logfire's SDK, which writes OpenTelemetry spans.
 
 Logfire is configured as its documentation shows it for an application that sends its
-spans elsewhere than Logfire's service (``send_to_logfire=False``, no console): it makes
-its own tracer provider global, and chainlat's processor and the file export are added
-to it, as to any provider with ``add_span_processor``. The request is a
+spans elsewhere than Logfire's service (`_logfire.start`). The request is a
 ``logfire.span``, the model calls are traced by ``logfire.instrument_openai(client)``;
 Logfire has no span kind for a retrieval or a tool, so those are chainlat's (as in the
 ``openai-v2`` stack), and the loop is the reference's (`_agent.plain_openai_agent`).
@@ -26,23 +24,17 @@ import sys
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
+import _logfire
 
 
 def main() -> None:
     """Run the agent: a warm-up, then the recorded runs."""
     case = _agent.parse_case()
+    exporter = _logfire.start(case, "logfire")
 
     import logfire
     import openai
-    from opentelemetry import trace
 
-    logfire.configure(
-        send_to_logfire=False,
-        console=False,
-        service_name="interop-logfire",
-        inspect_arguments=False,
-    )
-    exporter = _agent.install(case, trace.get_tracer_provider(), set_global=False)
     client = openai.OpenAI(base_url=case.base_url, api_key="sk-interop", max_retries=0)
     logfire.instrument_openai(client)
 
