@@ -178,3 +178,19 @@ def test_a_function_tools_span_of_the_agents_sdk_is_a_tool_by_its_name() -> None
     # Its agent runs, turns and tasks say nothing either, and stay transparent.
     for name in ("Agent run: {name!r}", "Turn {turn} for agent planner", "Task: Agent workflow"):
         assert conventions.kind_by_name(name) is None
+
+
+def test_thousands_of_streams_under_one_parent_each_join_their_own_call() -> None:
+    """2,000 streams read one after the other under one parent (the join takes each call
+    from a stack, not by comparing every pair)."""
+    spans = [ROOT]
+    for i in range(2_000):
+        start = 10.0 + i
+        spans.append(
+            _record(10 + 2 * i, CALL_NAME, start, start + 0.01, _call("m", answered=False))
+        )
+        spans.append(_record(11 + 2 * i, END_NAME, start + 0.5, start + 0.5, _end("m", 0.25)))
+    joined = join_stream_ends(1, spans)
+    calls = [r for r in joined if r.kind == "inference"]
+    assert len(calls) == 2_000
+    assert all(r.end_ns - r.start_ns == _MS // 2 for r in calls)

@@ -354,30 +354,35 @@ def join_stream_ends(root_id: int, records: list[SpanRecord]) -> list[SpanRecord
         (r for r in records if r.name in STREAM_ENDS and r.kind == "inference"),
         key=lambda r: (r.end_ns, r.span_id),
     )
-    calls = [
-        r
-        for r in records
-        if r.kind == "inference"
-        and r.span_id != root_id
-        and r.name not in STREAM_ENDS
-        and not r.has_output
-    ]
+    # The calls that may be joined, by parent and source, in the order they ended: each
+    # end record makes those ended by its end available, and takes the latest of them (a
+    # stack), so that many streams under one parent cost no pairwise comparison.
+    waiting: dict[tuple[int | None, str | None], list[SpanRecord]] = {}
+    for r in records:
+        if (
+            r.kind == "inference"
+            and r.span_id != root_id
+            and r.name not in STREAM_ENDS
+            and not r.has_output
+        ):
+            waiting.setdefault((r.parent_id, r.source), []).append(r)
+    for group in waiting.values():
+        group.sort(key=lambda r: (r.end_ns, r.start_ns), reverse=True)  # popped from the end
+    available: dict[tuple[int | None, str | None], list[SpanRecord]] = {}
     joined: dict[int, SpanRecord] = {}
     """Call id -> the call timed to its stream's end."""
     hidden: set[int] = set()
     for end in ends:
+        key = (end.parent_id, end.source)
+        pending = waiting.get(key, [])
+        stack = available.setdefault(key, [])
+        while pending and pending[-1].end_ns <= end.end_ns:
+            stack.append(pending.pop())
         found: SpanRecord | None = None
-        for call in calls:
-            if (
-                call.span_id in joined
-                or call.parent_id != end.parent_id
-                or call.source != end.source
-                or call.end_ns > end.end_ns
-                or not same_model(call.model, end.model)
-            ):
-                continue
-            if found is None or (call.end_ns, call.start_ns) > (found.end_ns, found.start_ns):
-                found = call
+        for index in range(len(stack) - 1, -1, -1):  # the latest-ending first
+            if same_model(stack[index].model, end.model):
+                found = stack.pop(index)
+                break
         if found is None:
             continue
         joined[found.span_id] = replace(
