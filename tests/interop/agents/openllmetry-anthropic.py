@@ -3,11 +3,8 @@
 OpenLLMetry's ``opentelemetry-instrumentation-anthropic`` (without traceloop-sdk) writes
 an ``anthropic.chat`` span per call; the anthropic SDK (2.x) writes its own span of the
 same call, ``anthropic.messages.create`` (scope ``com.anthropic.sdk.python``, GenAI
-attributes and ``http.request.method``), from the global provider. The SDK has no agent
-loop, retriever or tool: the loop is the reference's, written against the Messages API
-(``tool_use`` blocks answered by a user message of ``tool_result`` blocks), and the data
-stage and tool are chainlat's. The sim serves ``POST /v1/messages`` with the same
-profiles as the OpenAI API.
+attributes and ``http.request.method``), from the global provider. The agent is
+`_anthropic.agent`, the reference's loop against the Messages API.
 """
 
 # mypy: ignore-errors
@@ -17,26 +14,12 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 # The shared part lives one folder up, away from the scripts named after packages.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
-
-import chainlat
-
-MAX_TOKENS = 1024
-"""Required by the Messages API; far above the sim's 20 output tokens."""
-TOOL = {
-    "name": _agent.TOOL_NAME,
-    "description": _agent.TOOL_DESCRIPTION,
-    "input_schema": _agent.TOOL_PARAMETERS,
-}
-
-
-def _text(reply) -> str:
-    return "".join(block.text for block in reply.content if block.type == "text")
+import _anthropic
 
 
 def main() -> None:
@@ -45,62 +28,10 @@ def main() -> None:
     provider = _agent.tracer_provider("openllmetry-anthropic")
     exporter = _agent.install(case, provider)
 
-    import anthropic
     from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
 
     AnthropicInstrumentor().instrument(tracer_provider=provider)
-    # The Anthropic SDK appends /v1 itself.
-    base_url = case.base_url.removesuffix("/v1")
-    client = anthropic.Anthropic(base_url=base_url, api_key="sk-interop", max_retries=0)
-
-    def agent() -> None:
-        with _agent.app_span():
-            docs = _agent.chainlat_retrieve()
-            messages = [{"role": "user", "content": _agent.plan_prompt(docs)}]
-            for _round in range(_agent.MAX_TOOL_ROUNDS):
-                reply = client.messages.create(
-                    model=_agent.PLAN_MODEL,
-                    max_tokens=MAX_TOKENS,
-                    system=_agent.SYSTEM,
-                    messages=messages,
-                    tools=[TOOL],
-                )
-                calls = [block for block in reply.content if block.type == "tool_use"]
-                if not calls:
-                    break
-                messages.append({"role": "assistant", "content": reply.content})
-                results = [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call.id,
-                        "content": _agent.chainlat_tool(str(call.input.get("order_id", "A-1042"))),
-                    }
-                    for call in calls
-                ]
-                messages.append({"role": "user", "content": results})
-            notes = _text(reply)
-
-            def ask(prompt: str) -> str:
-                reply = client.messages.create(
-                    model=_agent.FAST_MODEL,
-                    max_tokens=MAX_TOKENS,
-                    messages=[{"role": "user", "content": prompt + notes}],
-                )
-                return _text(reply)
-
-            with ThreadPoolExecutor(2) as pool:
-                # bind_context: the OpenTelemetry context too, so the calls keep their parent.
-                prompts = (_agent.SUMMARY_PROMPT, _agent.POLICY_PROMPT)
-                summary, policy = pool.map(chainlat.bind_context(ask), prompts)
-            stream = client.messages.create(
-                model=_agent.ANSWER_MODEL,
-                max_tokens=MAX_TOKENS,
-                messages=[{"role": "user", "content": _agent.ANSWER_PROMPT + summary + policy}],
-                stream=True,
-            )
-            for _event in stream:
-                pass
-
+    agent = _anthropic.agent(_anthropic.client(case), _agent.app_span)
     _agent.run_recorded(case, exporter, agent)
 
 
