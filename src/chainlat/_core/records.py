@@ -56,7 +56,8 @@ class SpanRecord:
     cache_read_tokens: int | None = None
     """Input tokens read from the provider's prompt cache (priced apart)."""
     extended: bool = False
-    """The span ended before its own events or children, and is timed to the last of them
+    """The span ended before its own events or children, or before the record of its
+    stream's end (``twins.join_stream_ends``), and is timed to the last of them
     (``end_ns``): an instrumentation that ends its span when a stream is handed back."""
     has_output: bool = False
     """A model call that carries its output (messages, a response id, finish reasons)."""

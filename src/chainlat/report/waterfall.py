@@ -149,8 +149,9 @@ def _rows(run: WorkflowRun, width: int, total_ns: int, max_rows: int) -> list[_R
             # Its span ended before its own events: it ran on for a time no span records.
             extra = (extra + " ended before its own events: took at least this").strip()
         elif step.extended:
-            # Its span ended before its own events or children: timed to the last of them.
-            extra = (extra + " extended to its last event").strip()
+            # Its span ended before its own events or children, or before the record of its
+            # stream's end (rules 8 and 20 of docs/attributes.md): timed to the last of them.
+            extra = (extra + " extended past its span's end").strip()
         rows.append(
             (
                 "*" if index in on_path else " ",
