@@ -100,16 +100,25 @@ def test_a_mastra_call_that_asked_for_its_tool_ends_where_the_tool_starts(
     assert found["workflows"]["agent"]["bound_runs"] == {}
 
 
+def _the_agents_steps(
+    capsys: pytest.CaptureFixture[str], path: Path, *, roots: bool = False
+) -> dict[str, Any]:
+    """``report``'s workflow of the interop agent's request read from ``path`` (``roots``:
+    as ``--roots`` reads it), with its five model calls, its retrieval and its tool."""
+    found = _report(capsys, path, *(["--roots"] if roots else []))
+    agent: dict[str, Any] = found["workflows"]["agent"]
+    counts = _counts(agent)
+    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    return agent
+
+
 def _the_agents_request(
     capsys: pytest.CaptureFixture[str], path: Path, *, roots: bool = False
 ) -> dict[str, Any]:
-    """The interop agent's one request read from ``path`` (``roots``: as ``--roots`` reads
-    it): its five model calls, its retrieval and its tool, the reference's tokens, and a
-    first output measured, not a bound; its quantities, for the figures each file has."""
-    found = _report(capsys, path, *(["--roots"] if roots else []))
-    agent = found["workflows"]["agent"]
-    counts = _counts(agent)
-    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    """The interop agent's one request read from ``path`` (`_the_agents_steps`), the
+    reference's tokens, and a first output measured, not a bound; its quantities, for the
+    figures each file has."""
+    agent = _the_agents_steps(capsys, path, roots=roots)
     assert agent["bound_runs"] == {}
     [run] = read_runs([path], roots=roots)
     assert (run.rollup.input_tokens, run.rollup.output_tokens) == (363, 85)
@@ -267,10 +276,7 @@ def test_a_logfire_streamed_answer_lasts_until_the_record_of_its_end(
     9): inference 287.9, overhead 131.0, the first output "at least" 474.6
     (tests/data/foreign/logfire/README.md)."""
     path = FOREIGN / "logfire" / "unwrapped.jsonl"
-    found = _report(capsys, path, "--roots")
-    agent = found["workflows"]["agent"]
-    counts = _counts(agent)
-    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    agent = _the_agents_steps(capsys, path, roots=True)
     quantities = agent["quantities"]
     assert quantities["inference"]["p50_ms"] == pytest.approx(407.7, abs=0.05)
     assert quantities["data"]["p50_ms"] == pytest.approx(30.7, abs=0.05)
@@ -292,10 +298,7 @@ def test_the_agents_sdk_traced_by_logfire_reads_its_function_tool(
     the function tool's call, ``Function: {name}``, is the tool (27.1 ms), where it was
     overhead (tool 0.0, overhead 55.5 ms). Its agent runs are transparent: the request is
     the run (tests/data/foreign/logfire/README.md)."""
-    found = _report(capsys, FOREIGN / "logfire" / "openai-agents.jsonl", "--roots")
-    agent = found["workflows"]["agent"]
-    counts = _counts(agent)
-    assert (counts["inference"], counts["data"], counts["tool"]) == (5, 1, 1)
+    agent = _the_agents_steps(capsys, FOREIGN / "logfire" / "openai-agents.jsonl", roots=True)
     quantities = agent["quantities"]
     assert quantities["tool"]["p50_ms"] == pytest.approx(27.1, abs=0.05)
     assert quantities["overhead"]["p50_ms"] == pytest.approx(28.5, abs=0.05)

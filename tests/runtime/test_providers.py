@@ -88,31 +88,35 @@ def _run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+_ONE_RUN = """
+    with chainlat.workflow("w") as run:
+        with trace.get_tracer("framework").start_as_current_span(
+            "llm", attributes={"openinference.span.kind": "LLM"}
+        ):
+            pass
+    chainlat.shutdown()
+    print(run.rollup.inference_count, sorted(s.name for s in exporter.get_finished_spans()))
+"""
+"""A workflow with a framework's model call in it, then the rollup's count and the spans
+exported, for the tests below that each set up a provider first (``exporter``)."""
+
+
 def test_configure_joins_a_global_provider_another_library_set_up(tmp_path: Path) -> None:
     """As after Traceloop.init() or logfire.configure(): one provider, spans exported once."""
-    done = _run(
-        """
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-        import chainlat
+    setup = """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    import chainlat
 
-        exporter = InMemorySpanExporter()
-        theirs = TracerProvider()
-        theirs.add_span_processor(SimpleSpanProcessor(exporter))
-        trace.set_tracer_provider(theirs)
-        assert chainlat.configure("svc") is theirs
-        with chainlat.workflow("w") as run:
-            with trace.get_tracer("framework").start_as_current_span(
-                "llm", attributes={"openinference.span.kind": "LLM"}
-            ):
-                pass
-        chainlat.shutdown()
-        print(run.rollup.inference_count, sorted(s.name for s in exporter.get_finished_spans()))
-        """,
-        tmp_path,
-    )
+    exporter = InMemorySpanExporter()
+    theirs = TracerProvider()
+    theirs.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(theirs)
+    assert chainlat.configure("svc") is theirs
+"""
+    done = _run(setup + _ONE_RUN, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1 ['invoke_workflow w', 'llm']"
     assert "Overriding of current TracerProvider" not in done.stderr
@@ -168,16 +172,6 @@ _UNHASHABLE_WRAPPER = """
     inner = TracerProvider()
     inner.add_span_processor(SimpleSpanProcessor(exporter))
     wrapper = Wrapper(inner)
-"""
-
-_ONE_RUN = """
-    with chainlat.workflow("w") as run:
-        with trace.get_tracer("framework").start_as_current_span(
-            "llm", attributes={"openinference.span.kind": "LLM"}
-        ):
-            pass
-    chainlat.shutdown()
-    print(run.rollup.inference_count, sorted(s.name for s in exporter.get_finished_spans()))
 """
 
 
