@@ -68,8 +68,9 @@ def test_a_broken_cost_stays_broken_when_another_run_has_no_price(cap: Capture) 
         (None, "no_tokens"),
         ((float("nan"), float("nan")), "no_tokens"),
         ((-5, -1), "no_tokens"),
+        ((0, 0), "no_tokens"),  # no usage counted (docs/attributes.md, rule 21)
     ],
-    ids=["no token counts", "NaN tokens", "negative tokens"],
+    ids=["no token counts", "NaN tokens", "negative tokens", "a usage of nothing"],
 )
 def test_a_call_without_valid_token_counts_leaves_the_cost_not_judged(
     cap: Capture, tokens: tuple[object, object] | None, reason: str

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chainlat._core.exits import EXIT_OK
+from chainlat._core.exits import EXIT_INPUT, EXIT_OK
 from chainlat.cli import main
 from chainlat.traces import read_runs
 from support.tracegen import DATA_DIR
@@ -303,3 +303,39 @@ def test_the_agents_sdk_traced_by_logfire_reads_its_function_tool(
     assert quantities["tool"]["p50_ms"] == pytest.approx(27.1, abs=0.05)
     assert quantities["overhead"]["p50_ms"] == pytest.approx(28.5, abs=0.05)
     assert quantities["inference"]["p50_ms"] == pytest.approx(414.9, abs=0.05)
+
+
+_ANSWER_PRICED = """
+[prices."sim-plan"]
+input_per_mtok = 2.5
+output_per_mtok = 10
+[prices."sim-fast"]
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[prices."sim-answer"]
+input_per_mtok = 2.5
+output_per_mtok = 10
+
+[workflows.agent]
+cost = "0.01"
+"""
+
+
+def test_a_streamed_answer_whose_usage_is_zeros_has_no_cost_to_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Agents SDK asked for no usage of its streamed answer and wrote 0 input and 0
+    output tokens for it. No model reads nothing: the call's tokens are not known (rule 21),
+    so the run's cost is not judged. Before, the answer cost nothing: $0.0010 for the run,
+    the budget kept (exit 0)."""
+    path = FOREIGN / "logfire" / "openai-agents.jsonl"
+    [run] = read_runs([path], roots=True)
+    answers = [r for r in run.records if r.kind == "inference" and r.model == "sim-answer"]
+    assert [(r.input_tokens, r.output_tokens) for r in answers] == [(None, None)]
+    assert (run.rollup.input_tokens, run.rollup.output_tokens) == (340, 65)  # the rest
+    budgets = tmp_path / "chainlat.toml"
+    budgets.write_text(_ANSWER_PRICED)
+    code = main(["check", "--roots", "--budgets", str(budgets), str(path)])
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT
+    assert "a call to 'sim-answer' has no valid token counts" in err

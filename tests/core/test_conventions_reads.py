@@ -8,6 +8,7 @@ import math
 import pytest
 
 from chainlat._core.conventions import (
+    call_readings,
     input_tokens_of,
     is_run_root,
     model_of,
@@ -128,6 +129,30 @@ def test_a_whole_float_is_a_token_count() -> None:
 def test_a_bad_new_count_gives_way_to_an_old_one() -> None:
     attributes = {"gen_ai.usage.input_tokens": "n/a", "gen_ai.usage.prompt_tokens": 7}
     assert input_tokens_of(attributes) == 7
+
+
+@pytest.mark.parametrize(
+    ("attributes", "tokens"),
+    [
+        # The OpenAI Agents SDK's streamed call that asked for no usage, as OpenInference
+        # and Logfire write it: a usage of nothing is no usage.
+        ({"gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 0}, (None, None)),
+        ({"llm.token_count.prompt": "0", "llm.token_count.completion": "0"}, (None, None)),
+        # A later key's count is read past a first key's 0.
+        ({"gen_ai.usage.input_tokens": 0, "gen_ai.usage.prompt_tokens": 7}, (7, None)),
+        # An answer of nothing to a counted prompt is a count (a filtered answer).
+        ({"gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 0}, (12, 0)),
+        ({"gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 5}, (None, 5)),
+        ({"gen_ai.usage.output_tokens": 0}, (None, None)),
+    ],
+)
+def test_no_model_call_reads_nothing(
+    attributes: dict[str, object], tokens: tuple[int | None, int | None]
+) -> None:
+    """docs/attributes.md, rule 21: 0 input tokens is no count, and 0 output tokens beside
+    no input count is none either; the readers of records and the single readings agree."""
+    assert (input_tokens_of(attributes), output_tokens_of(attributes)) == tokens
+    assert call_readings({"gen_ai.request.model": "m", **attributes})[:2] == tokens
 
 
 def test_ttft_in_seconds_becomes_milliseconds() -> None:

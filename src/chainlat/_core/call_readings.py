@@ -170,7 +170,7 @@ def provider_of(attributes: Mapping[str, object]) -> str | None:
 
 
 def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
-    """Input (prompt) tokens of a model call.
+    """Input (prompt) tokens of a model call; a count of 0 is none (rule 21).
 
     Example:
         >>> input_tokens_of({"llm.token_count.prompt": "120"})
@@ -180,13 +180,15 @@ def input_tokens_of(attributes: Mapping[str, object]) -> int | None:
 
 
 def output_tokens_of(attributes: Mapping[str, object]) -> int | None:
-    """Output (completion) tokens of a model call.
+    """Output (completion) tokens of a model call; 0 beside no input count is none (rule 21).
 
     Example:
         >>> output_tokens_of({"gen_ai.usage.completion_tokens": 30})
         30
     """
-    return first_count(attributes, OUTPUT_TOKEN_KEYS, _OUTPUT)
+    return _output_counted(
+        input_tokens_of(attributes), first_count(attributes, OUTPUT_TOKEN_KEYS, _OUTPUT)
+    )
 
 
 def call_readings(
@@ -252,9 +254,10 @@ def read_call(
     usable value of each reading (most spans have one key of a reading, or none)."""
     get = attributes.get
     in_keys, out_keys, ms_keys, seconds_keys, model_keys = plan
+    tokens_in = _count_among(get, in_keys, _INPUT)
     return (
-        _count_among(get, in_keys, _INPUT),
-        _count_among(get, out_keys, _OUTPUT),
+        tokens_in,
+        _output_counted(tokens_in, _count_among(get, out_keys, _OUTPUT)),
         _ttft_among(get, ms_keys, seconds_keys),
         _text_among(get, model_keys),
     )
@@ -635,12 +638,21 @@ def first_count(
 
 
 def _count_among(get: Callable[[str], object], keys: Iterable[str], side: int) -> int | None:
+    """The first count among ``keys`` for ``side``; an input of 0 tokens is no count
+    (docs/attributes.md, rule 21: no model reads nothing), and the next key is asked."""
     for key in keys:
         usage = USAGE_OBJECTS.get(key)  # a JSON object of counts, not one count
         count = _count(get(key)) if usage is None else _usage_count(get(key), usage, side)
-        if count is not None:
+        if count is not None and (count or side != _INPUT):
             return count
     return None
+
+
+def _output_counted(tokens_in: int | None, tokens_out: int | None) -> int | None:
+    """``tokens_out``, unless it is 0 beside no input count: a usage of nothing, written
+    where no usage came (rule 21: the OpenAI Agents SDK writes 0 and 0 for a stream that
+    asked for none), is not known."""
+    return None if tokens_out == 0 and tokens_in is None else tokens_out
 
 
 def _usage_count(value: object, usage: UsageObject, side: int) -> int | None:
