@@ -167,6 +167,15 @@ FRAMEWORK_STEPS: dict[str, dict[str, Any]] = {
     # for no usage (`stream_options`), the sim sends none and Mastra records none (53 input
     # and 20 output tokens the reference reads). 350 and 65 in all (node/mastra/README.md).
     "mastra": {"tokens": {"input": 350, "output": 65}},
+    # OpenLLMetry JS's OpenAI instrumentation (@traceloop/instrumentation-openai 0.27.0)
+    # rebuilds a streamed chat completion from its chunks and never reads their `usage`:
+    # the answer's `chat sim-answer` span has no token counts, though the agent asks for
+    # them (`stream_options: { include_usage: true }`) and the sim sends them (53 input, 20
+    # output). It counts a stream's tokens itself only with `enrichTokens` (js-tiktoken,
+    # off by default), which knows no encoding for the sim's model names and writes none.
+    # Undici's spans (`+httpx`) carry no tokens. 310 and 65 in all
+    # (node/openai-openllmetry/README.md).
+    "openllmetry-js": {"tokens": {"input": 310, "output": 65}},
     # AutoGen (autogen-ext 0.7.5) sends its tool's schema with `strict` and
     # `additionalProperties`, and its AssistantAgent's second plan call, the reflection on
     # the tool's result (`reflect_on_tool_use`), offers no tools: the sim counts 125 and 75

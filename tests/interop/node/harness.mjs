@@ -152,8 +152,9 @@ export function lookupOrder(orderId) {
 // --- the application's own spans ----------------------------------------------------------
 export function applicationSpans(tracer, spanStatusCode) {
   // `withSpan`: a span of the application's `tracer` (of @opentelemetry/api) around `fn`,
-  // current inside it, ended with an error status when `fn` throws. `retrieve`: the
-  // retrieval's span of the GenAI convention, as a Node user writes one.
+  // current inside it, ended with an error status when `fn` throws. `retrieve` and
+  // `runTool`: the retrieval's and the tool's spans of the GenAI convention, as a Node
+  // user writes them.
   async function withSpan(name, attributes, fn) {
     return tracer.startActiveSpan(name, { attributes }, async (span) => {
       try {
@@ -172,13 +173,83 @@ export function applicationSpans(tracer, spanStatusCode) {
     const attributes = { "gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "faq-index" };
     return withSpan("retrieval faq-index", attributes, () => searchIndex(QUESTION));
   }
+  function runTool(orderId) {
+    // The tool's span of the GenAI convention, as a Node user writes one.
+    const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": TOOL_NAME };
+    return withSpan(`execute_tool ${TOOL_NAME}`, attributes, () => lookupOrder(orderId));
+  }
   function wrappedIf(wrapped, root) {
     // The run: `root` alone, or inside a workflow span of the GenAI convention.
     if (!wrapped) return root();
     const workflow = { "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "agent" };
     return withSpan("invoke_workflow agent", workflow, root);
   }
-  return { withSpan, retrieve, wrappedIf };
+  return { withSpan, retrieve, runTool, wrappedIf };
+}
+
+// --- the reference's loop on the openai SDK -----------------------------------------------
+export function openaiAgent({ client, retrieve, runTool }) {
+  // The reference's loop (_agent.plain_openai_agent) on an openai SDK `client`, as an async
+  // function of no argument: `retrieve()` gives the documents, `runTool(orderId)` the
+  // tool's result; each traced as the stack traces them. The agents of langfuse/,
+  // openai-openllmetry/ and openai-otel/ run it.
+  const tool = {
+    type: "function",
+    function: { name: TOOL_NAME, description: TOOL_DESCRIPTION, parameters: TOOL_PARAMETERS },
+  };
+  return async function agent() {
+    const docs = await retrieve();
+    const messages = [
+      { role: "system", content: SYSTEM },
+      { role: "user", content: QUESTION + "\n\nDocuments:\n" + docs.join("\n") },
+    ];
+    let message;
+    for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
+      const reply = await client.chat.completions.create({ model: PLAN_MODEL, messages, tools: [tool] });
+      message = reply.choices[0].message;
+      if (!message.tool_calls?.length) break;
+      // The assistant's message as the Python reference sends it back (its fields, none null).
+      messages.push({
+        role: "assistant",
+        tool_calls: message.tool_calls.map((c) => ({
+          id: c.id,
+          function: { arguments: c.function.arguments, name: c.function.name },
+          type: "function",
+        })),
+      });
+      for (const call of message.tool_calls) {
+        const result = await runTool(orderIdOf(call.function.arguments));
+        messages.push({ role: "tool", tool_call_id: call.id, content: result });
+      }
+    }
+    const notes = String(message?.content ?? "");
+    const ask = async (prompt) => {
+      const reply = await client.chat.completions.create({
+        model: FAST_MODEL,
+        messages: [{ role: "user", content: prompt + notes }],
+      });
+      return String(reply.choices[0].message.content ?? "");
+    };
+    const [summary, policy] = await Promise.all([ask(SUMMARY_PROMPT), ask(POLICY_PROMPT)]);
+    const stream = await client.chat.completions.create({
+      model: ANSWER_MODEL,
+      messages: [{ role: "user", content: ANSWER_PROMPT + summary + policy }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const _chunk of stream) {
+      // read to its end, as a client streaming the answer on
+    }
+  };
+}
+
+function orderIdOf(args) {
+  // The `order_id` of a tool call's JSON arguments (`A-1042` when there is none).
+  try {
+    return String(JSON.parse(args || "{}").order_id ?? "A-1042");
+  } catch {
+    return "A-1042";
+  }
 }
 
 // --- the command line --------------------------------------------------------------------

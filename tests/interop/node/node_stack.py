@@ -5,10 +5,13 @@ differently: its set-up (``npm ci`` of its package folder's ``package-lock.json`
 cached folder, beside the Python environments) and its agent's command (``node
 agent.mjs`` and the stack's arguments). Each package folder (`PACKAGES`) has its own
 ``package.json``, lock and ``agent.mjs``: this one for the Vercel AI SDK, ``genkit/``,
-``mastra/`` and ``langchain/`` (LangGraph.js with OpenInference's LangChain.js
-instrumentation). The sim, the reference agent, the judge and ``chainlat check`` run in the
-Python environment of `PYTHON_STACK`, which holds what the reference needs (the openai
-SDK, the OpenTelemetry SDK, chainlat). See README.md.
+``mastra/``, ``langchain/`` (LangGraph.js with OpenInference's LangChain.js
+instrumentation), ``langfuse/``, and ``openai-openllmetry/`` and ``openai-otel/`` (the
+plain openai SDK under OpenLLMetry JS's and OpenTelemetry JS contrib's instrumentations,
+one folder each: they need OpenTelemetry JS 2.x and 3.x). The sim, the reference agent,
+the judge and ``chainlat check`` run in the Python environment of `PYTHON_STACK`, which
+holds what the reference needs (the openai SDK, the OpenTelemetry SDK, chainlat). See
+README.md.
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ PACKAGES: dict[str, tuple[Path, tuple[str, ...]]] = {
     "mastra": (HERE / "mastra", ()),
     "langchain-js": (HERE / "langchain", ()),
     "langfuse-js": (HERE / "langfuse", ()),
+    # The reference's loop on the openai SDK, traced by the two OpenTelemetry
+    # instrumentations of that SDK in JavaScript. A folder each: @traceloop/
+    # instrumentation-openai is built on OpenTelemetry JS 2.x (@opentelemetry/api < 1.10),
+    # @opentelemetry/instrumentation-openai on 3.x (api 1.10), and npm cannot put both in
+    # one tree (openai-openllmetry/README.md).
+    "openllmetry-js": (HERE / "openai-openllmetry", ()),
+    "otel-openai-js": (HERE / "openai-otel", ()),
 }
 """Stack -> its package folder (``package.json``, ``package-lock.json``, ``agent.mjs``)
 and the agent's own arguments. Stacks of one folder share its installed modules."""
@@ -42,7 +52,8 @@ FIRST_TOKEN_IN_SPANS = frozenset({"ai-sdk-legacy", "ai-sdk-genai", "mastra", "la
 ``chat`` spans carry ``mastra.completion_start_time`` (an ISO date, its own key), and the
 answer's first text ``model_chunk`` starts at it. Langfuse's generations carry
 ``langfuse.observation.completion_start_time`` (an ISO date in a JSON string). Genkit's
-spans record none (genkit/README.md)."""
+spans record none (genkit/README.md), nor do the openai SDK's ``chat`` spans of OpenLLMetry
+JS and of OpenTelemetry JS contrib (``openllmetry-js``, ``otel-openai-js``)."""
 PYTHON_STACK = "openai-v2"
 """The Python environment the sim, the reference, the judge and ``chainlat check`` use."""
 MIN_NODE_MAJOR = 22

@@ -32,22 +32,13 @@ import { SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 
 import {
-  ANSWER_MODEL,
-  ANSWER_PROMPT,
-  FAST_MODEL,
   JsonLinesSpanExporter,
-  MAX_TOOL_ROUNDS,
-  PLAN_MODEL,
-  POLICY_PROMPT,
   QUESTION,
-  SUMMARY_PROMPT,
-  SYSTEM,
-  TOOL_DESCRIPTION,
   TOOL_NAME,
-  TOOL_PARAMETERS,
   agentArgs,
   applicationSpans,
   lookupOrder as ownLookupOrder,
+  openaiAgent,
   record,
   searchIndex,
 } from "./harness.mjs"; // ../harness.mjs, copied beside this file by node_stack.py
@@ -77,68 +68,10 @@ const { wrappedIf } = applicationSpans(trace.getTracer("interop-app"), SpanStatu
 
 const client = observeOpenAI(new OpenAI({ baseURL: args["base-url"], apiKey: "sk-interop", maxRetries: 0 }));
 
-const TOOL = {
-  type: "function",
-  function: { name: TOOL_NAME, description: TOOL_DESCRIPTION, parameters: TOOL_PARAMETERS },
-};
-
 const retrieve = observe(() => searchIndex(QUESTION), { name: "retrieve", asType: "retriever" });
 const runTool = observe((orderId) => ownLookupOrder(orderId), { name: TOOL_NAME, asType: "tool" });
 
-function orderIdOf(args) {
-  // The `order_id` of a tool call's JSON arguments (`A-1042` when there is none).
-  try {
-    return String(JSON.parse(args || "{}").order_id ?? "A-1042");
-  } catch {
-    return "A-1042";
-  }
-}
-
-async function agent() {
-  // The reference's loop (_agent.plain_openai_agent).
-  const docs = await retrieve();
-  const messages = [
-    { role: "system", content: SYSTEM },
-    { role: "user", content: QUESTION + "\n\nDocuments:\n" + docs.join("\n") },
-  ];
-  let message;
-  for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
-    const reply = await client.chat.completions.create({ model: PLAN_MODEL, messages, tools: [TOOL] });
-    message = reply.choices[0].message;
-    if (!message.tool_calls?.length) break;
-    // The assistant's message as the Python reference sends it back (its fields, none null).
-    messages.push({
-      role: "assistant",
-      tool_calls: message.tool_calls.map((c) => ({
-        id: c.id,
-        function: { arguments: c.function.arguments, name: c.function.name },
-        type: "function",
-      })),
-    });
-    for (const call of message.tool_calls) {
-      const result = await runTool(orderIdOf(call.function.arguments));
-      messages.push({ role: "tool", tool_call_id: call.id, content: result });
-    }
-  }
-  const notes = String(message?.content ?? "");
-  const ask = async (prompt) => {
-    const reply = await client.chat.completions.create({
-      model: FAST_MODEL,
-      messages: [{ role: "user", content: prompt + notes }],
-    });
-    return String(reply.choices[0].message.content ?? "");
-  };
-  const [summary, policy] = await Promise.all([ask(SUMMARY_PROMPT), ask(POLICY_PROMPT)]);
-  const stream = await client.chat.completions.create({
-    model: ANSWER_MODEL,
-    messages: [{ role: "user", content: ANSWER_PROMPT + summary + policy }],
-    stream: true,
-    stream_options: { include_usage: true },
-  });
-  for await (const _chunk of stream) {
-    // read to its end, as a client streaming the answer on
-  }
-}
+const agent = openaiAgent({ client, retrieve, runTool });
 
 const request = observe(agent, { name: "agent" });
 
