@@ -76,6 +76,7 @@ def _missing(run: WorkflowRun, prices: Prices) -> RunCost:
                 None,
                 "no_tokens",
                 f"a call to {model} has no valid token counts (gen_ai.usage.input_tokens, "
-                'output_tokens; streamed calls need stream_options={"include_usage": True})',
+                "output_tokens; a streamed call has them when it asks for its usage, "
+                'stream_options={"include_usage": True}, and its instrumentation records it)',
             )
     return RunCost(None, "no_data", "the run's calls give no cost")
