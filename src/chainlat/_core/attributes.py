@@ -151,6 +151,10 @@ CHAIN_UNUSABLE_VALUES: Final = "chainlat.chain.unusable_values"
 CHAIN_UNUSABLE_PARTS: Final = "chainlat.chain.unusable_parts"
 """What those first tokens leave unknown: ``first_output`` and ``first_output_split`` when
 the first output depends on one (it is then a lower bound); absent when it does not."""
+CHAIN_UNCOUNTED_CALLS: Final = "chainlat.chain.uncounted_calls"
+"""How many model calls the trace gives no token counts for (no usage, or a usage of
+nothing: docs/attributes.md, rule 21), which ``input_tokens`` and ``output_tokens`` leave
+out; absent when none. Cache hits and speech calls are never counted."""
 CHAIN_SPEECH_TO_TEXT_MS: Final = "chainlat.chain.speech_to_text_ms"
 """Critical-path time in ``speech_to_text`` calls: a part of ``chainlat.chain.inference_ms``,
 set on runs that made a speech call (docs/voice.md)."""

@@ -102,6 +102,10 @@ class Rollup:
     """What those first tokens leave unknown: ``first_output`` and ``first_output_split``
     when the first output depends on one, its value then a lower bound (the later of the
     call's start and the output the rule gives without the call); empty otherwise."""
+    uncounted_calls: int = 0
+    """How many model calls the trace gives no token counts for (no usage, or a usage of
+    nothing: docs/attributes.md, rule 21): ``input_tokens`` and ``output_tokens`` are the
+    other calls' alone. Cache hits and speech calls are not counted."""
 
     def kind_ms(self, kind: str) -> float:
         """The critical-path share of ``inference``, ``data``, ``tool`` or ``overhead``."""
@@ -187,6 +191,8 @@ class Rollup:
             found[attr.CHAIN_UNUSABLE_VALUES] = self.unusable_values
             if self.unusable_parts:
                 found[attr.CHAIN_UNUSABLE_PARTS] = self.unusable_parts
+        if self.uncounted_calls:
+            found[attr.CHAIN_UNCOUNTED_CALLS] = self.uncounted_calls
         return found
 
     @classmethod
@@ -230,6 +236,7 @@ class Rollup:
                 _strings(unusable) if (unusable := get(attr.CHAIN_UNUSABLE)) else (),
                 _strings(values) if (values := get(attr.CHAIN_UNUSABLE_VALUES)) else (),
                 _strings(parts) if (parts := get(attr.CHAIN_UNUSABLE_PARTS)) else (),
+                _as_int(get(attr.CHAIN_UNCOUNTED_CALLS, 0)),
             )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None

@@ -74,7 +74,7 @@ def inconsistency(recorded: Rollup, root: SpanRecord) -> str:
 _REQUIRED_PARTS: Final = operator.attrgetter(
     "total_ms", "inference_ms", "data_ms", "tool_ms", "overhead_ms", "inference_sum_ms",
     "data_sum_ms", "tool_sum_ms", "parallelism", "step_count", "inference_count", "data_count",
-    "tool_count", "cache_hits", "input_tokens", "output_tokens",
+    "tool_count", "cache_hits", "input_tokens", "output_tokens", "uncounted_calls",
 )  # fmt: skip
 _OPTIONAL_PARTS: Final = operator.attrgetter(
     "cost_usd", "first_output_ms", "first_output_inference_ms", "first_output_data_ms",
@@ -106,6 +106,7 @@ def _negative_part(recorded: Rollup) -> str:
         attr.CHAIN_CACHE_HITS: recorded.cache_hits,
         attr.CHAIN_INPUT_TOKENS: recorded.input_tokens,
         attr.CHAIN_OUTPUT_TOKENS: recorded.output_tokens,
+        attr.CHAIN_UNCOUNTED_CALLS: recorded.uncounted_calls,
         attr.CHAIN_COST_USD: recorded.cost_usd,
         attr.CHAIN_FIRST_OUTPUT_MS: recorded.first_output_ms,
         attr.CHAIN_FIRST_OUTPUT_INFERENCE_MS: recorded.first_output_inference_ms,

@@ -174,7 +174,7 @@ def compute_rollup(
     speech_ms = _speech_ms(segments, wait_path) if speech is not None else {}
     if end_of_turn_ns is not None and output_ns is not None:
         speech_ms["first_output.end_of_turn"] = _end_of_turn_ms(top, end_of_turn_ns, output_ns)
-    rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms)
+    rollup = _rollup(top, tally, split, path, output_ns, waits, cost, speech_ms, _uncounted(tally))
     if unusable:
         rollup = _unusable_marked(rollup, tally, renamed, unusable, bounded)
     if tally.unrecorded - tally.at_wire:
@@ -386,8 +386,9 @@ def _rollup(
     waits: Mapping[str, int] | None,
     cost: float | None,
     speech_ms: Mapping[str, float],
+    uncounted: int,
 ) -> Rollup:
-    """The phases' results in milliseconds."""
+    """The phases' results in milliseconds; ``uncounted``, the calls without token counts."""
     total = top.end - top.start
     call_keys = [n.rec.span_id for n in tally.calls]
     first = None if output_ns is None or waits is None else (output_ns - top.start) / _NS_PER_MS
@@ -422,6 +423,12 @@ def _rollup(
         speech_ms.get("first_output.speech_to_text"),  # first_output_speech_to_text_ms
         speech_ms.get("first_output.text_to_speech"),  # first_output_text_to_speech_ms
         speech_ms.get("first_output.end_of_turn"),  # first_output_end_of_turn_ms
+        (),  # unrecorded (`_unrecorded` marks them)
+        (),  # unrecorded_parts
+        (),  # unusable (`_unusable_marked` marks them)
+        (),  # unusable_values
+        (),  # unusable_parts
+        uncounted,  # uncounted_calls
     )
 
 
@@ -577,6 +584,24 @@ def _bounded_output(tally: TreeCounts, unusable: Mapping[int, str]) -> tuple[int
         if other > instant:
             instant, source = other, by
     return instant, source, True, key
+
+
+def _uncounted(tally: TreeCounts) -> int:
+    """How many model calls the trace gives no token counts for (``Rollup.uncounted_calls``,
+    docs/attributes.md, rule 21): neither count known, not answered from a cache, not a
+    speech call (counted in seconds and characters, not tokens)."""
+    tokens_in, tokens_out = tally.tokens_in, tally.tokens_out
+    if len(tokens_in) >= len(tally.calls) and len(tokens_out) >= len(tally.calls):
+        return 0  # every call counted (the common case), asked without a loop
+    cached = tally.cached
+    return sum(
+        1
+        for n in tally.calls
+        if n.rec.span_id not in tokens_in
+        and n.rec.span_id not in tokens_out
+        and n.rec.span_id not in cached
+        and n.rec.operation not in attr.SPEECH_OPERATIONS
+    )
 
 
 def _unusable_marked(
@@ -792,7 +817,8 @@ def _composed(
         cache_hits += figures.cache_hits
         input_tokens += figures.input_tokens
         output_tokens += figures.output_tokens
-    rollup = _rollup(top, tally, split, path, output_ns, waits, None, {})
+    uncounted = _uncounted(tally) + sum(f.rollup.uncounted_calls for f in nested.values())
+    rollup = _rollup(top, tally, split, path, output_ns, waits, None, {}, uncounted)
     if nested:
         rollup = replace(
             rollup,
