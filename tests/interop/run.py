@@ -52,6 +52,7 @@ REQUIREMENTS = HERE / "requirements"
 STACKS = (
     "openai-v2",
     "traceloop",
+    "traceloop-langchain",
     "openinference-openai",
     "openinference-langchain",
     "langsmith-otel",
