@@ -65,6 +65,7 @@ STACKS = (
     "pydantic-ai",
     "litellm",
     "openai-agents",
+    "traceloop-openai-agents",
     "strands-agents",
     "openllmetry-anthropic",
     "openinference-llama-index",
