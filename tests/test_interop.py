@@ -76,6 +76,28 @@ REFS = [_run_dict()] * (run.RUNS + 1)
 """The reference's runs around a case's 5: one before each and one after the last."""
 
 
+@pytest.mark.parametrize(
+    ("sim", "uncounted", "said"),
+    [
+        ({"input": 100, "output": 100}, 0, False),  # every call counted, none said
+        ({"input": 153, "output": 120}, 1, False),  # the answer's tokens not known, said
+        ({"input": 153, "output": 120}, 0, True),  # short of the sim's, not said
+        ({"input": 100, "output": 100}, 1, True),  # said, yet nothing is short
+    ],
+)
+def test_token_totals_short_of_the_sims_must_say_they_leave_calls_out(
+    sim: dict[str, int], uncounted: int, said: bool
+) -> None:
+    case = {**_run_dict(), "sim_tokens": sim, "uncounted_calls": uncounted}
+    differs = run.uncounted_differs([case] * 5)
+    assert bool(differs) == said
+    if said:
+        assert differs == [
+            f"tokens 100 / 100 of the sim's {sim['input']} / {sim['output']}, "
+            f"{uncounted} calls said to have no counts"
+        ]
+
+
 def test_compare_holds_within_the_tolerance() -> None:
     """A case 1.5 ms off the reference in one kind is right."""
     assert run.compare("openai-v2", REFS, [_run_dict(data=31.5)] * 5) == []

@@ -383,10 +383,22 @@ def live_rollup(run: WorkflowRun) -> dict[str, Any] | None:
     return None if r is None else _split(r)
 
 
+def sim_tokens(run: WorkflowRun, server: list[dict[str, Any]]) -> dict[str, int]:
+    """The tokens the sim counted for the requests served within the run (its SERVER
+    spans that start and end inside it: the matrix runs one request at a time), whether or
+    not its responses said them."""
+    inside = [s for s in server if run.start_ns <= s["start_ns"] and s["end_ns"] <= run.end_ns]
+    return {
+        "input": sum(s.get("input_tokens") or 0 for s in inside),
+        "output": sum(s.get("output_tokens") or 0 for s in inside),
+    }
+
+
 def _split(r: Rollup) -> dict[str, Any]:
     return {
         "counts": {"inference": r.inference_count, "data": r.data_count, "tool": r.tool_count},
         "tokens": {"input": r.input_tokens, "output": r.output_tokens},
+        "uncounted_calls": r.uncounted_calls,
         "split_ms": {
             "total": r.total_ms,
             "inference": r.inference_ms,
@@ -436,6 +448,7 @@ def runs_of(path: str) -> dict[str, Any]:
                 "functions_ms": functions[id(run)],
                 "served_ms": served[id(run)],
                 "wire_tokens": wire,
+                "sim_tokens": sim_tokens(run, server),
                 "unrecorded": list(r.unrecorded),
                 "unrecorded_parts": list(r.unrecorded_parts),
                 "live": live_rollup(run),

@@ -827,6 +827,11 @@ def live_differs(stack: str, runs: list[dict[str, Any]]) -> list[str]:
         for key, tokens in run["tokens"].items():
             if live["tokens"][key] != tokens:
                 differs.append(f"live rollup: {key} tokens {live['tokens'][key]}, read {tokens}")
+        if live.get("uncounted_calls", 0) != run.get("uncounted_calls", 0):
+            differs.append(
+                f"live rollup: {live.get('uncounted_calls', 0)} calls without token counts, "
+                f"read {run.get('uncounted_calls', 0)}"
+            )
         for part, ms in run["split_ms"].items():
             if abs(live["split_ms"][part] - ms) > LIVE_TOLERANCE_MS:
                 differs.append(
@@ -923,7 +928,28 @@ def compare(
     chainlat's HTTP spans in the stack's ``wrapped+httpx`` case): a framework that sends
     another prompt or tool schema than the reference is answered with other counts."""
     fixed = structural(expected(stack, refs[0]), runs, wire_tokens, stack in FIRST_TOKEN_IN_SPANS)
+    fixed += uncounted_differs(runs)
     return fixed + live_differs(stack, runs) + timing(stack, refs, runs)[0]
+
+
+def uncounted_differs(runs: list[dict[str, Any]]) -> list[str]:
+    """Where a run's token totals leave calls out without saying so, or say so without
+    leaving any out: its tokens are below what the sim counted for its requests (the
+    ``sim_tokens`` of its SERVER spans, counted whether or not a response said them)
+    exactly when ``uncounted_calls`` is not 0 (docs/attributes.md, rule 21)."""
+    differs: list[str] = []
+    for run in runs:
+        sim = run.get("sim_tokens")
+        if sim is None:
+            continue
+        tokens, uncounted = run["tokens"], run.get("uncounted_calls", 0)
+        short = tokens["input"] < sim["input"] or tokens["output"] < sim["output"]
+        if short != (uncounted > 0):
+            differs.append(
+                f"tokens {tokens['input']} / {tokens['output']} of the sim's {sim['input']} / "
+                f"{sim['output']}, {uncounted} calls said to have no counts"
+            )
+    return list(dict.fromkeys(differs))
 
 
 UNRECORDED_LABEL = "a model call's end not recorded"
@@ -1071,7 +1097,7 @@ def judge_case(
             runs,
             None if unseen else wire_tokens,
             stack in FIRST_TOKEN_IN_SPANS,
-        ) + live_differs(stack, runs)
+        ) + uncounted_differs(runs) + live_differs(stack, runs)
         timed, result.timing = timing(stack, refs, runs, result.declined)
         timing_only = timing_only and not fixed
         result.differs.extend(fixed + timed)

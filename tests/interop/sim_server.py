@@ -4,9 +4,10 @@ Run inside a stack's environment by ``run.py``: ``python sim_server.py --profile
 --seed N --spans FILE``. It prints ``serving URL`` and serves until its standard input
 closes. Each request's SERVER span (the sim's own processing of it: queue, prefill,
 decode, the streamed chunks written) becomes one JSON line ``{"start_ns", "end_ns",
-"model"}``: the model's time of every call, measured on the server's side. The judge
-compares a client's model-call spans with it (what the client does while a call is
-open is the client's, not the model's).
+"model", "input_tokens", "output_tokens"}``: the model's time of every call, measured on
+the server's side, and the tokens the sim counted, whether or not its response said them.
+The judge compares a client's model-call spans with it (what the client does while a call
+is open is the client's, not the model's), and a run's token totals.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from chainlat.sim import SimServer, load_profiles
 
 
 class ServerSpans(SpanExporter):
-    """Appends each SERVER span's interval and model to a JSON lines file."""
+    """Appends each SERVER span's interval, model and token counts to a JSON lines file."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "w")  # noqa: SIM115  # closed in shutdown
@@ -38,6 +39,9 @@ class ServerSpans(SpanExporter):
                     "start_ns": s.start_time,
                     "end_ns": s.end_time,
                     "model": (s.attributes or {}).get("gen_ai.request.model"),
+                    # What the sim counted, whether or not the response said it.
+                    "input_tokens": (s.attributes or {}).get("gen_ai.usage.input_tokens"),
+                    "output_tokens": (s.attributes or {}).get("gen_ai.usage.output_tokens"),
                 }
             )
             for s in spans
