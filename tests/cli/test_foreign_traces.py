@@ -339,3 +339,9 @@ def test_a_streamed_answer_whose_usage_is_zeros_has_no_cost_to_judge(
     err = capsys.readouterr().err
     assert code == EXIT_INPUT
     assert "a call to 'sim-answer' has no valid token counts" in err
+    # The totals say they leave it out (chainlat.chain.uncounted_calls), and so does report.
+    assert run.rollup.uncounted_calls == 1
+    assert main(["report", "--roots", str(path)]) == EXIT_OK
+    assert "1 runs count the tokens of some model calls and not of others" in (
+        capsys.readouterr().err
+    )

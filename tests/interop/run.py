@@ -1092,12 +1092,16 @@ def judge_case(
         overhead = result.run["split_ms"]["overhead"] - reference["split_ms"]["overhead"]
         result.overhead_ms = round(overhead, 1)
         unseen = stack in TOKENS_NOT_IN_SPANS and "+httpx" not in name
-        fixed = structural(
-            expected(stack, reference, name),
-            runs,
-            None if unseen else wire_tokens,
-            stack in FIRST_TOKEN_IN_SPANS,
-        ) + uncounted_differs(runs) + live_differs(stack, runs)
+        fixed = (
+            structural(
+                expected(stack, reference, name),
+                runs,
+                None if unseen else wire_tokens,
+                stack in FIRST_TOKEN_IN_SPANS,
+            )
+            + uncounted_differs(runs)
+            + live_differs(stack, runs)
+        )
         timed, result.timing = timing(stack, refs, runs, result.declined)
         timing_only = timing_only and not fixed
         result.differs.extend(fixed + timed)

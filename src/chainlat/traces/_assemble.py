@@ -97,6 +97,10 @@ class ReadCounters:
     framework_timed_runs: int = 0
     """Runs with a model call traced by a framework and by no HTTP-level span: their
     inference includes the framework's own time inside its model-call spans."""
+    uncounted_runs: int = 0
+    """Runs whose token totals are partial: some model calls counted, another the trace
+    gives no token counts for (``Rollup.uncounted_calls``), left out. A run with no count
+    at all says nothing of its tokens and is not counted here."""
 
     rebuilt_rollups: int = 0
     """Rollups recorded on workflow spans that are impossible for their span (a negative
@@ -177,6 +181,13 @@ class ReadCounters:
                 "timed: their inference includes the framework's own time inside its model-call "
                 "spans (trace the HTTP client to time them at the wire)"
             )
+        if self.uncounted_runs:
+            found.append(
+                f"{self.uncounted_runs} runs count the tokens of some model calls and not of "
+                "others (no usage recorded, or a usage of 0 and 0): their token totals leave "
+                "those calls out and their cost is not known (a stream's usage comes when asked "
+                'for: stream_options={"include_usage": True})'
+            )
         if self.rebuilt_rollups:
             found.append(
                 f"{self.rebuilt_rollups} rollups recorded on workflow spans are impossible for "
@@ -251,6 +262,9 @@ def runs_of(
                     counters.first_incomplete = f"{run.origin or run.workflow}: {run.incomplete}"
             if not run.nested:
                 _count_clock(run, counters)
+                rollup = run.rollup
+                if rollup.uncounted_calls and (rollup.input_tokens or rollup.output_tokens):
+                    counters.uncounted_runs += 1
         if len(runs) > 1 and not roots:
             beside = side_by_side(trace, runs)
             if beside:
