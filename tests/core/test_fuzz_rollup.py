@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from chainlat._core.attributes import SPEECH_OPERATIONS
 from chainlat._core.rollup import SpanKindLabel, SpanRecord, compute_rollup
 from support.trees import random_tree
 
@@ -31,6 +32,12 @@ def test_split_always_sums_to_the_total_and_counts_agree(malformed: bool) -> Non
         assert rollup.total_ms == max(root.end_ns - root.start_ns, 0) / 1e6
         assert rollup.step_count >= rollup.inference_count + rollup.data_count + rollup.tool_count
         assert rollup.cache_hits <= rollup.inference_count
+        # A call without counts is counted once, and a run whose totals are nothing, with no
+        # cache hit or speech call, counted none of its calls (rule 21).
+        assert 0 <= rollup.uncounted_calls <= rollup.inference_count
+        speech = any(r.operation in SPEECH_OPERATIONS for r in records)
+        if not (rollup.input_tokens or rollup.output_tokens or rollup.cache_hits or speech):
+            assert rollup.uncounted_calls == rollup.inference_count
         for kind_sum, kind_path in (
             (rollup.inference_sum_ms, rollup.inference_ms),
             (rollup.data_sum_ms, rollup.data_ms),

@@ -590,10 +590,9 @@ def _uncounted(tally: TreeCounts) -> int:
     """How many model calls the trace gives no token counts for (``Rollup.uncounted_calls``,
     docs/attributes.md, rule 21): neither count known, not answered from a cache, not a
     speech call (counted in seconds and characters, not tokens)."""
-    tokens_in, tokens_out = tally.tokens_in, tally.tokens_out
-    if len(tokens_in) >= len(tally.calls) and len(tokens_out) >= len(tally.calls):
-        return 0  # every call counted (the common case), asked without a loop
-    cached = tally.cached
+    # Not asked by the counts' lengths: a count may be kept under a key that is no counted
+    # call's (a span of a call the walk did not count), as the token totals leave it out.
+    tokens_in, tokens_out, cached = tally.tokens_in, tally.tokens_out, tally.cached
     return sum(
         1
         for n in tally.calls
