@@ -22,25 +22,14 @@ sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
 import _langgraph
+import _traceloop
 
 
 def main() -> None:
     """Run the agent: a warm-up, then the recorded runs."""
     case = _agent.parse_case()
 
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from traceloop.sdk import Instruments, Traceloop
-
-    Traceloop.init(
-        app_name="interop-traceloop-langchain",
-        exporter=InMemorySpanExporter(),  # Traceloop's own export: kept in memory, unread
-        disable_batch=True,
-        telemetry_enabled=False,
-        # What Traceloop.init() finds installed here, named so that nothing else is tried.
-        instruments={Instruments.LANGCHAIN, Instruments.OPENAI},
-    )
-    exporter = _agent.install(case, trace.get_tracer_provider(), set_global=False)
+    exporter = _traceloop.start(case, "traceloop-langchain", ("LANGCHAIN", "OPENAI"))
     app = _langgraph.graph(case)
     _agent.run_recorded(case, exporter, lambda: app.invoke({"messages": [], "notes": []}))
 

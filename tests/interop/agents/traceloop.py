@@ -18,26 +18,18 @@ import sys
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import _agent
+import _traceloop
 
 
 def main() -> None:
     """Run the agent: a warm-up, then the recorded runs."""
     case = _agent.parse_case()
 
+    exporter = _traceloop.start(case, "traceloop", ("OPENAI",))
+
     import openai
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from traceloop.sdk import Instruments, Traceloop
     from traceloop.sdk.decorators import tool, workflow
 
-    Traceloop.init(
-        app_name="interop-traceloop",
-        exporter=InMemorySpanExporter(),  # Traceloop's own export: kept in memory, unread
-        disable_batch=True,
-        telemetry_enabled=False,
-        instruments={Instruments.OPENAI},
-    )
-    exporter = _agent.install(case, trace.get_tracer_provider(), set_global=False)
     client = openai.OpenAI(base_url=case.base_url, api_key="sk-interop", max_retries=0)
 
     @tool(name=_agent.TOOL_NAME)

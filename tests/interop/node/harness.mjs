@@ -243,6 +243,26 @@ export function openaiAgent({ client, retrieve, runTool }) {
   };
 }
 
+export async function recordOpenaiAgent({ OpenAI, args, exporter, provider, tracer, spanStatusCode }) {
+  // The agents of openai-openllmetry/ and openai-otel/: `openaiAgent` on a client of the
+  // (instrumented) `OpenAI` class, the retrieval and the tool as the application's spans,
+  // each run under the application's root span `agent` (in a workflow span when wrapped),
+  // recorded as run.py asks; then `provider` flushed and shut down.
+  const { withSpan, retrieve, runTool, wrappedIf } = applicationSpans(tracer, spanStatusCode);
+  const client = new OpenAI({ baseURL: args["base-url"], apiKey: "sk-interop", maxRetries: 0 });
+  const agent = openaiAgent({ client, retrieve, runTool });
+  await record({
+    paced: args.paced,
+    traces: args.traces,
+    exporter,
+    runOnce: () => wrappedIf(args.wrapped, () => withSpan("agent", {}, agent)),
+    finish: async () => {
+      await provider.forceFlush();
+      await provider.shutdown();
+    },
+  });
+}
+
 function orderIdOf(args) {
   // The `order_id` of a tool call's JSON arguments (`A-1042` when there is none).
   try {

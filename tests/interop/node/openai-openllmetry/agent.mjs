@@ -38,9 +38,7 @@ import { OpenAIInstrumentation } from "@traceloop/instrumentation-openai";
 import {
   JsonLinesSpanExporter,
   agentArgs,
-  applicationSpans,
-  openaiAgent,
-  record,
+  recordOpenaiAgent,
 } from "./harness.mjs"; // ../harness.mjs, copied beside this file by node_stack.py
 
 const args = agentArgs();
@@ -67,19 +65,11 @@ if (!isWrapped(OpenAI.Chat.Completions.prototype.create)) {
   process.exit(2);
 }
 
-const { withSpan, retrieve, runTool, wrappedIf } = applicationSpans(trace.getTracer("interop-app"), SpanStatusCode);
-
-const client = new OpenAI({ baseURL: args["base-url"], apiKey: "sk-interop", maxRetries: 0 });
-
-const agent = openaiAgent({ client, retrieve, runTool });
-
-await record({
-  paced: args.paced,
-  traces: args.traces,
+await recordOpenaiAgent({
+  OpenAI,
+  args,
   exporter,
-  runOnce: () => wrappedIf(args.wrapped, () => withSpan("agent", {}, agent)),
-  finish: async () => {
-    await provider.forceFlush();
-    await provider.shutdown();
-  },
+  provider,
+  tracer: trace.getTracer("interop-app"),
+  spanStatusCode: SpanStatusCode,
 });
